@@ -1,0 +1,91 @@
+"""The ``hermes`` argument parser.
+
+``build_top_level_parser()`` is public: the process-identity matchers in
+``shared.identity`` derive the set of value-taking flags from it, so a flag added here
+is understood there without a second list. Building it imports nothing but argparse.
+Each command names its implementation as ``"module:function"``, imported on dispatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from shared.version import __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the version and the commit of the code this command runs."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from shared.version import code_sha
+
+        sha = code_sha()
+        parser.exit(message=f"hermes {__version__} ({sha[:12] if sha else 'no git checkout'})\n")
+
+
+def _profile_option(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # Accepted before and after the command; only the top level has a default, so a
+    # subcommand without -p does not overwrite the value given before it.
+    parser.add_argument(
+        "-p",
+        "--profile",
+        metavar="NAME",
+        default=None if top else argparse.SUPPRESS,
+        help="run against this profile's home (default: the root home, or the profile HERMES_HOME points at)",
+    )
+
+
+def _json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+
+
+def _command(sub, name: str, target: str, help: str, *, json: bool = True) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=help, description=help)
+    _profile_option(parser, top=False)
+    if json:
+        _json_option(parser)
+    parser.set_defaults(target=target)
+    return parser
+
+
+def build_top_level_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hermes",
+        description="Control plane for Hermes gateways, updates and sign-in.",
+        epilog="Exit codes: 0 success, 1 failure, 2 usage error or refused, 130 interrupted.",
+    )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and code commit, then exit")
+    _profile_option(parser, top=True)
+    parser.add_argument(
+        "-m",
+        "--model",
+        metavar="MODEL",
+        default=None,
+        help="model for agent turns this command starts (exported as HERMES_MODEL to its processes)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    profile = commands.add_parser("profile", help="list, create, show and delete profiles")
+    _profile_option(profile, top=False)
+    profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
+    _command(profile_commands, "list", "hermes_cli.commands.profile:cmd_list", "list every profile of this install")
+    create = _command(profile_commands, "create", "hermes_cli.commands.profile:cmd_create", "create a profile")
+    create.add_argument("name", help="profile name: ^[a-z0-9][a-z0-9_-]{0,63}$")
+    show = _command(profile_commands, "show", "hermes_cli.commands.profile:cmd_show", "show one profile")
+    show.add_argument("name", nargs="?", help="profile name (default: the active profile)")
+    delete = _command(
+        profile_commands, "delete", "hermes_cli.commands.profile:cmd_delete", "delete a profile and all its files"
+    )
+    delete.add_argument("name", help="profile name")
+    delete.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+    _command(
+        commands,
+        "doctor",
+        "hermes_cli.commands.doctor:cmd_doctor",
+        "check homes, permissions, IPC endpoints, locks and dependencies",
+    )
+    return parser

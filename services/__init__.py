@@ -1,0 +1,1 @@
+"""The mesh's long-running processes, one package each (``python -m services.<name>``)."""

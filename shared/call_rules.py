@@ -1,0 +1,56 @@
+"""Client-side rules shared by the async and the synchronous client.
+
+When a call may be tried again (only ops marked idempotent: a timeout does not tell whether
+the service ran the call), how long to wait first, and how request ids are made.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+from dataclasses import dataclass
+from typing import Callable
+
+from shared.protocol import Code, OpSpec
+
+# Codes after which a second attempt of an idempotent op can succeed.
+RETRYABLE = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET, Code.BUSY, Code.SHUTTING_DOWN})
+
+# How long a client waits past the deadline it sent, for the service's own
+# ``deadline_exceeded`` answer to arrive.
+REPLY_GRACE = 0.5
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int = 2
+    backoff: float = 0.05
+    backoff_cap: float = 1.0
+
+    def attempts(self, spec: OpSpec) -> int:
+        return 1 + (self.retries if spec.idempotent else 0)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before attempt number ``attempt + 1`` (``attempt`` counts from 0)."""
+        return min(self.backoff_cap, self.backoff * (2**attempt))
+
+    def should_retry(self, spec: OpSpec, code: str, attempt: int) -> bool:
+        return spec.idempotent and code in RETRYABLE and attempt + 1 < self.attempts(spec)
+
+
+DEFAULT_RETRY = RetryPolicy()
+NO_RETRY = RetryPolicy(retries=0)
+
+
+def request_ids() -> Callable[[], str]:
+    """Ids unique across processes talking to one service: a random prefix and a counter."""
+    prefix = secrets.token_hex(4)
+    counter = itertools.count(1)
+    return lambda: f"{prefix}-{next(counter)}"
+
+
+def ipc_missing(address: str) -> bool:
+    """True when ``address`` is an ipc endpoint whose socket file does not exist: nothing
+    listens there, so a client can say so at once instead of waiting out its timeout."""
+    return address.startswith("ipc://") and not os.path.exists(address[len("ipc://") :])

@@ -1,0 +1,287 @@
+"""Where every process's files are: the root home, profile homes, the private ``run/`` dir
+and the IPC endpoints inside it.
+
+Profile operations are anchored on the root home whichever profile is active, so
+``hermes -p coder profile list`` sees every profile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.errors import HermesError
+
+HOME_ENV = "HERMES_HOME"
+PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# The default profile is the root home itself, so the name is never a directory under profiles/.
+DEFAULT_PROFILE = "default"
+
+RUN_DIR_MODE = 0o700
+# Longest socket path the kernel accepts: sizeof(sockaddr_un.sun_path) minus the NUL.
+IPC_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+
+# Service name -> the home it is bound in: one per profile, or one per install (the root).
+SERVICES: dict[str, str] = {
+    "gateway": "profile",
+    "updater": "root",
+    "auth_worker": "root",
+    "handoff_retry": "root",
+    "hook_reporter": "root",
+}
+
+
+class InvalidProfileName(HermesError):
+    code = "invalid_profile_name"
+
+
+class ProfileNotFound(HermesError):
+    code = "profile_not_found"
+
+
+class UnsafeRunDir(HermesError):
+    code = "unsafe_run_dir"
+
+
+class EndpointPathTooLong(HermesError):
+    code = "ipc_path_too_long"
+
+
+# --- profiles -----------------------------------------------------------------------------
+
+
+def validate_profile_name(name: object) -> str:
+    """Return ``name`` if it is a valid profile name (``"default"`` included)."""
+    # fullmatch, because "$" alone would also accept a trailing newline.
+    if not isinstance(name, str) or not PROFILE_NAME_RE.fullmatch(name):
+        raise InvalidProfileName(
+            f"invalid profile name {name!r}: use 1-64 of a-z, 0-9, '_' and '-', "
+            "starting with a letter or digit",
+            detail={"name": name if isinstance(name, str) else repr(name)},
+        )
+    return name
+
+
+def _is_named_profile(name: str) -> bool:
+    return name != DEFAULT_PROFILE and PROFILE_NAME_RE.fullmatch(name) is not None
+
+
+def _user_home(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def _resolve(env: Mapping[str, str] | None) -> tuple[Path, str]:
+    env = os.environ if env is None else env
+    raw = env.get(HOME_ENV, "")
+    if not raw:
+        return (_user_home(env) / ".hermes").absolute(), DEFAULT_PROFILE
+    if raw == "~" or raw.startswith("~/"):
+        raw = str(_user_home(env)) + raw[1:]
+    # Deliberately not resolved: the user's spelling of the path is what they see in messages.
+    home = Path(os.path.expanduser(raw)).absolute()
+    if home.parent.name == "profiles" and _is_named_profile(home.name):
+        return home.parent.parent, home.name
+    return home, DEFAULT_PROFILE
+
+
+def root_home(env: Mapping[str, str] | None = None) -> Path:
+    """The install's root home: ``$HERMES_HOME`` (or ``~/.hermes``) with any profile suffix removed."""
+    return _resolve(env)[0]
+
+
+def active_profile(env: Mapping[str, str] | None = None) -> str:
+    """The profile ``$HERMES_HOME`` points at; ``"default"`` for the root home."""
+    return _resolve(env)[1]
+
+
+def active_home(env: Mapping[str, str] | None = None) -> Path:
+    """The home of the active profile (the root home for the default profile)."""
+    root, profile = _resolve(env)
+    return profile_home(profile, root)
+
+
+def profiles_dir(root: Path) -> Path:
+    return Path(root) / "profiles"
+
+
+def profile_home(name: str, root: Path | None = None, *, must_exist: bool = False) -> Path:
+    """The home of profile ``name``; with ``must_exist`` a missing named profile raises ProfileNotFound."""
+    validate_profile_name(name)
+    root = root_home() if root is None else Path(root)
+    if name == DEFAULT_PROFILE:
+        return root
+    home = profiles_dir(root) / name
+    if must_exist and not home.is_dir():
+        raise ProfileNotFound(f"no profile named {name!r} in {root}", detail={"name": name})
+    return home
+
+
+def list_profiles(root: Path | None = None) -> list[str]:
+    """``"default"`` first, then the named profiles present under ``profiles/``, sorted."""
+    root = root_home() if root is None else Path(root)
+    try:
+        entries = list(os.scandir(profiles_dir(root)))
+    except (FileNotFoundError, NotADirectoryError):
+        entries = []
+    named = sorted(e.name for e in entries if _is_named_profile(e.name) and e.is_dir())
+    return [DEFAULT_PROFILE, *named]
+
+
+def service_home(service: str, env: Mapping[str, str] | None = None) -> Path:
+    """The home a service binds in: the active profile's for per-profile services, else the root."""
+    scope = _service_scope(service)
+    return active_home(env) if scope == "profile" else root_home(env)
+
+
+def _service_scope(service: str) -> str:
+    try:
+        return SERVICES[service]
+    except KeyError:
+        raise ValueError(f"unknown service {service!r}; known: {', '.join(SERVICES)}") from None
+
+
+# --- the private run directory --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunDirStatus:
+    path: Path
+    exists: bool
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.exists and not self.problems
+
+
+def _private_dir_status(path: Path) -> RunDirStatus:
+    # lstat, so that a symlink is judged as itself and never followed somewhere else.
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return RunDirStatus(path, exists=False, problems=())
+    if stat.S_ISLNK(st.st_mode):
+        return RunDirStatus(path, exists=True, problems=("is a symlink",))
+    if not stat.S_ISDIR(st.st_mode):
+        return RunDirStatus(path, exists=True, problems=("is not a directory",))
+    problems: list[str] = []
+    euid = os.geteuid()
+    if st.st_uid != euid:
+        problems.append(f"is owned by uid {st.st_uid}, not {euid}")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077:
+        problems.append(f"has mode {mode:04o}: group or others have access (expected {RUN_DIR_MODE:04o})")
+    return RunDirStatus(path, exists=True, problems=tuple(problems))
+
+
+def _ensure_private_dir(path: Path) -> Path:
+    try:
+        os.mkdir(path, RUN_DIR_MODE)
+    except FileExistsError:
+        pass  # an existing directory is judged below, never repaired
+    else:
+        # Only a directory we just made is ours to fix up: the umask may have removed owner bits.
+        os.chmod(path, RUN_DIR_MODE)
+    status = _private_dir_status(path)
+    if not status.exists:  # removed between mkdir and lstat
+        raise UnsafeRunDir(f"refusing to use {path}: it vanished", detail={"path": str(path)})
+    if status.problems:
+        raise UnsafeRunDir(
+            f"refusing to use {path}: it {'; it '.join(status.problems)}",
+            detail={"path": str(path), "problems": list(status.problems)},
+        )
+    return path
+
+
+def ensure_run_dir(home: Path) -> Path:
+    """Create ``home/run`` (0700) if needed and check it is private; raise UnsafeRunDir if not."""
+    home = Path(home)
+    home.mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
+    return _ensure_private_dir(home / "run")
+
+
+def check_run_dir(home: Path) -> RunDirStatus:
+    """The state of ``home/run`` without creating or changing anything (for ``hermes doctor``)."""
+    return _private_dir_status(Path(home) / "run")
+
+
+# --- IPC endpoints ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    service: str
+    directory: Path
+    control: str  # ROUTER, "ipc://<directory>/<service>.ctl"
+    events: str  # PUB, "ipc://<directory>/<service>.pub"
+    lock_path: Path
+    fallback: bool  # True when the home is too deep for a socket path and a short dir is used
+
+
+def endpoint(
+    home: Path,
+    service: str,
+    *,
+    create: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> Endpoint:
+    """Where ``service`` of ``home`` binds. With ``create`` the directory is made and checked."""
+    _service_scope(service)
+    home = Path(home).absolute()
+    run = home / "run"
+    if _sockets_fit(run, service):
+        directory = ensure_run_dir(home) if create else run
+        return _endpoint_in(directory, service, fallback=False)
+
+    digest = _home_digest(home)
+    bases = _fallback_bases(os.environ if env is None else env)
+    for base in bases:
+        directory = base / digest
+        if _sockets_fit(directory, service):
+            if create:
+                _ensure_private_dir(base)
+                _ensure_private_dir(directory)
+            return _endpoint_in(directory, service, fallback=True)
+    raise EndpointPathTooLong(
+        f"no IPC path for {service} of {home} fits in {IPC_PATH_MAX} bytes, "
+        f"not even under {' or '.join(str(b) for b in bases)}",
+        detail={"home": str(home), "service": service},
+    )
+
+
+def _endpoint_in(directory: Path, service: str, *, fallback: bool) -> Endpoint:
+    return Endpoint(
+        service=service,
+        directory=directory,
+        control=f"ipc://{directory / f'{service}.ctl'}",
+        events=f"ipc://{directory / f'{service}.pub'}",
+        lock_path=directory / f"{service}.lock",
+        fallback=fallback,
+    )
+
+
+def _sockets_fit(directory: Path, service: str) -> bool:
+    return all(
+        len(os.fsencode(directory / f"{service}{suffix}")) <= IPC_PATH_MAX for suffix in (".ctl", ".pub")
+    )
+
+
+def _home_digest(home: Path) -> str:
+    # Resolved, so every spelling of one home agrees on one fallback dir, as they do on home/run.
+    return hashlib.sha256(os.fsencode(os.path.realpath(home))).hexdigest()[:16]
+
+
+def _fallback_bases(env: Mapping[str, str]) -> list[Path]:
+    bases: list[Path] = []
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
+        bases.append(Path(runtime) / "hermes")
+    bases.append(Path("/tmp") / f"hermes-{os.geteuid()}")
+    return bases

@@ -1,0 +1,125 @@
+"""A blocking client for the CLI: same protocol and retry rules, no trio import.
+
+The CLI makes one or two calls per run and must start fast, so it talks to services with
+plain pyzmq and a poller instead of starting an event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping
+
+import zmq
+
+from shared import protocol
+from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
+from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, ipc_missing, request_ids
+
+
+class SyncClient:
+    def __init__(
+        self,
+        address: str,
+        *,
+        window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
+        max_frame: int = protocol.MAX_FRAME_BYTES,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ):
+        self.address = address
+        self._window = window
+        self._max_frame = max_frame
+        self._retry = retry
+        self._next_id = request_ids()
+        self._sock: zmq.Socket | None = None
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
+
+    def call(
+        self,
+        spec: OpSpec,
+        args: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        on_event: Callable[[Any], None] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Any:
+        """Like ``shared.client.Client.call``, blocking."""
+        policy = retry or self._retry
+        budget = spec.timeout if timeout is None else timeout
+        attempt = 0
+        while True:
+            try:
+                return self._attempt(spec, dict(args or {}), budget, on_event)
+            except RemoteError as exc:
+                if not policy.should_retry(spec, exc.code, attempt):
+                    raise
+                time.sleep(policy.delay(attempt))
+                attempt += 1
+
+    def _socket(self) -> zmq.Socket:
+        if self._sock is None:
+            sock = zmq.Context.instance().socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.IMMEDIATE, 1)
+            sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
+            sock.connect(self.address)
+            self._sock = sock
+        return self._sock
+
+    def _attempt(self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None) -> Any:
+        if ipc_missing(self.address):
+            raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
+        request_id = self._next_id()
+        raw = protocol.encode_request(request_id, spec.name, args, deadline_ms=max(1, int(budget * 1000)))
+        if len(raw) > self._max_frame:
+            raise RemoteError(
+                Code.FRAME_TOO_LARGE,
+                f"request of {len(raw)} bytes is over the {self._max_frame}-byte limit",
+                detail={"size": len(raw), "limit": self._max_frame},
+            )
+        sock = self._socket()
+        deadline = time.monotonic() + budget + REPLY_GRACE
+        if not _wait(sock, zmq.POLLOUT, deadline):
+            self.close()
+            raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}")
+        sock.send(raw, zmq.NOBLOCK)
+        while True:
+            if not _wait(sock, zmq.POLLIN, deadline):
+                self.close()  # the request may still be queued: never let it arrive late
+                raise RemoteError(
+                    Code.TIMEOUT,
+                    f"no answer to {spec.name!r} from {self.address} within {budget:g}s",
+                    detail={"op": spec.name},
+                )
+            parts = sock.recv_multipart(zmq.NOBLOCK)
+            if len(parts) != 1:
+                continue
+            try:
+                reply = protocol.decode_reply(parts[0], window=self._window, max_bytes=self._max_frame)
+            except ProtocolError as exc:
+                if exc.request_id == request_id:
+                    raise RemoteError(exc.code, exc.message, detail=exc.detail) from None
+                continue
+            if reply.id != request_id:
+                continue  # a late answer to an earlier attempt
+            if reply.kind == "event":
+                if on_event is not None:
+                    on_event(reply.payload)
+                continue
+            return reply.raise_for_error()
+
+
+def _wait(sock: zmq.Socket, event: int, deadline: float) -> bool:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return False
+    return bool(sock.poll(timeout=int(remaining * 1000) + 1, flags=event))

@@ -1,0 +1,297 @@
+"""pyzmq for trio: one owner task per socket, fed by memory channels.
+
+pyzmq has no trio integration. Its ``FD`` is edge-triggered: it becomes readable when the
+socket's state *may* have changed, and only ``EVENTS`` tells what can be done now. Reading
+``EVENTS``, sending and receiving all consume that edge, so ``EVENTS`` is re-checked after
+every send and receive, and the task sleeps on the FD only when the last check showed
+nothing to do.
+
+Trio allows one waiter per FD (a second raises ``BusyResourceError``), so exactly one task,
+the pump, touches the socket. Other tasks hand it messages through a bounded channel and
+take received messages from another; when they do, they wake the pump out of its FD wait.
+No thread hop per message: everything runs in the trio thread with non-blocking calls.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Iterable
+
+import trio
+import zmq
+
+from shared.protocol import MAX_FRAME_BYTES, TRANSPORT_SIZE_FACTOR
+
+log = logging.getLogger(__name__)
+
+Message = list[bytes]
+
+# How many rounds of sends and receives the pump does before yielding to other tasks.
+_BATCH = 16
+
+# Plain ints: pyzmq's flag enums cost an object per ``&`` on the hot path.
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+_POLLOUT = int(zmq.POLLOUT)
+_NOBLOCK = int(zmq.NOBLOCK)
+
+
+class Socket:
+    """A zmq socket owned by one pump task. Create it with ``open_socket``."""
+
+    def __init__(self, zsock: zmq.Socket, *, inbound: int, outbound: int):
+        self._zsock = zsock
+        self._fd = zsock.getsockopt(zmq.FD)
+        self._drop_unroutable = zsock.type in (zmq.ROUTER, zmq.PUB)
+        self._in_send, self._in_recv = trio.open_memory_channel[Message](inbound)
+        self._out_send, self._out_recv = trio.open_memory_channel[Message](outbound)
+        self._head: Message | None = None  # taken from the outbound channel, not yet sent
+        self._held: Message | None = None  # received, waiting for room in the inbound channel
+        self._pump_task: trio.lowlevel.Task | None = None
+        self._pump_parked = False
+        self._watcher_task: trio.lowlevel.Task | None = None
+        self._watcher_parked = False
+        self._closed = False
+        self.sent = 0
+        self.received = 0
+        self.dropped = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- the public face, used by any task ---------------------------------------------
+
+    async def send(self, parts: Message) -> None:
+        """Queue a multipart message. Waits only while the outbound queue is full.
+
+        With room in the queue this does not yield: callers send and then wait for
+        something else (a reply, the next request), which is their checkpoint.
+        """
+        try:
+            try:
+                self._out_send.send_nowait(parts)
+            except trio.WouldBlock:
+                await self._out_send.send(parts)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise trio.ClosedResourceError("socket is closed") from None
+        self._wake()
+
+    def send_nowait(self, parts: Message) -> bool:
+        """Queue a message if there is room; ``False`` if it was dropped (lossy senders)."""
+        try:
+            self._out_send.send_nowait(parts)
+        except trio.WouldBlock:
+            self.dropped += 1
+            return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise trio.ClosedResourceError("socket is closed") from None
+        self._wake()
+        return True
+
+    async def receive(self) -> Message:
+        """The next received multipart message; ``ClosedResourceError`` once closed.
+
+        Takes a message that is already there without yielding; a consumer that loops
+        over a busy socket must checkpoint itself now and then.
+        """
+        try:
+            try:
+                message = self._in_recv.receive_nowait()
+            except trio.WouldBlock:
+                message = await self._in_recv.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise trio.ClosedResourceError("socket is closed") from None
+        if self._held is not None:
+            self._wake()  # there is room again for what the pump holds
+        return message
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Message]:
+        while True:
+            try:
+                yield await self.receive()
+            except trio.ClosedResourceError:
+                return
+
+    def pending_output(self) -> int:
+        """Messages queued but not yet handed to zmq."""
+        return self._out_send.statistics().current_buffer_used + (self._head is not None)
+
+    def _wake(self) -> None:
+        if self._pump_parked:
+            self._pump_parked = False
+            trio.lowlevel.reschedule(self._pump_task)
+
+    # --- the pump: the only code that touches the zmq socket --------------------------
+
+    async def _pump(self) -> None:
+        zsock = self._zsock
+        get = zsock.getsockopt
+        self._pump_task = trio.lowlevel.current_task()
+        done = 0
+        while True:
+            progressed = False
+            events = get(_EVENTS)
+
+            if self._held is not None:
+                try:
+                    self._in_send.send_nowait(self._held)
+                    self._held = None
+                except trio.WouldBlock:
+                    pass
+            while self._held is None and events & _POLLIN:
+                try:
+                    message = zsock.recv_multipart(_NOBLOCK)
+                except zmq.Again:
+                    break
+                progressed = True
+                self.received += 1
+                try:
+                    self._in_send.send_nowait(message)
+                except trio.WouldBlock:
+                    self._held = message  # stop reading until a receiver makes room
+                events = get(_EVENTS)
+
+            while events & _POLLOUT:
+                if self._head is None:
+                    try:
+                        self._head = self._out_recv.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+                if not self._send_head():
+                    break
+                progressed = True
+                events = get(_EVENTS)
+
+            if progressed:
+                done += 1
+                if done % _BATCH == 0:
+                    await trio.lowlevel.checkpoint()
+                continue
+
+            # Nothing to do until zmq's state changes or a task queues work. From the EVENTS
+            # check above until the park below no other task runs, so nothing is missed: a
+            # task that queues a message reschedules the pump, and the watcher, re-armed
+            # here, sees the FD become readable on any zmq state change after that check.
+            if self._watcher_parked:
+                self._watcher_parked = False
+                trio.lowlevel.reschedule(self._watcher_task)
+            self._pump_parked = True
+            await trio.lowlevel.wait_task_rescheduled(self._abort_pump_park)
+
+    def _abort_pump_park(self, raise_cancel) -> trio.lowlevel.Abort:
+        self._pump_parked = False
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def _abort_watcher_park(self, raise_cancel) -> trio.lowlevel.Abort:
+        self._watcher_parked = False
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    async def _watch_fd(self) -> None:
+        """The one task that waits on the FD. It never touches the socket: it tells the
+        pump, then stays parked until the pump has re-read EVENTS and parks itself, since
+        the FD stays readable until then."""
+        self._watcher_task = trio.lowlevel.current_task()
+        while True:
+            await trio.lowlevel.wait_readable(self._fd)
+            self._watcher_parked = True
+            self._wake()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_watcher_park)
+
+    def _send_head(self) -> bool:
+        try:
+            self._zsock.send_multipart(self._head, _NOBLOCK)
+        except zmq.Again:
+            if not self._drop_unroutable:
+                return False  # a DEALER with no ready peer: keep the message, wait for POLLOUT
+            # A ROUTER peer over its high-water mark is not reading; holding the message
+            # would stall every other peer behind it.
+            log.warning("dropping a message for a peer that is not reading")
+            self.dropped += 1
+        except zmq.ZMQError as exc:
+            if exc.errno != errno.EHOSTUNREACH:
+                raise
+            self.dropped += 1  # the peer is gone (ROUTER_MANDATORY says so instead of dropping silently)
+        else:
+            self.sent += 1
+        self._head = None
+        return True
+
+    def _close(self, linger_ms: int) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._in_send.close()
+        self._out_recv.close()
+        trio.lowlevel.notify_closing(self._fd)
+        self._zsock.close(linger=linger_ms)
+
+
+def _configure(
+    zsock: zmq.Socket, sock_type: int, max_frame: int, options: Iterable[tuple[int, int | bytes]]
+) -> None:
+    zsock.setsockopt(zmq.LINGER, 0)
+    zsock.setsockopt(zmq.MAXMSGSIZE, max_frame * TRANSPORT_SIZE_FACTOR)
+    if sock_type == zmq.ROUTER:
+        zsock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    if sock_type == zmq.DEALER:
+        zsock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request on a connection not yet made
+    for option, value in options:
+        zsock.setsockopt(option, value)
+
+
+@asynccontextmanager
+async def open_socket(
+    sock_type: int,
+    *,
+    bind: Iterable[str] = (),
+    connect: Iterable[str] = (),
+    options: Iterable[tuple[int, int | bytes]] = (),
+    max_frame: int = MAX_FRAME_BYTES,
+    inbound: int = 256,
+    outbound: int = 256,
+    close_linger_ms: int = 0,
+) -> AsyncIterator[Socket]:
+    """A configured socket with its pump running; closed on exit.
+
+    ``options`` are ``(option, value)`` pairs set before any bind or connect (a SUB's
+    ``SUBSCRIBE`` goes here: once the pump runs, no other task touches the socket).
+
+    ``close_linger_ms`` lets a service that is shutting down give its last replies time to
+    leave; sockets are created with ``LINGER`` 0 so an abandoned socket never blocks exit.
+    """
+    zsock = zmq.Context.instance().socket(sock_type)
+    sock: Socket | None = None
+    try:
+        _configure(zsock, sock_type, max_frame, options)
+        for address in bind:
+            zsock.bind(address)
+        for address in connect:
+            zsock.connect(address)
+        sock = Socket(zsock, inbound=inbound, outbound=outbound)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sock._pump)
+            nursery.start_soon(sock._watch_fd)
+            try:
+                yield sock
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        if sock is not None:
+            sock._close(close_linger_ms)
+        else:
+            zsock.close(linger=0)
+
+
+async def drain_output(sock: Socket, timeout: float) -> bool:
+    """Wait until everything queued on ``sock`` was handed to zmq; ``False`` on timeout."""
+    with trio.move_on_after(timeout):
+        while sock.pending_output():
+            await trio.sleep(0.005)
+        return True
+    return False

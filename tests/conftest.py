@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def short_dir():
+    """A private directory with a short path: ipc socket paths must fit in 107 bytes,
+    and pytest's own tmp_path can be longer than that."""
+    path = Path(tempfile.mkdtemp(prefix="hm-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def endpoint(short_dir):
+    """An ipc address and its lock file."""
+    return f"ipc://{short_dir}/svc.ctl", short_dir / "svc.lock"
+
+
+def python_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+class Peer:
+    """A real child process that prints one ready line before it serves."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None):
+        self.proc = subprocess.Popen(
+            [sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env or python_env()
+        )
+        line = self._ready_line(timeout=20)
+        if not line.startswith("ready"):
+            self.kill()
+            raise RuntimeError(f"peer did not start: {line!r} {self.proc.stderr.read().decode()[-2000:]}")
+        self.pid = self.proc.pid
+
+    def _ready_line(self, timeout: float) -> str:
+        import selectors
+
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if not sel.select(timeout):
+                return "(no ready line in time)"
+        return self.proc.stdout.readline().decode().strip()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def terminate(self, timeout: float = 10) -> int:
+        self.proc.terminate()
+        return self.proc.wait(timeout=timeout)
+
+
+@pytest.fixture
+def spawn():
+    peers: list[Peer] = []
+
+    def start(*argv: str, env: dict[str, str] | None = None) -> Peer:
+        peer = Peer(list(argv), env=env)
+        peers.append(peer)
+        return peer
+
+    yield start
+    for peer in peers:
+        peer.kill()

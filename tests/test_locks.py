@@ -1,0 +1,192 @@
+"""The endpoint lock against real processes: held, released, and left behind by kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from shared.identity import ProcessIdentity, current_identity
+from shared.locks import FileLock, LockHeld, probe
+
+REPO = Path(__file__).resolve().parent.parent
+
+_HOLD = """
+    import sys, time
+    from shared.locks import FileLock
+    lock = FileLock(sys.argv[1])
+    lock.acquire()
+    print("ready", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Starts a real process that acquires a FileLock on a path and sleeps holding it."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(path: Path) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(_HOLD), str(path)],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", proc.stderr.read()
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_acquire_records_identity_and_release_keeps_file(tmp_path):
+    path = tmp_path / "gateway.lock"
+    lock = FileLock(path)
+    lock.acquire()
+    try:
+        assert lock.held
+        assert json.loads(path.read_text()) == current_identity().to_dict()
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    finally:
+        lock.release()
+    assert not lock.held
+    assert path.exists()
+    lock.release()  # idempotent
+
+
+def test_second_lock_in_same_process_is_refused(tmp_path):
+    path = tmp_path / "gateway.lock"
+    with FileLock(path) as first:
+        with pytest.raises(LockHeld) as info:
+            FileLock(path).acquire()
+        assert first.held
+    err = info.value
+    assert err.code == "endpoint_busy"
+    assert err.holder == current_identity()
+    assert f"pid {os.getpid()}" in err.message
+    assert err.to_dict()["detail"]["holder"] == current_identity().to_dict()
+
+
+def test_release_then_reacquire(tmp_path):
+    path = tmp_path / "gateway.lock"
+    lock = FileLock(path)
+    with lock:
+        pass
+    with lock:
+        assert lock.held
+    with FileLock(path):
+        pass
+
+
+def test_double_acquire_of_one_object_is_a_bug(tmp_path):
+    with FileLock(tmp_path / "x.lock") as lock:
+        with pytest.raises(RuntimeError):
+            lock.acquire()
+
+
+def test_lock_held_by_another_process_names_its_pid(tmp_path, holder):
+    path = tmp_path / "gateway.lock"
+    proc = holder(path)
+    with pytest.raises(LockHeld) as info:
+        FileLock(path).acquire()
+    assert info.value.holder is not None
+    assert info.value.holder.pid == proc.pid
+    assert f"pid {proc.pid}" in info.value.message
+
+
+def test_lock_held_with_unreadable_holder(tmp_path):
+    path = tmp_path / "gateway.lock"
+    with FileLock(path):
+        path.write_text("garbage")  # the holder record is best-effort
+        with pytest.raises(LockHeld) as info:
+            FileLock(path).acquire()
+    assert info.value.holder is None
+    assert "another process" in info.value.message
+    assert probe(path).holder is None
+
+
+def test_probe_missing(tmp_path):
+    path = tmp_path / "absent.lock"
+    status = probe(path)
+    assert (status.exists, status.held, status.holder, status.stale) == (False, False, None, False)
+    assert not path.exists()
+
+
+def test_probe_live_holder_then_kill_9(tmp_path, holder):
+    path = tmp_path / "gateway.lock"
+    proc = holder(path)
+    status = probe(path)
+    assert (status.exists, status.held, status.stale) == (True, True, False)
+    assert status.holder is not None and status.holder.pid == proc.pid
+    # Probing takes nothing away from the holder and keeps nothing itself.
+    assert probe(path).held
+
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    status = probe(path)
+    assert (status.exists, status.held, status.stale) == (True, False, True)
+    assert status.holder is not None and status.holder.pid == proc.pid  # the last holder, for doctor
+
+    with FileLock(path) as lock:
+        assert lock.held
+        assert probe(path).holder == current_identity()
+
+
+def test_probe_of_own_lock_and_after_release(tmp_path):
+    path = tmp_path / "gateway.lock"
+    with FileLock(path):
+        status = probe(path)
+        assert status.held and status.holder == current_identity()
+    assert probe(path).stale
+
+
+def test_lock_fd_is_not_inherited_by_children(tmp_path):
+    path = tmp_path / "gateway.lock"
+    # The holder starts a grandchild that would keep the lock alive had it inherited the fd.
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                """
+                import subprocess, sys, time
+                from shared.locks import FileLock
+                FileLock(sys.argv[1]).acquire()
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], close_fds=False)
+                print(child.pid, flush=True)
+                time.sleep(60)
+                """
+            ),
+            str(path),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    grandchild = int(parent.stdout.readline())
+    try:
+        assert probe(path).held
+        parent.kill()
+        parent.wait()
+        assert not probe(path).held
+    finally:
+        os.kill(grandchild, signal.SIGKILL)
+
+
+def test_lock_held_round_trips_holder_identity():
+    ident = ProcessIdentity(1234, 99)
+    err = LockHeld(Path("/x/gateway.lock"), ident)
+    assert ProcessIdentity.from_dict(err.to_dict()["detail"]["holder"]) == ident

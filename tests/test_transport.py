@@ -1,0 +1,332 @@
+"""The trio adapter, the service helper and both clients, over real ipc sockets."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import msgpack
+import pytest
+import trio
+import zmq
+
+from shared import protocol
+from shared.call_rules import NO_RETRY, RetryPolicy
+from shared.client import open_client
+from shared.locks import LockHeld
+from shared.protocol import Code, OpSpec, RemoteError
+from shared.service import HELLO
+from shared.sync_client import SyncClient
+from shared.zmq_trio import open_socket
+from tests.peers.echo_service import BIG, ECHO, FAIL, SLOW, STREAM, build_service
+
+
+@pytest.fixture
+async def served(nursery, endpoint):
+    address, lock = endpoint
+    service = build_service(address, lock)
+    await nursery.start(service.serve)
+    yield service, address
+    service.stop(grace=0)
+
+
+async def test_round_trip_and_hello(served):
+    service, address = served
+    async with open_client(address) as client:
+        assert await client.call(ECHO, {"text": "hi"}) == "hi"
+        hello = await client.call(HELLO)
+    assert hello["service"] == "echo"
+    assert hello["pid"] == os.getpid()
+    assert hello["protocol"] == {"min": protocol.PROTOCOL_MIN, "max": protocol.PROTOCOL_VERSION}
+
+
+async def test_concurrent_calls_share_one_connection(served):
+    _, address = served
+    results = {}
+    async with open_client(address) as client:
+
+        async def one(i: int) -> None:
+            results[i] = await client.call(ECHO, {"text": f"n{i}"})
+
+        async with trio.open_nursery() as nursery:
+            for i in range(25):
+                nursery.start_soon(one, i)
+    assert results == {i: f"n{i}" for i in range(25)}
+
+
+async def test_streaming_events_arrive_in_order_before_the_result(served):
+    _, address = served
+    seen = []
+    async with open_client(address) as client:
+        result = await client.call(STREAM, {"to": 50}, on_event=seen.append)
+    assert result == 50
+    assert seen == [{"n": i} for i in range(50)]
+
+
+async def test_deadline_is_enforced_by_the_service(served):
+    _, address = served
+    async with open_client(address) as client:
+        with trio.fail_after(5):
+            with pytest.raises(RemoteError) as info:
+                await client.call(SLOW, {"seconds": 30}, timeout=0.2)
+        assert info.value.code == Code.DEADLINE_EXCEEDED
+        assert await client.call(ECHO, {"text": "still serving"}) == "still serving"
+
+
+async def test_errors_from_handlers_are_typed_and_the_service_survives(served):
+    _, address = served
+    async with open_client(address) as client:
+        with pytest.raises(RemoteError) as info:
+            await client.call(FAIL, {"typed": True})
+        assert (info.value.code, info.value.detail) == ("refused_on_purpose", {"why": "test"})
+        with pytest.raises(RemoteError) as info:
+            await client.call(FAIL, {"typed": False})
+        assert info.value.code == Code.INTERNAL_ERROR
+        assert "bug" not in info.value.message  # internals stay in the service's log
+        with pytest.raises(RemoteError) as info:
+            await client.call(BIG, {"size": protocol.MAX_FRAME_BYTES + 10})
+        assert info.value.code == Code.FRAME_TOO_LARGE
+        with pytest.raises(RemoteError) as info:
+            await client.call(OpSpec("no_such_op"))
+        assert info.value.code == Code.UNKNOWN_OP
+        assert "echo" in info.value.detail["known"]
+        assert await client.call(ECHO, {"text": "ok"}) == "ok"
+
+
+async def test_concurrency_limit_answers_busy(nursery, endpoint):
+    address, lock = endpoint
+    service = build_service(address, lock, concurrency=2)
+    await nursery.start(service.serve)
+    async with open_client(address) as client:
+        async with trio.open_nursery() as calls:
+            for _ in range(2):
+                calls.start_soon(client.call, SLOW, {"seconds": 0.5})
+            with trio.fail_after(5):
+                while service.in_flight < 2:
+                    await trio.sleep(0.01)
+            with pytest.raises(RemoteError) as info:
+                await client.call(ECHO, {"text": "x"}, retry=NO_RETRY)
+            assert (info.value.code, info.value.detail) == (Code.BUSY, {"limit": 2})
+        # the slow calls finished; an idempotent call retried through ``busy`` succeeds
+        assert await client.call(ECHO, {"text": "after"}) == "after"
+    service.stop(0)
+
+
+async def test_request_over_the_cap_fails_locally(served):
+    _, address = served
+    async with open_client(address) as client:
+        with pytest.raises(RemoteError) as info:
+            await client.call(ECHO, {"text": "x" * protocol.MAX_FRAME_BYTES})
+    assert info.value.code == Code.FRAME_TOO_LARGE
+
+
+async def test_unavailable_at_once_when_nothing_listens(short_dir):
+    address = f"ipc://{short_dir}/nobody.ctl"
+    async with open_client(address) as client:
+        with trio.fail_after(2):
+            with pytest.raises(RemoteError) as info:
+                await client.call(SLOW, {"seconds": 0})
+    assert info.value.code == Code.UNAVAILABLE
+
+
+async def test_idempotent_call_is_retried_until_the_service_appears(nursery, endpoint):
+    address, lock = endpoint
+    service = build_service(address, lock)
+
+    async def start_later() -> None:
+        await trio.sleep(0.3)
+        await nursery.start(service.serve)
+
+    nursery.start_soon(start_later)
+    async with open_client(address) as client:
+        patient = RetryPolicy(retries=20, backoff=0.05, backoff_cap=0.1)
+        with trio.fail_after(10):
+            assert await client.call(ECHO, {"text": "late"}, retry=patient) == "late"
+        with pytest.raises(RemoteError):
+            await client.call(OpSpec("unknown_non_idempotent"), retry=patient)
+    service.stop(0)
+
+
+async def test_second_service_on_a_held_endpoint_is_refused(served, endpoint):
+    _, address = served
+    address, lock = endpoint
+    intruder = build_service(address, lock)
+    with pytest.raises(LockHeld) as info:
+        await intruder.serve()
+    assert info.value.holder is not None and info.value.holder.pid == os.getpid()
+    async with open_client(address) as client:
+        assert await client.call(ECHO, {"text": "mine"}) == "mine"
+
+
+async def test_shutdown_answers_calls_in_flight_and_frees_the_endpoint(nursery, endpoint):
+    address, lock = endpoint
+    service = build_service(address, lock)
+    await nursery.start(service.serve)
+    async with open_client(address) as client:
+        async with trio.open_nursery() as calls:
+            outcome = {}
+
+            async def slow_call() -> None:
+                try:
+                    await client.call(SLOW, {"seconds": 30})
+                except RemoteError as exc:
+                    outcome["code"] = exc.code
+
+            calls.start_soon(slow_call)
+            with trio.fail_after(5):
+                while service.in_flight < 1:
+                    await trio.sleep(0.01)
+            service.stop(grace=0.1)
+        assert outcome == {"code": Code.SHUTTING_DOWN}
+    with trio.fail_after(5):
+        await service.wait_stopped()
+    again = build_service(address, lock)  # the lock was released with the socket
+    await nursery.start(again.serve)
+    async with open_client(address) as client:
+        assert await client.call(ECHO, {"text": "reborn"}) == "reborn"
+    again.stop(0)
+
+
+async def test_multipart_request_is_malformed(served):
+    _, address = served
+    async with open_socket(zmq.DEALER, connect=[address]) as raw:
+        await raw.send([protocol.encode_request("a", "echo", {"text": "x"}), b"extra"])
+        with trio.fail_after(5):
+            reply = protocol.decode_reply((await raw.receive())[0])
+    assert reply.payload["code"] == Code.MALFORMED_FRAME
+
+
+async def test_frames_over_the_cap_get_a_typed_answer_or_a_disconnect(served):
+    _, address = served
+    over_cap = msgpack.packb({"v": 1, "id": "big", "op": "echo", "args": {"text": "x" * protocol.MAX_FRAME_BYTES}})
+    async with open_socket(zmq.DEALER, connect=[address]) as raw:
+        await raw.send([over_cap])
+        with trio.fail_after(5):
+            reply = protocol.decode_reply((await raw.receive())[0])
+    assert reply.payload["code"] == Code.FRAME_TOO_LARGE
+    # Over the transport cap libzmq drops the connection before the service sees a byte.
+    huge = b"\x00" * (protocol.MAX_FRAME_BYTES * protocol.TRANSPORT_SIZE_FACTOR + 1)
+    async with open_socket(zmq.DEALER, connect=[address]) as raw:
+        await raw.send([huge])
+        with trio.move_on_after(0.5):
+            await raw.receive()
+            pytest.fail("a frame over the transport cap was answered")
+    async with open_client(address) as client:
+        assert await client.call(ECHO, {"text": "fine"}) == "fine"
+
+
+async def test_close_while_a_task_waits_raises_closed(endpoint):
+    address, _ = endpoint
+    errors = []
+    async with trio.open_nursery() as nursery:
+        async with open_socket(zmq.ROUTER, bind=[address]) as sock:
+
+            async def waiter() -> None:
+                try:
+                    await sock.receive()
+                except trio.ClosedResourceError:
+                    errors.append("closed")
+
+            nursery.start_soon(waiter)
+            await trio.sleep(0.05)
+    assert errors == ["closed"]
+    with pytest.raises(trio.ClosedResourceError):
+        await sock.send([b"peer", b"x"])
+
+
+async def test_router_drops_replies_for_a_peer_that_vanished(served):
+    service, address = served
+    with zmq.Context.instance().socket(zmq.DEALER) as gone:
+        gone.connect(address)
+        gone.send(protocol.encode_request("v1", "slow", {"seconds": 0.2}))
+        with trio.fail_after(5):
+            while service.in_flight < 1:
+                await trio.sleep(0.01)
+        gone.close(linger=0)
+    await trio.sleep(0.4)  # the reply finds no peer: ROUTER_MANDATORY makes that an error, which is counted
+    async with open_client(address) as client:
+        assert await client.call(ECHO, {"text": "unharmed"}) == "unharmed"
+
+
+# --- faults with real processes -----------------------------------------------------------
+
+
+async def test_client_killed_mid_request_leaves_the_service_serving(spawn, endpoint):
+    address, lock = endpoint
+    service = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
+    program = (
+        "import sys; from shared.sync_client import SyncClient; from tests.peers.echo_service import SLOW;"
+        "print('ready', flush=True); SyncClient(sys.argv[1]).call(SLOW, {'seconds': 3})"
+    )
+    doomed = await trio.to_thread.run_sync(lambda: spawn("-c", program, address))
+    await trio.sleep(0.2)
+    os.kill(doomed.pid, signal.SIGKILL)
+    async with open_client(address) as client:
+        with trio.fail_after(10):
+            assert await client.call(ECHO, {"text": "alive"}) == "alive"
+    assert service.proc.poll() is None
+
+
+async def test_service_killed_mid_request_then_restarted(spawn, endpoint):
+    address, lock = endpoint
+    first = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
+    async with open_client(address) as client:
+        async with trio.open_nursery() as nursery:
+            outcome = {}
+
+            async def slow_call() -> None:
+                try:
+                    await client.call(SLOW, {"seconds": 5}, timeout=1.0)
+                except RemoteError as exc:
+                    outcome["code"] = exc.code
+
+            nursery.start_soon(slow_call)
+            await trio.sleep(0.3)
+            os.kill(first.pid, signal.SIGKILL)
+        assert outcome["code"] in (Code.TIMEOUT, Code.CONNECTION_RESET)
+        # kill -9 left a stale socket file and lock file; a new service takes both over
+        await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
+        with trio.fail_after(10):
+            assert await client.call(ECHO, {"text": "second life"}) == "second life"
+
+
+async def test_timed_out_request_is_never_answered_late(spawn, endpoint):
+    address, lock = endpoint
+    peer = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
+    async with open_client(address) as client:
+        assert await client.call(ECHO, {"text": "warm"}) == "warm"
+        os.kill(peer.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(RemoteError) as info:
+                await client.call(ECHO, {"text": "first"}, timeout=0.3, retry=NO_RETRY)
+            assert info.value.code == Code.TIMEOUT
+        finally:
+            os.kill(peer.pid, signal.SIGCONT)
+        with trio.fail_after(10):
+            assert await client.call(ECHO, {"text": "second"}) == "second"
+
+
+def test_sync_client_round_trip_stream_and_timeout(spawn, endpoint):
+    address, lock = endpoint
+    peer = spawn("-m", "tests.peers.echo_service", address, str(lock))
+    with SyncClient(address) as client:
+        assert client.call(ECHO, {"text": "sync"}) == "sync"
+        events = []
+        assert client.call(STREAM, {"to": 3}, on_event=events.append) == 3
+        assert events == [{"n": 0}, {"n": 1}, {"n": 2}]
+        with pytest.raises(RemoteError) as info:
+            client.call(ECHO, {"text": 5})
+        assert info.value.code == Code.INVALID_FIELD
+        os.kill(peer.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(RemoteError) as info:
+                client.call(ECHO, {"text": "stopped"}, timeout=0.3, retry=NO_RETRY)
+            assert info.value.code == Code.TIMEOUT
+        finally:
+            os.kill(peer.pid, signal.SIGCONT)
+        assert client.call(ECHO, {"text": "resumed"}) == "resumed"
+    peer.kill()
+    with SyncClient(address) as client:
+        with pytest.raises(RemoteError) as info:
+            client.call(SLOW, {"seconds": 0}, timeout=0.5)
+        assert info.value.code == Code.UNAVAILABLE
