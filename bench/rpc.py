@@ -1,34 +1,40 @@
 """Round trips and pipelined throughput of the trio adapter, against blocking pyzmq.
 
-Baseline: a blocking REQ/REP pair in two threads of one process. Measured: the mesh's
-``Service`` and async ``Client`` (the whole stack: framing, validation, per-call deadline,
-concurrency limit), each running its own trio loop in one of two threads of one process,
-so both sides share the same libzmq context and GIL as the baseline. Same run, same
-machine; only ratios are meaningful.
+Everything is measured in the same run on the same machine; only the ratios mean much.
 
-    .venv/bin/python bench/rpc.py [--round-trips N] [--pipelined N] [--in-flight K]
+- baseline: a blocking REQ/REP pair in two threads of one process;
+- trio floor: the least trio can do — two bare trio loops in two threads, each waiting on
+  the zmq FD and calling send/recv itself, no framing, no adapter. It shows what the event
+  loop alone costs against the baseline;
+- mesh: the mesh's ``Service`` and async ``Client`` (the whole stack: msgpack framing,
+  validation, per-call deadline, concurrency limit, owner task per socket), each in its own
+  trio loop in one of two threads, like the baseline;
+- pipelined: ``K`` calls in flight from one client to a service in its own process, the
+  topology the mesh runs in.
+
+    .venv/bin/python bench/rpc.py [--round-trips N] [--pipelined N] [--in-flight K] [--repeat R]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 import zmq  # noqa: E402
 
 from shared.client import open_client  # noqa: E402
-from shared.protocol import Field, OpSpec  # noqa: E402
-from shared.service import Service  # noqa: E402
+from tests.peers.echo_service import ECHO, build_service  # noqa: E402
 
-ECHO = OpSpec("echo", {"text": Field(str, max_len=1024)}, idempotent=True)
 PAYLOAD = "x" * 40
 
 
@@ -60,78 +66,137 @@ def blocking_round_trips(address: str, n: int) -> float:
     return n / elapsed
 
 
-def _serve_in_thread(address: str, lock: Path, concurrency: int) -> tuple[threading.Thread, Service, trio.lowlevel.TrioToken]:
-    service = Service("bench", address, lock_path=lock, concurrency=concurrency)
+async def _wait_in(sock: zmq.Socket, fd: int) -> None:
+    while not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        await trio.lowlevel.wait_readable(fd)
 
-    @service.handles(ECHO)
-    async def echo(call):
-        return call.args["text"]
 
+def trio_floor_round_trips(address: str, n: int) -> float:
+    ctx = zmq.Context.instance()
+    ready = threading.Event()
+
+    async def serve() -> None:
+        router = ctx.socket(zmq.ROUTER)
+        router.bind(address)
+        fd = router.getsockopt(zmq.FD)
+        ready.set()
+        for _ in range(n):
+            await _wait_in(router, fd)
+            router.send_multipart(router.recv_multipart(zmq.NOBLOCK), zmq.NOBLOCK)
+        router.close(linger=0)
+
+    async def ask() -> float:
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.connect(address)
+        fd = dealer.getsockopt(zmq.FD)
+        payload = PAYLOAD.encode()
+        started = time.perf_counter()
+        for _ in range(n):
+            dealer.send(payload, zmq.NOBLOCK)
+            await _wait_in(dealer, fd)
+            dealer.recv(zmq.NOBLOCK)
+        elapsed = time.perf_counter() - started
+        dealer.close(linger=0)
+        return n / elapsed
+
+    server = threading.Thread(target=trio.run, args=(serve,))
+    server.start()
+    ready.wait()
+    try:
+        return trio.run(ask)
+    finally:
+        server.join()
+
+
+def mesh_round_trips(address: str, lock: Path, n: int) -> float:
+    service = build_service(address, lock)
     started = threading.Event()
     box: dict = {}
 
-    async def main() -> None:
+    async def serve() -> None:
         box["token"] = trio.lowlevel.current_trio_token()
         async with trio.open_nursery() as nursery:
             await nursery.start(service.serve)
             started.set()
 
-    thread = threading.Thread(target=trio.run, args=(main,))
-    thread.start()
+    server = threading.Thread(target=trio.run, args=(serve,))
+    server.start()
     started.wait()
-    return thread, service, box["token"]
 
-
-def trio_rates(address: str, lock: Path, round_trips: int, pipelined: int, in_flight: int) -> tuple[float, float]:
-    thread, service, token = _serve_in_thread(address, lock, concurrency=in_flight * 2)
-
-    async def client() -> tuple[float, float]:
-        async with open_client(address) as c:
-            await c.call(ECHO, {"text": "warm-up"})
-            started = time.perf_counter()
-            for _ in range(round_trips):
-                await c.call(ECHO, {"text": PAYLOAD})
-            rt = round_trips / (time.perf_counter() - started)
-
-            per_task = pipelined // in_flight
-
-            async def worker() -> None:
-                for _ in range(per_task):
-                    await c.call(ECHO, {"text": PAYLOAD})
-
-            started = time.perf_counter()
-            async with trio.open_nursery() as nursery:
-                for _ in range(in_flight):
-                    nursery.start_soon(worker)
-            piped = per_task * in_flight / (time.perf_counter() - started)
-            return rt, piped
+    async def ask() -> float:
+        async with open_client(address) as client:
+            await client.call(ECHO, {"text": "warm-up"})
+            began = time.perf_counter()
+            for _ in range(n):
+                await client.call(ECHO, {"text": PAYLOAD})
+            return n / (time.perf_counter() - began)
 
     try:
-        return trio.run(client)
+        return trio.run(ask)
     finally:
-        trio.from_thread.run_sync(service.stop, 0.0, trio_token=token)
-        thread.join()
+        trio.from_thread.run_sync(service.stop, 0.0, trio_token=box["token"])
+        server.join()
+
+
+def mesh_pipelined(address: str, lock: Path, total: int, in_flight: int) -> float:
+    program = (
+        "import sys, trio; from pathlib import Path; from tests.peers.echo_service import build_service\n"
+        "async def main():\n"
+        f"    service = build_service(sys.argv[1], Path(sys.argv[2]), concurrency={in_flight * 2})\n"
+        "    async with trio.open_nursery() as n:\n"
+        "        await n.start(service.serve); print('ready', flush=True)\n"
+        "trio.run(main)\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", program, address, str(lock)], cwd=ROOT, stdout=subprocess.PIPE)
+    try:
+        server.stdout.readline()
+
+        async def flood() -> float:
+            async with open_client(address) as client:
+                await client.call(ECHO, {"text": "warm-up"})
+                per_task = total // in_flight
+
+                async def worker() -> None:
+                    for _ in range(per_task):
+                        await client.call(ECHO, {"text": PAYLOAD})
+
+                began = time.perf_counter()
+                async with trio.open_nursery() as nursery:
+                    for _ in range(in_flight):
+                        nursery.start_soon(worker)
+                return per_task * in_flight / (time.perf_counter() - began)
+
+        return trio.run(flood)
+    finally:
+        server.kill()
+        server.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--round-trips", type=int, default=20000)
+    parser.add_argument("--round-trips", type=int, default=10000)
     parser.add_argument("--pipelined", type=int, default=50000)
     parser.add_argument("--in-flight", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=3, help="take the median of this many runs")
+    parser.add_argument("--repeat", type=int, default=3, help="report the median of this many runs")
     args = parser.parse_args()
 
-    base, rts, pipes = [], [], []
-    with tempfile.TemporaryDirectory(prefix="hermes-bench-") as tmp:
+    results: dict[str, list[float]] = {"base": [], "floor": [], "mesh": [], "piped": []}
+    with tempfile.TemporaryDirectory(prefix="hm-bench-") as tmp:
         for i in range(args.repeat):
-            base.append(blocking_round_trips(f"ipc://{tmp}/base{i}.sock", args.round_trips))
-            rt, piped = trio_rates(f"ipc://{tmp}/mesh{i}.ctl", Path(tmp) / f"mesh{i}.lock", args.round_trips, args.pipelined, args.in_flight)
-            rts.append(rt)
-            pipes.append(piped)
-    b, r, p = statistics.median(base), statistics.median(rts), statistics.median(pipes)
-    print(f"blocking REQ/REP (baseline)      {b:10.0f} round trips/s")
-    print(f"trio Service + Client            {r:10.0f} round trips/s   ratio {r / b:.2f} (target >= 0.80)")
-    print(f"trio pipelined, {args.in_flight} in flight     {p:10.0f} msgs/s          (target >= 30000)")
+            results["base"].append(blocking_round_trips(f"ipc://{tmp}/b{i}", args.round_trips))
+            results["floor"].append(trio_floor_round_trips(f"ipc://{tmp}/f{i}", args.round_trips))
+            results["mesh"].append(mesh_round_trips(f"ipc://{tmp}/m{i}", Path(tmp) / f"m{i}.lock", args.round_trips))
+            results["piped"].append(
+                mesh_pipelined(f"ipc://{tmp}/p{i}", Path(tmp) / f"p{i}.lock", args.pipelined, args.in_flight)
+            )
+    base, floor, mesh, piped = (statistics.median(results[k]) for k in ("base", "floor", "mesh", "piped"))
+    print(f"blocking REQ/REP, two threads (baseline)  {base:9.0f} round trips/s")
+    print(f"bare trio loops, two threads (floor)      {floor:9.0f} round trips/s   {floor / base:.2f}x baseline")
+    print(
+        f"mesh Service + Client, two threads        {mesh:9.0f} round trips/s   {mesh / base:.2f}x baseline "
+        f"(target 0.80x), {mesh / floor:.2f}x floor"
+    )
+    print(f"mesh pipelined, {args.in_flight} in flight, two processes {piped:9.0f} msgs/s          (target 30000)")
 
 
 if __name__ == "__main__":

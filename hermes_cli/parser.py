@@ -23,7 +23,8 @@ class _VersionAction(argparse.Action):
         from shared.version import code_sha
 
         sha = code_sha()
-        parser.exit(message=f"hermes {__version__} ({sha[:12] if sha else 'no git checkout'})\n")
+        print(f"hermes {__version__} ({sha[:12] if sha else 'no git checkout'})")
+        parser.exit()
 
 
 def _profile_option(parser: argparse.ArgumentParser, *, top: bool) -> None:

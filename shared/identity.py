@@ -20,8 +20,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import psutil
-
 _LINUX = sys.platform.startswith("linux")
 
 
@@ -65,6 +63,8 @@ def _probe(pid: int) -> tuple[int, bool] | None:
             return int(fields[19]), fields[0] in (b"Z", b"X")
         except (IndexError, ValueError):
             return None
+    import psutil  # only off Linux: /proc answers faster than importing psutil
+
     try:
         proc = psutil.Process(pid)
         with proc.oneshot():
@@ -108,6 +108,8 @@ def read_cmdline(pid: int) -> list[str] | None:
         except OSError:
             return None
         return [os.fsdecode(arg) for arg in raw.removesuffix(b"\0").split(b"\0")] if raw else []
+    import psutil
+
     try:
         return psutil.Process(pid).cmdline()
     except (psutil.Error, OSError):

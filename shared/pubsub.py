@@ -77,18 +77,36 @@ def decode_event(parts: list[bytes], *, window: tuple[int, int] = protocol.PROTO
     return Event(topic, seq, frame["event"])
 
 
+class Subscriber:
+    """Valid events from a publisher, in order; bad ones are logged and skipped."""
+
+    def __init__(self, sock: Socket):
+        self._sock = sock
+        self.skipped = 0
+
+    async def receive(self) -> Event:
+        while True:
+            parts = await self._sock.receive()
+            try:
+                return decode_event(parts)
+            except ProtocolError as exc:
+                self.skipped += 1
+                log.warning("skipping a bad event: %s", exc.message)
+                await trio.lowlevel.checkpoint()
+
+    def __aiter__(self) -> Subscriber:
+        return self
+
+    async def __anext__(self) -> Event:
+        try:
+            return await self.receive()
+        except trio.ClosedResourceError:
+            raise StopAsyncIteration from None
+
+
 @asynccontextmanager
-async def open_subscriber(address: str, topics: Iterable[str] = ("",), *, queue: int = 256) -> AsyncIterator[AsyncIterator[Event]]:
-    """Connect to a publisher; yields an iterator of valid events (bad ones are skipped)."""
+async def open_subscriber(address: str, topics: Iterable[str] = ("",), *, queue: int = 256) -> AsyncIterator[Subscriber]:
+    """Connect to a publisher and subscribe to ``topics`` (prefixes; "" is everything)."""
     options = [(zmq.SUBSCRIBE, topic.encode()) for topic in topics]
     async with open_socket(zmq.SUB, connect=[address], inbound=queue, outbound=1, options=options) as sock:
-        yield _events(sock)
-
-
-async def _events(sock: Socket) -> AsyncIterator[Event]:
-    async for parts in sock:
-        try:
-            yield decode_event(parts)
-        except ProtocolError as exc:
-            log.warning("skipping a bad event: %s", exc.message)
-        await trio.lowlevel.checkpoint()
+        yield Subscriber(sock)

@@ -108,15 +108,16 @@ class Socket:
             self._wake()  # there is room again for what the pump holds
         return message
 
-    def __aiter__(self) -> AsyncIterator[Message]:
-        return self._iterate()
+    # A plain iterator, not an async generator: a cancelled ``async for`` step must leave
+    # the socket usable, and a cancelled async generator is finished for good.
+    def __aiter__(self) -> Socket:
+        return self
 
-    async def _iterate(self) -> AsyncIterator[Message]:
-        while True:
-            try:
-                yield await self.receive()
-            except trio.ClosedResourceError:
-                return
+    async def __anext__(self) -> Message:
+        try:
+            return await self.receive()
+        except trio.ClosedResourceError:
+            raise StopAsyncIteration from None
 
     def pending_output(self) -> int:
         """Messages queued but not yet handed to zmq."""

@@ -330,3 +330,16 @@ def test_sync_client_round_trip_stream_and_timeout(spawn, endpoint):
         with pytest.raises(RemoteError) as info:
             client.call(SLOW, {"seconds": 0}, timeout=0.5)
         assert info.value.code == Code.UNAVAILABLE
+
+
+async def test_a_cancelled_receive_leaves_the_socket_usable(endpoint):
+    address, _ = endpoint
+    async with open_socket(zmq.ROUTER, bind=[address]) as router, open_socket(zmq.DEALER, connect=[address]) as dealer:
+        with trio.move_on_after(0.05):
+            async for _ in router:
+                pytest.fail("nothing was sent yet")
+        await dealer.send([b"hello"])
+        with trio.fail_after(5):
+            async for peer_and_payload in router:
+                assert peer_and_payload[1] == b"hello"
+                break

@@ -1,0 +1,184 @@
+"""``hermes profile list|create|show|delete``: anchored on the root home, whichever
+profile is active."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from hermes_cli import output
+from hermes_cli.liveness import service_states
+from shared import homes
+from shared.errors import HermesError
+from shared.files import StateFileCorrupt, read_json
+from shared.locks import FileLock, LockHeld
+
+
+class ProfileExists(HermesError):
+    code = "profile_exists"
+
+
+class ProfileReserved(HermesError):
+    code = "profile_reserved"
+
+
+class ProfileBusy(HermesError):
+    code = "profile_busy"
+
+
+class ConfirmationRequired(HermesError):
+    code = "confirmation_required"
+
+
+def _describe(root: Path, name: str, active: str) -> dict[str, Any]:
+    home = homes.profile_home(name, root)
+    states = service_states(home, is_root=name == homes.DEFAULT_PROFILE) if home.is_dir() else []
+    return {
+        "name": name,
+        "home": str(home),
+        "active": name == active,
+        "exists": home.is_dir(),
+        "services": [s.to_dict() for s in states],
+    }
+
+
+def _live_names(profile: dict[str, Any]) -> str:
+    live = [f"{s['service']} (pid {s['pid']})" for s in profile["services"] if s["live"]]
+    return ", ".join(live) or "-"
+
+
+def cmd_list(args) -> int:
+    root, active = homes.root_home(), homes.active_profile()
+    data = {
+        "root": str(root),
+        "active": active,
+        "profiles": [_describe(root, name, active) for name in homes.list_profiles(root)],
+    }
+
+    def text(d: dict[str, Any]) -> str:
+        rows = [("*" if p["active"] else "", p["name"], p["home"], _live_names(p)) for p in d["profiles"]]
+        return output.table(("", "PROFILE", "HOME", "LIVE SERVICES"), rows)
+
+    output.emit(args, data, text)
+    return 0
+
+
+def cmd_create(args) -> int:
+    name = homes.validate_profile_name(args.name)
+    if name == homes.DEFAULT_PROFILE:
+        raise ProfileReserved("'default' is the root home itself; it always exists", detail={"name": name})
+    root = homes.root_home()
+    home = homes.profile_home(name, root)
+    homes.profiles_dir(root).mkdir(mode=homes.RUN_DIR_MODE, parents=True, exist_ok=True)
+    try:
+        home.mkdir(mode=homes.RUN_DIR_MODE)  # the atomic step: exactly one creator wins
+    except FileExistsError:
+        raise ProfileExists(f"profile {name!r} already exists at {home}", detail={"name": name}) from None
+    homes.ensure_run_dir(home)
+    (home / "logs").mkdir(mode=0o755, exist_ok=True)
+    output.emit(args, {"name": name, "home": str(home)}, lambda d: f"created profile {d['name']} at {d['home']}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    root, active = homes.root_home(), homes.active_profile()
+    name = args.name or active
+    homes.profile_home(name, root, must_exist=True)
+    data = _describe(root, name, active)
+    home = Path(data["home"])
+    run = homes.check_run_dir(home)
+    data["run_dir"] = {"path": str(run.path), "exists": run.exists, "problems": list(run.problems)}
+    data["gateway_state"] = _gateway_state(home / "gateway_state.json")
+
+    def text(d: dict[str, Any]) -> str:
+        lines = [
+            f"profile   {d['name']}{' (active)' if d['active'] else ''}",
+            f"home      {d['home']}",
+            f"run dir   {_run_dir_text(d['run_dir'])}",
+            f"gateway   {_gateway_text(d['gateway_state'])}",
+            "services:",
+        ]
+        for s in d["services"]:
+            state = f"live, pid {s['pid']}" if s["live"] else "not running"
+            lines.append(f"  {s['service']:<14} {state:<22} {s['control']}")
+        return "\n".join(lines)
+
+    output.emit(args, data, text)
+    return 0
+
+
+def _gateway_state(path: Path) -> dict[str, Any]:
+    try:
+        state = read_json(path, default=None)
+    except StateFileCorrupt as exc:
+        return {"status": "corrupt", "reason": exc.reason}
+    if state is None:
+        return {"status": "absent"}
+    return {"status": "present", "state": state.get("gateway_state"), "code_sha": state.get("code_sha")}
+
+
+def _gateway_text(g: dict[str, Any]) -> str:
+    if g["status"] == "present":
+        return f"{g['state']} (code {str(g['code_sha'])[:12]})"
+    if g["status"] == "corrupt":
+        return f"gateway_state.json is unreadable: {g['reason']}"
+    return "no state file yet"
+
+
+def _run_dir_text(r: dict[str, Any]) -> str:
+    if not r["exists"]:
+        return f"{r['path']} (not created yet)"
+    return r["path"] + (f" — {'; '.join(r['problems'])}" if r["problems"] else "")
+
+
+def cmd_delete(args) -> int:
+    name = homes.validate_profile_name(args.name)
+    if name == homes.DEFAULT_PROFILE:
+        raise ProfileReserved("the default profile is the root home and cannot be deleted", detail={"name": name})
+    root = homes.root_home()
+    home = homes.profile_home(name, root, must_exist=True)
+    if not args.yes:
+        _confirm(name)
+    # Hold every endpoint lock of the profile while it is moved away: a live service makes
+    # this fail, and no service can start in the middle.
+    held: list[FileLock] = []
+    try:
+        for state in service_states(home, is_root=False):
+            lock = FileLock(state.endpoint.lock_path)
+            try:
+                lock.acquire()
+            except LockHeld as exc:
+                pid = exc.holder.pid if exc.holder else "unknown"
+                raise ProfileBusy(
+                    f"profile {name!r} has a live {state.service} (pid {pid}); stop it first",
+                    detail={"name": name, "service": state.service, "pid": pid},
+                ) from None
+            except FileNotFoundError:
+                continue
+            held.append(lock)
+        # Renaming first means a half-deleted profile is never listed as a profile.
+        doomed = homes.profiles_dir(root) / f".deleting-{name}-{secrets.token_hex(4)}"
+        os.rename(home, doomed)
+    finally:
+        for lock in held:
+            lock.release()
+    shutil.rmtree(doomed)
+    for state in service_states(home, is_root=False):
+        if state.endpoint.fallback:
+            shutil.rmtree(state.endpoint.directory, ignore_errors=True)
+    output.emit(args, {"deleted": name, "home": str(home)}, lambda d: f"deleted profile {d['deleted']} ({d['home']})")
+    return 0
+
+
+def _confirm(name: str) -> None:
+    if not sys.stdin.isatty():
+        raise ConfirmationRequired(
+            f"deleting profile {name!r} removes all its files; pass --yes to confirm", detail={"name": name}
+        )
+    answer = input(f"Delete profile {name!r} and all its files? Type its name to confirm: ")
+    if answer.strip() != name:
+        raise ConfirmationRequired("not confirmed; nothing was deleted", detail={"name": name})

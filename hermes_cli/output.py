@@ -1,0 +1,54 @@
+"""How commands print: one JSON document with ``--json``, aligned text otherwise.
+
+Errors go to stderr as text, or to stdout as ``{"error": {code, message, detail?}}`` with
+``--json`` so scripts read one document either way.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable, Sequence
+
+from shared.errors import HermesError
+
+# Errors that mean "the request was refused" (bad input, wrong state), not "it failed".
+REFUSAL_CODES = frozenset(
+    {
+        "invalid_profile_name",
+        "profile_not_found",
+        "profile_exists",
+        "profile_busy",
+        "profile_reserved",
+        "confirmation_required",
+        "endpoint_busy",
+    }
+)
+
+
+def wants_json(args: Any) -> bool:
+    return bool(getattr(args, "json", False))
+
+
+def emit(args: Any, data: Any, text: Callable[[Any], str]) -> None:
+    if wants_json(args):
+        json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text(data).rstrip("\n") + "\n")
+
+
+def error(args: Any, exc: HermesError) -> int:
+    if wants_json(args):
+        json.dump({"error": exc.to_dict()}, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(f"hermes: {exc.message}", file=sys.stderr)
+    return 2 if exc.code in REFUSAL_CODES else 1
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
