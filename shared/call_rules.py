@@ -12,7 +12,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Callable
 
-from shared.protocol import Code, OpSpec
+from shared import protocol
+from shared.protocol import Code, OpSpec, RemoteError
 
 # Codes after which a second attempt of an idempotent op can succeed.
 RETRYABLE = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET, Code.BUSY, Code.SHUTTING_DOWN})
@@ -54,3 +55,16 @@ def ipc_missing(address: str) -> bool:
     """True when ``address`` is an ipc endpoint whose socket file does not exist: nothing
     listens there, so a client can say so at once instead of waiting out its timeout."""
     return address.startswith("ipc://") and not os.path.exists(address[len("ipc://") :])
+
+
+def encode_call(request_id: str, spec: OpSpec, args: dict, budget: float, max_frame: int) -> bytes:
+    """The request frame, carrying the caller's deadline; an oversize request is refused
+    here, before anything is sent."""
+    raw = protocol.encode_request(request_id, spec.name, args, deadline_ms=max(1, int(budget * 1000)))
+    if len(raw) > max_frame:
+        raise RemoteError(
+            Code.FRAME_TOO_LARGE,
+            f"request of {len(raw)} bytes is over the {max_frame}-byte limit",
+            detail={"size": len(raw), "limit": max_frame},
+        )
+    return raw

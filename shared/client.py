@@ -19,7 +19,7 @@ import zmq
 
 from shared import protocol
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError, Reply
-from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, ipc_missing, request_ids
+from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_missing, request_ids
 from shared.zmq_trio import Socket, open_socket
 
 log = logging.getLogger(__name__)
@@ -84,13 +84,7 @@ class Client:
 
     async def _attempt(self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: EventCallback | None) -> Any:
         request_id = self._next_id()
-        raw = protocol.encode_request(request_id, spec.name, args, deadline_ms=max(1, int(budget * 1000)))
-        if len(raw) > self._max_frame:
-            raise RemoteError(
-                Code.FRAME_TOO_LARGE,
-                f"request of {len(raw)} bytes is over the {self._max_frame}-byte limit",
-                detail={"size": len(raw), "limit": self._max_frame},
-            )
+        raw = encode_call(request_id, spec, args, budget, self._max_frame)
         conn = await self._connection()
         if spec.streaming:
             deliver, replies = trio.open_memory_channel[Reply](64)

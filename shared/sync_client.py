@@ -13,7 +13,7 @@ import zmq
 
 from shared import protocol
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
-from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, ipc_missing, request_ids
+from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_missing, request_ids
 
 
 class SyncClient:
@@ -79,13 +79,7 @@ class SyncClient:
         if ipc_missing(self.address):
             raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
         request_id = self._next_id()
-        raw = protocol.encode_request(request_id, spec.name, args, deadline_ms=max(1, int(budget * 1000)))
-        if len(raw) > self._max_frame:
-            raise RemoteError(
-                Code.FRAME_TOO_LARGE,
-                f"request of {len(raw)} bytes is over the {self._max_frame}-byte limit",
-                detail={"size": len(raw), "limit": self._max_frame},
-            )
+        raw = encode_call(request_id, spec, args, budget, self._max_frame)
         sock = self._socket()
         deadline = time.monotonic() + budget + REPLY_GRACE
         if not _wait(sock, zmq.POLLOUT, deadline):
