@@ -1,13 +1,16 @@
 """The async client of a mesh service: one DEALER, many concurrent calls.
 
-Replies are matched to calls by request id. A call that times out closes the socket and
-opens a fresh one (the request may still sit in the old socket's queue; closing it with
-``LINGER`` 0 makes sure it is never delivered late). Calls that were in flight on the old
-socket fail with ``connection_reset`` and, like timeouts, are retried only for idempotent ops.
+Replies are matched to calls by request id, each call waiting on its own mailbox. One
+watcher task enforces every call's deadline (a cancel scope per call costs more than the
+rest of a round trip). A call that times out closes the socket and opens a fresh one: the
+request may still sit in the old socket's queue, and closing it with ``LINGER`` 0 makes
+sure it is never delivered late. Calls that were in flight on the old socket fail with
+``connection_reset``; like timeouts, that is retried only for idempotent ops.
 """
 
 from __future__ import annotations
 
+import collections
 import inspect
 import logging
 from contextlib import asynccontextmanager
@@ -18,20 +21,79 @@ import trio
 import zmq
 
 from shared import protocol
-from shared.protocol import Code, OpSpec, ProtocolError, RemoteError, Reply
 from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_missing, request_ids
+from shared.protocol import Code, OpSpec, ProtocolError, RemoteError, Reply
 from shared.zmq_trio import Socket, open_socket
 
 log = logging.getLogger(__name__)
 
 EventCallback = Callable[[Any], Any]
 
+# How late a deadline may be noticed; call timeouts are whole seconds or tenths.
+DEADLINE_RESOLUTION = 0.02
+# Events a streaming call may have waiting before its consumer is judged stuck.
+MAX_PENDING_EVENTS = 1024
+
+
+class _Mailbox:
+    """Replies for one call: filled by the connection's reader, emptied by the call."""
+
+    __slots__ = ("op", "deadline", "_replies", "_waiter", "_failure")
+
+    def __init__(self, op: OpSpec, deadline: float):
+        self.op = op
+        self.deadline = deadline
+        self._replies: collections.deque[Reply] = collections.deque()
+        self._waiter: trio.lowlevel.Task | None = None
+        self._failure: RemoteError | None = None
+
+    def put(self, reply: Reply) -> None:
+        if self._failure is not None:
+            return
+        if reply.kind == "event" and not self.op.streaming:
+            reply = _local_error(reply.id, Code.MALFORMED_REPLY, f"an event for {self.op.name!r}, which does not stream")
+        elif len(self._replies) >= MAX_PENDING_EVENTS:
+            self.fail(RemoteError(Code.CONNECTION_RESET, f"{self.op.name!r} fell {MAX_PENDING_EVENTS} events behind"))
+            return
+        self._replies.append(reply)
+        self._wake()
+
+    def fail(self, error: RemoteError) -> None:
+        if self._failure is None:
+            self._failure = error
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            trio.lowlevel.reschedule(self._waiter)
+            self._waiter = None
+
+    async def get(self) -> Reply:
+        if not self._replies and self._failure is None:
+            self._waiter = trio.lowlevel.current_task()
+
+            def abort(_: Any) -> trio.lowlevel.Abort:
+                self._waiter = None
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
+        else:
+            await trio.lowlevel.checkpoint()
+        if self._replies:
+            return self._replies.popleft()
+        raise self._failure
+
+
+def _local_error(request_id: str, code: str, message: str) -> Reply:
+    return Reply(request_id, "error", protocol.error_payload(code, message), protocol.PROTOCOL_VERSION)
+
 
 @dataclass
 class _Connection:
     sock: Socket
     scope: trio.CancelScope
-    pending: dict[str, trio.MemorySendChannel[Reply]] = field(default_factory=dict)
+    pending: dict[str, _Mailbox] = field(default_factory=dict)
+    busy: trio.Event = field(default_factory=trio.Event)  # set while calls are pending
 
 
 class Client:
@@ -86,30 +148,19 @@ class Client:
         request_id = self._next_id()
         raw = encode_call(request_id, spec, args, budget, self._max_frame)
         conn = await self._connection()
-        if spec.streaming:
-            deliver, replies = trio.open_memory_channel[Reply](64)
-        else:
-            deliver = replies = _OneReply()
-        conn.pending[request_id] = deliver
+        mailbox = _Mailbox(spec, trio.current_time() + budget + REPLY_GRACE)
+        conn.pending[request_id] = mailbox
+        if not conn.busy.is_set():
+            conn.busy.set()
         try:
-            with trio.move_on_after(budget + REPLY_GRACE):
-                await conn.sock.send([raw])
-                async for reply in replies:
-                    if reply.kind == "event":
-                        await _deliver(on_event, reply.payload)
-                        continue
+            await conn.sock.send([raw])
+            while True:
+                reply = await mailbox.get()
+                if reply.kind != "event":
                     return reply.raise_for_error()
-                raise RemoteError(Code.CONNECTION_RESET, f"the connection to {self.address} was reset")
-            unsent = conn.sock.pending_output() > 0
-            await self._reset(conn)
-            if unsent:
-                raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}")
-            raise RemoteError(
-                Code.TIMEOUT, f"no answer to {spec.name!r} from {self.address} within {budget:g}s", detail={"op": spec.name}
-            )
+                await _deliver(on_event, reply.payload)
         finally:
             conn.pending.pop(request_id, None)
-            deliver.close()
 
     async def _connection(self) -> _Connection:
         if self._conn is None:
@@ -118,22 +169,50 @@ class Client:
             self._conn = await self._nursery.start(self._run_connection)
         return self._conn
 
-    async def _reset(self, conn: _Connection) -> None:
+    def _reset(self, conn: _Connection) -> None:
         if self._conn is conn:
             self._conn = None
         conn.scope.cancel()
-        for channel in conn.pending.values():
-            channel.close()  # those calls see the channel end: connection_reset
+        for mailbox in conn.pending.values():
+            mailbox.fail(RemoteError(Code.CONNECTION_RESET, f"the connection to {self.address} was reset"))
 
     async def _run_connection(self, *, task_status: trio.TaskStatus[_Connection]) -> None:
         with trio.CancelScope() as scope:
             async with open_socket(zmq.DEALER, connect=[self.address], max_frame=self._max_frame) as sock:
                 conn = _Connection(sock, scope)
-                task_status.started(conn)
-                async for parts in sock:
-                    await self._dispatch(conn, parts)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch_deadlines, conn)
+                    task_status.started(conn)
+                    async for parts in sock:
+                        self._dispatch(conn, parts)
 
-    async def _dispatch(self, conn: _Connection, parts: list[bytes]) -> None:
+    async def _watch_deadlines(self, conn: _Connection) -> None:
+        while True:
+            if not conn.pending:
+                conn.busy = trio.Event()
+                await conn.busy.wait()  # an idle client does not tick
+            await trio.sleep(DEADLINE_RESOLUTION)
+            now = trio.current_time()
+            expired = [m for m in conn.pending.values() if m.deadline <= now]
+            if not expired:
+                continue
+            # Nothing left the socket at all: no service took the request.
+            unsent = conn.sock.pending_output() > 0
+            for mailbox in expired:
+                if unsent:
+                    mailbox.fail(RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}"))
+                else:
+                    mailbox.fail(
+                        RemoteError(
+                            Code.TIMEOUT,
+                            f"no answer to {mailbox.op.name!r} from {self.address} in time",
+                            detail={"op": mailbox.op.name},
+                        )
+                    )
+            self._reset(conn)
+            return
+
+    def _dispatch(self, conn: _Connection, parts: list[bytes]) -> None:
         if len(parts) != 1:
             log.warning("dropping a %d-part reply from %s", len(parts), self.address)
             return
@@ -143,51 +222,14 @@ class Client:
             if exc.request_id is None or exc.request_id not in conn.pending:
                 log.warning("dropping a reply from %s: %s", self.address, exc.message)
                 return
-            reply = Reply(exc.request_id, "error", protocol.error_payload(exc.code, exc.message, exc.detail), 0)
-        channel = conn.pending.get(reply.id)
-        if channel is None:
-            return  # a late answer to a call that already gave up
-        try:
-            await channel.send(reply)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+            reply = _local_error(exc.request_id, exc.code, exc.message)
+        mailbox = conn.pending.get(reply.id)
+        if mailbox is not None:  # else: a late answer to a call that already gave up
+            mailbox.put(reply)
 
     def close(self) -> None:
         if self._conn is not None:
-            self._conn.scope.cancel()
-            self._conn = None
-
-
-class _OneReply:
-    """The mailbox of a call that expects exactly one (terminal) reply: lighter than a
-    memory channel, with the parts of its interface the client uses."""
-
-    __slots__ = ("_reply", "_done")
-
-    def __init__(self) -> None:
-        self._reply: Reply | None = None
-        self._done = trio.Event()
-
-    async def send(self, reply: Reply) -> None:
-        if self._done.is_set():
-            raise trio.ClosedResourceError
-        if reply.kind == "event":
-            reply = Reply(reply.id, "error", protocol.error_payload(Code.MALFORMED_REPLY, "event for an op that does not stream"), reply.version)
-        self._reply = reply
-        self._done.set()
-
-    def close(self) -> None:
-        self._done.set()
-
-    def __aiter__(self) -> _OneReply:
-        return self
-
-    async def __anext__(self) -> Reply:
-        await self._done.wait()
-        if self._reply is None:
-            raise StopAsyncIteration
-        reply, self._reply = self._reply, None
-        return reply
+            self._reset(self._conn)
 
 
 async def _deliver(on_event: EventCallback | None, payload: Any) -> None:

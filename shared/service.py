@@ -50,6 +50,9 @@ class Call:
 class Service:
     """Serve ops on one ROUTER endpoint.
 
+    At most ``concurrency`` handlers run at once; up to ``backlog`` more calls wait for a
+    slot (within their deadline), and past that a call is answered ``busy`` at once.
+
     ``lock_path`` is required for ``ipc://`` endpoints: binding an ipc path that another
     live service holds would silently steal it, so the lock is taken before the bind and a
     held lock refuses the start with ``endpoint_busy``.
@@ -62,6 +65,7 @@ class Service:
         *,
         lock_path: Path | None = None,
         concurrency: int = 32,
+        backlog: int = 256,
         window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
         max_frame: int = protocol.MAX_FRAME_BYTES,
         info: Callable[[], dict[str, Any]] | None = None,
@@ -72,6 +76,8 @@ class Service:
         self.address = address
         self._lock = FileLock(lock_path) if lock_path is not None else None
         self._concurrency = concurrency
+        self._backlog = backlog
+        self._slots = _Slots(concurrency)
         self._window = window
         self._max_frame = max_frame
         self._info = info
@@ -103,6 +109,7 @@ class Service:
 
     @property
     def in_flight(self) -> int:
+        """Calls accepted and not yet answered: running, or waiting for a free slot."""
         return len(self._calls)
 
     def stop(self, grace: float = 5.0) -> None:
@@ -181,40 +188,44 @@ class Service:
                     sock, peer, request.id, RemoteError(Code.SHUTTING_DOWN, f"{self.name} is shutting down")
                 )
                 continue
-            if len(self._calls) >= self._concurrency:
+            if len(self._calls) >= self._concurrency + self._backlog:
                 await self._reply_error(
                     sock,
                     peer,
                     request.id,
                     RemoteError(
                         Code.BUSY,
-                        f"{self.name} has {self._concurrency} calls in flight; try again",
-                        detail={"limit": self._concurrency},
+                        f"{self.name} is running {self._concurrency} calls with {self._backlog} waiting; try again",
+                        detail={"limit": self._concurrency, "backlog": self._backlog},
                     ),
                 )
                 continue
-            scope = trio.CancelScope()
+            budget = request.op.timeout
+            if request.deadline_ms is not None:
+                budget = min(budget, request.deadline_ms / 1000)
+            scope = trio.CancelScope(deadline=trio.current_time() + budget)
             self._calls.add(scope)
             self._idle = trio.Event()
-            nursery.start_soon(self._run_call, sock, peer, request, scope)
+            nursery.start_soon(self._run_call, sock, peer, request, scope, budget)
 
-    async def _run_call(self, sock: Socket, peer: bytes, request: protocol.Request, scope: trio.CancelScope) -> None:
+    async def _run_call(
+        self, sock: Socket, peer: bytes, request: protocol.Request, scope: trio.CancelScope, budget: float
+    ) -> None:
         spec, handler = self._handlers[request.op.name]
-        budget = spec.timeout
-        if request.deadline_ms is not None:
-            budget = min(budget, request.deadline_ms / 1000)
-        deadline = trio.current_time() + budget
 
         async def emit(event: Any) -> None:
             await self._send(sock, peer, protocol.encode_reply(request.id, "event", event))
 
-        call = Call(request.id, spec, request.args, deadline, emit)
+        call = Call(request.id, spec, request.args, scope.deadline, emit)
         reply: bytes | None = None
         try:
             with scope:
-                scope.deadline = deadline
                 try:
-                    result = await handler(call)
+                    await self._slots.acquire()  # waiting for a slot counts against the deadline
+                    try:
+                        result = await handler(call)
+                    finally:
+                        self._slots.release()
                     reply = protocol.encode_reply(request.id, "result", result)
                     if len(reply) > self._max_frame:
                         raise RemoteError(Code.FRAME_TOO_LARGE, f"the result of {spec.name!r} is over the frame limit")
@@ -248,3 +259,24 @@ class Service:
             await sock.send([peer, payload])
         except trio.ClosedResourceError:
             log.debug("%s: socket closed before a reply to a peer could be sent", self.name)
+
+
+class _Slots:
+    """A counting semaphore that costs almost nothing while slots are free (trio's
+    ``CapacityLimiter`` tracks borrowers and costs more than a whole echo call)."""
+
+    def __init__(self, total: int):
+        self._free = total
+        self._waiting = trio.lowlevel.ParkingLot()
+
+    async def acquire(self) -> None:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        await self._waiting.park()  # woken holding the slot its releaser handed over
+
+    def release(self) -> None:
+        if self._waiting:
+            self._waiting.unpark()
+        else:
+            self._free += 1

@@ -36,6 +36,8 @@ _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 _POLLOUT = int(zmq.POLLOUT)
 _NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE = int(zmq.SNDMORE)
+_RCVMORE = int(zmq.RCVMORE)
 
 
 class Socket:
@@ -49,6 +51,7 @@ class Socket:
         self._out_send, self._out_recv = trio.open_memory_channel[Message](outbound)
         self._head: Message | None = None  # taken from the outbound channel, not yet sent
         self._held: Message | None = None  # received, waiting for room in the inbound channel
+        self._queued = 0  # messages in the outbound channel: checked without a WouldBlock
         self._pump_task: trio.lowlevel.Task | None = None
         self._pump_parked = False
         self._watcher_task: trio.lowlevel.Task | None = None
@@ -77,6 +80,7 @@ class Socket:
                 await self._out_send.send(parts)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise trio.ClosedResourceError("socket is closed") from None
+        self._queued += 1
         self._wake()
 
     def send_nowait(self, parts: Message) -> bool:
@@ -88,6 +92,7 @@ class Socket:
             return False
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise trio.ClosedResourceError("socket is closed") from None
+        self._queued += 1
         self._wake()
         return True
 
@@ -121,7 +126,7 @@ class Socket:
 
     def pending_output(self) -> int:
         """Messages queued but not yet handed to zmq."""
-        return self._out_send.statistics().current_buffer_used + (self._head is not None)
+        return self._queued + (self._head is not None)
 
     def _wake(self) -> None:
         if self._pump_parked:
@@ -134,11 +139,11 @@ class Socket:
         zsock = self._zsock
         get = zsock.getsockopt
         self._pump_task = trio.lowlevel.current_task()
-        done = 0
+        rounds = 0
+        events = get(_EVENTS)
         while True:
+            # ``events`` is always read after the last operation on the socket.
             progressed = False
-            events = get(_EVENTS)
-
             if self._held is not None:
                 try:
                     self._in_send.send_nowait(self._held)
@@ -147,9 +152,12 @@ class Socket:
                     pass
             while self._held is None and events & _POLLIN:
                 try:
-                    message = zsock.recv_multipart(_NOBLOCK)
+                    message = [zsock.recv(_NOBLOCK)]
                 except zmq.Again:
+                    events = get(_EVENTS)
                     break
+                while get(_RCVMORE):  # the rest of a multipart message is already here
+                    message.append(zsock.recv(_NOBLOCK))
                 progressed = True
                 self.received += 1
                 try:
@@ -158,32 +166,37 @@ class Socket:
                     self._held = message  # stop reading until a receiver makes room
                 events = get(_EVENTS)
 
-            while events & _POLLOUT:
+            while events & _POLLOUT and (self._head is not None or self._queued):
                 if self._head is None:
                     try:
                         self._head = self._out_recv.receive_nowait()
-                    except trio.WouldBlock:
+                    except trio.WouldBlock:  # the count ran ahead of the channel; it never should
+                        self._queued = 0
                         break
-                if not self._send_head():
+                    self._queued -= 1
+                sent = self._send_head()
+                events = get(_EVENTS)
+                if not sent:
                     break
                 progressed = True
-                events = get(_EVENTS)
 
             if progressed:
-                done += 1
-                if done % _BATCH == 0:
+                rounds += 1
+                if rounds % _BATCH == 0:
                     await trio.lowlevel.checkpoint()
+                    events = get(_EVENTS)
                 continue
 
             # Nothing to do until zmq's state changes or a task queues work. From the EVENTS
-            # check above until the park below no other task runs, so nothing is missed: a
+            # read above until the park below no other task runs, so nothing is missed: a
             # task that queues a message reschedules the pump, and the watcher, re-armed
-            # here, sees the FD become readable on any zmq state change after that check.
+            # here, sees the FD become readable on any zmq state change after that read.
             if self._watcher_parked:
                 self._watcher_parked = False
                 trio.lowlevel.reschedule(self._watcher_task)
             self._pump_parked = True
             await trio.lowlevel.wait_task_rescheduled(self._abort_pump_park)
+            events = get(_EVENTS)
 
     def _abort_pump_park(self, raise_cancel) -> trio.lowlevel.Abort:
         self._pump_parked = False
@@ -206,7 +219,10 @@ class Socket:
 
     def _send_head(self) -> bool:
         try:
-            self._zsock.send_multipart(self._head, _NOBLOCK)
+            head, send = self._head, self._zsock.send
+            for part in head[:-1]:  # zmq queues a multipart message whole, or not at all
+                send(part, _NOBLOCK | _SNDMORE)
+            send(head[-1], _NOBLOCK)
         except zmq.Again:
             if not self._drop_unroutable:
                 return False  # a DEALER with no ready peer: keep the message, wait for POLLOUT

@@ -95,7 +95,7 @@ async def test_errors_from_handlers_are_typed_and_the_service_survives(served):
 
 async def test_concurrency_limit_answers_busy(nursery, endpoint):
     address, lock = endpoint
-    service = build_service(address, lock, concurrency=2)
+    service = build_service(address, lock, concurrency=2, backlog=0)
     await nursery.start(service.serve)
     async with open_client(address) as client:
         async with trio.open_nursery() as calls:
@@ -106,9 +106,36 @@ async def test_concurrency_limit_answers_busy(nursery, endpoint):
                     await trio.sleep(0.01)
             with pytest.raises(RemoteError) as info:
                 await client.call(ECHO, {"text": "x"}, retry=NO_RETRY)
-            assert (info.value.code, info.value.detail) == (Code.BUSY, {"limit": 2})
+            assert (info.value.code, info.value.detail) == (Code.BUSY, {"limit": 2, "backlog": 0})
         # the slow calls finished; an idempotent call retried through ``busy`` succeeds
         assert await client.call(ECHO, {"text": "after"}) == "after"
+    service.stop(0)
+
+
+async def test_backlog_absorbs_a_burst_within_the_deadline(nursery, endpoint):
+    address, lock = endpoint
+    service = build_service(address, lock, concurrency=1, backlog=8)
+    await nursery.start(service.serve)
+    async with open_client(address) as client:
+        results = []
+
+        async def one() -> None:
+            results.append(await client.call(SLOW, {"seconds": 0.05}))
+
+        started = trio.current_time()
+        async with trio.open_nursery() as calls:
+            for _ in range(5):
+                calls.start_soon(one)
+        assert results == [0.05] * 5
+        assert trio.current_time() - started >= 0.25  # one at a time: the limit held
+        async with trio.open_nursery() as calls:
+            calls.start_soon(client.call, SLOW, {"seconds": 0.5})
+            with trio.fail_after(5):
+                while service.in_flight < 1:
+                    await trio.sleep(0.01)
+            with pytest.raises(RemoteError) as info:  # an instant op, but its wait for the slot is too long
+                await client.call(SLOW, {"seconds": 0}, timeout=0.1)
+            assert info.value.code == Code.DEADLINE_EXCEEDED
     service.stop(0)
 
 
