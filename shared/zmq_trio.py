@@ -6,9 +6,12 @@ socket's state *may* have changed, and only ``EVENTS`` tells what can be done no
 every send and receive, and the task sleeps on the FD only when the last check showed
 nothing to do.
 
-Trio allows one waiter per FD (a second raises ``BusyResourceError``), so exactly one task,
-the pump, touches the socket. Other tasks hand it messages through a bounded channel and
-take received messages from another; when they do, they wake the pump out of its FD wait.
+Exactly one task, the pump, touches the socket. Other tasks hand it messages through a
+bounded memory channel and take received messages from another. Trio allows one waiter per
+FD (a second raises ``BusyResourceError``), and waking a task out of an FD wait means
+cancelling it, which costs more than a whole message; so the pump parks, and a second task,
+the watcher, is the FD's only waiter. The watcher never touches the socket: it wakes the
+pump when the FD turns readable, and a task that queues a message wakes the pump directly.
 No thread hop per message: everything runs in the trio thread with non-blocking calls.
 """
 
@@ -57,13 +60,7 @@ class Socket:
         self._watcher_task: trio.lowlevel.Task | None = None
         self._watcher_parked = False
         self._closed = False
-        self.sent = 0
-        self.received = 0
-        self.dropped = 0
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+        self.dropped = 0  # messages a lossy sender or an unreachable peer did not get
 
     # --- the public face, used by any task ---------------------------------------------
 
@@ -159,7 +156,6 @@ class Socket:
                 while get(_RCVMORE):  # the rest of a multipart message is already here
                     message.append(zsock.recv(_NOBLOCK))
                 progressed = True
-                self.received += 1
                 try:
                     self._in_send.send_nowait(message)
                 except trio.WouldBlock:
@@ -234,8 +230,6 @@ class Socket:
             if exc.errno != errno.EHOSTUNREACH:
                 raise
             self.dropped += 1  # the peer is gone (ROUTER_MANDATORY says so instead of dropping silently)
-        else:
-            self.sent += 1
         self._head = None
         return True
 
