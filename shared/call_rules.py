@@ -57,10 +57,14 @@ def ipc_missing(address: str) -> bool:
     return address.startswith("ipc://") and not os.path.exists(address[len("ipc://") :])
 
 
-def encode_call(request_id: str, spec: OpSpec, args: dict, budget: float, max_frame: int) -> bytes:
-    """The request frame, carrying the caller's deadline; an oversize request is refused
-    here, before anything is sent."""
-    raw = protocol.encode_request(request_id, spec.name, args, deadline_ms=max(1, int(budget * 1000)))
+def encode_call(
+    request_id: str, spec: OpSpec, args: dict, budget: float, max_frame: int, window: tuple[int, int]
+) -> bytes:
+    """The request frame, in the newest version the client speaks and carrying its deadline;
+    an oversize request is refused here, before anything is sent."""
+    raw = protocol.encode_request(
+        request_id, spec.name, args, deadline_ms=max(1, int(budget * 1000)), version=window[1]
+    )
     if len(raw) > max_frame:
         raise RemoteError(
             Code.FRAME_TOO_LARGE,

@@ -84,8 +84,8 @@ class _Mailbox:
         raise self._failure
 
 
-def _local_error(request_id: str, code: str, message: str) -> Reply:
-    return Reply(request_id, "error", protocol.error_payload(code, message), protocol.PROTOCOL_VERSION)
+def _local_error(request_id: str, code: str, message: str, detail: dict | None = None) -> Reply:
+    return Reply(request_id, "error", protocol.error_payload(code, message, detail), protocol.PROTOCOL_VERSION)
 
 
 @dataclass
@@ -146,7 +146,7 @@ class Client:
 
     async def _attempt(self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: EventCallback | None) -> Any:
         request_id = self._next_id()
-        raw = encode_call(request_id, spec, args, budget, self._max_frame)
+        raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
         conn = await self._connection()
         mailbox = _Mailbox(spec, trio.current_time() + budget + REPLY_GRACE)
         conn.pending[request_id] = mailbox
@@ -222,7 +222,7 @@ class Client:
             if exc.request_id is None or exc.request_id not in conn.pending:
                 log.warning("dropping a reply from %s: %s", self.address, exc.message)
                 return
-            reply = _local_error(exc.request_id, exc.code, exc.message)
+            reply = _local_error(exc.request_id, exc.code, exc.message, exc.detail)
         mailbox = conn.pending.get(reply.id)
         if mailbox is not None:  # else: a late answer to a call that already gave up
             mailbox.put(reply)

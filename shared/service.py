@@ -212,9 +212,10 @@ class Service:
         self, sock: Socket, peer: bytes, request: protocol.Request, scope: trio.CancelScope, budget: float
     ) -> None:
         spec, handler = self._handlers[request.op.name]
+        version = request.version  # answer in the version the caller speaks
 
         async def emit(event: Any) -> None:
-            await self._send(sock, peer, protocol.encode_reply(request.id, "event", event))
+            await self._send(sock, peer, protocol.encode_reply(request.id, "event", event, version=version))
 
         call = Call(request.id, spec, request.args, scope.deadline, emit)
         reply: bytes | None = None
@@ -226,15 +227,17 @@ class Service:
                         result = await handler(call)
                     finally:
                         self._slots.release()
-                    reply = protocol.encode_reply(request.id, "result", result)
+                    reply = protocol.encode_reply(request.id, "result", result, version=version)
                     if len(reply) > self._max_frame:
                         raise RemoteError(Code.FRAME_TOO_LARGE, f"the result of {spec.name!r} is over the frame limit")
                 except HermesError as exc:
-                    reply = protocol.encode_error(request.id, exc)
+                    reply = protocol.encode_error(request.id, exc, version=version)
                 except Exception:
                     log.exception("%s: op %r failed", self.name, spec.name)
                     reply = protocol.encode_error(
-                        request.id, RemoteError(Code.INTERNAL_ERROR, f"{self.name} failed to run {spec.name!r}")
+                        request.id,
+                        RemoteError(Code.INTERNAL_ERROR, f"{self.name} failed to run {spec.name!r}"),
+                        version=version,
                     )
             if scope.cancelled_caught:
                 if self._stopping:
@@ -243,7 +246,7 @@ class Service:
                     error = RemoteError(
                         Code.DEADLINE_EXCEEDED, f"op {spec.name!r} ran past its deadline", detail={"seconds": budget}
                     )
-                reply = protocol.encode_error(request.id, error)
+                reply = protocol.encode_error(request.id, error, version=version)
             if reply is not None:
                 await self._send(sock, peer, reply)
         finally:

@@ -79,7 +79,7 @@ class SyncClient:
         if ipc_missing(self.address):
             raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
         request_id = self._next_id()
-        raw = encode_call(request_id, spec, args, budget, self._max_frame)
+        raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
         sock = self._socket()
         deadline = time.monotonic() + budget + REPLY_GRACE
         if not _wait(sock, zmq.POLLOUT, deadline):

@@ -370,3 +370,25 @@ async def test_a_cancelled_receive_leaves_the_socket_usable(endpoint):
             async for peer_and_payload in router:
                 assert peer_and_payload[1] == b"hello"
                 break
+
+
+async def test_peers_outside_each_others_protocol_window_fail_closed(served):
+    _, address = served
+    too_new = msgpack.packb({"v": protocol.PROTOCOL_VERSION + 5, "id": "n1", "op": "echo", "args": {"text": "x"}})
+    async with open_socket(zmq.DEALER, connect=[address]) as raw:
+        await raw.send([too_new])
+        with trio.fail_after(5):
+            reply = protocol.decode_reply((await raw.receive())[0])
+    assert (reply.id, reply.payload["code"]) == ("n1", Code.PROTOCOL_INCOMPATIBLE)
+    assert reply.payload["detail"]["max"] == protocol.PROTOCOL_VERSION
+    # A newer client that still speaks this version is answered in it.
+    current = protocol.PROTOCOL_VERSION
+    async with open_client(address, window=(current, current)) as client:
+        assert await client.call(ECHO, {"text": "x"}) == "x"
+    # A client that only speaks newer versions is refused, typed.
+    async with open_client(address, window=(current + 1, current + 2)) as client:
+        with trio.fail_after(5):
+            with pytest.raises(RemoteError) as info:
+                await client.call(ECHO, {"text": "x"}, retry=NO_RETRY)
+    assert info.value.code == Code.PROTOCOL_INCOMPATIBLE
+    assert info.value.detail["got"] == current  # the service's answer, in a version it cannot read
