@@ -9,8 +9,9 @@ Everything is measured in the same run on the same machine; only the ratios mean
 - mesh: the mesh's ``Service`` and async ``Client`` (the whole stack: msgpack framing,
   validation, per-call deadline, concurrency limit, owner task per socket), each in its own
   trio loop in one of two threads, like the baseline;
-- pipelined: ``K`` calls in flight from one client to a service in its own process, the
-  topology the mesh runs in.
+- mesh across processes: the same calls with the service in its own process, the topology
+  the mesh runs in;
+- pipelined: ``K`` calls in flight from one client to a service in its own process.
 
     .venv/bin/python bench/rpc.py [--round-trips N] [--pipelined N] [--in-flight K] [--repeat R]
 """
@@ -138,18 +139,41 @@ def mesh_round_trips(address: str, lock: Path, n: int) -> float:
         server.join()
 
 
-def mesh_pipelined(address: str, lock: Path, total: int, in_flight: int) -> float:
+def _service_process(address: str, lock: Path, concurrency: int) -> subprocess.Popen:
     program = (
         "import sys, trio; from pathlib import Path; from tests.peers.echo_service import build_service\n"
         "async def main():\n"
-        f"    service = build_service(sys.argv[1], Path(sys.argv[2]), concurrency={in_flight * 2})\n"
+        f"    service = build_service(sys.argv[1], Path(sys.argv[2]), concurrency={concurrency})\n"
         "    async with trio.open_nursery() as n:\n"
         "        await n.start(service.serve); print('ready', flush=True)\n"
         "trio.run(main)\n"
     )
     server = subprocess.Popen([sys.executable, "-c", program, address, str(lock)], cwd=ROOT, stdout=subprocess.PIPE)
+    server.stdout.readline()
+    return server
+
+
+def mesh_round_trips_across_processes(address: str, lock: Path, n: int) -> float:
+    server = _service_process(address, lock, concurrency=32)
+
+    async def ask() -> float:
+        async with open_client(address) as client:
+            await client.call(ECHO, {"text": "warm-up"})
+            began = time.perf_counter()
+            for _ in range(n):
+                await client.call(ECHO, {"text": PAYLOAD})
+            return n / (time.perf_counter() - began)
+
     try:
-        server.stdout.readline()
+        return trio.run(ask)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def mesh_pipelined(address: str, lock: Path, total: int, in_flight: int) -> float:
+    server = _service_process(address, lock, concurrency=in_flight * 2)
+    try:
 
         async def flood() -> float:
             async with open_client(address) as client:
@@ -180,22 +204,28 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="report the median of this many runs")
     args = parser.parse_args()
 
-    results: dict[str, list[float]] = {"base": [], "floor": [], "mesh": [], "piped": []}
+    results: dict[str, list[float]] = {"base": [], "floor": [], "mesh": [], "mesh2": [], "piped": []}
     with tempfile.TemporaryDirectory(prefix="hm-bench-") as tmp:
         for i in range(args.repeat):
             results["base"].append(blocking_round_trips(f"ipc://{tmp}/b{i}", args.round_trips))
             results["floor"].append(trio_floor_round_trips(f"ipc://{tmp}/f{i}", args.round_trips))
             results["mesh"].append(mesh_round_trips(f"ipc://{tmp}/m{i}", Path(tmp) / f"m{i}.lock", args.round_trips))
+            results["mesh2"].append(
+                mesh_round_trips_across_processes(f"ipc://{tmp}/x{i}", Path(tmp) / f"x{i}.lock", args.round_trips)
+            )
             results["piped"].append(
                 mesh_pipelined(f"ipc://{tmp}/p{i}", Path(tmp) / f"p{i}.lock", args.pipelined, args.in_flight)
             )
-    base, floor, mesh, piped = (statistics.median(results[k]) for k in ("base", "floor", "mesh", "piped"))
+    base, floor, mesh, mesh2, piped = (
+        statistics.median(results[k]) for k in ("base", "floor", "mesh", "mesh2", "piped")
+    )
     print(f"blocking REQ/REP, two threads (baseline)  {base:9.0f} round trips/s")
     print(f"bare trio loops, two threads (floor)      {floor:9.0f} round trips/s   {floor / base:.2f}x baseline")
     print(
         f"mesh Service + Client, two threads        {mesh:9.0f} round trips/s   {mesh / base:.2f}x baseline "
         f"(target 0.80x), {mesh / floor:.2f}x floor"
     )
+    print(f"mesh Service + Client, two processes      {mesh2:9.0f} round trips/s   {mesh2 / base:.2f}x baseline")
     print(f"mesh pipelined, {args.in_flight} in flight, two processes {piped:9.0f} msgs/s          (target 30000)")
 
 
