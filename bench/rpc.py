@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import psutil  # noqa: E402
 import trio  # noqa: E402
 import zmq  # noqa: E402
 
@@ -171,8 +172,15 @@ def mesh_round_trips_across_processes(address: str, lock: Path, n: int) -> float
         server.wait()
 
 
-def mesh_pipelined(address: str, lock: Path, total: int, in_flight: int) -> float:
+def _cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def mesh_pipelined(address: str, lock: Path, total: int, in_flight: int) -> tuple[float, float, float]:
+    """Messages per second, and the share of a core the service and the client used."""
     server = _service_process(address, lock, concurrency=in_flight * 2)
+    service_proc, client_proc = psutil.Process(server.pid), psutil.Process()
     try:
 
         async def flood() -> float:
@@ -184,11 +192,17 @@ def mesh_pipelined(address: str, lock: Path, total: int, in_flight: int) -> floa
                     for _ in range(per_task):
                         await client.call(ECHO, {"text": PAYLOAD})
 
+                cpu = _cpu_seconds(service_proc), _cpu_seconds(client_proc)
                 began = time.perf_counter()
                 async with trio.open_nursery() as nursery:
                     for _ in range(in_flight):
                         nursery.start_soon(worker)
-                return per_task * in_flight / (time.perf_counter() - began)
+                elapsed = time.perf_counter() - began
+                return (
+                    per_task * in_flight / elapsed,
+                    (_cpu_seconds(service_proc) - cpu[0]) / elapsed,
+                    (_cpu_seconds(client_proc) - cpu[1]) / elapsed,
+                )
 
         return trio.run(flood)
     finally:
@@ -204,7 +218,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="report the median of this many runs")
     args = parser.parse_args()
 
-    results: dict[str, list[float]] = {"base": [], "floor": [], "mesh": [], "mesh2": [], "piped": []}
+    results: dict[str, list] = {"base": [], "floor": [], "mesh": [], "mesh2": [], "piped": []}
     with tempfile.TemporaryDirectory(prefix="hm-bench-") as tmp:
         for i in range(args.repeat):
             results["base"].append(blocking_round_trips(f"ipc://{tmp}/b{i}", args.round_trips))
@@ -216,9 +230,8 @@ def main() -> None:
             results["piped"].append(
                 mesh_pipelined(f"ipc://{tmp}/p{i}", Path(tmp) / f"p{i}.lock", args.pipelined, args.in_flight)
             )
-    base, floor, mesh, mesh2, piped = (
-        statistics.median(results[k]) for k in ("base", "floor", "mesh", "mesh2", "piped")
-    )
+    base, floor, mesh, mesh2 = (statistics.median(results[k]) for k in ("base", "floor", "mesh", "mesh2"))
+    piped, service_cpu, client_cpu = sorted(results["piped"])[len(results["piped"]) // 2]
     print(f"blocking REQ/REP, two threads (baseline)  {base:9.0f} round trips/s")
     print(f"bare trio loops, two threads (floor)      {floor:9.0f} round trips/s   {floor / base:.2f}x baseline")
     print(
@@ -226,7 +239,10 @@ def main() -> None:
         f"(target 0.80x), {mesh / floor:.2f}x floor"
     )
     print(f"mesh Service + Client, two processes      {mesh2:9.0f} round trips/s   {mesh2 / base:.2f}x baseline")
-    print(f"mesh pipelined, {args.in_flight} in flight, two processes {piped:9.0f} msgs/s          (target 30000)")
+    print(
+        f"mesh pipelined, {args.in_flight} in flight, two processes {piped:9.0f} msgs/s          (target 30000); "
+        f"CPU: service {service_cpu:.0%}, client {client_cpu:.0%} of a core"
+    )
 
 
 if __name__ == "__main__":
