@@ -89,4 +89,52 @@ def build_top_level_parser() -> argparse.ArgumentParser:
         "hermes_cli.commands.doctor:cmd_doctor",
         "check homes, permissions, IPC endpoints, locks and dependencies",
     )
+    _gateway_commands(commands)
+    _mesh_commands(commands)
+    demo = _command(
+        commands, "demo", "hermes_cli.commands.demo:cmd_demo", "run the mesh on a fresh demo home and show it working"
+    )
+    demo.add_argument("--home", metavar="DIR", help="demo home to use (default: a new temporary directory)")
+    demo.add_argument("--keep", action="store_true", help="leave the demo mesh running and its home in place")
     return parser
+
+
+def _gateway_commands(commands) -> None:
+    gateway = commands.add_parser("gateway", help="run, inspect and manage the per-profile gateways")
+    _profile_option(gateway, top=False)
+    # Bare ``hermes gateway`` runs the gateway, as the process matchers expect.
+    gateway.set_defaults(target="hermes_cli.commands.gateway:cmd_run")
+    actions = gateway.add_subparsers(dest="gateway_command", metavar="ACTION")
+    _command(actions, "run", "hermes_cli.commands.gateway:cmd_run", "run the active profile's gateway in the foreground", json=False)
+    _command(actions, "status", "hermes_cli.commands.gateway_status:cmd_status", "every live gateway of this install")
+    _command(actions, "list", "hermes_cli.commands.gateway_status:cmd_list", "every profile, with or without a gateway")
+    drain = _command(
+        actions, "drain", "hermes_cli.commands.gateway_status:cmd_drain", "drain the active profile's gateway"
+    )
+    drain.add_argument("--deadline", type=float, default=30.0, metavar="SECONDS", help="how long turns may finish")
+    drain.add_argument("--stay", action="store_true", help="keep the gateway running after the drain")
+    install = _command(
+        actions,
+        "install",
+        "hermes_cli.commands.gateway_manage:cmd_install",
+        "write the supervisor unit for the active profile's gateway",
+    )
+    install.add_argument("--supervisor", required=True, choices=("supervisord", "systemd", "launchd"))
+    install.add_argument("--scope", choices=("user", "system"), default="user", help="systemd/launchd scope")
+    for action, words in (("start", "start"), ("stop", "stop"), ("restart", "restart")):
+        _command(
+            actions,
+            action,
+            f"hermes_cli.commands.gateway_manage:cmd_{action}",
+            f"{words} the active profile's gateway through the supervisor that owns it",
+        )
+
+
+def _mesh_commands(commands) -> None:
+    mesh = commands.add_parser("mesh", help="the embedded supervisor: one gateway per profile")
+    _profile_option(mesh, top=False)
+    actions = mesh.add_subparsers(dest="mesh_command", metavar="ACTION", required=True)
+    up = _command(actions, "up", "hermes_cli.commands.mesh:cmd_up", "start the mesh (supervisord and its gateways)")
+    up.add_argument("--profiles", metavar="A,B,...", help="profiles to run gateways for (default: all)")
+    _command(actions, "down", "hermes_cli.commands.mesh:cmd_down", "stop the mesh; nothing is left running")
+    _command(actions, "status", "hermes_cli.commands.mesh:cmd_status", "the mesh's supervisor and its programs")

@@ -53,9 +53,11 @@ class Service:
     At most ``concurrency`` handlers run at once; up to ``backlog`` more calls wait for a
     slot (within their deadline), and past that a call is answered ``busy`` at once.
 
-    ``lock_path`` is required for ``ipc://`` endpoints: binding an ipc path that another
-    live service holds would silently steal it, so the lock is taken before the bind and a
-    held lock refuses the start with ``endpoint_busy``.
+    ``ipc://`` endpoints need their lock: binding an ipc path that another live service
+    holds would silently steal it, so the lock is taken before the bind and a held lock
+    refuses the start with ``endpoint_busy``. Pass ``lock_path`` to have ``serve`` take and
+    release it, or ``lock``, a ``FileLock`` the caller already holds (a process that must
+    own its endpoint before it touches any of its files) and releases itself.
     """
 
     def __init__(
@@ -64,17 +66,20 @@ class Service:
         address: str,
         *,
         lock_path: Path | None = None,
+        lock: FileLock | None = None,
         concurrency: int = 32,
         backlog: int = 256,
         window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
         max_frame: int = protocol.MAX_FRAME_BYTES,
         info: Callable[[], dict[str, Any]] | None = None,
     ):
-        if address.startswith("ipc://") and lock_path is None:
+        if address.startswith("ipc://") and lock_path is None and lock is None:
             raise ValueError("an ipc:// endpoint needs a lock file")
+        if lock is not None and not lock.held:
+            raise ValueError("a lock passed in must already be held")
         self.name = name
         self.address = address
-        self._lock = FileLock(lock_path) if lock_path is not None else None
+        self._lock = FileLock(lock_path) if (lock is None and lock_path is not None) else None
         self._concurrency = concurrency
         self._backlog = backlog
         self._slots = _Slots(concurrency)
@@ -106,6 +111,10 @@ class Service:
             return handler
 
         return register
+
+    @property
+    def window(self) -> tuple[int, int]:
+        return self._window
 
     @property
     def in_flight(self) -> int:

@@ -78,3 +78,79 @@ def spawn():
     yield start
     for peer in peers:
         peer.kill()
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.05, what: str = "condition"):
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def read_state(home: Path) -> dict | None:
+    """The gateway's state file, or None while it is absent."""
+    from shared.files import read_json
+
+    return read_json(home / "gateway_state.json", default=None)
+
+
+class GatewayProcess:
+    """A real gateway process (``python -m services.gateway``) for one profile home."""
+
+    def __init__(self, root: Path, profile: str, *, env: dict[str, str] | None = None, cwd: Path = ROOT):
+        from shared import homes
+
+        self.root, self.profile = root, profile
+        self.home = homes.profile_home(profile, root)
+        self.home.mkdir(parents=True, exist_ok=True)
+        environment = env or python_env()
+        environment["HERMES_HOME"] = str(self.home)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.gateway"],
+            cwd=cwd,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.pid = self.proc.pid
+        self.endpoint = homes.endpoint(self.home, "gateway")
+
+    def wait_running(self, timeout: float = 20) -> dict:
+        def running():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"gateway exited {self.proc.returncode}: {self.proc.stderr.read().decode()[-2000:]}")
+            state = read_state(self.home)
+            return state if state and state["pid"] == self.pid and state["gateway_state"] == "running" else None
+
+        return wait_for(running, timeout=timeout, what=f"gateway {self.profile} running")
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def gateways():
+    """Start real gateways; every one still alive at the end of the test is killed."""
+    started: list[GatewayProcess] = []
+
+    def start(root: Path, profile: str = "default", **kwargs) -> GatewayProcess:
+        gateway = GatewayProcess(root, profile, **kwargs)
+        started.append(gateway)
+        gateway.wait_running()
+        return gateway
+
+    yield start
+    for gateway in started:
+        gateway.kill()

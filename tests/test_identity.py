@@ -343,7 +343,8 @@ def test_value_flags_come_from_the_parser(fresh_flags):
     assert {"-p", "--profile", "-m", "--model"} <= flags
     assert not flags & {"--version", "-h", "--help"}
     assert value_flags("profile") == {"-p", "--profile"}  # a subcommand's own parser
-    assert value_flags("gateway") == frozenset()  # no gateway subparser today
+    assert value_flags("gateway") == {"-p", "--profile"}
+    assert value_flags("no-such-command") == frozenset()
 
 
 def test_a_new_top_level_value_flag_is_picked_up(fresh_flags, monkeypatch):
@@ -368,15 +369,15 @@ def test_a_gateway_subparser_value_flag_is_picked_up(fresh_flags, monkeypatch):
     assert looks_like_gateway_command_line(cmdline)
     original = hermes_cli.parser.build_top_level_parser
 
-    def with_gateway():
+    def with_gateway_config():
         parser = original()
         commands = next(a for a in parser._actions if a.choices and "doctor" in a.choices)
-        commands.add_parser("gateway").add_argument("--config", metavar="FILE")
+        commands.choices["gateway"].add_argument("--config", metavar="FILE")
         return parser
 
-    monkeypatch.setattr(hermes_cli.parser, "build_top_level_parser", with_gateway)
+    monkeypatch.setattr(hermes_cli.parser, "build_top_level_parser", with_gateway_config)
     value_flags.cache_clear()
-    assert value_flags("gateway") == {"--config"}
+    assert value_flags("gateway") == {"--config", "-p", "--profile"}
     assert not looks_like_gateway_command_line(cmdline)  # `run` is the config file; the action is status
     assert not looks_like_gateway_runtime_command_line(cmdline)
     assert looks_like_gateway_command_line("hermes gateway --config restart run")

@@ -1,0 +1,93 @@
+"""Starting a gateway: ``python -m services.gateway [--profile NAME]`` or ``hermes gateway run``.
+
+The order matters. The endpoint lock is taken before anything of the profile is touched,
+so a second gateway for the same profile exits (73) and leaves the first one's files
+alone. A broken configuration exits 78, which supervisors are told not to restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+
+from services.gateway import ops, storm
+from services.gateway.state import GatewayState, detect_supervisor
+from shared import homes
+from shared.files import StateFileCorrupt, write_json_atomic
+from shared.identity import current_identity
+from shared.locks import FileLock, LockHeld
+
+log = logging.getLogger("services.gateway")
+
+EXIT_DUPLICATE = 73  # EX_CANTCREAT: the profile's endpoint is held by a live gateway
+STORM_FILE = "gateway_starts.json"
+
+
+def run_gateway(profile: str | None = None) -> int:
+    """Run the gateway of ``profile`` (default: the profile HERMES_HOME points at)."""
+    logging.basicConfig(
+        level=os.environ.get("HERMES_LOG_LEVEL", "INFO"),
+        format="%(asctime)s gateway[%(process)d] %(levelname)s %(message)s",
+    )
+    try:
+        root = homes.root_home()
+        profile = homes.validate_profile_name(profile) if profile else homes.active_profile()
+        home = homes.profile_home(profile, root, must_exist=True)
+        endpoint = homes.endpoint(home, ops.SERVICE)
+    except (homes.InvalidProfileName, homes.ProfileNotFound, homes.UnsafeRunDir, homes.EndpointPathTooLong) as exc:
+        print(f"gateway: {exc.message}", file=sys.stderr)
+        return ops.EXIT_CONFIG
+    lock = FileLock(endpoint.lock_path)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        pid = exc.holder.pid if exc.holder else "unknown"
+        print(f"gateway: profile {profile!r} already has a running gateway (pid {pid}); not starting", file=sys.stderr)
+        return EXIT_DUPLICATE
+
+    import trio  # after the checks above: a refused start stays cheap
+
+    from services.gateway.app import Gateway
+
+    try:
+        state = GatewayState(current_identity(), profile, home, detect_supervisor())
+        gateway = Gateway(state, endpoint, lock, start_delay=_storm_delay(home))
+        code = trio.run(gateway.run)
+    finally:
+        lock.release()
+    if gateway.reexec_requested:
+        _reexec(profile)
+    return code
+
+
+def _storm_delay(home) -> float:
+    path = home / STORM_FILE
+    try:
+        return storm.record_start(path, time.time())
+    except StateFileCorrupt as exc:
+        log.warning("%s is unreadable (%s); starting its record over", path, exc.reason)
+        write_json_atomic(path, {"starts": []})
+        return storm.record_start(path, time.time())
+
+
+def _reexec(profile: str) -> None:
+    """Become a fresh interpreter running the code now on disk (same pid, so a supervisor
+    keeps tracking it). Nothing of the new tree is ever imported into this interpreter."""
+    import zmq
+
+    zmq.Context.instance().term()  # sockets are closed; flush what they still hold
+    argv = [sys.executable, "-m", "services.gateway", "--profile", profile]
+    log.info("re-executing: %s", " ".join(argv))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.gateway", description="Run one profile's gateway.")
+    parser.add_argument("--profile", metavar="NAME", help="profile to serve (default: the one HERMES_HOME points at)")
+    args = parser.parse_args(argv)
+    return run_gateway(args.profile)

@@ -1,0 +1,56 @@
+"""The gateway's control protocol: its ops and the shapes of their answers.
+
+Light on purpose (no trio, no zmq): the CLI and the updater import it to talk to gateways.
+
+- ``ping`` → ``{"pong": true, "pid"}``
+- ``status`` → ``{"pid", "start_time", "profile", "home", "state", "code_sha", "code_version",
+  "active_turns", "started_at", "supervisor", "argv", "protocol": {"min", "max"}}``
+- ``turn {text, seconds?}`` → ``{"turn_id", "text", "started_at", "finished_at"}``: one agent turn
+  (an echo that takes ``seconds``). While draining: error ``draining``, and nothing is started.
+- ``drain {deadline, stay?}`` → ``{"finished": [turn ids], "cut": [turn ids], "exit_code": 75 | null}``;
+  without ``stay`` the gateway exits 75 (planned restart) right after answering.
+- ``reexec {deadline}`` → like ``drain``, then the process replaces itself with a fresh
+  interpreter running the code now on disk (``exit_code`` is null; the pid stays).
+
+Broadcast on ``run/gateway.pub``: topic ``state`` with ``{"state", "active_turns"}``.
+"""
+
+from __future__ import annotations
+
+from shared.protocol import Field, OpSpec
+
+SERVICE = "gateway"
+
+# gateway_state values
+STARTING = "starting"
+RUNNING = "running"
+DRAINING = "draining"
+STOPPING = "stopping"
+STOPPED = "stopped"
+STARTUP_FAILED = "startup_failed"
+STATES = (STARTING, RUNNING, DRAINING, STOPPING, STOPPED, STARTUP_FAILED)
+
+# Exit codes a supervisor acts on.
+EXIT_OK = 0
+EXIT_PLANNED_RESTART = 75  # EX_TEMPFAIL: systemd RestartForceExitStatus=75, supervisord autorestart
+EXIT_CONFIG = 78  # EX_CONFIG: do not restart in a loop on a broken configuration
+
+MAX_TURN_SECONDS = 300.0
+MAX_DRAIN_SECONDS = 3600.0
+
+PING = OpSpec("ping", idempotent=True, timeout=5.0)
+STATUS = OpSpec("status", idempotent=True, timeout=5.0)
+TURN = OpSpec(
+    "turn",
+    {"text": Field(str, max_len=64 * 1024), "seconds": Field(float, required=False, min=0.0, max=MAX_TURN_SECONDS)},
+    timeout=MAX_TURN_SECONDS + 5,
+)
+DRAIN = OpSpec(
+    "drain",
+    {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS), "stay": Field(bool, required=False)},
+    timeout=MAX_DRAIN_SECONDS + 5,
+)
+REEXEC = OpSpec("reexec", {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS)}, timeout=MAX_DRAIN_SECONDS + 5)
+
+# Typed error codes of this service.
+DRAINING = "draining"

@@ -1,0 +1,88 @@
+"""``gateway_state.json``: what this gateway is and runs, rewritten atomically on every
+runtime-status write.
+
+The code identity (``code_sha``, ``code_version``) is taken once, when the process starts:
+it describes the code this interpreter imported, so a later ``git pull`` of the tree does
+not change what a running gateway reports. The updater compares it with the new checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from shared.files import write_json_atomic
+from shared.identity import ProcessIdentity
+from shared.version import __version__, code_sha
+
+STATE_FILE = "gateway_state.json"
+
+# Taken at import, the moment this interpreter loaded the gateway's code.
+IMPORTED_CODE_SHA = code_sha()
+IMPORTED_CODE_VERSION = __version__
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class GatewayState:
+    identity: ProcessIdentity
+    profile: str
+    home: Path
+    supervisor: str
+    argv: list[str] = field(default_factory=lambda: list(sys.orig_argv))  # as the OS started us
+    started_at: str = field(default_factory=utc_now)
+    state: str = "starting"
+    exit_reason: str | None = None
+    restart_requested: bool = False
+    active_turns: int = 0
+    status_message: str = ""
+
+    @property
+    def path(self) -> Path:
+        return self.home / STATE_FILE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.identity.pid,
+            "start_time": self.identity.start_time,
+            "argv": self.argv,
+            "hermes_home": str(self.home),
+            "profile": self.profile,
+            "gateway_state": self.state,
+            "exit_reason": self.exit_reason,
+            "restart_requested": self.restart_requested,
+            "active_turns": self.active_turns,
+            "code_sha": IMPORTED_CODE_SHA,
+            "code_version": IMPORTED_CODE_VERSION,
+            "supervisor": self.supervisor,
+            "started_at": self.started_at,
+            "updated_at": utc_now(),
+            "status_message": self.status_message,
+        }
+
+    def write(self) -> None:
+        """Blocking (fsync): call it from a worker thread in async code."""
+        write_json_atomic(self.path, self.to_dict())
+
+
+def detect_supervisor(env: dict[str, str] | None = None) -> str:
+    """Who restarts this process: named by the unit we wrote, else read from what each
+    supervisor puts in its children's environment."""
+    env = os.environ if env is None else env
+    named = env.get("HERMES_SUPERVISOR", "")
+    if named in ("supervisord", "systemd", "launchd"):
+        return named
+    if env.get("SUPERVISOR_ENABLED"):
+        return "supervisord"
+    if env.get("INVOCATION_ID") or env.get("NOTIFY_SOCKET"):
+        return "systemd"
+    if env.get("XPC_SERVICE_NAME", "0") not in ("0", ""):
+        return "launchd"
+    return "unmanaged"
