@@ -22,6 +22,11 @@ REFUSAL_CODES = frozenset(
         "profile_reserved",
         "confirmation_required",
         "endpoint_busy",
+        "gateway_not_running",
+        "not_supervised",
+        "permission_denied",
+        "unit_value_invalid",
+        "unsupported_scope",
     }
 )
 

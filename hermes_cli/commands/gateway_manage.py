@@ -1,0 +1,132 @@
+"""``hermes gateway install|start|stop|restart`` for the active profile's gateway.
+
+``install`` writes the unit of the kind asked for. The others act through the kind that
+owns the gateway, which each kind's ``find`` decides by the ``HERMES_HOME`` in its unit: a
+unit of the same name that runs another install's home is not ours to touch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hermes_cli import output
+from shared import homes
+from shared.errors import HermesError
+from shared.supervisors import KINDS, Unit
+
+# The order owners are looked for: the embedded mesh first, then the system supervisors.
+OWNER_ORDER: tuple[str, ...] = KINDS
+_DONE = {"start": "started", "stop": "stopped", "restart": "restarted"}
+
+
+class NotSupervised(HermesError):
+    code = "not_supervised"
+
+
+def kind_module(kind: str) -> ModuleType:
+    """The module of supervisor ``kind``, imported only when that kind is used."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown supervisor {kind!r}; known: {', '.join(KINDS)}")
+    return importlib.import_module(f"shared.supervisors.{kind}")
+
+
+def find_owner(profile: str, home: Path, *, kinds: Sequence[str] = OWNER_ORDER) -> Unit | None:
+    for kind in kinds:
+        unit = kind_module(kind).find(profile, home)
+        if unit is not None:
+            return unit
+    return None
+
+
+def _active() -> tuple[str, Path]:
+    profile = homes.active_profile()
+    return profile, homes.profile_home(profile, homes.root_home(), must_exist=True)
+
+
+# --- install ----------------------------------------------------------------------------------
+
+
+def install_report(unit: Unit) -> dict[str, Any]:
+    # Only kinds with a reload step (systemd) say whether the supervisor has read the unit.
+    return {
+        "supervisor": unit.kind,
+        "unit": unit.name,
+        "path": None if unit.path is None else str(unit.path),
+        "profile": unit.profile,
+        "home": str(unit.home),
+        "scope": unit.scope,
+        "reloaded": getattr(unit, "reloaded", None),
+        "note": getattr(unit, "note", None),
+    }
+
+
+def _install_text(d: dict[str, Any]) -> str:
+    lines = [
+        f"wrote {d['supervisor']} unit {d['unit']} ({d['scope']} scope)",
+        f"  path     {d['path'] or '-'}",
+        f"  profile  {d['profile']}",
+        f"  home     {d['home']}",
+    ]
+    if d["reloaded"] is True:
+        lines.append("  loaded   yes; start it with `hermes gateway start`")
+    elif d["reloaded"] is False:
+        lines.append(f"  loaded   no: {d['note'] or 'unknown reason'}")
+    return "\n".join(lines)
+
+
+def cmd_install(args) -> int:
+    profile, home = _active()
+    unit = kind_module(args.supervisor).install(profile, home, scope=args.scope)
+    output.emit(args, install_report(unit), _install_text)
+    return 0
+
+
+# --- start, stop, restart ---------------------------------------------------------------------
+
+
+def act(action: str, profile: str, home: Path, *, kinds: Sequence[str] = OWNER_ORDER) -> Unit:
+    """Carry out ``action`` through the supervisor that owns ``profile``'s gateway at ``home``."""
+    if action not in _DONE:
+        raise ValueError(f"unknown action {action!r}")
+    unit = find_owner(profile, home, kinds=kinds)
+    if unit is None:
+        raise NotSupervised(
+            f"no supervisor runs the gateway of profile {profile} ({home}): "
+            "install one with `hermes gateway install --supervisor KIND`, or run the mesh with `hermes mesh up`",
+            detail={"profile": profile, "home": str(home), "looked_in": list(kinds)},
+        )
+    getattr(kind_module(unit.kind), action)(unit)
+    return unit
+
+
+def _run(args, action: str) -> int:
+    profile, home = _active()
+    unit = act(action, profile, home)
+    data = {
+        "action": action,
+        "supervisor": unit.kind,
+        "unit": unit.name,
+        "profile": unit.profile,
+        "home": str(unit.home),
+        "scope": unit.scope,
+    }
+    output.emit(
+        args, data, lambda d: f"{_DONE[d['action']]} {d['unit']} through {d['supervisor']} ({d['scope']} scope)"
+    )
+    return 0
+
+
+def cmd_start(args) -> int:
+    return _run(args, "start")
+
+
+def cmd_stop(args) -> int:
+    return _run(args, "stop")
+
+
+def cmd_restart(args) -> int:
+    return _run(args, "restart")

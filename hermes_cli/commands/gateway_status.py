@@ -1,0 +1,127 @@
+"""``hermes gateway status|list|drain``: the install's gateways, found through their control
+sockets first (``services.gateway.fleet``), and a drain of the active profile's gateway."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_cli import output
+from services.gateway import fleet, ops
+from shared import homes
+from shared.call_rules import NO_RETRY
+from shared.errors import HermesError
+from shared.locks import probe
+from shared.protocol import Code, RemoteError
+from shared.sync_client import SyncClient
+
+# The drain answer can only come after the deadline; this much more is allowed for the reply.
+DRAIN_REPLY_MARGIN = 10.0
+
+
+class GatewayNotRunning(HermesError):
+    code = "gateway_not_running"
+
+
+def _dash(value: object) -> object:
+    return "-" if value is None else value
+
+
+def cmd_status(args) -> int:
+    records = fleet.discover(homes.root_home())
+    data = {"gateways": [r.to_dict() for r in records]}
+
+    def text(d: dict[str, Any]) -> str:
+        if not d["gateways"]:
+            return f"no gateway is running for {homes.root_home()}"
+        rows = [
+            (
+                g["profile"],
+                g["pid"],
+                g["state"],
+                (g["code_sha"] or "-")[:12],
+                _dash(g["code_version"]),
+                _dash(g["active_turns"]),
+                g["supervisor"],
+                g["source"],
+            )
+            for g in d["gateways"]
+        ]
+        return output.table(("PROFILE", "PID", "STATE", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE"), rows)
+
+    output.emit(args, data, text)
+    return 0
+
+
+def cmd_list(args) -> int:
+    root = homes.root_home()
+    first: dict[str, fleet.GatewayRecord] = {}
+    for record in fleet.discover(root):  # best-informed record of a profile comes first
+        first.setdefault(record.profile, record)
+    data = {
+        "profiles": [
+            {
+                "profile": name,
+                "home": str(homes.profile_home(name, root)),
+                "gateway": first[name].to_dict() if name in first else None,
+            }
+            for name in homes.list_profiles(root)
+        ]
+    }
+
+    def text(d: dict[str, Any]) -> str:
+        rows = [
+            (p["profile"], p["home"], f"{p['gateway']['pid']} {p['gateway']['state']}" if p["gateway"] else "-")
+            for p in d["profiles"]
+        ]
+        return output.table(("PROFILE", "HOME", "GATEWAY"), rows)
+
+    output.emit(args, data, text)
+    return 0
+
+
+def cmd_drain(args) -> int:
+    profile = homes.active_profile()
+    home = homes.active_home()
+    endpoint = homes.endpoint(home, ops.SERVICE, create=False)
+    not_running = GatewayNotRunning(
+        f"profile {profile!r} has no running gateway to drain", detail={"profile": profile, "home": str(home)}
+    )
+    # A live gateway holds its endpoint lock; without it a stale socket file would make
+    # the client wait out the whole drain timeout for nobody.
+    lock = probe(endpoint.lock_path)
+    if not lock.held:
+        raise not_running
+    try:
+        with SyncClient(endpoint.control, retry=NO_RETRY) as client:
+            answer = client.call(
+                ops.DRAIN, {"deadline": args.deadline, "stay": args.stay}, timeout=args.deadline + DRAIN_REPLY_MARGIN
+            )
+    except RemoteError as exc:
+        if exc.code == Code.UNAVAILABLE:
+            raise not_running from None
+        raise
+    data = {
+        "profile": profile,
+        "home": str(home),
+        "pid": lock.holder.pid if lock.holder else None,
+        "finished": answer["finished"],
+        "cut": answer["cut"],
+        "exit_code": answer["exit_code"],
+        "exits": answer["exit_code"] == ops.EXIT_PLANNED_RESTART,
+    }
+
+    def text(d: dict[str, Any]) -> str:
+        after = (
+            f"it exits {ops.EXIT_PLANNED_RESTART} (planned restart) so its supervisor starts it again"
+            if d["exits"]
+            else "it stays up, draining, and refuses new turns until restarted"
+        )
+        return (
+            f"drained gateway {d['profile']} (pid {_dash(d['pid'])}): "
+            f"{len(d['finished'])} turn(s) finished, {len(d['cut'])} cut"
+            + (f" ({', '.join(d['cut'])})" if d["cut"] else "")
+            + f"; {after}"
+        )
+
+    output.emit(args, data, text)
+    return 0

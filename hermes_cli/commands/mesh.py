@@ -1,0 +1,119 @@
+"""``hermes mesh up|down|status``: the install's embedded supervisor and one gateway per profile.
+
+Anchored on the root home, whichever profile is active.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from hermes_cli import output
+from shared import homes
+from shared.supervisors import supervisord
+
+
+def _profiles(raw: str | None) -> list[str] | None:
+    """The ``--profiles a,b`` list, validated and required to exist; None means every profile."""
+    if raw is None:
+        return None
+    root = homes.root_home()
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    if not names:
+        homes.validate_profile_name(raw)  # raises: an empty list names no profile
+    for name in names:
+        homes.profile_home(homes.validate_profile_name(name), root, must_exist=True)
+    return list(dict.fromkeys(names))
+
+
+class _Progress:
+    """Start-up progress on stderr: one line rewritten in place on a terminal, otherwise a
+    plain line for each state change, so logs and pipes get no control characters."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._last: dict[str, str] = {}
+        self._drawn = False
+
+    def __call__(self, states: Mapping[str, str], elapsed: float) -> None:
+        if self._tty:
+            summary = ", ".join(f"{name} {state}" for name, state in states.items())
+            self._stream.write(f"\r\033[Kstarting gateways ({elapsed:.1f}s): {summary}")
+            self._drawn = True
+        else:
+            for name, state in states.items():
+                if self._last.get(name) != state:
+                    self._stream.write(f"{name}: {state} ({elapsed:.1f}s)\n")
+        self._last = dict(states)
+        self._stream.flush()
+
+    def close(self) -> None:
+        if self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+def _uptime(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def _status_text(data: dict[str, Any]) -> str:
+    sup = data["supervisord"]
+    if sup["running"]:
+        head = f"supervisord: running, pid {sup['pid']}" + (f", since {sup['started_at']}" if sup["started_at"] else "")
+        if sup["problem"]:
+            head += f" — {sup['problem']}"
+    else:
+        head = "supervisord: not running"
+    lines = [head, f"config:      {data['config']}"]
+    if data["programs"]:
+        rows = [
+            (p["name"], p["profile"] or "?", p["state"], p["pid"] or "", _uptime(p["uptime"]), p["description"])
+            for p in data["programs"]
+        ]
+        lines += ["", output.table(("PROGRAM", "PROFILE", "STATE", "PID", "UPTIME", "DESCRIPTION"), rows)]
+    else:
+        lines.append("no gateways configured; run `hermes mesh up`")
+    return "\n".join(lines)
+
+
+def cmd_up(args) -> int:
+    profiles = _profiles(getattr(args, "profiles", None))
+    progress = _Progress()
+    try:
+        status = supervisord.up(homes.root_home(), profiles, progress=progress)
+    finally:
+        progress.close()
+    output.emit(args, status.to_dict(), _status_text)
+    return 0
+
+
+def cmd_down(args) -> int:
+    report = supervisord.down(homes.root_home())
+
+    def text(d: dict[str, Any]) -> str:
+        if d["supervisord"] is None and not d["orphans"]:
+            return "the mesh was not running"
+        lines = []
+        if d["supervisord"] is not None:
+            stopped = ", ".join(d["programs"]) or "no programs"
+            lines.append(f"stopped supervisord (pid {d['supervisord']['pid']}) and {stopped}")
+        if d["orphans"]:
+            lines.append(f"stopped gateways left by a dead supervisord: pids {', '.join(map(str, d['orphans']))}")
+        if d["killed"]:
+            lines.append(f"warning: did not stop in time, killed with SIGKILL: pids {', '.join(map(str, d['killed']))}")
+        return "\n".join(lines)
+
+    output.emit(args, report.to_dict(), text)
+    return 0
+
+
+def cmd_status(args) -> int:
+    output.emit(args, supervisord.status(homes.root_home()).to_dict(), _status_text)
+    return 0

@@ -1,0 +1,242 @@
+"""Every gateway of one install (a root home and its ``profiles/<name>``).
+
+Each profile's control socket is asked first: a live gateway answers for itself. A gateway
+that cannot answer (stopped, wedged, mid-start) is found through its state file, trusted only
+while the process it names is alive with the same start time. A process scan comes last, for
+old or crashed gateways whose socket and state file are gone; it classifies processes only by
+``looks_like_gateway_command_line`` on the full argv and judges ownership by the home the
+process runs on, so a gateway of another install is never taken for ours.
+
+No trio here: the CLI imports this module, and psutil is imported only when a scan runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from services.gateway import ops
+from services.gateway.state import STATE_FILE, detect_supervisor
+from shared import homes
+from shared.call_rules import NO_RETRY
+from shared.files import StateFileCorrupt, read_json
+from shared.identity import ProcessIdentity, is_alive, looks_like_gateway_command_line, process_identity
+from shared.locks import probe
+from shared.protocol import RemoteError
+from shared.sync_client import SyncClient
+
+Source = Literal["socket", "state_file", "scan"]
+
+UNKNOWN = "unknown"
+# States in which a state file may describe a process that is still a gateway.
+LIVE_STATES = frozenset({ops.STARTING, ops.RUNNING, ops.DRAINING, ops.STOPPING})
+# Socket probes run side by side, so one wedged gateway costs one timeout, not one each.
+MAX_PROBES = 16
+
+
+@dataclass(frozen=True)
+class GatewayRecord:
+    profile: str
+    pid: int
+    start_time: int | None
+    state: str
+    code_sha: str | None
+    code_version: str | None
+    active_turns: int | None
+    supervisor: str
+    source: Source
+    home: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "pid": self.pid,
+            "start_time": self.start_time,
+            "state": self.state,
+            "code_sha": self.code_sha,
+            "code_version": self.code_version,
+            "active_turns": self.active_turns,
+            "supervisor": self.supervisor,
+            "source": self.source,
+            "home": str(self.home),
+        }
+
+
+def discover(root: Path, *, timeout: float = 1.0, scan: bool = True) -> list[GatewayRecord]:
+    """The gateways of the install at ``root``, default profile first, then by profile name."""
+    root = Path(root).absolute()
+    profiles = homes.list_profiles(root)
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_PROBES, len(profiles)))) as pool:
+        found = [r for r in pool.map(lambda name: _probe_profile(root, name, timeout), profiles) if r]
+    if scan:
+        known = {r.pid for r in found}
+        found += [r for r in scan_gateways(root) if r.pid not in known]
+    return sorted(found, key=_order)
+
+
+_SOURCE_RANK = {"socket": 0, "state_file": 1, "scan": 2}
+
+
+def _order(record: GatewayRecord) -> tuple[bool, str, int, int]:
+    # Within a profile the best-informed record comes first.
+    return record.profile != homes.DEFAULT_PROFILE, record.profile, _SOURCE_RANK[record.source], record.pid
+
+
+def _probe_profile(root: Path, profile: str, timeout: float) -> GatewayRecord | None:
+    home = homes.profile_home(profile, root)
+    return _from_socket(profile, home, timeout) or _from_state_file(profile, home)
+
+
+def _from_socket(profile: str, home: Path, timeout: float) -> GatewayRecord | None:
+    try:
+        endpoint = homes.endpoint(home, ops.SERVICE, create=False)
+    except homes.EndpointPathTooLong:
+        return None
+    # A gateway holds its endpoint lock while it lives. A socket file left by a killed one
+    # would make the client wait out its whole timeout for nobody; the lock says so at once.
+    if not _lock_held(endpoint.lock_path):
+        return None
+    try:
+        with SyncClient(endpoint.control, retry=NO_RETRY) as client:
+            answer = client.call(ops.STATUS, timeout=timeout)
+    except RemoteError:
+        return None  # unavailable (no socket file), timeout, or a refusal: it did not answer
+    # A fallback socket dir is keyed by a digest; make sure it is this home's gateway that spoke.
+    if not isinstance(answer, dict) or not _same_path(answer.get("home"), home):
+        return None
+    ident = _state_identity(answer)
+    if ident is None:
+        return None
+    return GatewayRecord(
+        profile=profile,
+        pid=ident.pid,
+        start_time=ident.start_time,
+        state=str(answer.get("state", UNKNOWN)),
+        code_sha=answer.get("code_sha"),
+        code_version=answer.get("code_version"),
+        active_turns=answer.get("active_turns"),
+        supervisor=str(answer.get("supervisor", UNKNOWN)),
+        source="socket",
+        home=home,
+    )
+
+
+def _lock_held(path: Path) -> bool:
+    try:
+        return probe(path).held
+    except OSError:
+        return True  # cannot tell (a symlink, no permission): let the socket answer for itself
+
+
+def _read_state(home: Path) -> dict[str, Any] | None:
+    try:
+        return read_json(home / STATE_FILE, default=None)
+    except (StateFileCorrupt, OSError):
+        return None
+
+
+def _state_identity(state: Mapping[str, Any]) -> ProcessIdentity | None:
+    try:
+        return ProcessIdentity.from_dict(state)
+    except ValueError:
+        return None
+
+
+def _from_state_file(profile: str, home: Path) -> GatewayRecord | None:
+    state = _read_state(home)
+    if state is None or state.get("gateway_state") not in LIVE_STATES:
+        return None
+    ident = _state_identity(state)
+    if ident is None or not is_alive(ident):
+        return None
+    return _record_from_state(profile, home, ident, state, source="state_file")
+
+
+def _record_from_state(
+    profile: str, home: Path, ident: ProcessIdentity, state: Mapping[str, Any], *, source: Source, supervisor: str | None = None
+) -> GatewayRecord:
+    return GatewayRecord(
+        profile=profile,
+        pid=ident.pid,
+        start_time=ident.start_time,
+        state=str(state.get("gateway_state", UNKNOWN)),
+        code_sha=state.get("code_sha"),
+        code_version=state.get("code_version"),
+        active_turns=state.get("active_turns"),
+        supervisor=supervisor or str(state.get("supervisor", UNKNOWN)),
+        source=source,
+        home=home,
+    )
+
+
+def _same_path(a: object, b: Path) -> bool:
+    return isinstance(a, str) and bool(a) and os.path.realpath(a) == os.path.realpath(b)
+
+
+# --- the process scan --------------------------------------------------------------------------
+
+
+def scan_gateways(root: Path) -> list[GatewayRecord]:
+    """Gateway processes running on ``root`` or one of its profiles, found by a full process scan."""
+    import psutil  # lazy: `hermes gateway status` only pays for it when the scan runs
+
+    root = Path(root).absolute()
+    real_root = os.path.realpath(root)
+    # Which profile a pid serves, from state files naming that very process: a gateway started
+    # with --profile runs under the root's HERMES_HOME, so its environment alone cannot say.
+    by_identity = _state_files_by_identity(root)
+    records: list[GatewayRecord] = []
+    # environ is read only for gateway-shaped processes: it is the expensive part of a scan.
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline")
+        if not cmdline or not looks_like_gateway_command_line(cmdline):
+            continue
+        try:
+            environ = proc.environ()
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        if os.path.realpath(homes.root_home(environ)) != real_root:
+            continue  # another install's gateway: never ours
+        record = _scanned_record(root, proc.pid, environ, by_identity)
+        if record is not None:
+            records.append(record)
+    return sorted(records, key=_order)
+
+
+def _state_files_by_identity(root: Path) -> dict[ProcessIdentity, tuple[str, dict[str, Any]]]:
+    states: dict[ProcessIdentity, tuple[str, dict[str, Any]]] = {}
+    for profile in homes.list_profiles(root):
+        state = _read_state(homes.profile_home(profile, root))
+        ident = _state_identity(state) if state else None
+        if ident is not None:
+            states[ident] = (profile, state)
+    return states
+
+
+def _scanned_record(
+    root: Path, pid: int, environ: Mapping[str, str], by_identity: Mapping[ProcessIdentity, tuple[str, dict[str, Any]]]
+) -> GatewayRecord | None:
+    ident = process_identity(pid)
+    if ident is None:
+        return None  # exited since the scan saw it
+    supervisor = detect_supervisor(dict(environ))
+    if ident in by_identity:
+        profile, state = by_identity[ident]
+        return _record_from_state(profile, homes.profile_home(profile, root), ident, state, source="scan", supervisor=supervisor)
+    profile = homes.active_profile(environ)
+    return GatewayRecord(
+        profile=profile,
+        pid=pid,
+        start_time=ident.start_time,
+        state=UNKNOWN,
+        code_sha=None,
+        code_version=None,
+        active_turns=None,
+        supervisor=supervisor,
+        source="scan",
+        home=homes.profile_home(profile, root),
+    )

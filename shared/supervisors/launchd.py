@@ -1,0 +1,219 @@
+"""launchd jobs for gateways: label ``ai.hermes.gateway`` for the default profile and
+``ai.hermes.gateway-<profile>`` for the others; a LaunchAgent (user scope) or a
+LaunchDaemon (system scope).
+
+As with systemd, a job belongs to an install only if its ``EnvironmentVariables`` set
+``HERMES_HOME`` to that install's home. ``launchctl`` is driven through a runner (argv in,
+completed process out) so the command sequences are testable where launchd does not exist.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from xml.parsers.expat import ExpatError
+
+from shared import homes
+from shared.files import PUBLIC_MODE, write_bytes_atomic
+from shared.supervisors import Unit, gateway_command, gateway_environment, working_directory
+from shared.supervisors.systemd import (
+    InstalledUnit,
+    SupervisorUnavailable,
+    UnitValueInvalid,
+    check_scope,
+    command_failed,
+    require_scope_permission,
+    run_client,
+)
+
+KIND = "launchd"
+SCOPES = ("user", "system")
+LABEL = "ai.hermes.gateway"
+SYSTEM_DAEMON_DIR = Path("/Library/LaunchDaemons")
+# launchd's wait between SIGTERM and SIGKILL (default 20s): the gateway's drain budget, as in systemd.
+EXIT_TIMEOUT = 90
+COMMAND_TIMEOUT = EXIT_TIMEOUT + 15.0
+
+Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
+
+_NOT_LOADED_NOTE = "launchd reads the plist when the job is bootstrapped: run `hermes gateway start`"
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+def unit_name(profile: str) -> str:
+    homes.validate_profile_name(profile)
+    return LABEL if profile == homes.DEFAULT_PROFILE else f"{LABEL}-{profile}"
+
+
+def profile_of(label: str) -> str | None:
+    """The profile whose label is exactly ``label``, or None: the inverse of ``unit_name``."""
+    if label == LABEL:
+        return homes.DEFAULT_PROFILE
+    head = f"{LABEL}-"
+    if not label.startswith(head):
+        return None
+    profile = label[len(head) :]
+    if profile == homes.DEFAULT_PROFILE or not homes.PROFILE_NAME_RE.fullmatch(profile):
+        return None
+    return profile
+
+
+def unit_path(profile: str, *, scope: str) -> Path:
+    directory = SYSTEM_DAEMON_DIR if check_scope(scope) == "system" else Path.home() / "Library" / "LaunchAgents"
+    return directory / f"{unit_name(profile)}.plist"
+
+
+# --- writing plists ---------------------------------------------------------------------------
+
+
+def log_paths(home: Path) -> tuple[Path, Path]:
+    logs = Path(home) / "logs"
+    return logs / "gateway.launchd.out.log", logs / "gateway.launchd.err.log"
+
+
+def render(profile: str, home: Path, *, scope: str) -> bytes:
+    """The job's plist for ``profile``'s gateway running with ``HERMES_HOME=home``.
+
+    ``KeepAlive: {SuccessfulExit: false}`` restarts any non-zero exit, so the planned-restart
+    exit 75 comes back; launchd has no way to exempt the config-error exit 78, it throttles it.
+    """
+    check_scope(scope)
+    home = Path(home)
+    if not home.is_absolute():
+        raise UnitValueInvalid(
+            f"HERMES_HOME must be absolute in a launchd job, not {home}", detail={"value": str(home)}
+        )
+    stdout, stderr = log_paths(home)
+    job: dict[str, Any] = {
+        "Label": unit_name(profile),
+        "ProgramArguments": gateway_command(),
+        "WorkingDirectory": str(working_directory()),
+        "EnvironmentVariables": gateway_environment(home, KIND),
+        "KeepAlive": {"SuccessfulExit": False},
+        "RunAtLoad": True,
+        "ExitTimeOut": EXIT_TIMEOUT,
+        "StandardOutPath": str(stdout),
+        "StandardErrorPath": str(stderr),
+    }
+    return plistlib.dumps(job, fmt=plistlib.FMT_XML, sort_keys=False)
+
+
+def install(profile: str, home: Path, *, scope: str = "user", euid: int | None = None) -> InstalledUnit:
+    """Write the plist atomically (0644) and create the log directory launchd writes into."""
+    require_scope_permission(scope, euid=euid)
+    home = Path(home)
+    data = render(profile, home, scope=scope)
+    path = unit_path(profile, scope=scope)
+    # launchd opens the log files but does not create their directory.
+    home.mkdir(mode=homes.RUN_DIR_MODE, parents=True, exist_ok=True)
+    (home / "logs").mkdir(mode=0o755, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, data, mode=PUBLIC_MODE)
+    return InstalledUnit(
+        kind=KIND,
+        name=unit_name(profile),
+        profile=profile,
+        home=home,
+        path=path,
+        scope=scope,
+        reloaded=False,
+        note=_NOT_LOADED_NOTE,
+    )
+
+
+# --- launchctl --------------------------------------------------------------------------------
+
+
+def domain(scope: str, *, uid: int | None = None) -> str:
+    if check_scope(scope) == "system":
+        return "system"
+    return f"gui/{os.getuid() if uid is None else uid}"
+
+
+def service_target(unit: Unit, *, uid: int | None = None) -> str:
+    return f"{domain(unit.scope, uid=uid)}/{unit.name}"
+
+
+def commands(action: str, unit: Unit, *, loaded: bool, uid: int | None = None) -> list[list[str]]:
+    """The launchctl commands that carry out ``action`` on a job that is (not) ``loaded``.
+
+    A job is loaded once bootstrapped; ``RunAtLoad`` starts it then. ``bootout`` is the only
+    stop that sticks, since ``KeepAlive`` would bring back a killed process.
+    """
+    target = service_target(unit, uid=uid)
+    plist = unit.path or unit_path(unit.profile, scope=unit.scope)
+    bootstrap = ["launchctl", "bootstrap", domain(unit.scope, uid=uid), str(plist)]
+    if action == "start":
+        return [["launchctl", "kickstart", target]] if loaded else [bootstrap]
+    if action == "stop":
+        return [["launchctl", "bootout", target]] if loaded else []
+    if action == "restart":
+        return [["launchctl", "kickstart", "-k", target]] if loaded else [bootstrap]
+    raise ValueError(f"unknown action {action!r}")
+
+
+def run_launchctl(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """The default runner: launchctl itself, bounded."""
+    if shutil.which("launchctl") is None:
+        raise SupervisorUnavailable("launchctl is not on PATH: launchd exists only on macOS", detail={"command": argv})
+    return run_client(argv, timeout=COMMAND_TIMEOUT)
+
+
+def is_loaded(unit: Unit, *, runner: Runner | None = None, uid: int | None = None) -> bool:
+    run = runner or run_launchctl
+    return run(["launchctl", "print", service_target(unit, uid=uid)]).returncode == 0
+
+
+def _act(action: str, unit: Unit, runner: Runner | None, uid: int | None) -> None:
+    if unit.kind != KIND:
+        raise ValueError(f"{unit.name} is a {unit.kind} job, not a launchd one")
+    run = runner or run_launchctl
+    for argv in commands(action, unit, loaded=is_loaded(unit, runner=run, uid=uid), uid=uid):
+        result = run(argv)
+        if result.returncode != 0:
+            raise command_failed(argv, result)
+
+
+def start(unit: Unit, *, runner: Runner | None = None, uid: int | None = None) -> None:
+    _act("start", unit, runner, uid)
+
+
+def stop(unit: Unit, *, runner: Runner | None = None, uid: int | None = None) -> None:
+    _act("stop", unit, runner, uid)
+
+
+def restart(unit: Unit, *, runner: Runner | None = None, uid: int | None = None) -> None:
+    _act("restart", unit, runner, uid)
+
+
+# --- reading plists ---------------------------------------------------------------------------
+
+
+def find(profile: str, home: Path) -> Unit | None:
+    """``profile``'s job in either scope, only if it runs the gateway with ``HERMES_HOME=home``."""
+    home = Path(home)
+    for scope in SCOPES:
+        path = unit_path(profile, scope=scope)
+        value = plist_home(path)
+        if value is not None and Path(value) == home:
+            return Unit(kind=KIND, name=unit_name(profile), profile=profile, home=home, path=path, scope=scope)
+    return None
+
+
+def plist_home(path: Path) -> str | None:
+    """``EnvironmentVariables.HERMES_HOME`` of the plist at ``path``; None if absent or unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            job = plistlib.load(handle)
+    except (OSError, plistlib.InvalidFileException, ExpatError, ValueError):
+        return None
+    environment = job.get("EnvironmentVariables") if isinstance(job, dict) else None
+    value = environment.get("HERMES_HOME") if isinstance(environment, dict) else None
+    return value if isinstance(value, str) and value else None
