@@ -117,3 +117,80 @@ def _wait(sock: zmq.Socket, event: int, deadline: float) -> bool:
     if remaining <= 0:
         return False
     return bool(sock.poll(timeout=int(remaining * 1000) + 1, flags=event))
+
+
+def call_all(
+    addresses: list[str],
+    spec: OpSpec,
+    args: Mapping[str, Any] | None = None,
+    *,
+    timeout: float,
+    window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
+    max_frame: int = protocol.MAX_FRAME_BYTES,
+) -> dict[str, Any]:
+    """The same call to many services at once, from one thread: every request goes out
+    first, then the answers are taken as they arrive, all within one deadline. Each
+    address maps to its result or to the ``RemoteError`` it ended with. No retries."""
+    context = zmq.Context.instance()
+    next_id = request_ids()
+    outcomes: dict[str, Any] = {}
+    opened: list[zmq.Socket] = []
+    waiting: dict[zmq.Socket, tuple[str, str]] = {}
+    poller = zmq.Poller()
+    try:
+        for address in addresses:
+            if ipc_missing(address):
+                outcomes[address] = RemoteError(Code.UNAVAILABLE, f"no service is listening at {address}")
+                continue
+            request_id = next_id()
+            try:
+                raw = encode_call(request_id, spec, dict(args or {}), timeout, max_frame, window)
+            except RemoteError as exc:
+                outcomes[address] = exc
+                continue
+            sock = context.socket(zmq.DEALER)
+            opened.append(sock)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.MAXMSGSIZE, max_frame * protocol.TRANSPORT_SIZE_FACTOR)
+            sock.connect(address)
+            sock.send(raw, zmq.NOBLOCK)  # without IMMEDIATE the request waits in the pipe for the connection
+            waiting[sock] = (address, request_id)
+            poller.register(sock, zmq.POLLIN)
+        deadline = time.monotonic() + timeout + REPLY_GRACE
+        while waiting:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for sock, _ in poller.poll(int(remaining * 1000) + 1):
+                address, request_id = waiting[sock]
+                answer = _take_answer(sock, request_id, window, max_frame)
+                if answer is _EVENT_OR_STRAY:
+                    continue
+                outcomes[address] = answer
+                poller.unregister(sock)
+                del waiting[sock]
+        for address, _ in waiting.values():
+            outcomes[address] = RemoteError(Code.TIMEOUT, f"no answer to {spec.name!r} from {address} in time")
+    finally:
+        for sock in opened:
+            sock.close(linger=0)
+    return outcomes
+
+
+_EVENT_OR_STRAY = object()
+
+
+def _take_answer(sock: zmq.Socket, request_id: str, window: tuple[int, int], max_frame: int) -> Any:
+    parts = sock.recv_multipart(zmq.NOBLOCK)
+    try:
+        if len(parts) != 1:
+            raise ProtocolError(Code.MALFORMED_REPLY, "a reply is exactly one frame", request_id=request_id)
+        reply = protocol.decode_reply(parts[0], window=window, max_bytes=max_frame)
+    except ProtocolError as exc:
+        return RemoteError(exc.code, exc.message, detail=exc.detail)
+    if reply.id != request_id or reply.kind == "event":
+        return _EVENT_OR_STRAY
+    try:
+        return reply.raise_for_error()
+    except RemoteError as exc:
+        return exc

@@ -30,6 +30,7 @@ from shared.files import read_json, write_json_atomic
 from shared.identity import ProcessIdentity, is_alive, process_identity, read_cmdline
 from shared.supervisors import gateway_command, working_directory
 from shared.supervisors import supervisord as sv
+from shared.supervisors.errors import SupervisorUnavailable
 from tests.conftest import ROOT, python_env
 
 pytestmark = pytest.mark.slow
@@ -353,7 +354,7 @@ def test_kind_api_installs_starts_stops_and_restarts_one_gateway(mesh_root):
     assert running_pid(mesh_root, "a")  # the other gateway was never touched
 
     sv.down(mesh_root)
-    with pytest.raises(sv.SupervisorUnavailable) as err:
+    with pytest.raises(SupervisorUnavailable) as err:
         sv.start(unit)
     assert err.value.code == "supervisor_unavailable"
 

@@ -19,7 +19,17 @@ import pytest
 
 from hermes_cli.commands import gateway_manage
 from shared import homes
-from shared.supervisors import Unit, gateway_command, gateway_environment, launchd, systemd, working_directory
+from shared.supervisors import (
+    Unit,
+    commands,
+    errors,
+    gateway_command,
+    gateway_environment,
+    launchd,
+    scopes,
+    systemd,
+    working_directory,
+)
 from tests.conftest import ROOT, python_env
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "systemd"
@@ -196,14 +206,14 @@ def test_exec_start_quotes_paths_for_systemd(tmp_path):
 
 @pytest.mark.parametrize("python", ["python3", '/opt/q"uote/python', "/opt/back\\slash/python", "/opt/$HOME/python"])
 def test_executables_systemd_cannot_run_are_refused(tmp_path, python):
-    with pytest.raises(systemd.UnitValueInvalid):
+    with pytest.raises(errors.UnitValueInvalid):
         systemd.render("default", tmp_path, scope="user", python=python)
 
 
 def test_relative_home_is_refused():
-    with pytest.raises(systemd.UnitValueInvalid):
+    with pytest.raises(errors.UnitValueInvalid):
         systemd.render("default", Path("relative/home"), scope="user")
-    with pytest.raises(systemd.UnitValueInvalid):
+    with pytest.raises(errors.UnitValueInvalid):
         launchd.render("default", Path("relative/home"), scope="user")
 
 
@@ -246,13 +256,13 @@ def test_unit_paths_per_scope(user_dirs, monkeypatch):
 
 
 def test_system_scope_needs_root(profile):
-    with pytest.raises(systemd.ScopePermissionDenied) as raised:
-        systemd.require_scope_permission("system", euid=1000)
+    with pytest.raises(errors.ScopePermissionDenied) as raised:
+        scopes.require_scope_permission("system", euid=1000)
     assert raised.value.code == "permission_denied"
-    systemd.require_scope_permission("system", euid=0)
-    systemd.require_scope_permission("user", euid=1000)
+    scopes.require_scope_permission("system", euid=0)
+    scopes.require_scope_permission("user", euid=1000)
     for module in (systemd, launchd):
-        with pytest.raises(systemd.ScopePermissionDenied):
+        with pytest.raises(errors.ScopePermissionDenied):
             module.install(profile, Path("/srv/hermes"), scope="system", euid=1000)
         assert not module.unit_path(profile, scope="system").exists()
 
@@ -332,7 +342,7 @@ def test_systemctl_command_lines():
 def test_start_stop_restart_without_systemd_are_unavailable(user_dirs, profile, tmp_path):
     unit = systemd.install(profile, tmp_path / "home", scope="user")
     for action in (systemd.start, systemd.stop, systemd.restart):
-        with pytest.raises(systemd.SupervisorUnavailable):
+        with pytest.raises(errors.SupervisorUnavailable):
             action(unit)
 
 
@@ -347,18 +357,18 @@ def test_unreachable_manager_is_reported_as_unavailable(tmp_path, monkeypatch, s
     marker = tmp_path / "systemd-system"
     marker.mkdir()
     monkeypatch.setattr(systemd, "BOOTED_MARKER", marker)
-    with pytest.raises(systemd.SupervisorUnavailable) as raised:
+    with pytest.raises(errors.SupervisorUnavailable) as raised:
         systemd.systemctl(scope, "daemon-reload", timeout=30)
     assert raised.value.detail["command"][0] == "systemctl"
 
 
 def test_run_client_types_every_outcome():
-    with pytest.raises(systemd.SupervisorUnavailable):
-        systemd.run_client(["/nonexistent/systemctl", "start"], timeout=5)
-    with pytest.raises(systemd.SupervisorTimeout):
-        systemd.run_client([sys.executable, "-c", "import time; time.sleep(10)"], timeout=0.3)
+    with pytest.raises(errors.SupervisorUnavailable):
+        commands.run_client(["/nonexistent/systemctl", "start"], timeout=5)
+    with pytest.raises(errors.SupervisorTimeout):
+        commands.run_client([sys.executable, "-c", "import time; time.sleep(10)"], timeout=0.3)
     argv = [sys.executable, "-c", "import sys; sys.stderr.write('Unit x.service not found.'); sys.exit(5)"]
-    error = systemd.command_failed(argv, systemd.run_client(argv, timeout=30))
+    error = commands.command_failed(argv, commands.run_client(argv, timeout=30))
     assert error.code == "supervisor_failed"
     assert error.detail["returncode"] == 5 and error.detail["stderr"] == "Unit x.service not found."
     assert "Unit x.service not found." in error.message
@@ -586,7 +596,7 @@ def test_launchctl_system_domain():
 
 
 def test_launchctl_failure_is_typed():
-    with pytest.raises(systemd.SupervisorFailed) as raised:
+    with pytest.raises(errors.SupervisorFailed) as raised:
         launchd.start(launchd_unit(), runner=RecordingRunner(loaded=False, fail="bootstrap"), uid=501)
     assert raised.value.detail["returncode"] == 5
     assert "Input/output error" in raised.value.detail["stderr"]
@@ -595,7 +605,7 @@ def test_launchctl_failure_is_typed():
 @pytest.mark.skipif(shutil.which("launchctl") is not None, reason="launchctl exists here; this must not drive it")
 def test_without_launchctl_actions_are_unavailable():
     for action in (launchd.start, launchd.stop, launchd.restart):
-        with pytest.raises(systemd.SupervisorUnavailable):
+        with pytest.raises(errors.SupervisorUnavailable):
             action(launchd_unit())
 
 
@@ -626,7 +636,7 @@ def test_acting_on_an_unsupervised_gateway_is_refused(user_dirs, profile, tmp_pa
 def test_acting_goes_through_the_owner(user_dirs, profile, tmp_path):
     home = tmp_path / "home"
     systemd.install(profile, home, scope="user")
-    with pytest.raises(systemd.SupervisorUnavailable):
+    with pytest.raises(errors.SupervisorUnavailable):
         gateway_manage.act("start", profile, home, kinds=KINDS_HERE)
 
 

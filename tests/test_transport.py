@@ -392,3 +392,20 @@ async def test_peers_outside_each_others_protocol_window_fail_closed(served):
                 await client.call(ECHO, {"text": "x"}, retry=NO_RETRY)
     assert info.value.code == Code.PROTOCOL_INCOMPATIBLE
     assert info.value.detail["got"] == current  # the service's answer, in a version it cannot read
+
+
+def test_call_all_asks_many_services_at_once(spawn, short_dir):
+    from shared.sync_client import call_all
+
+    addresses = [f"ipc://{short_dir}/s{i}.ctl" for i in range(3)]
+    peers = [spawn("-m", "tests.peers.echo_service", a, str(short_dir / f"s{i}.lock")) for i, a in enumerate(addresses[:2])]
+    os.kill(peers[1].pid, signal.SIGSTOP)
+    try:
+        outcomes = call_all(addresses, ECHO, {"text": "all"}, timeout=0.5)
+    finally:
+        os.kill(peers[1].pid, signal.SIGCONT)
+    assert outcomes[addresses[0]] == "all"
+    assert isinstance(outcomes[addresses[1]], RemoteError) and outcomes[addresses[1]].code == Code.TIMEOUT
+    assert isinstance(outcomes[addresses[2]], RemoteError) and outcomes[addresses[2]].code == Code.UNAVAILABLE
+    bad = call_all(addresses[:1], ECHO, {"text": 1}, timeout=2)
+    assert bad[addresses[0]].code == Code.INVALID_FIELD

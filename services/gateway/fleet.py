@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -22,20 +21,17 @@ from typing import Any, Literal
 from services.gateway import ops
 from services.gateway.state import STATE_FILE, detect_supervisor
 from shared import homes
-from shared.call_rules import NO_RETRY
 from shared.files import StateFileCorrupt, read_json
 from shared.identity import ProcessIdentity, is_alive, looks_like_gateway_command_line, process_identity
 from shared.locks import probe
 from shared.protocol import RemoteError
-from shared.sync_client import SyncClient
+from shared.sync_client import call_all
 
 Source = Literal["socket", "state_file", "scan"]
 
 UNKNOWN = "unknown"
 # States in which a state file may describe a process that is still a gateway.
 LIVE_STATES = frozenset({ops.STARTING, ops.RUNNING, ops.DRAINING, ops.STOPPING})
-# Socket probes run side by side, so one wedged gateway costs one timeout, not one each.
-MAX_PROBES = 16
 
 
 @dataclass(frozen=True)
@@ -69,9 +65,13 @@ class GatewayRecord:
 def discover(root: Path, *, timeout: float = 1.0, scan: bool = True) -> list[GatewayRecord]:
     """The gateways of the install at ``root``, default profile first, then by profile name."""
     root = Path(root).absolute()
-    profiles = homes.list_profiles(root)
-    with ThreadPoolExecutor(max_workers=max(1, min(MAX_PROBES, len(profiles)))) as pool:
-        found = [r for r in pool.map(lambda name: _probe_profile(root, name, timeout), profiles) if r]
+    profile_homes = {name: homes.profile_home(name, root) for name in homes.list_profiles(root)}
+    answers = _ask_all(profile_homes, timeout)
+    found = [
+        record
+        for name, home in profile_homes.items()
+        if (record := _from_answer(name, home, answers.get(name)) or _from_state_file(name, home))
+    ]
     if scan:
         known = {r.pid for r in found}
         found += [r for r in scan_gateways(root) if r.pid not in known]
@@ -86,25 +86,25 @@ def _order(record: GatewayRecord) -> tuple[bool, str, int, int]:
     return record.profile != homes.DEFAULT_PROFILE, record.profile, _SOURCE_RANK[record.source], record.pid
 
 
-def _probe_profile(root: Path, profile: str, timeout: float) -> GatewayRecord | None:
-    home = homes.profile_home(profile, root)
-    return _from_socket(profile, home, timeout) or _from_state_file(profile, home)
+def _ask_all(profile_homes: Mapping[str, Path], timeout: float) -> dict[str, Any]:
+    """STATUS from every profile's gateway at once; profile -> answer (or RemoteError)."""
+    addresses: dict[str, str] = {}
+    for name, home in profile_homes.items():
+        try:
+            endpoint = homes.endpoint(home, ops.SERVICE, create=False)
+        except homes.EndpointPathTooLong:
+            continue
+        # A gateway holds its endpoint lock while it lives. A socket file left by a killed one
+        # would make the client wait out its whole timeout for nobody; the lock says so at once.
+        if _lock_held(endpoint.lock_path):
+            addresses[name] = endpoint.control
+    outcomes = call_all(list(addresses.values()), ops.STATUS, timeout=timeout)
+    return {name: outcomes.get(address) for name, address in addresses.items()}
 
 
-def _from_socket(profile: str, home: Path, timeout: float) -> GatewayRecord | None:
-    try:
-        endpoint = homes.endpoint(home, ops.SERVICE, create=False)
-    except homes.EndpointPathTooLong:
-        return None
-    # A gateway holds its endpoint lock while it lives. A socket file left by a killed one
-    # would make the client wait out its whole timeout for nobody; the lock says so at once.
-    if not _lock_held(endpoint.lock_path):
-        return None
-    try:
-        with SyncClient(endpoint.control, retry=NO_RETRY) as client:
-            answer = client.call(ops.STATUS, timeout=timeout)
-    except RemoteError:
-        return None  # unavailable (no socket file), timeout, or a refusal: it did not answer
+def _from_answer(profile: str, home: Path, answer: Any) -> GatewayRecord | None:
+    if isinstance(answer, RemoteError):
+        return None  # unavailable, timed out, or refused: it did not answer
     # A fallback socket dir is keyed by a digest; make sure it is this home's gateway that spoke.
     if not isinstance(answer, dict) or not _same_path(answer.get("home"), home):
         return None

@@ -3,7 +3,9 @@
 Each kind module (``systemd``, ``launchd``, ``supervisord``) names units after profiles
 exactly (``unit_name`` and its inverse ``profile_of``), renders the unit file for a
 profile's gateway, and drives the supervisor. Everything a unit needs to know about the
-gateway it runs comes from here, so the kinds cannot disagree about it.
+gateway it runs comes from here, so the kinds cannot disagree about it. What the kinds
+share besides that has a module of its own: ``errors``, ``commands`` (running a supervisor's
+client with a bounded timeout) and ``scopes`` (user or system, and who may use which).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared import homes
 from shared.version import INSTALL_ROOT
 
 KINDS = ("supervisord", "systemd", "launchd")
@@ -30,6 +33,35 @@ class Unit:
     home: Path  # the HERMES_HOME the gateway runs with: its profile's home
     path: Path | None = None  # the unit file, where there is one
     scope: str = "user"  # "user" or "system" (systemd and launchd)
+
+
+@dataclass(frozen=True)
+class InstalledUnit(Unit):
+    """A unit just written, and whether its supervisor has read it (``note`` says why not)."""
+
+    reloaded: bool = False
+    note: str | None = None
+
+
+def unit_name_for(profile: str, prefix: str, suffix: str = "") -> str:
+    """``<prefix><suffix>`` for the default profile, ``<prefix>-<profile><suffix>`` otherwise:
+    how every kind names a profile's unit."""
+    homes.validate_profile_name(profile)
+    return f"{prefix}{suffix}" if profile == homes.DEFAULT_PROFILE else f"{prefix}-{profile}{suffix}"
+
+
+def profile_for(name: str, prefix: str, suffix: str = "") -> str | None:
+    """The profile whose unit is exactly ``name``, or None: the exact inverse of ``unit_name_for``."""
+    if name == f"{prefix}{suffix}":
+        return homes.DEFAULT_PROFILE
+    head = f"{prefix}-"
+    if not (name.startswith(head) and name.endswith(suffix)):
+        return None
+    profile = name[len(head) : len(name) - len(suffix)]
+    # "default" is spelled without a suffix, so <prefix>-default<suffix> is nobody's.
+    if profile == homes.DEFAULT_PROFILE or not homes.PROFILE_NAME_RE.fullmatch(profile):
+        return None
+    return profile
 
 
 def gateway_command(python: str | None = None) -> list[str]:

@@ -20,19 +20,20 @@ from xml.parsers.expat import ExpatError
 
 from shared import homes
 from shared.files import PUBLIC_MODE, write_bytes_atomic
-from shared.supervisors import Unit, gateway_command, gateway_environment, working_directory
-from shared.supervisors.systemd import (
+from shared.supervisors import (
     InstalledUnit,
-    SupervisorUnavailable,
-    UnitValueInvalid,
-    check_scope,
-    command_failed,
-    require_scope_permission,
-    run_client,
+    Unit,
+    gateway_command,
+    gateway_environment,
+    profile_for,
+    unit_name_for,
+    working_directory,
 )
+from shared.supervisors.commands import command_failed, run_client
+from shared.supervisors.errors import SupervisorUnavailable, UnitValueInvalid
+from shared.supervisors.scopes import SCOPES, check_scope, require_scope_permission
 
 KIND = "launchd"
-SCOPES = ("user", "system")
 LABEL = "ai.hermes.gateway"
 SYSTEM_DAEMON_DIR = Path("/Library/LaunchDaemons")
 # launchd's wait between SIGTERM and SIGKILL (default 20s): the gateway's drain budget, as in systemd.
@@ -48,21 +49,12 @@ _NOT_LOADED_NOTE = "launchd reads the plist when the job is bootstrapped: run `h
 
 
 def unit_name(profile: str) -> str:
-    homes.validate_profile_name(profile)
-    return LABEL if profile == homes.DEFAULT_PROFILE else f"{LABEL}-{profile}"
+    return unit_name_for(profile, LABEL)
 
 
 def profile_of(label: str) -> str | None:
     """The profile whose label is exactly ``label``, or None: the inverse of ``unit_name``."""
-    if label == LABEL:
-        return homes.DEFAULT_PROFILE
-    head = f"{LABEL}-"
-    if not label.startswith(head):
-        return None
-    profile = label[len(head) :]
-    if profile == homes.DEFAULT_PROFILE or not homes.PROFILE_NAME_RE.fullmatch(profile):
-        return None
-    return profile
+    return profile_for(label, LABEL)
 
 
 def unit_path(profile: str, *, scope: str) -> Path:

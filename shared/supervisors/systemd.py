@@ -5,8 +5,6 @@ A unit belongs to an install only if its ``Environment=`` sets ``HERMES_HOME`` t
 install's home: the name alone proves nothing (a sibling install on the same account uses
 the same names). This module renders and reads unit files, drives ``systemctl`` with a
 bounded timeout and parses ``systemctl show`` output.
-
-The errors, the scope permission rule and ``run_client`` are used by the launchd kind too.
 """
 
 from __future__ import annotations
@@ -15,18 +13,26 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from services.gateway.ops import EXIT_CONFIG, EXIT_PLANNED_RESTART
-from shared import homes
 from shared.errors import HermesError
 from shared.files import PUBLIC_MODE, write_bytes_atomic
-from shared.supervisors import Unit, gateway_command, gateway_environment, working_directory
+from shared.supervisors import (
+    InstalledUnit,
+    Unit,
+    gateway_command,
+    gateway_environment,
+    profile_for,
+    unit_name_for,
+    working_directory,
+)
+from shared.supervisors.commands import command_failed, run_client
+from shared.supervisors.errors import SupervisorFailed, SupervisorTimeout, SupervisorUnavailable, UnitValueInvalid
+from shared.supervisors.scopes import SCOPES, check_scope, require_scope_permission
 
 KIND = "systemd"
-SCOPES = ("user", "system")
 UNIT_PREFIX = "hermes-gateway"
 UNIT_SUFFIX = ".service"
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
@@ -51,106 +57,20 @@ _UNSAFE_EXEC_RE = re.compile(r"[\"'\\$\x00-\x1f\x7f]")
 _WHITESPACE = " \t\n\r"
 
 
-# --- errors shared by the supervisor kinds --------------------------------------------------
-
-
-class SupervisorUnavailable(HermesError):
-    code = "supervisor_unavailable"
-
-
-class SupervisorFailed(HermesError):
-    code = "supervisor_failed"
-
-
-class SupervisorTimeout(HermesError):
-    code = "supervisor_timeout"
-
-
-class ScopePermissionDenied(HermesError):
-    code = "permission_denied"
-
-
 class ShowOutputInvalid(HermesError):
     code = "supervisor_output_invalid"
-
-
-class UnitValueInvalid(HermesError):
-    """A value (a home, an interpreter path) that the unit format cannot carry faithfully."""
-
-    code = "unit_value_invalid"
-
-
-@dataclass(frozen=True)
-class InstalledUnit(Unit):
-    """A unit just written, and whether its supervisor has read it (``note`` says why not)."""
-
-    reloaded: bool = False
-    note: str | None = None
-
-
-def check_scope(scope: str) -> str:
-    if scope not in SCOPES:
-        raise ValueError(f"unknown scope {scope!r}; known: {', '.join(SCOPES)}")
-    return scope
-
-
-def require_scope_permission(scope: str, *, euid: int | None = None) -> None:
-    """System scope writes system-wide unit directories and drives the system manager: root only."""
-    check_scope(scope)
-    euid = os.geteuid() if euid is None else euid
-    if scope == "system" and euid != 0:
-        raise ScopePermissionDenied(
-            "installing a system-scope gateway needs root; run it with sudo or use --scope user",
-            detail={"scope": scope, "euid": euid},
-        )
-
-
-def run_client(argv: Sequence[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run a supervisor's client (no shell, bounded); the caller judges the return code."""
-    try:
-        return subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
-        )
-    except FileNotFoundError:
-        raise SupervisorUnavailable(f"{argv[0]} is not installed here", detail={"command": list(argv)}) from None
-    except subprocess.TimeoutExpired:
-        # The client is gone, but the manager may still carry out the job it was given.
-        raise SupervisorTimeout(
-            f"{' '.join(argv)} did not finish within {timeout:g}s; the supervisor may still be working on it",
-            detail={"command": list(argv), "timeout": timeout},
-        ) from None
-
-
-def command_failed(argv: Sequence[str], result: subprocess.CompletedProcess[str]) -> SupervisorFailed:
-    stderr = result.stderr.strip()
-    return SupervisorFailed(
-        f"{' '.join(argv)} failed (exit {result.returncode}): {stderr or 'no message'}",
-        detail={"command": list(argv), "returncode": result.returncode, "stderr": stderr},
-    )
 
 
 # --- names ------------------------------------------------------------------------------------
 
 
 def unit_name(profile: str) -> str:
-    homes.validate_profile_name(profile)
-    if profile == homes.DEFAULT_PROFILE:
-        return f"{UNIT_PREFIX}{UNIT_SUFFIX}"
-    return f"{UNIT_PREFIX}-{profile}{UNIT_SUFFIX}"
+    return unit_name_for(profile, UNIT_PREFIX, UNIT_SUFFIX)
 
 
 def profile_of(name: str) -> str | None:
     """The profile whose unit is exactly ``name``, or None: the inverse of ``unit_name``."""
-    if name == f"{UNIT_PREFIX}{UNIT_SUFFIX}":
-        return homes.DEFAULT_PROFILE
-    head = f"{UNIT_PREFIX}-"
-    if not (name.startswith(head) and name.endswith(UNIT_SUFFIX)):
-        return None
-    profile = name[len(head) : -len(UNIT_SUFFIX)]
-    # "default" is spelled without a suffix, so hermes-gateway-default.service is nobody's.
-    if profile == homes.DEFAULT_PROFILE or not homes.PROFILE_NAME_RE.fullmatch(profile):
-        return None
-    return profile
+    return profile_for(name, UNIT_PREFIX, UNIT_SUFFIX)
 
 
 def unit_dir(*, scope: str) -> Path:

@@ -1,0 +1,49 @@
+"""The supervisord kind: the install's embedded mesh supervisor and its gateway programs.
+
+One supervisord per install, anchored on the ROOT home whichever profile is active:
+
+- ``<root>/mesh/supervisord.conf``: generated from the profile list, written atomically;
+  the list of programs in it is the mesh's only record of which profiles it runs.
+- ``<root>/mesh/supervisord.json``: the daemon's identity (pid + start time), so a pid left
+  by a dead supervisord is recognised and never trusted. Its lock serialises every
+  check-and-start, so two ``hermes mesh up`` cannot start two daemons.
+- ``<root>/mesh/supervisord.sock``: the XML-RPC unix socket (a short private dir under
+  ``/tmp`` when that path is too long for a socket); ``<root>/logs/mesh/``: all logs.
+
+Everything supervisord is told goes through its own XML-RPC interface; nothing parses
+``supervisorctl`` text. The ``supervisor`` package is imported only when it is needed.
+
+The modules, one job each: ``names`` (program names), ``paths`` (where the files are),
+``config`` (the config file), ``rpc`` (the XML-RPC transport), ``daemon`` (the supervisord
+process), ``programs`` (starting and stopping programs), ``mesh`` (status, up, down),
+``kind`` (the kind API), with ``waits`` and ``logs`` for bounded polling and log tails.
+This module is their public face.
+"""
+
+from __future__ import annotations
+
+from shared.supervisors.supervisord.config import ConfigUnrepresentable, configured_programs
+from shared.supervisors.supervisord.kind import UnsupportedScope, find, install, restart, start, stop
+from shared.supervisors.supervisord.mesh import DownReport, down, status, up
+from shared.supervisors.supervisord.names import profile_of, unit_name
+from shared.supervisors.supervisord.paths import mesh_paths
+from shared.supervisors.supervisord.programs import GatewayStartFailed
+
+__all__ = [
+    "ConfigUnrepresentable",
+    "DownReport",
+    "GatewayStartFailed",
+    "UnsupportedScope",
+    "configured_programs",
+    "down",
+    "find",
+    "install",
+    "mesh_paths",
+    "profile_of",
+    "restart",
+    "start",
+    "status",
+    "stop",
+    "unit_name",
+    "up",
+]

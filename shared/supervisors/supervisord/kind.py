@@ -1,0 +1,138 @@
+"""The kind API of the mesh supervisor, as ``hermes gateway install|start|stop|restart`` use
+it: a profile's gateway is a program in the install's mesh config, found by its
+``HERMES_HOME`` and driven through the running supervisord."""
+
+from __future__ import annotations
+
+import os
+import xmlrpc.client
+from pathlib import Path
+
+from shared import homes
+from shared.errors import HermesError
+from shared.files import locked
+from shared.supervisors import Unit
+from shared.supervisors.errors import SupervisorFailed, SupervisorUnavailable
+from shared.supervisors.supervisord.config import configured_programs, write_config
+from shared.supervisors.supervisord.daemon import LOCK_TIMEOUT, live_daemon, require_supervisor
+from shared.supervisors.supervisord.names import KIND, unit_name
+from shared.supervisors.supervisord.paths import MeshPaths, mesh_paths, prepare
+from shared.supervisors.supervisord.programs import START_TIMEOUT, start_program, stop_program, wait_running
+from shared.supervisors.supervisord.rpc import call, failure, fault_code
+
+
+class UnsupportedScope(HermesError):
+    code = "unsupported_scope"
+
+
+def _root_of(profile: str, home: Path) -> Path | None:
+    """The install root ``home`` belongs to as ``profile``'s home, or None if it is not one."""
+    homes.validate_profile_name(profile)
+    home = Path(os.path.normpath(Path(home).absolute()))
+    if profile == homes.DEFAULT_PROFILE:
+        return home
+    if home.name == profile and home.parent.name == "profiles":
+        return home.parent.parent
+    return None
+
+
+def install(profile: str, home: Path, *, scope: str = "user") -> Unit:
+    """Add ``profile``'s gateway to the mesh config. Starts nothing and needs nothing running;
+    a running mesh picks it up on ``start`` or the next ``hermes mesh up``."""
+    require_supervisor()
+    if scope != "user":
+        raise UnsupportedScope(
+            "the supervisord kind is the install's own mesh supervisor; it has no system scope",
+            detail={"scope": scope},
+        )
+    root = _root_of(profile, home)
+    if root is None:
+        raise homes.ProfileNotFound(f"{home} is not the home of profile {profile!r}", detail={"name": profile})
+    homes.profile_home(profile, root, must_exist=True)
+    paths = mesh_paths(root)
+    prepare(paths)
+    with locked(paths.state, timeout=LOCK_TIMEOUT):
+        present = [p.profile for p in configured_programs(paths).values()]
+        write_config(paths, [*present, profile])
+    return _unit(paths, profile)
+
+
+def find(profile: str, home: Path) -> Unit | None:
+    """The mesh program of ``profile`` if this install's mesh config runs it with HERMES_HOME = ``home``."""
+    root = _root_of(profile, home)
+    if root is None:
+        return None
+    paths = mesh_paths(root)
+    if not paths.config.exists():
+        return None  # no mesh here: asking needs no supervisor package
+    require_supervisor()
+    program = configured_programs(paths).get(unit_name(profile))
+    if program is None or program.home is None:
+        return None
+    if os.path.normpath(program.home) != os.path.normpath(Path(home).absolute()):
+        return None
+    return _unit(paths, profile)
+
+
+def _unit(paths: MeshPaths, profile: str) -> Unit:
+    return Unit(
+        kind=KIND,
+        name=unit_name(profile),
+        profile=profile,
+        home=homes.profile_home(profile, paths.root),
+        path=paths.config,
+    )
+
+
+def _unit_paths(unit: Unit) -> MeshPaths:
+    require_supervisor()
+    root = _root_of(unit.profile, unit.home)
+    if root is None or unit.kind != KIND:
+        raise ValueError(f"{unit} is not a unit of the mesh supervisor")
+    paths = mesh_paths(root)
+    if live_daemon(paths, adopt=False) is None:
+        raise SupervisorUnavailable(
+            f"the mesh supervisor of {root} is not running; start it with `hermes mesh up`",
+            detail={"root": str(root)},
+        )
+    return paths
+
+
+def start(unit: Unit) -> None:
+    """Start the unit's program (loading it first if it was installed after supervisord started)
+    and wait, bounded, until it is RUNNING."""
+    paths = _unit_paths(unit)
+    try:
+        call(paths, "supervisor.getProcessInfo", unit.name)
+    except xmlrpc.client.Fault as fault:
+        if fault.faultCode != fault_code("BAD_NAME"):
+            raise failure(f"supervisord could not report {unit.name}", fault, program=unit.name) from None
+        _load(paths, unit.name)
+    start_program(paths, unit.name)
+    wait_running(paths, [unit.name], START_TIMEOUT, None)
+
+
+def _load(paths: MeshPaths, name: str) -> None:
+    try:
+        call(paths, "supervisor.reloadConfig")
+        call(paths, "supervisor.addProcessGroup", name)
+    except xmlrpc.client.Fault as fault:
+        if fault.faultCode == fault_code("BAD_NAME"):
+            raise SupervisorFailed(
+                f"{name} is not in the mesh config {paths.config}; "
+                "run `hermes gateway install --supervisor supervisord` first",
+                detail={"program": name},
+            ) from None
+        if fault.faultCode != fault_code("ALREADY_ADDED"):
+            raise failure(f"supervisord could not load {name}", fault, program=name) from None
+
+
+def stop(unit: Unit) -> None:
+    """Stop the unit's program (the gateway drains on SIGTERM) and wait, bounded, until it is down."""
+    stop_program(_unit_paths(unit), unit.name)
+
+
+def restart(unit: Unit) -> None:
+    """Stop, then start: supervisord has no restart call, and a stop waits for the drain."""
+    stop(unit)
+    start(unit)
