@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
+from hermes_cli.commands.mesh import StartProgress
 
 PROFILES = ("coder", "writer", "research")
 
@@ -40,7 +41,12 @@ def cmd_demo(args) -> int:
             home.mkdir(parents=True, exist_ok=True)
             homes.ensure_run_dir(home)
         _progress(args, f"starting the mesh in {root} (supervisord and {len(PROFILES)} gateways)")
-        supervisord.up(root, list(PROFILES))
+        progress = None if output.wants_json(args) else StartProgress()
+        try:
+            supervisord.up(root, list(PROFILES), progress=progress)
+        finally:
+            if progress is not None:
+                progress.close()
         turns = []
         for name in PROFILES:
             _progress(args, f"sending a turn to {name}")

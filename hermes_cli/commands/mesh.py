@@ -27,7 +27,7 @@ def _profiles(raw: str | None) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
-class _Progress:
+class StartProgress:
     """Start-up progress on stderr: one line rewritten in place on a terminal, otherwise a
     plain line for each state change, so logs and pipes get no control characters."""
 
@@ -85,7 +85,7 @@ def _status_text(data: dict[str, Any]) -> str:
 
 def cmd_up(args) -> int:
     profiles = _profiles(getattr(args, "profiles", None))
-    progress = _Progress()
+    progress = StartProgress()
     try:
         status = supervisord.up(homes.root_home(), profiles, progress=progress)
     finally:
