@@ -110,6 +110,16 @@ def trio_floor_round_trips(address: str, n: int) -> float:
         server.join()
 
 
+async def sequential_calls(address: str, n: int) -> float:
+    """Round trips per second of ``n`` calls made one after another."""
+    async with open_client(address) as client:
+        await client.call(ECHO, {"text": "warm-up"})
+        began = time.perf_counter()
+        for _ in range(n):
+            await client.call(ECHO, {"text": PAYLOAD})
+        return n / (time.perf_counter() - began)
+
+
 def mesh_round_trips(address: str, lock: Path, n: int) -> float:
     service = build_service(address, lock)
     started = threading.Event()
@@ -125,16 +135,8 @@ def mesh_round_trips(address: str, lock: Path, n: int) -> float:
     server.start()
     started.wait()
 
-    async def ask() -> float:
-        async with open_client(address) as client:
-            await client.call(ECHO, {"text": "warm-up"})
-            began = time.perf_counter()
-            for _ in range(n):
-                await client.call(ECHO, {"text": PAYLOAD})
-            return n / (time.perf_counter() - began)
-
     try:
-        return trio.run(ask)
+        return trio.run(sequential_calls, address, n)
     finally:
         trio.from_thread.run_sync(service.stop, 0.0, trio_token=box["token"])
         server.join()
@@ -157,16 +159,8 @@ def _service_process(address: str, lock: Path, concurrency: int) -> subprocess.P
 def mesh_round_trips_across_processes(address: str, lock: Path, n: int) -> float:
     server = _service_process(address, lock, concurrency=32)
 
-    async def ask() -> float:
-        async with open_client(address) as client:
-            await client.call(ECHO, {"text": "warm-up"})
-            began = time.perf_counter()
-            for _ in range(n):
-                await client.call(ECHO, {"text": PAYLOAD})
-            return n / (time.perf_counter() - began)
-
     try:
-        return trio.run(ask)
+        return trio.run(sequential_calls, address, n)
     finally:
         server.kill()
         server.wait()
