@@ -23,6 +23,7 @@ REFUSAL_CODES = frozenset(
         "confirmation_required",
         "endpoint_busy",
         "gateway_not_running",
+        "update_in_progress",
         "not_supervised",
         "permission_denied",
         "unit_value_invalid",

@@ -91,6 +91,7 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     )
     _gateway_commands(commands)
     _mesh_commands(commands)
+    _update_commands(commands)
     demo = _command(
         commands, "demo", "hermes_cli.commands.demo:cmd_demo", "run the mesh on a fresh demo home and show it working"
     )
@@ -128,6 +129,29 @@ def _gateway_commands(commands) -> None:
             f"hermes_cli.commands.gateway_manage:cmd_{action}",
             f"{words} the active profile's gateway through the supervisor that owns it",
         )
+
+
+def _update_commands(commands) -> None:
+    update = _command(
+        commands,
+        "update",
+        "hermes_cli.commands.update:cmd_update",
+        "update this install and move every gateway onto the new code",
+    )
+    update.add_argument("--plan", action="store_true", help="print what an update would do; change nothing")
+    update.add_argument("--check", action="store_true", help="say whether an update is available; change nothing")
+    backup = update.add_mutually_exclusive_group()
+    backup.add_argument("--backup", action="store_true", help="also archive the whole root home for rollback")
+    backup.add_argument("--no-backup", action="store_true", help="take no snapshot and no backup")
+    update.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    update.add_argument("--branch", metavar="NAME", help="branch to update to (default: the current one)")
+
+    logs = commands.add_parser("logs", help="what happened: update receipts")
+    _profile_option(logs, top=False)
+    kinds = logs.add_subparsers(dest="logs_command", metavar="KIND", required=True)
+    update_logs = _command(kinds, "update", "hermes_cli.commands.update:cmd_logs", "the update receipts (root home)")
+    update_logs.add_argument("--all", action="store_true", help="every kept receipt, newest first")
+    update_logs.add_argument("--follow", action="store_true", help="follow an update in progress")
 
 
 def _mesh_commands(commands) -> None:

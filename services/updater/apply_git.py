@@ -1,0 +1,361 @@
+"""Apply, the git way: fetch the install's branch and fast-forward the tree to it.
+
+Only this module runs git for the apply stage. A git failure is raised as ``GitFailed``
+tagged with the stage of the git command that failed, never of a later step, so the
+caller can decide on an archive fallback from what git itself did. The commit point is
+the fast-forward: ``on_step("moved", ...)`` fires right after it, before the stash
+restore that can still go wrong.
+
+Local changes to tracked files are stashed around the fast-forward. A restore that
+conflicts leaves the tree clean on the new commit and the stash entry parked for the
+user (``ApplyResult.user_action``); untracked files are never stashed or touched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Callable, Container, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from shared.errors import HermesError
+
+DEFAULT_TIMEOUT = 120.0
+STDERR_TAIL_CHARS = 2000
+
+StepCallback = Callable[[str, dict[str, Any]], None]
+StashState = Literal["none", "restored", "parked"]
+
+# Inherited variables that would point git at another repository, e.g. when the updater
+# is started from a git hook.
+_REPO_ENV = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_NAMESPACE",
+    }
+)
+# The userinfo of a URL (greedy up to the last "@" of the authority: passwords may hold "@").
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s'\"<>]+@")
+
+
+def redact(text: str) -> str:
+    """``https://user:token@host`` → ``https://***@host``."""
+    return _URL_USERINFO.sub(r"\1***@", text)
+
+
+class GitFailed(HermesError):
+    code = "git_failed"
+
+    def __init__(
+        self,
+        stage: str,
+        argv: Sequence[str],
+        returncode: int | None,
+        output: str,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        # Redact before cutting the tail: a cut through a URL would hide it from the pattern.
+        tail = redact(output)[-STDERR_TAIL_CHARS:]
+        last_line = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+        why = f"timed out after {timeout:g}s" if timeout is not None else f"exit {returncode}"
+        command = [redact(arg) for arg in argv]
+        verb = command[3] if len(command) > 3 else "git"  # argv is ["git", "-C", repo, verb, ...]
+        message = f"git {verb} failed at stage {stage} ({why})" + (f": {last_line}" if last_line else "")
+        detail: dict[str, Any] = {"stage": stage, "command": command, "returncode": returncode, "stderr": tail}
+        if timeout is not None:
+            detail["timeout"] = timeout
+        super().__init__(message, detail=detail)
+        self.stage = stage
+
+
+class NotFastForward(HermesError):
+    """Local commits the target does not contain: refused, nothing changed."""
+
+    code = "not_fast_forward"
+
+
+class WrongBranch(HermesError):
+    """HEAD is neither on the branch being updated nor detached inside its history."""
+
+    code = "wrong_branch"
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    before: str
+    after: str
+    branch: str
+    fetched_sha: str
+    moved: bool = False  # the tree moved: the commit point was passed
+    up_to_date: bool = False
+    stash: StashState = "none"
+    stash_ref: str | None = None  # "stash@{N}" while parked
+    stash_sha: str | None = None
+    user_action: str | None = None
+    conflicts: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["conflicts"] = list(self.conflicts)
+        return out
+
+
+def _decode(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode("utf-8", "replace")
+
+
+def _run(
+    repo: Path, args: Sequence[str], *, stage: str, timeout: float, ok: Container[int] = (0,)
+) -> subprocess.CompletedProcess[str]:
+    argv = ["git", "-C", str(repo), *args]
+    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    try:
+        # A session of its own: no terminal for ssh to prompt on, and one process group to
+        # kill on timeout (git-remote-https would otherwise outlive git, holding our pipes).
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            encoding="utf-8",
+            errors="surrogateescape",
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise GitFailed(stage, argv, None, str(exc)) from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        _, err = proc.communicate()
+        # from None: TimeoutExpired's own text carries the unredacted argv.
+        raise GitFailed(stage, argv, None, _decode(err), timeout=timeout) from None
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    if proc.returncode not in ok:
+        raise GitFailed(stage, argv, proc.returncode, err if err.strip() else out)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_git(repo: Path | str, *args: str, stage: str, timeout: float = DEFAULT_TIMEOUT) -> str:
+    """Run ``git -C repo args...`` and return its stdout; any non-zero exit, timeout or
+    spawn failure raises ``GitFailed`` carrying ``stage``."""
+    return _run(Path(repo), args, stage=stage, timeout=timeout).stdout
+
+
+def is_dirty(repo: Path | str, *, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
+    """Tracked paths with local changes, staged or not; untracked files do not count."""
+    out = run_git(repo, "status", "--porcelain", "-uno", "-z", stage="status", timeout=timeout)
+    entries = iter(out.split("\0"))
+    paths: list[str] = []
+    for entry in entries:
+        if not entry:
+            continue
+        paths.append(entry[3:])
+        if "R" in entry[:2]:  # -z puts a rename's source path in the next entry
+            paths.append(next(entries, ""))
+    return [p for p in paths if p]
+
+
+def apply(
+    repo: Path | str,
+    branch: str,
+    *,
+    remote: str = "origin",
+    timeout: float = DEFAULT_TIMEOUT,
+    on_step: StepCallback | None = None,
+) -> ApplyResult:
+    """Fetch ``remote``'s ``branch`` and fast-forward the tree to it.
+
+    ``on_step(name, detail)`` is called with "fetched", "stashed", "moved" (the commit
+    point) and "restored" or "parked"; it is the caller's receipt hook and must not raise.
+    ``timeout`` bounds each git command. Refusals (``WrongBranch``, ``NotFastForward``)
+    and failures before the commit point leave HEAD and the working tree as they were.
+    """
+    repo = Path(repo)
+    emit: StepCallback = on_step or (lambda name, detail: None)
+
+    def git(*args: str, stage: str) -> str:
+        return run_git(repo, *args, stage=stage, timeout=timeout).strip()
+
+    tracking = f"refs/remotes/{remote}/{branch}"
+    _check_names(repo, remote, tracking, timeout)
+    before = git("rev-parse", "--verify", "HEAD^{commit}", stage="status")
+    current = _current_branch(repo, timeout)
+    if current is not None and current != branch:
+        # Refused before touching the network: checking out another branch is not ours.
+        raise WrongBranch(
+            f"{repo} is on branch {current!r}, not {branch!r}; switch branches before updating",
+            detail={"expected": branch, "current": current, "head": before},
+        )
+
+    # An explicit refspec, so the tracking ref moves whatever remote.<name>.fetch says.
+    git("fetch", "--prune", remote, f"+refs/heads/{branch}:{tracking}", stage="fetch")
+    target = git("rev-parse", "--verify", f"{tracking}^{{commit}}", stage="status")
+    emit("fetched", {"remote": remote, "branch": branch, "sha": target})
+
+    if before == target:
+        return ApplyResult(before=before, after=before, branch=branch, fetched_sha=target, up_to_date=True)
+    if not _is_ancestor(repo, before, target, timeout):
+        if current is None:
+            raise WrongBranch(
+                f"{repo} has a detached HEAD at {before[:12]}, outside {remote}/{branch}",
+                detail={"expected": branch, "current": None, "head": before},
+            )
+        ahead, behind = _ahead_behind(repo, before, target, timeout)
+        raise NotFastForward(
+            f"{branch} has {ahead} local commit(s) not on {remote}/{branch} ({behind} behind); "
+            "refusing to update over them",
+            detail={"head": before, "target": target, "ahead": ahead, "behind": behind},
+        )
+
+    dirty = is_dirty(repo, timeout=timeout)
+    stash_sha = _stash(repo, before, timeout) if dirty else None
+    if stash_sha is not None:
+        emit("stashed", {"sha": stash_sha, "paths": dirty})
+    try:
+        git("merge", "--ff-only", target, stage="merge")
+    except BaseException as exc:
+        if isinstance(exc, GitFailed) and exc.detail is not None:
+            exc.detail["untracked"] = _untracked_in_the_way(repo, before, target, timeout)
+        if stash_sha is not None:
+            _restore_after_failed_merge(repo, stash_sha, exc, timeout)
+        raise
+
+    # The commit point: the tree moved. Whatever follows is reported, not rolled back.
+    emit("moved", {"before": before, "after": target, "branch": branch})
+    moved = ApplyResult(before=before, after=target, branch=branch, fetched_sha=target, moved=True)
+    if stash_sha is None:
+        return moved
+    return _restore_after_move(repo, moved, stash_sha, emit, timeout)
+
+
+def _check_names(repo: Path, remote: str, tracking: str, timeout: float) -> None:
+    # Both end up in argv: refuse option-looking or malformed names outright.
+    valid = _run(repo, ["check-ref-format", tracking], stage="status", timeout=timeout, ok=(0, 1))
+    if not remote or remote.startswith("-") or valid.returncode != 0:
+        raise ValueError(f"not a valid remote/branch: {tracking!r}")
+
+
+def _current_branch(repo: Path, timeout: float) -> str | None:
+    """The checked-out branch, or None for a detached HEAD."""
+    proc = _run(repo, ["symbolic-ref", "-q", "HEAD"], stage="status", timeout=timeout, ok=(0, 1))
+    ref = proc.stdout.strip()
+    return ref.removeprefix("refs/heads/") if proc.returncode == 0 else None
+
+
+def _is_ancestor(repo: Path, ancestor: str, descendant: str, timeout: float) -> bool:
+    args = ["merge-base", "--is-ancestor", ancestor, descendant]
+    return _run(repo, args, stage="status", timeout=timeout, ok=(0, 1)).returncode == 0
+
+
+def _ahead_behind(repo: Path, head: str, target: str, timeout: float) -> tuple[int, int]:
+    out = run_git(repo, "rev-list", "--left-right", "--count", f"{head}...{target}", stage="status", timeout=timeout)
+    ahead, behind = out.split()
+    return int(ahead), int(behind)
+
+
+def _stash(repo: Path, before: str, timeout: float) -> str | None:
+    """Stash tracked changes; the new stash commit, or None if there was nothing left to stash."""
+    previous = _stash_top(repo, timeout)
+    run_git(repo, "stash", "push", "--message", f"hermes-update {before[:12]}", stage="stash", timeout=timeout)
+    top = _stash_top(repo, timeout)
+    return top if top != previous else None
+
+
+def _stash_top(repo: Path, timeout: float) -> str | None:
+    proc = _run(repo, ["rev-parse", "-q", "--verify", "refs/stash"], stage="stash", timeout=timeout, ok=(0, 1))
+    return proc.stdout.strip() or None
+
+
+def _stash_ref(repo: Path, sha: str, timeout: float) -> str | None:
+    """``stash@{N}`` of the entry whose commit is ``sha``, if it is still listed."""
+    listed = run_git(repo, "stash", "list", "--format=%H", stage="stash", timeout=timeout).split()
+    return f"stash@{{{listed.index(sha)}}}" if sha in listed else None
+
+
+def _untracked_in_the_way(repo: Path, before: str, target: str, timeout: float) -> list[str]:
+    """Untracked files the fast-forward would have to overwrite (a diagnosis, never raises)."""
+    try:
+        added = run_git(
+            repo, "diff", "--name-only", "--no-renames", "--diff-filter=A", "-z", before, target,
+            stage="merge", timeout=timeout,
+        )
+        untracked = run_git(repo, "ls-files", "--others", "--exclude-standard", "-z", stage="merge", timeout=timeout)
+    except GitFailed:
+        return []
+    incoming = {p for p in added.split("\0") if p}
+    incoming_dirs = {str(parent) for p in incoming for parent in Path(p).parents if str(parent) != "."}
+    return sorted(
+        p
+        for p in untracked.split("\0")
+        if p
+        and (p in incoming or p in incoming_dirs or any(str(parent) in incoming for parent in Path(p).parents))
+    )
+
+
+def _restore_after_failed_merge(repo: Path, sha: str, exc: BaseException, timeout: float) -> None:
+    """Put the stashed changes back on the unmoved HEAD before ``exc`` propagates."""
+    try:
+        ref = _stash_ref(repo, sha, timeout)
+        if ref is not None:
+            run_git(repo, "stash", "pop", "--quiet", ref, stage="restore", timeout=timeout)
+            return
+        failure: dict[str, Any] = {"reason": "stash entry no longer listed"}
+    except GitFailed as restore_exc:
+        failure = restore_exc.to_dict()
+    if isinstance(exc, HermesError):
+        if exc.detail is None:
+            exc.detail = {}
+        exc.detail["stash"] = {"state": "parked", "sha": sha, "restore_failed": failure}
+
+
+def _restore_after_move(
+    repo: Path, moved: ApplyResult, sha: str, emit: StepCallback, timeout: float
+) -> ApplyResult:
+    ref = _stash_ref(repo, sha, timeout)
+    if ref is not None:
+        popped = _run(repo, ["stash", "pop", "--quiet", ref], stage="restore", timeout=timeout, ok=range(256))
+        if popped.returncode == 0:
+            emit("restored", {"sha": sha})
+            return replace(moved, stash="restored", stash_sha=sha)
+
+    # The pop conflicted (or failed otherwise): back to a clean tree on the new commit. Every
+    # index entry HEAD lacks came from the failed pop, and the stash keeps all of it.
+    unmerged = run_git(repo, "diff", "--name-only", "--diff-filter=U", "-z", stage="restore", timeout=timeout)
+    conflicts = tuple(sorted({p for p in unmerged.split("\0") if p}))
+    run_git(repo, "reset", "--quiet", "--hard", "HEAD", stage="restore", timeout=timeout)
+    ref = _stash_ref(repo, sha, timeout)
+    if ref is None:  # never leave the changes as a dangling commit only
+        run_git(repo, "stash", "store", "--message", f"hermes-update {moved.before[:12]}", sha, stage="restore",
+                timeout=timeout)
+        ref = _stash_ref(repo, sha, timeout) or "stash@{0}"
+    action = (
+        f"Your local changes are kept in stash {sha}: run `git stash apply {sha}` in {repo} "
+        f"and resolve the conflicts{' in ' + ', '.join(conflicts) if conflicts else ''}"
+    )
+    emit("parked", {"sha": sha, "ref": ref, "conflicts": list(conflicts)})
+    return replace(moved, stash="parked", stash_ref=ref, stash_sha=sha, user_action=action, conflicts=conflicts)

@@ -1,0 +1,122 @@
+"""The completion: runs in a fresh interpreter of the NEW tree, after the commit point.
+
+``python -m services.updater.completion REQUEST`` (``--check`` only validates the request).
+It syncs dependencies when their spec changed, restarts the fleet, verifies it, and writes
+one result correlated with the request's update id and nonce. Nothing here fails the update:
+what could not be done becomes a follow-up, and the obligation stays armed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from services.updater.handoff import RESULT_SCHEMA, Request
+from services.updater.restart import restart_fleet
+from services.updater.verify import fleet_matrix, followups_for
+from shared.errors import HermesError
+from shared.files import write_json_atomic
+from shared.identity import current_identity
+from shared.version import code_sha
+
+DEPENDENCY_SPECS = ("pyproject.toml",)
+PIP_TIMEOUT = 600
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Completion:
+    def __init__(self, request: Request):
+        self.request = request
+        self.steps: list[dict[str, Any]] = []
+        self.skips: list[dict[str, Any]] = []
+        self.followups: list[dict[str, str]] = []
+
+    def step(self, name: str, ok: bool, detail: Any = None) -> None:
+        self.steps.append({"name": name, "ok": ok, "detail": detail, "at": _now()})
+
+    def skip(self, name: str, reason: str) -> None:
+        self.skips.append({"name": name, "reason": reason, "at": _now()})
+
+    def run(self) -> dict[str, Any]:
+        request = self.request
+        install_root, root = Path(request.install_root), Path(request.root)
+        self.sync_dependencies(install_root)
+        self.skip("migrations", "no configuration migrations between these releases")
+        restart = [outcome.to_dict() for outcome in restart_fleet(root, request.after)]
+        self.step("restart", all(r["ok"] for r in restart), {"gateways": len(restart)})
+        matrix = fleet_matrix(root, request.after)
+        self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
+        self.step("verify", not self.followups, {"current": sum(r["verdict"] == "current" for r in matrix)})
+        me = current_identity()
+        return {
+            "schema": RESULT_SCHEMA,
+            "update_id": request.update_id,
+            "nonce": request.nonce,
+            "completion": {"pid": me.pid, "start_time": me.start_time, "code_sha": code_sha()},
+            "steps": self.steps,
+            "skips": self.skips,
+            "restart": restart,
+            "fleet": matrix,
+            "followups": self.followups,
+        }
+
+    def sync_dependencies(self, install_root: Path) -> None:
+        changed = _changed_files(install_root, self.request.before, self.request.after)
+        if changed is not None and not set(changed) & set(DEPENDENCY_SPECS):
+            self.skip("dependencies", "the dependency spec did not change")
+            return
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "-e", str(install_root),
+                   "--config-settings", "editable_mode=compat"]  # fmt: skip
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self._dependency_failed(f"pip did not finish within {PIP_TIMEOUT}s")
+            return
+        if done.returncode != 0:
+            self._dependency_failed(done.stderr.strip()[-500:] or f"pip exited {done.returncode}")
+            return
+        self.step("dependencies", True, {"synced": True})
+
+    def _dependency_failed(self, why: str) -> None:
+        self.step("dependencies", False, why)
+        self.followups.append({"step": "dependencies", "reason": why})
+
+
+def _changed_files(repo: Path, before: str | None, after: str | None) -> list[str] | None:
+    if not before or not after:
+        return None
+    done = subprocess.run(
+        ["git", "diff", "--name-only", before, after], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    return done.stdout.split() if done.returncode == 0 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.updater.completion")
+    parser.add_argument("request", type=Path)
+    parser.add_argument("--check", action="store_true", help="only validate the request")
+    args = parser.parse_args(argv)
+    try:
+        request = Request.read(args.request)
+    except FileNotFoundError:
+        print(f"completion: no request at {args.request}", file=sys.stderr)
+        return 2
+    except HermesError as exc:  # a corrupt file or a schema this release does not read
+        print(f"completion: {exc.message}", file=sys.stderr)
+        return 2
+    if args.check:
+        return 0
+    result = Completion(request).run()
+    write_json_atomic(Path(request.result_path), result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""The update plan: install kinds, the read-only git target, and a plan that changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from services.updater.plan import (
+    EXTERNAL_COMMANDS,
+    GitFailed,
+    Probes,
+    detect_install_kind,
+    git_target,
+    make_plan,
+    render_plan,
+)
+
+GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *GIT_ID, *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit(repo: Path, name: str, text: str) -> str:
+    (repo / name).write_text(text)
+    git(repo, "add", name)
+    git(repo, "commit", "-q", "-m", f"write {name}")
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> tuple[Path, Path]:
+    """A bare origin and a working clone of it that pushes (the upstream developer)."""
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    upstream = tmp_path / "upstream"
+    git(tmp_path, "clone", "-q", str(bare), str(upstream))
+    git(upstream, "checkout", "-q", "-b", "main")
+    commit(upstream, "README", "one\n")
+    git(upstream, "push", "-q", "origin", "main")
+    return bare, upstream
+
+
+@pytest.fixture
+def install(tmp_path: Path, origin: tuple[Path, Path]) -> Path:
+    """The install: a clone of the origin."""
+    bare, _ = origin
+    path = tmp_path / "install"
+    git(tmp_path, "clone", "-q", str(bare), str(path))
+    return path
+
+
+# --- install kind ------------------------------------------------------------------------------
+
+
+def neutral_probes(tmp_path: Path) -> Probes:
+    """Markers that exist nowhere: this test machine may itself be a container."""
+    nowhere = tmp_path / "absent"
+    return Probes(dockerenv=nowhere / ".dockerenv", nix_store=nowhere / "nix" / "store", apt_roots=(nowhere / "apt",))
+
+
+def test_git_checkout_is_updated_in_place(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    kind = detect_install_kind(repo, env={}, probes=neutral_probes(tmp_path))
+    assert (kind.kind, kind.in_place, kind.external_command) == ("git", True, None)
+
+
+def test_worktree_gitdir_file_is_git(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    git(repo, "worktree", "add", "-q", str(tmp_path / "wt"))
+    assert (tmp_path / "wt" / ".git").is_file()
+    assert detect_install_kind(tmp_path / "wt", env={}, probes=neutral_probes(tmp_path)).kind == "git"
+
+
+@pytest.mark.parametrize("packages", ["site-packages", "dist-packages"])
+def test_package_dir_is_pip(tmp_path, packages):
+    root = tmp_path / "venv" / "lib" / "python3.11" / packages
+    root.mkdir(parents=True)
+    kind = detect_install_kind(root, env={}, probes=neutral_probes(tmp_path))
+    assert (kind.kind, kind.in_place, kind.external_command) == ("pip", False, EXTERNAL_COMMANDS["pip"])
+
+
+def test_plain_dir_is_unknown_and_refused(tmp_path):
+    root = tmp_path / "somewhere"
+    root.mkdir()
+    kind = detect_install_kind(root, env={}, probes=neutral_probes(tmp_path))
+    assert (kind.kind, kind.in_place, kind.external_command) == ("unknown", False, None)
+    assert str(root) in kind.reason
+
+
+def test_docker_wins_over_a_git_checkout(tmp_path):
+    repo = tmp_path / "app"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    marker = tmp_path / ".dockerenv"
+    marker.touch()
+    probes = Probes(dockerenv=marker, nix_store=tmp_path / "nix", apt_roots=())
+    by_marker = detect_install_kind(repo, env={}, probes=probes)
+    by_env = detect_install_kind(repo, env={"container": "docker"}, probes=neutral_probes(tmp_path))
+    for kind in (by_marker, by_env):
+        assert (kind.kind, kind.in_place) == ("docker", False)
+        assert kind.external_command == "docker compose pull && docker compose up -d"
+
+
+def test_podman_container_env_is_not_docker(tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    assert detect_install_kind(root, env={"container": "podman"}, probes=neutral_probes(tmp_path)).kind == "unknown"
+
+
+def test_nix_store(tmp_path):
+    store = tmp_path / "nix" / "store"
+    root = store / "abc123-hermes-mesh-0.1.0" / "lib" / "python3.11" / "site-packages"
+    root.mkdir(parents=True)
+    probes = Probes(dockerenv=tmp_path / "none", nix_store=store, apt_roots=())
+    kind = detect_install_kind(root, env={}, probes=probes)
+    assert (kind.kind, kind.in_place, kind.external_command) == ("nix", False, "nix profile upgrade hermes-mesh")
+
+
+def test_nix_store_reached_through_a_symlink(tmp_path):
+    store = tmp_path / "nix" / "store"
+    real = store / "abc-hermes"
+    real.mkdir(parents=True)
+    (tmp_path / "profile").symlink_to(real)
+    probes = Probes(dockerenv=tmp_path / "none", nix_store=store, apt_roots=())
+    assert detect_install_kind(tmp_path / "profile", env={}, probes=probes).kind == "nix"
+
+
+def test_apt_dist_packages(tmp_path):
+    apt = tmp_path / "usr" / "lib" / "python3" / "dist-packages"
+    apt.mkdir(parents=True)
+    probes = Probes(dockerenv=tmp_path / "none", nix_store=tmp_path / "nix", apt_roots=(apt,))
+    kind = detect_install_kind(apt, env={}, probes=probes)
+    assert (kind.kind, kind.in_place) == ("apt", False)
+    assert kind.external_command == "sudo apt-get update && sudo apt-get install --only-upgrade hermes-mesh"
+
+
+# --- the git target ----------------------------------------------------------------------------
+
+
+def test_up_to_date_clone(install):
+    target = git_target(install, None, timeout=10)
+    head = git(install, "rev-parse", "HEAD")
+    assert target["current_branch"] == target["branch"] == "main"
+    assert target["head"] == target["remote_sha"] == head
+    assert target["up_to_date"] is True
+    assert (target["ahead"], target["behind"]) == (0, 0)
+    assert target["origin_url"].endswith("origin.git")
+    assert (target["dirty"], target["untracked_count"]) == (False, 0)
+
+
+def test_origin_moved_without_a_fetch(install, origin):
+    _, upstream = origin
+    new = commit(upstream, "README", "two\n")
+    git(upstream, "push", "-q", "origin", "main")
+    target = git_target(install, None, timeout=10)
+    assert target["remote_sha"] == new != target["head"]
+    assert target["up_to_date"] is False
+    # The new commit was never fetched: how far behind is unknowable without a fetch.
+    assert (target["ahead"], target["behind"]) == (None, None)
+    assert git(install, "rev-parse", "origin/main") == target["head"]
+
+    git(install, "pull", "-q", "--ff-only")
+    again = git_target(install, None, timeout=10)
+    assert again["head"] == again["remote_sha"] == new
+    assert again["up_to_date"] is True
+
+
+def test_ahead_behind_when_the_remote_commit_is_local(install, origin):
+    _, upstream = origin
+    commit(upstream, "README", "two\n")
+    git(upstream, "push", "-q", "origin", "main")
+    git(install, "fetch", "-q")
+    target = git_target(install, None, timeout=10)
+    assert (target["ahead"], target["behind"], target["up_to_date"]) == (0, 1, False)
+
+
+def test_dirty_tracked_and_untracked(install):
+    (install / "README").write_text("local edit\n")
+    (install / "new dir").mkdir()
+    (install / "new dir" / "a").write_text("x")
+    (install / "b").write_text("x")
+    target = git_target(install, None, timeout=10)
+    assert target["dirty"] is True
+    assert (target["dirty_count"], target["dirty_paths"]) == (1, ["README"])
+    assert target["untracked_count"] == 2
+
+
+def test_untracked_alone_is_not_dirty(install):
+    (install / "scratch").write_text("x")
+    target = git_target(install, None, timeout=10)
+    assert (target["dirty"], target["untracked_count"]) == (False, 1)
+
+
+def test_staged_rename_is_one_dirty_path(install):
+    git(install, "mv", "README", "README.md")
+    target = git_target(install, None, timeout=10)
+    assert target["dirty_paths"] == ["README.md"]
+
+
+def test_detached_head_defaults_to_main_and_named_branch_wins(install, origin):
+    _, upstream = origin
+    git(upstream, "push", "-q", "origin", "main:stable")
+    git(install, "checkout", "-q", "--detach")
+    target = git_target(install, None, timeout=10)
+    assert (target["current_branch"], target["branch"]) == (None, "main")
+    assert git_target(install, "stable", timeout=10)["remote_sha"] == git(upstream, "rev-parse", "HEAD")
+
+
+def test_missing_remote_branch(install):
+    target = git_target(install, "no-such-branch", timeout=10)
+    assert (target["remote_sha"], target["up_to_date"]) == (None, False)
+
+
+def test_not_a_repository_is_git_failed(tmp_path):
+    with pytest.raises(GitFailed) as info:
+        git_target(tmp_path, None, timeout=10)
+    assert info.value.code == "git_failed"
+    assert info.value.detail["command"][:3] == ["git", "-C", str(tmp_path)]
+    assert "not a git repository" in info.value.detail["stderr"]
+
+
+def test_no_origin_is_git_failed(tmp_path):
+    git(tmp_path, "init", "-q")
+    with pytest.raises(GitFailed) as info:
+        git_target(tmp_path, None, timeout=10)
+    assert "remote" in info.value.detail["command"]
+
+
+def test_silent_remote_times_out_and_its_process_group_dies(install):
+    # upload-pack is what ls-remote runs for a local origin; this one never answers.
+    marker = "37.4321"
+    git(install, "config", "remote.origin.uploadpack", f"sleep {marker}; :")
+    started = time.monotonic()
+    with pytest.raises(GitFailed) as info:
+        git_target(install, None, timeout=0.5)
+    assert info.value.timed_out and "ls-remote" in info.value.detail["command"]
+    assert time.monotonic() - started < 10
+
+    def sleepers() -> list[int]:
+        return [p.pid for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]]
+
+    deadline = time.monotonic() + 5
+    while sleepers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sleepers() == []
+
+
+# --- the plan ----------------------------------------------------------------------------------
+
+
+def tree_fingerprint(*roots: Path) -> dict[str, tuple]:
+    """Every entry under ``roots``: mtime and content of files, mtime and kind of the rest."""
+    seen: dict[str, tuple] = {}
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in [*dirnames, *filenames]:
+                path = Path(dirpath) / name
+                st = path.lstat()
+                if path.is_file() and not path.is_symlink():
+                    seen[str(path)] = (st.st_mtime_ns, st.st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+                else:
+                    seen[str(path)] = (st.st_mtime_ns, st.st_mode)
+            seen[dirpath] = (Path(dirpath).lstat().st_mtime_ns,)
+    return seen
+
+
+def test_plan_lists_live_gateways_and_changes_nothing(short_dir, gateways, install, origin):
+    root = short_dir / "hermes"
+    (root / "profiles" / "coder").mkdir(parents=True)
+    (root / "profiles" / "idle").mkdir(parents=True)
+    first = gateways(root, "default")
+    second = gateways(root, "coder")
+    _, upstream = origin
+    new = commit(upstream, "README", "two\n")
+    git(upstream, "push", "-q", "origin", "main")
+    # A tracked file rewritten with equal content has a stale index entry: a `git status` that
+    # may take optional locks would rewrite .git/index to refresh it.
+    time.sleep(0.01)
+    (install / "README").write_text((install / "README").read_text())
+
+    before = tree_fingerprint(root, install / ".git")
+    plan = make_plan(root, install, probes=Probes(dockerenv=short_dir / "none"), env={})
+    after = tree_fingerprint(root, install / ".git")
+    assert after == before
+
+    assert plan.install.kind == "git" and not plan.refused
+    assert plan.git["remote_sha"] == new and plan.git["up_to_date"] is False
+    assert [p["name"] for p in plan.profiles] == ["default", "coder", "idle"]
+    live = {g["profile"]: g for g in plan.gateways}
+    assert set(live) == {"default", "coder"}
+    for gateway in (first, second):
+        record = live[gateway.profile]
+        assert record["pid"] == gateway.pid
+        assert record["supervisor"] == "unmanaged"
+        assert record["source"] == "socket"
+        assert record["code_sha"] == gateway.wait_running()["code_sha"]
+        assert record["code_version"]
+    assert any("fast-forward main" in a and new[:12] in a for a in plan.actions)
+    assert any("3 profile(s)" in a for a in plan.actions)
+    assert any(a.startswith("restart 2 gateway(s)") for a in plan.actions)
+
+    text = render_plan(plan)
+    assert f"pid {first.pid}" in text and f"pid {second.pid}" in text
+    assert "nothing was changed" in text
+
+
+def test_plan_up_to_date_without_gateways(short_dir, install):
+    root = short_dir / "hermes"
+    root.mkdir()
+    plan = make_plan(root, install, probes=Probes(dockerenv=short_dir / "none"), env={})
+    assert plan.git["up_to_date"] is True
+    assert plan.gateways == []
+    assert plan.actions[0].startswith("no code change")
+    assert plan.to_dict()["code"]["code_sha"] == git(install, "rev-parse", "HEAD")
+
+
+def test_plan_for_a_refused_install_names_the_external_command(short_dir, install):
+    root = short_dir / "hermes"
+    root.mkdir()
+    plan = make_plan(root, install, env={"container": "docker"}, probes=Probes(dockerenv=short_dir / "none"))
+    assert plan.refused and plan.git is None
+    assert "docker compose pull && docker compose up -d" in plan.actions[0]
+    assert plan.to_dict()["refused"] is True
+    assert "Refused:" in render_plan(plan)
+
+
+def test_plan_with_an_unreachable_origin_reports_a_typed_error(short_dir, install):
+    root = short_dir / "hermes"
+    root.mkdir()
+    git(install, "remote", "set-url", "origin", str(short_dir / "gone.git"))
+    plan = make_plan(root, install, probes=Probes(dockerenv=short_dir / "none"), env={})
+    assert plan.git is None and plan.git_error["code"] == "git_failed"
+    assert plan.actions[0].startswith("stop: cannot read the update target")
+    assert "target    unknown" in render_plan(plan)
