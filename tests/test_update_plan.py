@@ -100,18 +100,20 @@ def test_plain_dir_is_unknown_and_refused(tmp_path):
     assert str(root) in kind.reason
 
 
-def test_docker_wins_over_a_git_checkout(tmp_path):
+def test_a_checkout_is_git_even_in_a_container_unless_the_deployment_says_docker(tmp_path):
     repo = tmp_path / "app"
     repo.mkdir()
     git(repo, "init", "-q")
     marker = tmp_path / ".dockerenv"
     marker.touch()
     probes = Probes(dockerenv=marker, nix_store=tmp_path / "nix", apt_roots=())
-    by_marker = detect_install_kind(repo, env={}, probes=probes)
-    by_env = detect_install_kind(repo, env={"container": "docker"}, probes=neutral_probes(tmp_path))
-    for kind in (by_marker, by_env):
-        assert (kind.kind, kind.in_place) == ("docker", False)
-        assert kind.external_command == "docker compose pull && docker compose up -d"
+    in_a_dev_container = detect_install_kind(repo, env={"container": "docker"}, probes=probes)
+    assert (in_a_dev_container.kind, in_a_dev_container.in_place) == ("git", True)
+    declared = detect_install_kind(repo, env={"HERMES_INSTALL_KIND": "docker"}, probes=probes)
+    assert (declared.kind, declared.in_place) == ("docker", False)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert detect_install_kind(plain, env={}, probes=probes).kind == "docker"
 
 
 def test_podman_container_env_is_not_docker(tmp_path):
@@ -330,7 +332,7 @@ def test_plan_up_to_date_without_gateways(short_dir, install):
 def test_plan_for_a_refused_install_names_the_external_command(short_dir, install):
     root = short_dir / "hermes"
     root.mkdir()
-    plan = make_plan(root, install, env={"container": "docker"}, probes=Probes(dockerenv=short_dir / "none"))
+    plan = make_plan(root, install, env={"HERMES_INSTALL_KIND": "docker"}, probes=Probes(dockerenv=short_dir / "none"))
     assert plan.refused and plan.git is None
     assert "docker compose pull && docker compose up -d" in plan.actions[0]
     assert plan.to_dict()["refused"] is True

@@ -89,6 +89,10 @@ SYSTEM_PROBES = Probes()
 _PACKAGE_DIRS = frozenset({"site-packages", "dist-packages"})
 
 
+# Set by the mesh's container images (and by any deployment that wants to say what it is).
+INSTALL_KIND_ENV = "HERMES_INSTALL_KIND"
+
+
 def detect_install_kind(
     install_root: Path, *, env: Mapping[str, str] | None = None, probes: Probes = SYSTEM_PROBES
 ) -> InstallKind:
@@ -97,15 +101,21 @@ def detect_install_kind(
     root = Path(install_root).absolute()
     spellings = (root, Path(os.path.realpath(root)))
 
-    # First: a git checkout baked into an image is still updated by rebuilding the image.
-    if probes.dockerenv.exists() or env.get("container") == "docker":
-        return _external("docker", "running in a Docker container: the image is the unit of update")
+    # The mesh's own images say what they are; a deployment's word beats any guess.
+    declared = env.get(INSTALL_KIND_ENV, "")
+    if declared in EXTERNAL_COMMANDS:
+        return _external(declared, f"{INSTALL_KIND_ENV}={declared}")
+    if declared == "git" and (root / ".git").exists():
+        return InstallKind("git", True, None, f"{INSTALL_KIND_ENV}=git, checkout at {root}")
     if any(_under(p, probes.nix_store) for p in spellings):
         return _external("nix", f"installed in the Nix store ({probes.nix_store}), which is read-only")
     if any(_under(p, apt_root) for p in spellings for apt_root in probes.apt_roots):
         return _external("apt", "installed by the system package manager")
+    # A checkout is updated in place wherever it runs: a developer's container included.
     if (root / ".git").exists():  # a directory, or a gitdir file (worktree, submodule)
         return InstallKind("git", True, None, f"git checkout at {root}")
+    if probes.dockerenv.exists() or env.get("container") == "docker":
+        return _external("docker", "running in a Docker container: the image is the unit of update")
     if any(_PACKAGE_DIRS.intersection(p.parts) for p in spellings):
         return _external("pip", "installed as a Python package")
     return InstallKind(
