@@ -35,11 +35,7 @@ def cmd_update(args) -> int:
 
     running = holder(root)
     if running:
-        raise UpdateInProgress(
-            f"an update is already running (pid {running.get('pid')}, update {running.get('update_id')}); "
-            "`hermes logs update --follow` shows it",
-            detail=running,
-        )
+        raise UpdateInProgress(root / "update.lock", running)
     if not args.yes and sys.stdin.isatty() and not output.wants_json(args):
         answer = input(f"Update {INSTALL_ROOT} and restart every gateway of {root}? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
