@@ -148,12 +148,14 @@ class UpdateRun:
             outcome = "success" if self.committed else "failed"
             if self.committed:
                 self.receipt.followup(self.stage, f"{type(exc).__name__}: {exc}")
-        self.outcome = outcome
-        self.exit_code = exit_code_for(outcome, committed=self.committed)
+        code = exit_code_for(outcome, committed=self.committed)
         self.receipt.set("after", self._code())
-        self.receipt.finish(outcome, self.exit_code)
+        self.receipt.finish(outcome, code)
         self._write()
-        return self.exit_code
+        # Only now: followers are answered as soon as exit_code is set, and must find the
+        # final receipt on disk when they read it.
+        self.outcome, self.exit_code = outcome, code
+        return code
 
     def _code(self) -> dict[str, Any]:
         from shared.version import __version__, code_sha
