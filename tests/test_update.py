@@ -1,0 +1,169 @@
+"""``hermes update`` end to end: a real origin, a real install, real gateways.
+
+The install is a clone of this repository's committed tree with its own origin; a second
+clone plays the developer who pushes a new release. Gateways run the install's code (their
+working directory and PYTHONPATH are the install), so the update must move them onto the
+new commit; the completion must run from the new tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.gateway import ops
+from shared.sync_client import SyncClient
+from tests.conftest import ROOT, GatewayProcess, python_env, read_state, wait_for
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.invalid", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+class Install:
+    def __init__(self, base: Path):
+        self.origin = base / "origin.git"
+        self.path = base / "install"
+        self.dev = base / "dev"
+        self.root = base / "home"
+        git(base, "clone", "-q", "--bare", str(ROOT), str(self.origin))
+        git(base, "clone", "-q", str(self.origin), str(self.path))
+        git(base, "clone", "-q", str(self.origin), str(self.dev))
+        self.root.mkdir()
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = python_env(HERMES_HOME=str(self.root), **extra)
+        env["PYTHONPATH"] = str(self.path)  # the install's code, not this checkout's
+        return env
+
+    def head(self) -> str:
+        return git(self.path, "rev-parse", "HEAD")
+
+    def release(self, message: str, edit=None) -> str:
+        (self.dev / "RELEASE").write_text(message)
+        if edit:
+            edit(self.dev)
+        git(self.dev, "add", "-A")
+        git(self.dev, "commit", "-qm", message)
+        git(self.dev, "push", "-q", "origin", "HEAD")
+        return git(self.dev, "rev-parse", "HEAD")
+
+    def hermes(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "hermes_cli.main", *args],
+            cwd=self.path, env=self.env(), capture_output=True, text=True, timeout=timeout,
+        )
+
+    def gateway(self, profile: str) -> GatewayProcess:
+        if profile != "default":
+            (self.root / "profiles" / profile).mkdir(parents=True, exist_ok=True)
+        gateway = GatewayProcess(self.root, profile, env=self.env(), cwd=self.path)
+        gateway.wait_running()
+        return gateway
+
+
+@pytest.fixture
+def install(short_dir):
+    built = Install(short_dir)
+    yield built
+    subprocess.run(
+        [sys.executable, "-m", "hermes_cli.main", "mesh", "down"],
+        cwd=built.path, env=built.env(), capture_output=True, timeout=120,
+    )
+
+
+def mark_completion(dev: Path) -> None:
+    """A release whose completion says so in its result: proof it ran from the new tree."""
+    path = dev / "services" / "updater" / "completion.py"
+    text = path.read_text()
+    text = text.replace(
+        '"completion": {"pid": me.pid, "start_time": me.start_time, "code_sha": code_sha()},',
+        '"completion": {"pid": me.pid, "start_time": me.start_time, "code_sha": code_sha(), "marker": "new-tree"},',
+    )
+    path.write_text(text)
+
+
+def test_update_moves_every_gateway_onto_the_new_commit(install):
+    for name in ("coder", "writer"):
+        assert install.hermes("profile", "create", name).returncode == 0
+    up = install.hermes("mesh", "up", "--profiles", "coder,writer", "--json", timeout=120)
+    assert up.returncode == 0, up.stderr
+    unmanaged = install.gateway("default")
+    old = install.head()
+    supervised_before = {p: read_state(install.root / "profiles" / p)["pid"] for p in ("coder", "writer")}
+
+    new = install.release("release 2", edit=mark_completion)
+    result = install.hermes("update", "--yes", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "success"
+    assert install.head() == new != old
+    assert {(row["profile"], row["verdict"]) for row in report["fleet"]} == {
+        ("default", "current"), ("coder", "current"), ("writer", "current")
+    }
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert receipt["outcome"] == "success" and receipt["exit_code"] == 0
+    assert receipt["completion"]["marker"] == "new-tree"  # the completion ran the NEW code
+    assert receipt["completion"]["code_sha"] == new
+    assert receipt["before"]["code_sha"] == old and receipt["after"]["code_sha"] == new
+    # Supervised gateways are fresh processes; the unmanaged one re-executed itself.
+    for profile, pid in supervised_before.items():
+        assert read_state(install.root / "profiles" / profile)["pid"] != pid
+    with SyncClient(unmanaged.endpoint.control) as client:
+        status = client.call(ops.STATUS)
+    assert (status["pid"], status["code_sha"]) == (unmanaged.pid, new)
+    unmanaged.kill()
+
+
+def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):
+    before = {p: p.stat().st_mtime_ns for p in install.path.joinpath(".git").rglob("*")}
+    plan = install.hermes("update", "--plan", "--json")
+    assert plan.returncode == 0, plan.stderr
+    assert {p: p.stat().st_mtime_ns for p in install.path.joinpath(".git").rglob("*")} == before
+    assert not (install.root / "logs").exists()
+    result = install.hermes("update", "--yes", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "success"
+    assert Path(report["receipt"]).exists()
+
+
+def test_a_second_update_is_refused_while_one_runs(install):
+    program = (
+        "import sys, time; from pathlib import Path; from services.updater.lock import UpdateLock\n"
+        "lock = UpdateLock(Path(sys.argv[1])); lock.acquire('other'); print('ready', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", program, str(install.root)], cwd=ROOT, env=python_env(), stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"ready"
+        result = install.hermes("update", "--yes", "--json")
+        assert result.returncode == 2
+        assert json.loads(result.stdout)["error"]["code"] == "update_in_progress"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_completion_that_dies_is_an_owed_followup_not_a_failure(install):
+    def crash_completion(dev: Path) -> None:
+        path = dev / "services" / "updater" / "completion.py"
+        path.write_text(path.read_text().replace("    result = Completion(request).run()", "    os._exit(9)\n    result = Completion(request).run()").replace("import argparse", "import argparse\nimport os"))
+
+    new = install.release("release with a broken completion", edit=crash_completion)
+    result = install.hermes("update", "--yes", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert install.head() == new
+    assert report["outcome"] == "success"
+    assert [f["step"] for f in report["followups"]] == ["completion"]
