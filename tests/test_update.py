@@ -167,3 +167,16 @@ def test_a_completion_that_dies_is_an_owed_followup_not_a_failure(install):
     assert install.head() == new
     assert report["outcome"] == "success"
     assert [f["step"] for f in report["followups"]] == ["completion"]
+
+
+def test_an_install_that_is_not_updated_in_place_is_refused_with_the_right_command(install):
+    result = subprocess.run(
+        [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
+        cwd=install.path, env=install.env(HERMES_INSTALL_KIND="docker"), capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "refused"
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert "docker compose pull" in receipt["skips"][0]["reason"]
+    assert install.head() == git(install.path, "rev-parse", "HEAD")

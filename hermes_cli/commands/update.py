@@ -21,6 +21,8 @@ from shared.errors import HermesError
 from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 30.0
+# A follower asks for progress in slices this long, checking between them that the updater lives.
+FOLLOW_SLICE = 5.0
 
 
 class NotConfirmed(HermesError):
@@ -89,37 +91,51 @@ def _spawn(root: Path, update_id: str, args) -> subprocess.Popen:
 
 
 def _follow(args, root: Path, updater: subprocess.Popen | None) -> int:
+    """Follow the running update to its end, in short slices: between slices the updater's
+    liveness is checked, so a follower never waits on an updater that is gone."""
     from services.updater import ops
-    from shared.protocol import RemoteError
+    from services.updater.lock import holder
+    from shared.call_rules import NO_RETRY
+    from shared.protocol import Code, RemoteError
     from shared.sync_client import SyncClient
+
+    def updater_alive() -> bool:
+        return updater.poll() is None if updater is not None else holder(root) is not None
 
     endpoint = homes.endpoint(root, ops.SERVICE, create=False)
     socket = Path(endpoint.control[len("ipc://") :])
     deadline = time.monotonic() + START_TIMEOUT
-    while not socket.exists():
-        if updater is not None and updater.poll() is not None:
-            return _finished_without_socket(args, root, updater.returncode)
+    while not socket.exists() and updater_alive():
         if time.monotonic() > deadline:
             raise HermesError(f"the updater did not start within {START_TIMEOUT:g}s; see {root / 'logs' / 'update.log'}")
         time.sleep(0.05)
     view = _Progress(args)
-    try:
-        with SyncClient(endpoint.control) as client:
-            terminal = client.call(ops.FOLLOW, {}, on_event=view.event, timeout=ops.MAX_RUN_SECONDS)
-    except RemoteError as exc:
-        if updater is not None and updater.poll() is not None:
-            return _finished_without_socket(args, root, updater.returncode)
-        raise HermesError(f"lost the updater: {exc.message}; `hermes logs update` shows the receipt") from None
-    return _report(args, root, terminal)
+    retry_codes = {Code.TIMEOUT, Code.DEADLINE_EXCEEDED, Code.UNAVAILABLE, Code.SHUTTING_DOWN, Code.CONNECTION_RESET}
+    with SyncClient(endpoint.control, retry=NO_RETRY) as client:
+        while True:
+            try:
+                terminal = client.call(ops.FOLLOW, {"from": view.seen}, on_event=view.event, timeout=FOLLOW_SLICE)
+            except RemoteError as exc:
+                if exc.code not in retry_codes:
+                    raise
+                if not updater_alive():
+                    return _finished(args, root)
+                time.sleep(0.05)
+                continue
+            return _report(args, root, terminal)
 
 
-def _finished_without_socket(args, root: Path, code: int) -> int:
+def _finished(args, root: Path) -> int:
+    """The updater is gone: its receipt tells how the run ended."""
     from services.updater.receipt import ReceiptStore
 
     receipt = ReceiptStore(root).latest()
-    data = {"outcome": receipt.to_dict()["outcome"] if receipt else None, "exit_code": code}
-    output.emit(args, data, lambda d: f"the updater exited {code}; see `hermes logs update`")
-    return code
+    if receipt is None:
+        raise HermesError(f"the updater exited without a receipt; see {root / 'logs' / 'update.log'}")
+    data = receipt.to_dict()
+    path = ReceiptStore(root).path_for(receipt)
+    return _report(args, root, {"update_id": data["update_id"], "outcome": data["outcome"],
+                                "exit_code": data.get("exit_code") or 0, "receipt": str(path)})  # fmt: skip
 
 
 def _report(args, root: Path, terminal: dict[str, Any]) -> int:
@@ -164,9 +180,14 @@ class _Progress:
 
     def __init__(self, args) -> None:
         self.quiet = output.wants_json(args)
+        self.seen = 0  # events shown so far: the next slice starts after them
 
     def event(self, event: dict[str, Any]) -> None:
-        if self.quiet or not isinstance(event, dict):
+        if not isinstance(event, dict):
+            return
+        if isinstance(event.get("seq"), int):
+            self.seen = max(self.seen, event["seq"] + 1)
+        if self.quiet:
             return
         stage, status = event.get("stage"), event.get("status")
         detail = event.get("detail")
