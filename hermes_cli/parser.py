@@ -93,9 +93,12 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _mesh_commands(commands)
     _update_commands(commands)
     demo = _command(
-        commands, "demo", "hermes_cli.commands.demo:cmd_demo", "run the mesh on a fresh demo home and show it working"
+        commands,
+        "demo",
+        "hermes_cli.commands.demo:cmd_demo",
+        "build a demo install, run its mesh and update it live",
     )
-    demo.add_argument("--home", metavar="DIR", help="demo home to use (default: a new temporary directory)")
+    demo.add_argument("--home", metavar="DIR", help="where to build the demo (default: a new temporary directory)")
     demo.add_argument("--keep", action="store_true", help="leave the demo mesh running and its home in place")
     return parser
 

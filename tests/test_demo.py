@@ -1,21 +1,22 @@
-"""The main job: ``hermes demo`` starts a real mesh, uses it, and cleans up after itself."""
+"""The main job: ``hermes demo`` builds a demo install, runs its mesh, updates it live, and
+cleans up after itself."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 
-from shared.version import code_sha
 from tests.conftest import ROOT, python_env
 
 
 def demo(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hermes_cli.main", "demo", "--json", *args],
-        capture_output=True, text=True, cwd=ROOT, env=python_env(), timeout=180,
+        capture_output=True, text=True, cwd=ROOT, env=python_env(), timeout=600,
     )
 
 
@@ -26,30 +27,38 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_demo_runs_three_gateways_on_this_code_and_stops_them():
+def test_demo_updates_a_three_gateway_fleet_and_stops_it():
     result = demo()
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
-    gateways = report["gateways"]
-    assert sorted(g["profile"] for g in gateways) == ["coder", "research", "writer"]
-    assert {(g["state"], g["supervisor"], g["source"]) for g in gateways} == {("running", "supervisord", "socket")}
-    assert {g["code_sha"] for g in gateways} == {code_sha()}
+    before = report["before"]
+    assert sorted(g["profile"] for g in before) == ["coder", "research", "writer"]
+    assert {(g["state"], g["supervisor"], g["source"]) for g in before} == {("running", "supervisord", "socket")}
     assert sorted(t["text"] for t in report["turns"]) == ["hello from coder", "hello from research", "hello from writer"]
-    assert not any(alive(g["pid"]) for g in gateways)  # nothing left running
-    assert report["kept"] is False
+    update = report["update"]
+    assert update["outcome"] == "success" and report["exit_code"] == 0
+    fleet = {row["profile"]: row for row in update["fleet"]}
+    for name in ("coder", "research", "writer"):
+        assert (fleet[name]["verdict"], fleet[name]["running"]) == ("current", report["released"])
+    assert update["receipt"].startswith(report["home"])
+    pids = [g["pid"] for g in before] + [row["pid"] for row in update["fleet"] if row["pid"]]
+    assert not any(alive(pid) for pid in pids)  # nothing left running
+    assert not Path(report["home"]).exists()
 
 
 def test_demo_keep_leaves_the_mesh_up_until_mesh_down(short_dir):
-    home = short_dir / "demo"
-    result = demo("--keep", "--home", str(home))
-    assert result.returncode == 0, result.stderr
-    pids = [g["pid"] for g in json.loads(result.stdout)["gateways"]]
+    base = short_dir / "demo"
+    result = demo("--keep", "--home", str(base))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    pids = [row["pid"] for row in report["update"]["fleet"] if row["pid"]]
+    assert Path(report["receipt"]).exists()
     try:
-        assert all(alive(pid) for pid in pids)
+        assert len(pids) == 3 and all(alive(pid) for pid in pids)
     finally:
         down = subprocess.run(
             [sys.executable, "-m", "hermes_cli.main", "mesh", "down"],
-            capture_output=True, text=True, cwd=ROOT, env=python_env(HERMES_HOME=str(home)), timeout=120,
+            capture_output=True, text=True, cwd=ROOT, env=python_env(HERMES_HOME=report["home"]), timeout=120,
         )
     assert down.returncode == 0, down.stderr
     assert not any(alive(pid) for pid in pids)

@@ -137,6 +137,13 @@ def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):
     report = json.loads(result.stdout)
     assert report["outcome"] == "success"
     assert Path(report["receipt"]).exists()
+    latest = json.loads(install.hermes("logs", "update", "--json").stdout)
+    assert (latest["update_id"], latest["outcome"]) == (report["update_id"], "success")
+    assert any(s["name"] == "completion" for s in latest["skips"])  # already up to date: nothing to hand over
+    listed = json.loads(install.hermes("logs", "update", "--all", "--json").stdout)
+    assert [r["update_id"] for r in listed["receipts"]] == [report["update_id"]]
+    followed = install.hermes("logs", "update", "--follow", "--json")  # nothing running: the latest receipt
+    assert json.loads(followed.stdout)["update_id"] == report["update_id"]
 
 
 def test_a_second_update_is_refused_while_one_runs(install):

@@ -1,79 +1,164 @@
-"""``hermes demo``: the mesh on a fresh demo home, working.
+"""``hermes demo``: the mesh on a fresh demo install, updated live.
 
-Creates three profiles, starts the embedded supervisor with one gateway each, sends every
-gateway a turn, and shows the gateway table. Everything it started is stopped again (and a
-home it created removed) unless ``--keep``.
+Builds a demo install (a git clone of this install's committed code, with an origin of its
+own) under a demo directory, starts the embedded supervisor with three profiles' gateways,
+sends each gateway a turn, pushes a new commit to the demo origin and runs ``hermes update``
+against it, then shows the fleet matrix and where the receipt is. Every command runs the
+DEMO install's code, exactly as an operator's would. Everything the demo started is stopped
+again (and its directory removed) unless ``--keep``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
-from hermes_cli.commands.mesh import StartProgress
+from shared.errors import HermesError
+from shared.version import INSTALL_ROOT, code_sha
 
 PROFILES = ("coder", "writer", "research")
+STEP_TIMEOUT = 300
 
 
-def _progress(args, message: str) -> None:
-    if not output.wants_json(args):
-        print(f"… {message}", file=sys.stderr, flush=True)
+class DemoFailed(HermesError):
+    code = "demo_failed"
+
+
+class DemoInstall:
+    """A clone of this install with its own origin, and a home for its profiles."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.origin = base / "origin.git"
+        self.path = base / "install"
+        self.dev = base / "dev"
+        self.home = base / "home"
+
+    def build(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.git(self.base, "clone", "-q", "--bare", str(INSTALL_ROOT), str(self.origin))
+        self.git(self.base, "clone", "-q", str(self.origin), str(self.path))
+        self.git(self.base, "clone", "-q", str(self.origin), str(self.dev))
+        self.home.mkdir(exist_ok=True)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ, HERMES_HOME=str(self.home))
+        env["PYTHONPATH"] = str(self.path)  # the demo install's code, not this one's
+        return env
+
+    def git(self, cwd: Path, *args: str) -> str:
+        done = subprocess.run(
+            ["git", "-c", "user.name=hermes demo", "-c", "user.email=demo@hermes.invalid", *args],
+            cwd=cwd, capture_output=True, text=True, timeout=STEP_TIMEOUT,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise DemoFailed(f"git {args[0]} failed: {done.stderr.strip()[-400:]}")
+        return done.stdout.strip()
+
+    def hermes(self, *args: str, show: bool) -> subprocess.CompletedProcess:
+        """Run the demo install's ``hermes``; its progress goes to our stderr when ``show``."""
+        return subprocess.run(
+            [sys.executable, "-m", "hermes_cli.main", *args],
+            cwd=self.path, env=self.env(), stdout=subprocess.PIPE, text=True, timeout=STEP_TIMEOUT,
+            stderr=None if show else subprocess.PIPE,
+        )  # fmt: skip
+
+    def release(self) -> str:
+        notes = self.dev / "RELEASE_NOTES.md"
+        notes.write_text("# Demo release\n\nPushed by `hermes demo` to show a live fleet update.\n")
+        self.git(self.dev, "add", notes.name)
+        self.git(self.dev, "commit", "-qm", "Demo release")
+        self.git(self.dev, "push", "-q", "origin", "HEAD")
+        return self.git(self.dev, "rev-parse", "HEAD")
 
 
 def cmd_demo(args) -> int:
-    from services.gateway import fleet, ops
+    if code_sha() is None:
+        raise DemoFailed(f"the demo clones this install, and {INSTALL_ROOT} is not a git checkout")
+    created = args.home is None
+    base = Path(args.home).absolute() if args.home else Path(tempfile.mkdtemp(prefix="hermes-demo-"))
+    demo = DemoInstall(base)
+    show = not output.wants_json(args)
+    say = (lambda message: print(f"\n» {message}", file=sys.stderr, flush=True)) if show else (lambda message: None)
+    data: dict[str, Any] = {"home": str(demo.home), "install": str(demo.path), "profiles": list(PROFILES)}
+    try:
+        say(f"building a demo install in {base} (a clone of {INSTALL_ROOT} with its own origin)")
+        demo.build()
+        for name in PROFILES:
+            _check(demo.hermes("profile", "create", name, show=False), "create a profile")
+        say(f"starting the mesh: supervisord and {len(PROFILES)} gateways")
+        _check(demo.hermes("mesh", "up", "--profiles", ",".join(PROFILES), show=show), "start the mesh")
+        data["turns"] = _send_turns(demo)
+        for turn in data["turns"]:
+            say(f"turn {turn['turn_id']} on {turn['profile']}: {turn['text']!r}")
+        data["before"] = _fleet(demo)
+        say("pushing a new commit to the demo origin, then: hermes update --yes")
+        data["released"] = demo.release()
+        update = demo.hermes("update", "--yes", "--json", show=show)
+        report = _json(update, "update")
+        data["update"] = report
+        data["receipt"] = report.get("receipt")
+        data["exit_code"] = update.returncode
+    finally:
+        data["kept"] = bool(args.keep)
+        if not args.keep and demo.path.exists():
+            say("stopping everything the demo started")
+            demo.hermes("mesh", "down", show=False)
+            if created:
+                shutil.rmtree(base, ignore_errors=True)
+    output.emit(args, data, _text)
+    return int(data["exit_code"])
+
+
+def _send_turns(demo: DemoInstall) -> list[dict[str, Any]]:
+    from services.gateway import ops
     from shared import homes
-    from shared.supervisors import supervisord
     from shared.sync_client import SyncClient
 
-    created = args.home is None
-    root = Path(args.home).absolute() if args.home else Path(tempfile.mkdtemp(prefix="hermes-demo-")) / "home"
-    os.environ[homes.HOME_ENV] = str(root)  # the demo's processes and every command below use it
-    data: dict[str, Any] = {"home": str(root), "profiles": list(PROFILES), "kept": bool(args.keep)}
+    turns = []
+    for name in PROFILES:
+        endpoint = homes.endpoint(homes.profile_home(name, demo.home), ops.SERVICE, create=False)
+        with SyncClient(endpoint.control) as client:
+            answer = client.call(ops.TURN, {"text": f"hello from {name}", "seconds": 0.2}, timeout=10)
+        turns.append({"profile": name, **answer})
+    return turns
+
+
+def _fleet(demo: DemoInstall) -> list[dict[str, Any]]:
+    return _json(demo.hermes("gateway", "status", "--json", show=False), "gateway status")["gateways"]
+
+
+def _check(done: subprocess.CompletedProcess, what: str) -> None:
+    if done.returncode != 0:
+        raise DemoFailed(f"could not {what} (exit {done.returncode}): {(done.stderr or done.stdout or '')[-600:]}")
+
+
+def _json(done: subprocess.CompletedProcess, what: str) -> dict[str, Any]:
     try:
-        for name in PROFILES:
-            home = homes.profile_home(name, root)
-            home.mkdir(parents=True, exist_ok=True)
-            homes.ensure_run_dir(home)
-        _progress(args, f"starting the mesh in {root} (supervisord and {len(PROFILES)} gateways)")
-        progress = None if output.wants_json(args) else StartProgress()
-        try:
-            supervisord.up(root, list(PROFILES), progress=progress)
-        finally:
-            if progress is not None:
-                progress.close()
-        turns = []
-        for name in PROFILES:
-            _progress(args, f"sending a turn to {name}")
-            endpoint = homes.endpoint(homes.profile_home(name, root), ops.SERVICE)
-            with SyncClient(endpoint.control) as client:
-                answer = client.call(ops.TURN, {"text": f"hello from {name}", "seconds": 0.2}, timeout=10)
-            turns.append({"profile": name, **answer})
-        data["turns"] = turns
-        data["gateways"] = [record.to_dict() for record in fleet.discover(root)]
-    finally:
-        if not args.keep:
-            _progress(args, "stopping everything the demo started")
-            supervisord.down(root)
-            if created:
-                shutil.rmtree(root.parent, ignore_errors=True)
+        return json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise DemoFailed(f"{what} did not answer with JSON (exit {done.returncode}): {done.stdout[-600:]}") from None
 
-    def text(d: dict[str, Any]) -> str:
-        rows = [
-            (g["profile"], g["pid"], g["state"], (g["code_sha"] or "")[:12], g["code_version"], g["supervisor"], g["source"])
-            for g in d["gateways"]
-        ]
-        lines = [f"demo home: {d['home']}", ""]
-        lines += [f"turn {t['turn_id']} on {t['profile']}: {t['text']!r}" for t in d["turns"]]
-        lines += ["", output.table(("PROFILE", "PID", "STATE", "CODE", "VERSION", "SUPERVISOR", "SOURCE"), rows)]
-        if d["kept"]:
-            lines += ["", f"still running; stop it with: HERMES_HOME={d['home']} hermes mesh down"]
-        return "\n".join(lines)
 
-    output.emit(args, data, text)
-    return 0
+def _text(d: dict[str, Any]) -> str:
+    update = d["update"]
+    lines = ["", "before the update:"]
+    rows = [(g["profile"], g["pid"], g["state"], (g["code_sha"] or "")[:12], g["supervisor"]) for g in d["before"]]
+    lines.append(output.table(("PROFILE", "PID", "STATE", "CODE", "SUPERVISOR"), rows))
+    lines += ["", f"after `hermes update` to {d['released'][:12]}:"]
+    rows = [
+        (r["profile"], r["supervisor"] or "-", r["pid"] or "-", r["state"], (r["running"] or "-")[:12], r["verdict"])
+        for r in update.get("fleet") or []
+    ]
+    lines.append(output.table(("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "VERDICT"), rows))
+    lines += ["", f"update {update.get('update_id')}: {update.get('outcome')}; receipt: {d['receipt']}"]
+    if d["kept"]:
+        lines.append(f"still running; stop it with: HERMES_HOME={d['home']} hermes mesh down")
+    return "\n".join(lines)
