@@ -101,8 +101,9 @@ def cmd_demo(args) -> int:
         data["before"] = _fleet(demo)
         say("pushing a new commit to the demo origin, then: hermes update --yes")
         data["released"] = demo.release()
-        update = demo.hermes("update", "--yes", "--json", show=show)
-        report = _json(update, "update")
+        update = demo.hermes("update", "--yes", show=show)  # its progress shows as an operator sees it
+        report = _json(demo.hermes("logs", "update", "--json", show=False), "logs update")
+        report = {**report, "receipt": _receipt_path(demo, report)}
         data["update"] = report
         data["receipt"] = report.get("receipt")
         data["exit_code"] = update.returncode
@@ -115,6 +116,11 @@ def cmd_demo(args) -> int:
                 shutil.rmtree(base, ignore_errors=True)
     output.emit(args, data, _text)
     return int(data["exit_code"])
+
+
+def _receipt_path(demo: DemoInstall, receipt: dict[str, Any]) -> str | None:
+    found = sorted((demo.home / "logs" / "update_receipts").glob(f"update_*_{receipt.get('update_id')}.json"))
+    return str(found[-1]) if found else None
 
 
 def _send_turns(demo: DemoInstall) -> list[dict[str, Any]]:

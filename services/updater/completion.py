@@ -51,7 +51,7 @@ class Completion:
         self.skip("migrations", "no configuration migrations between these releases")
         restart = [outcome.to_dict() for outcome in restart_fleet(root, request.after)]
         self.step("restart", all(r["ok"] for r in restart), {"gateways": len(restart)})
-        matrix = fleet_matrix(root, request.after)
+        matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles)
         self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
         self.step("verify", not self.followups, {"current": sum(r["verdict"] == "current" for r in matrix)})
         me = current_identity()

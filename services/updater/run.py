@@ -238,7 +238,7 @@ class UpdateRun:
         if not result.moved:
             receipt.skip("completion", "already up to date: the code did not change")
             self._boundary("verify")
-            matrix = fleet_matrix(self.root, result.after)
+            matrix = fleet_matrix(self.root, result.after, expected_profiles=live_profiles)
             receipt.set("fleet", matrix)
             for owed in followups_for(matrix, expected_profiles=set(live_profiles)):
                 receipt.followup(owed["step"], owed["reason"])

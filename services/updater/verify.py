@@ -1,12 +1,14 @@
 """Verify: every profile's gateway against the code the update installed.
 
-The matrix has a row per profile (a profile whose gateway is not running is ``down``): the
+The matrix has a row per profile with a gateway (one that ran before the update and is gone
+now is ``down``): the
 supervisor, the pid, the state, the commit the gateway runs and the commit expected, and a
 verdict. After the commit point a ``stale`` or ``down`` row is a follow-up, never a failure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +26,15 @@ def verdict(running: str | None, expected: str | None, *, alive: bool) -> str:
     return CURRENT if running == expected else STALE
 
 
-def fleet_matrix(root: Path, expected_sha: str | None, *, profiles: list[str] | None = None) -> list[dict[str, Any]]:
-    """One row per profile of the install (or per profile in ``profiles``)."""
+def fleet_matrix(root: Path, expected_sha: str | None, *, expected_profiles: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """A row per profile that runs a gateway now or should (``expected_profiles``: those
+    that ran one before the update); a profile that never had one is not listed."""
     found = {}
     for record in discover(root):
         found.setdefault(record.profile, record)  # the best-informed record comes first
+    wanted = set(found) | set(expected_profiles)
     rows = []
-    for profile in profiles if profiles is not None else homes.list_profiles(root):
+    for profile in [p for p in homes.list_profiles(root) if p in wanted]:
         record = found.get(profile)
         rows.append(
             {
