@@ -165,6 +165,8 @@ def _text(d: dict[str, Any]) -> str:
     ]
     lines.append(output.table(("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "VERDICT"), rows))
     lines += ["", f"update {update.get('update_id')}: {update.get('outcome')}; receipt: {d['receipt']}"]
+    if not d["kept"]:
+        lines.append("(the demo directory is removed again; `hermes demo --keep` leaves it and the mesh running)")
     if d["kept"]:
         lines.append(f"still running; stop it with: HERMES_HOME={d['home']} hermes mesh down")
     return "\n".join(lines)
