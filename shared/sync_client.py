@@ -82,10 +82,13 @@ class SyncClient:
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
         sock = self._socket()
         deadline = time.monotonic() + budget + REPLY_GRACE
-        if not _wait(sock, zmq.POLLOUT, deadline):
+        try:
+            if not _wait(sock, zmq.POLLOUT, deadline):
+                raise zmq.Again
+            sock.send(raw, zmq.NOBLOCK)
+        except zmq.Again:  # no peer, or the one that was ready went away (a restarting service)
             self.close()
-            raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}")
-        sock.send(raw, zmq.NOBLOCK)
+            raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}") from None
         while True:
             if not _wait(sock, zmq.POLLIN, deadline):
                 self.close()  # the request may still be queued: never let it arrive late

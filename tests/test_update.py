@@ -37,6 +37,7 @@ class Install:
         self.path = base / "install"
         self.dev = base / "dev"
         self.root = base / "home"
+        self.gateways: list[GatewayProcess] = []
         git(base, "clone", "-q", "--bare", str(ROOT), str(self.origin))
         git(base, "clone", "-q", str(self.origin), str(self.path))
         git(base, "clone", "-q", str(self.origin), str(self.dev))
@@ -69,6 +70,7 @@ class Install:
         if profile != "default":
             (self.root / "profiles" / profile).mkdir(parents=True, exist_ok=True)
         gateway = GatewayProcess(self.root, profile, env=self.env(), cwd=self.path)
+        self.gateways.append(gateway)
         gateway.wait_running()
         return gateway
 
@@ -77,6 +79,8 @@ class Install:
 def install(short_dir):
     built = Install(short_dir)
     yield built
+    for gateway in built.gateways:
+        gateway.kill()
     subprocess.run(
         [sys.executable, "-m", "hermes_cli.main", "mesh", "down"],
         cwd=built.path, env=built.env(), capture_output=True, timeout=120,
@@ -123,7 +127,6 @@ def test_update_moves_every_gateway_onto_the_new_commit(install):
     with SyncClient(unmanaged.endpoint.control) as client:
         status = client.call(ops.STATUS)
     assert (status["pid"], status["code_sha"]) == (unmanaged.pid, new)
-    unmanaged.kill()
 
 
 def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):

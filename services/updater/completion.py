@@ -47,13 +47,19 @@ class Completion:
     def run(self) -> dict[str, Any]:
         request = self.request
         install_root, root = Path(request.install_root), Path(request.root)
-        self.sync_dependencies(install_root)
-        self.skip("migrations", "no configuration migrations between these releases")
-        restart = [outcome.to_dict() for outcome in restart_fleet(root, request.after)]
-        self.step("restart", all(r["ok"] for r in restart), {"gateways": len(restart)})
-        matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles)
-        self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
-        self.step("verify", not self.followups, {"current": sum(r["verdict"] == "current" for r in matrix)})
+        restart: list[dict[str, Any]] = []
+        matrix: list[dict[str, Any]] = []
+        try:
+            self.sync_dependencies(install_root)
+            self.skip("migrations", "no configuration migrations between these releases")
+            restart = [outcome.to_dict() for outcome in restart_fleet(root, request.after)]
+            self.step("restart", all(r["ok"] for r in restart), {"gateways": len(restart)})
+            matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles)
+            self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
+            self.step("verify", not self.followups, {"current": sum(r["verdict"] == "current" for r in matrix)})
+        except Exception as exc:  # still answer: what broke is owed, not lost
+            self.step("completion", False, f"{type(exc).__name__}: {exc}")
+            self.followups.append({"step": "completion", "reason": f"{type(exc).__name__}: {exc}"})
         me = current_identity()
         return {
             "schema": RESULT_SCHEMA,

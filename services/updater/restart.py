@@ -27,6 +27,7 @@ DRAIN_SECONDS = 30.0
 COME_BACK_SECONDS = 60.0
 POLL_INTERVAL = 0.2
 MAX_PARALLEL = 8
+MANAGED = frozenset({"supervisord", "systemd", "launchd"})
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,16 @@ def restart_fleet(root: Path, expected_sha: str | None) -> list[RestartOutcome]:
 
 
 def restart_one(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
-    managed = gateway.supervisor in ("supervisord", "systemd", "launchd")
+    """Never raises: whatever goes wrong with one gateway is that gateway's outcome."""
+    try:
+        return _restart(gateway, expected_sha)
+    except Exception as exc:  # isolation: one gateway's fault must not stop the others
+        method = "drain" if gateway.supervisor in MANAGED else "reexec"
+        return _failed(gateway, method, f"{type(exc).__name__}: {exc}")
+
+
+def _restart(gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
+    managed = gateway.supervisor in MANAGED
     method = "drain" if managed else "reexec"
     address = homes.endpoint(gateway.home, ops.SERVICE, create=False).control
     try:
