@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from services.updater.apply_git import GitFailed, NotFastForward, WrongBranch, apply, is_dirty, run_git
+from services.updater.apply_git import NotFastForward, WrongBranch, apply, is_dirty, run_git
+from services.updater.git import GitFailed
 
 
 def git(repo: Path, *args: str) -> str:

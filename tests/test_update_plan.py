@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from services.updater.git import GitFailed
 from services.updater.plan import (
     EXTERNAL_COMMANDS,
-    GitFailed,
     Probes,
     detect_install_kind,
     git_target,

@@ -1,8 +1,9 @@
 """Apply, the git way: fetch the install's branch and fast-forward the tree to it.
 
-Only this module runs git for the apply stage. A git failure is raised as ``GitFailed``
-tagged with the stage of the git command that failed, never of a later step, so the
-caller can decide on an archive fallback from what git itself did. The commit point is
+Only this module runs git for the apply stage, through the updater's one git runner
+(``services.updater.git``). A git failure is raised as ``GitFailed`` tagged with the stage
+of the git command that failed, never of a later step, so the caller can decide on an
+archive fallback from what git itself did. The commit point is
 the fast-forward: ``on_step("moved", ...)`` fires right after it, before the stash
 restore that can still go wrong.
 
@@ -13,69 +14,18 @@ user (``ApplyResult.user_action``); untracked files are never stashed or touched
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from services.updater.git import GitFailed, run
 from shared.errors import HermesError
 
 DEFAULT_TIMEOUT = 120.0
-STDERR_TAIL_CHARS = 2000
 
 StepCallback = Callable[[str, dict[str, Any]], None]
 StashState = Literal["none", "restored", "parked"]
-
-# Inherited variables that would point git at another repository, e.g. when the updater
-# is started from a git hook.
-_REPO_ENV = frozenset(
-    {
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_COMMON_DIR",
-        "GIT_NAMESPACE",
-    }
-)
-# The userinfo of a URL (greedy up to the last "@" of the authority: passwords may hold "@").
-_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s'\"<>]+@")
-
-
-def redact(text: str) -> str:
-    """``https://user:token@host`` → ``https://***@host``."""
-    return _URL_USERINFO.sub(r"\1***@", text)
-
-
-class GitFailed(HermesError):
-    code = "git_failed"
-
-    def __init__(
-        self,
-        stage: str,
-        argv: Sequence[str],
-        returncode: int | None,
-        output: str,
-        *,
-        timeout: float | None = None,
-    ) -> None:
-        # Redact before cutting the tail: a cut through a URL would hide it from the pattern.
-        tail = redact(output)[-STDERR_TAIL_CHARS:]
-        last_line = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
-        why = f"timed out after {timeout:g}s" if timeout is not None else f"exit {returncode}"
-        command = [redact(arg) for arg in argv]
-        verb = command[3] if len(command) > 3 else "git"  # argv is ["git", "-C", repo, verb, ...]
-        message = f"git {verb} failed at stage {stage} ({why})" + (f": {last_line}" if last_line else "")
-        detail: dict[str, Any] = {"stage": stage, "command": command, "returncode": returncode, "stderr": tail}
-        if timeout is not None:
-            detail["timeout"] = timeout
-        super().__init__(message, detail=detail)
-        self.stage = stage
 
 
 class NotFastForward(HermesError):
@@ -110,60 +60,10 @@ class ApplyResult:
         return out
 
 
-def _decode(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data if isinstance(data, str) else data.decode("utf-8", "replace")
-
-
-def _run(
-    repo: Path, args: Sequence[str], *, stage: str, timeout: float, ok: Container[int] = (0,)
-) -> subprocess.CompletedProcess[str]:
-    argv = ["git", "-C", str(repo), *args]
-    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    try:
-        # A session of its own: no terminal for ssh to prompt on, and one process group to
-        # kill on timeout (git-remote-https would otherwise outlive git, holding our pipes).
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            encoding="utf-8",
-            errors="surrogateescape",
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise GitFailed(stage, argv, None, str(exc)) from None
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        _, err = proc.communicate()
-        # from None: TimeoutExpired's own text carries the unredacted argv.
-        raise GitFailed(stage, argv, None, _decode(err), timeout=timeout) from None
-    except BaseException:
-        _kill_group(proc)
-        proc.wait()
-        raise
-    if proc.returncode not in ok:
-        raise GitFailed(stage, argv, proc.returncode, err if err.strip() else out)
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 def run_git(repo: Path | str, *args: str, stage: str, timeout: float = DEFAULT_TIMEOUT) -> str:
     """Run ``git -C repo args...`` and return its stdout; any non-zero exit, timeout or
     spawn failure raises ``GitFailed`` carrying ``stage``."""
-    return _run(Path(repo), args, stage=stage, timeout=timeout).stdout
+    return run(repo, args, stage=stage, timeout=timeout).stdout
 
 
 def is_dirty(repo: Path | str, *, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
@@ -255,21 +155,21 @@ def apply(
 
 def _check_names(repo: Path, remote: str, tracking: str, timeout: float) -> None:
     # Both end up in argv: refuse option-looking or malformed names outright.
-    valid = _run(repo, ["check-ref-format", tracking], stage="status", timeout=timeout, ok=(0, 1))
+    valid = run(repo, ["check-ref-format", tracking], stage="status", timeout=timeout, ok=(0, 1))
     if not remote or remote.startswith("-") or valid.returncode != 0:
         raise ValueError(f"not a valid remote/branch: {tracking!r}")
 
 
 def _current_branch(repo: Path, timeout: float) -> str | None:
     """The checked-out branch, or None for a detached HEAD."""
-    proc = _run(repo, ["symbolic-ref", "-q", "HEAD"], stage="status", timeout=timeout, ok=(0, 1))
+    proc = run(repo, ["symbolic-ref", "-q", "HEAD"], stage="status", timeout=timeout, ok=(0, 1))
     ref = proc.stdout.strip()
     return ref.removeprefix("refs/heads/") if proc.returncode == 0 else None
 
 
 def _is_ancestor(repo: Path, ancestor: str, descendant: str, timeout: float) -> bool:
     args = ["merge-base", "--is-ancestor", ancestor, descendant]
-    return _run(repo, args, stage="status", timeout=timeout, ok=(0, 1)).returncode == 0
+    return run(repo, args, stage="status", timeout=timeout, ok=(0, 1)).returncode == 0
 
 
 def _ahead_behind(repo: Path, head: str, target: str, timeout: float) -> tuple[int, int]:
@@ -287,7 +187,7 @@ def _stash(repo: Path, before: str, timeout: float) -> str | None:
 
 
 def _stash_top(repo: Path, timeout: float) -> str | None:
-    proc = _run(repo, ["rev-parse", "-q", "--verify", "refs/stash"], stage="stash", timeout=timeout, ok=(0, 1))
+    proc = run(repo, ["rev-parse", "-q", "--verify", "refs/stash"], stage="stash", timeout=timeout, ok=(0, 1))
     return proc.stdout.strip() or None
 
 
@@ -338,7 +238,7 @@ def _restore_after_move(
 ) -> ApplyResult:
     ref = _stash_ref(repo, sha, timeout)
     if ref is not None:
-        popped = _run(repo, ["stash", "pop", "--quiet", ref], stage="restore", timeout=timeout, ok=range(256))
+        popped = run(repo, ["stash", "pop", "--quiet", ref], stage="restore", timeout=timeout, ok=range(256))
         if popped.returncode == 0:
             emit("restored", {"sha": sha})
             return replace(moved, stash="restored", stash_sha=sha)

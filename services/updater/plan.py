@@ -12,17 +12,15 @@ command its own deployment model updates it by, instead of fighting that model.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 from services.gateway import fleet
+from services.updater.git import GitFailed, run
 from shared import homes
-from shared.errors import HermesError
 from shared.version import __version__, code_sha
 
 KindName = Literal["git", "pip", "docker", "nix", "apt", "unknown"]
@@ -39,22 +37,6 @@ EXTERNAL_COMMANDS: dict[str, str] = {
     "apt": "sudo apt-get update && sudo apt-get install --only-upgrade hermes-mesh",
     "pip": "pip install --upgrade hermes-mesh",
 }
-
-
-class GitFailed(HermesError):
-    code = "git_failed"
-
-    def __init__(self, argv: Sequence[str], stderr: str, *, returncode: int | None = None, timed_out: bool = False) -> None:
-        command = " ".join(argv)
-        why = "timed out" if timed_out else f"exited {returncode}"
-        super().__init__(
-            f"`{command}` {why}: {stderr.strip() or 'no error output'}",
-            detail={"command": list(argv), "stderr": stderr.strip(), "returncode": returncode, "timed_out": timed_out},
-        )
-        self.argv = list(argv)
-        self.stderr = stderr
-        self.returncode = returncode
-        self.timed_out = timed_out
 
 
 # --- install kind -----------------------------------------------------------------------------
@@ -134,48 +116,10 @@ def _under(path: Path, base: Path) -> bool:
 # --- git, read-only ---------------------------------------------------------------------------
 
 
-def _git_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        GIT_OPTIONAL_LOCKS="0",  # `git status` must not rewrite the index
-        GIT_TERMINAL_PROMPT="0",  # a plan never waits for a password
-        LC_ALL="C",  # stable stderr for the error we report
-    )
-    return env
-
-
 def _git(root: Path, *args: str, timeout: float, ok: tuple[int, ...] = (0,)) -> tuple[int, str]:
-    """``git -C root args``: (exit code, stdout). Other exit codes and timeouts raise GitFailed."""
-    argv = ["git", "-C", str(root), *args]
-    try:
-        # A session of its own: no terminal for ssh to prompt on, and a group to kill on timeout
-        # (git leaves ssh or upload-pack children that a plain kill would orphan).
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=_git_env(),
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise GitFailed(argv, str(exc)) from None
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        proc.communicate()
-        raise GitFailed(argv, f"no answer within {timeout:g}s", timed_out=True) from None
-    if proc.returncode not in ok:
-        raise GitFailed(argv, err.decode(errors="replace"), returncode=proc.returncode)
-    return proc.returncode, out.decode(errors="surrogateescape")
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """``git -C root args``, read-only: (exit code, stdout). Other exit codes and timeouts raise GitFailed."""
+    proc = run(root, args, stage="plan", timeout=timeout, ok=ok, read_only=True)
+    return proc.returncode, proc.stdout
 
 
 def git_target(install_root: Path, branch: str | None = None, *, timeout: float = GIT_TIMEOUT) -> dict[str, Any]:
