@@ -71,6 +71,12 @@ class FileLock:
             raise
         self._fd = fd
 
+    def fileno(self) -> int:
+        """The locked descriptor, for handing to a child that must keep the lock held."""
+        if self._fd is None:
+            raise RuntimeError(f"{self.path} is not held")
+        return self._fd
+
     def release(self) -> None:
         """Unlock and close; safe to call again. The file stays: deleting it would race a new holder."""
         fd, self._fd = self._fd, None

@@ -190,3 +190,58 @@ def test_an_install_that_is_not_updated_in_place_is_refused_with_the_right_comma
     receipt = json.loads(Path(report["receipt"]).read_text())
     assert "docker compose pull" in receipt["skips"][0]["reason"]
     assert install.head() == git(install.path, "rev-parse", "HEAD")
+
+
+def test_a_conflicting_autostash_is_parked_and_the_update_is_partial(install):
+    target = install.path / "README.md"
+    target.write_text(target.read_text() + "\nlocal operator note\n")  # a local change to a tracked file
+
+    def upstream_edit(dev: Path) -> None:
+        readme = dev / "README.md"
+        readme.write_text(readme.read_text() + "\nupstream line\n")  # the same spot: the restore conflicts
+
+    new = install.release("release touching README", edit=upstream_edit)
+    result = install.hermes("update", "--yes", "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "partial"
+    assert install.head() == new  # committed: the code moved
+    assert "stash" in report["user_action"]
+    assert git(install.path, "stash", "list")  # the operator's change is kept, parked
+    assert "<<<<<<<" not in target.read_text()
+
+
+def test_an_updater_killed_mid_run_is_marked_interrupted_by_the_next_update(install):
+    for name in ("coder",):
+        assert install.hermes("profile", "create", name).returncode == 0
+    assert install.hermes("mesh", "up", "--profiles", "coder").returncode == 0
+    install.release("release 2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hermes_cli.main", "update", "--yes"],
+        cwd=install.path, env=install.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # Kill the updater (not the CLI) once the completion is running: after the commit point.
+        def completion_started():
+            line = proc.stderr.readline()
+            return "completion" in line and "started" in line
+        wait_for(completion_started, timeout=60, interval=0, what="the completion to start")
+        from services.updater.lock import holder
+
+        updater = holder(install.root)
+        assert updater and updater["pid"]
+        os.kill(updater["pid"], signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # The orphaned completion shares the lock: no second update until it has finished.
+    refused = install.hermes("update", "--yes", "--json")
+    if refused.returncode == 2:
+        assert json.loads(refused.stdout)["error"]["code"] == "update_in_progress"
+    wait_for(lambda: holder(install.root) is None, timeout=120, what="the orphaned completion to finish")
+    second = install.hermes("update", "--yes", "--json")
+    assert second.returncode == 0, second.stdout + second.stderr
+    listed = json.loads(install.hermes("logs", "update", "--all", "--json").stdout)["receipts"]
+    assert [r["outcome"] for r in listed] == ["success", "interrupted"]
+    assert listed[1]["exit_code"] == 130

@@ -93,6 +93,14 @@ class UpdateLock:
         finally:
             lock.release()
 
+    def fileno(self) -> int:
+        """The lock's descriptor. A child given it (``pass_fds``) shares the lock: it stays
+        held while either process lives, so a completion orphaned by a killed updater still
+        keeps a second update out until it has finished."""
+        if self._lock is None:
+            raise RuntimeError("the update lock is not held")
+        return self._lock.fileno()
+
     def __enter__(self) -> UpdateLock:
         if self._lock is None:
             raise RuntimeError("acquire(update_id) the UpdateLock before entering it")

@@ -48,8 +48,9 @@ def _now() -> str:
 
 
 class UpdateRun:
-    def __init__(self, root: Path, install_root: Path, update_id: str, options: dict[str, Any]):
+    def __init__(self, root: Path, install_root: Path, update_id: str, options: dict[str, Any], lock: UpdateLock):
         self.root, self.install_root = root, install_root
+        self.lock = lock
         self.update_id = update_id
         self.options = options
         self.store = ReceiptStore(root)
@@ -282,6 +283,7 @@ class UpdateRun:
                 cwd=self.install_root,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONPATH": str(self.install_root)},
+                pass_fds=(self.lock.fileno(),),  # the completion shares the update lock
             )
         except OSError as exc:
             receipt.followup("completion", f"the completion could not be started: {exc}")
@@ -332,6 +334,6 @@ def run_update(root: Path, install_root: Path, update_id: str, options: dict[str
         print(f"updater: {exc.message}", file=sys.stderr)
         return 2
     try:
-        return trio.run(UpdateRun(root, install_root, update_id, options).main)
+        return trio.run(UpdateRun(root, install_root, update_id, options, lock).main)
     finally:
         lock.release()
