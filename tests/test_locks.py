@@ -190,3 +190,32 @@ def test_lock_held_round_trips_holder_identity():
     ident = ProcessIdentity(1234, 99)
     err = LockHeld(Path("/x/gateway.lock"), ident)
     assert ProcessIdentity.from_dict(err.to_dict()["detail"]["holder"]) == ident
+
+
+def test_a_child_given_the_lock_keeps_it_after_the_holder_is_killed(tmp_path):
+    """How the updater's completion keeps a second update out when the updater dies."""
+    import time
+
+    path = tmp_path / "shared.lock"
+    program = (
+        "import subprocess, sys, time; from pathlib import Path; from shared.locks import FileLock\n"
+        "lock = FileLock(Path(sys.argv[1])); lock.acquire()\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], pass_fds=(lock.fileno(),))\n"
+        "print(child.pid, flush=True); time.sleep(60)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", program, str(path)], stdout=subprocess.PIPE, text=True)
+    child_pid = int(parent.stdout.readline())
+    try:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        assert probe(path).held  # the child still has the descriptor
+        os.kill(child_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while probe(path).held and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not probe(path).held
+    finally:
+        try:
+            os.kill(child_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
