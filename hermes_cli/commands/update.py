@@ -176,10 +176,16 @@ def _summary_text(d: dict[str, Any]) -> str:
 
 
 class _Progress:
-    """Stage progress on stderr: one line per step, so a terminal and a log read the same."""
+    """Stage progress on stderr. In a terminal the running stage is one line rewritten in
+    place and each finished stage stays as a line with its mark; elsewhere (a pipe, a log)
+    every event is a plain line with no control characters."""
 
-    def __init__(self, args) -> None:
+    MARKS = {"done": "✓", "skip": "-", "fail": "✗", "refused": "✗", "parked": "!"}
+
+    def __init__(self, args, stream=sys.stderr) -> None:
         self.quiet = output.wants_json(args)
+        self.stream = stream
+        self.tty = stream.isatty()
         self.seen = 0  # events shown so far: the next slice starts after them
 
     def event(self, event: dict[str, Any]) -> None:
@@ -189,12 +195,23 @@ class _Progress:
             self.seen = max(self.seen, event["seq"] + 1)
         if self.quiet:
             return
-        stage, status = event.get("stage"), event.get("status")
-        detail = event.get("detail")
-        extra = f" {detail}" if isinstance(detail, (str, int)) else ""
-        if isinstance(detail, dict) and stage in ("plan", "apply", "snapshot"):
-            extra = " " + ", ".join(f"{k}={str(v)[:12]}" for k, v in detail.items() if v is not None)
-        print(f"  {stage:<11} {status}{extra}", file=sys.stderr, flush=True)
+        stage, status = str(event.get("stage")), str(event.get("status"))
+        text = f"{stage:<11} {status}{_detail_text(stage, event.get('detail'))}"
+        if not self.tty:
+            print(f"  {text}", file=self.stream, flush=True)
+        elif status in self.MARKS or stage == "done":
+            self.stream.write(f"\r\033[K{self.MARKS.get(status, '✓')} {text}\n")
+        else:
+            self.stream.write(f"\r\033[K… {text}")
+        self.stream.flush()
+
+
+def _detail_text(stage: str, detail: Any) -> str:
+    if isinstance(detail, (str, int)):
+        return f" {detail}"
+    if isinstance(detail, dict) and stage in ("plan", "apply", "snapshot", "completion"):
+        return " " + ", ".join(f"{k}={str(v)[:12]}" for k, v in detail.items() if v is not None)
+    return ""
 
 
 def cmd_logs(args) -> int:
