@@ -250,7 +250,16 @@ class UpdateRun:
         completion = self._complete(result.before, result.after, live_profiles)
         if result.stash == "parked":
             self.outcome = "partial"  # committed, but only the user can re-apply their changes
-        self.emit("completion", "done" if completion else "fail")
+        if completion is None:
+            self.emit("completion", "fail", "owed: see the receipt's follow-ups")
+        else:
+            restarted = completion.get("restart", [])
+            self.emit("completion", "done", {
+                "restarted": sum(r["ok"] for r in restarted),
+                "gateways": len(restarted),
+                "current": sum(row["verdict"] == "current" for row in completion.get("fleet", [])),
+                "followups": len(completion.get("followups", [])),
+            })  # fmt: skip
 
     def _applied(self, name: str, detail: Any) -> None:
         if name == "moved":
