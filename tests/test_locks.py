@@ -29,27 +29,13 @@ _HOLD = """
 
 
 @pytest.fixture
-def holder(tmp_path):
-    """Starts a real process that acquires a FileLock on a path and sleeps holding it."""
-    procs: list[subprocess.Popen[str]] = []
+def holder(spawn):
+    """A real process holding the lock; killed at the end of the test."""
 
-    def start(path: Path) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(_HOLD), str(path)],
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        procs.append(proc)
-        line = proc.stdout.readline()
-        assert line.strip() == "ready", proc.stderr.read()
-        return proc
+    def start(path: Path) -> subprocess.Popen:
+        return spawn("-c", textwrap.dedent(_HOLD), str(path)).proc
 
-    yield start
-    for proc in procs:
-        proc.kill()
-        proc.wait()
+    return start
 
 
 def test_acquire_records_identity_and_release_keeps_file(tmp_path):

@@ -28,7 +28,6 @@ from services.updater.receipt import (
 from shared.files import StateFileCorrupt
 from shared.identity import ProcessIdentity, current_identity, is_alive, process_identity
 
-REPO = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 8, 1, 12, 30, 45, tzinfo=timezone.utc)
 JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 ANON = "anon_4f9a1c2e8b7d6a5f3e2d1c0b"
@@ -474,27 +473,13 @@ _HOLD = """
 
 
 @pytest.fixture
-def hold(tmp_path):
-    """Starts a real process that takes the update lock and sleeps holding it."""
-    procs: list[subprocess.Popen[str]] = []
+def hold(spawn):
+    """A real process holding the lock; killed at the end of the test."""
 
-    def start(root: Path, update_id: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(_HOLD), str(root), update_id],
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        procs.append(proc)
-        line = proc.stdout.readline()
-        assert line.strip() == "ready", proc.stderr.read()
-        return proc
+    def start(root: Path, update_id: str) -> subprocess.Popen:
+        return spawn("-c", textwrap.dedent(_HOLD), str(root), update_id).proc
 
-    yield start
-    for proc in procs:
-        proc.kill()
-        proc.wait()
+    return start
 
 
 def test_free_lock_has_no_holder(tmp_path):

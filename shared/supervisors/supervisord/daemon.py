@@ -39,7 +39,7 @@ PROBE_TIMEOUT = 2.0
 
 
 def require_supervisor() -> None:
-    # An optional dependency: only installs that use the supervisord kind need it.
+    # A declared dependency, but checked: a broken environment gets a typed error, not a traceback.
     try:
         import supervisor  # noqa: F401
     except ImportError:
