@@ -1,14 +1,16 @@
 """The completion: runs in a fresh interpreter of the NEW tree, after the commit point.
 
 ``python -m services.updater.completion REQUEST`` (``--check`` only validates the request).
-It syncs dependencies when their spec changed, restarts the fleet, verifies it, and writes
-one result correlated with the request's update id and nonce. Nothing here fails the update:
-what could not be done becomes a follow-up, and the obligation stays armed.
+It syncs dependencies when their spec changed, migrates every home's config.yaml, restarts
+the fleet, verifies it, and writes one result correlated with the request's update id and
+nonce. Nothing here fails the update: what could not be done becomes a follow-up, and the
+obligation stays armed.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -51,7 +53,7 @@ class Completion:
         matrix: list[dict[str, Any]] = []
         try:
             self.sync_dependencies(install_root)
-            self.skip("migrations", "no configuration migrations between these releases")
+            self.migrate_configs(root)
             restart = [outcome.to_dict() for outcome in restart_fleet(root, request.after)]
             self.step("restart", all(r["ok"] for r in restart), {"gateways": len(restart)})
             matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles)
@@ -72,6 +74,32 @@ class Completion:
             "fleet": matrix,
             "followups": self.followups,
         }
+
+    def migrate_configs(self, root: Path) -> None:
+        """Every home's config.yaml to this release's version, before the fleet restarts onto it."""
+        try:
+            # Imported here, not at the top: the migrations need ruamel.yaml, which the venv of an
+            # older release gets only from sync_dependencies above, in this very process.
+            importlib.invalidate_caches()
+            from services.updater.migrations import FAILED, MIGRATED, NEWER, migrate_all
+
+            outcomes = migrate_all(root)
+        except Exception as exc:  # e.g. the dependency did not install, profiles/ unreadable: still restart
+            self.step("migrations", False, f"{type(exc).__name__}: {exc}")
+            self.followups.append({"step": "migrations", "reason": f"{type(exc).__name__}: {exc}"})
+            return
+        for outcome in outcomes:
+            if outcome.status == NEWER:
+                self.skip("migrations", f"{outcome.home}: {outcome.reason}")
+            elif outcome.status == FAILED:
+                self.followups.append({"step": "migrations", "reason": f"{outcome.home}: {outcome.reason}"})
+        done = [o for o in outcomes if o.status in (MIGRATED, FAILED)]
+        if not done:
+            self.skip("migrations", "no home's config.yaml needed migrating")
+            return
+        failed = sum(o.status == FAILED for o in done)
+        detail = {"migrated": len(done) - failed, "failed": failed, "homes": [o.to_dict() for o in done]}
+        self.step("migrations", not failed, detail)
 
     def sync_dependencies(self, install_root: Path) -> None:
         changed = _changed_files(install_root, self.request.before, self.request.after)
