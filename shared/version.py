@@ -1,13 +1,20 @@
 """The version of this install and the git commit its code was taken from.
 
 Read straight from ``.git`` (no ``git`` subprocess) so that ``hermes --version`` stays fast.
+
+An update that installed a release from its source archive (git itself was failing) leaves
+HEAD where it was; it writes a code stamp into the git directory naming the archive's commit
+and the HEAD it was laid over. The stamp speaks for the tree only while HEAD has not moved
+since: any later checkout or pull makes git the authority again.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -15,9 +22,32 @@ INSTALL_ROOT = Path(__file__).resolve().parent.parent
 _SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
+CODE_STAMP = "hermes-code-stamp.json"
+
+
 def code_sha(root: Path = INSTALL_ROOT) -> str | None:
-    """The commit checked out at ``root``, or ``None`` when it is not a git checkout."""
-    git_dir = _git_dir(root)
+    """The commit whose code is at ``root``, or ``None`` when it is not a git checkout."""
+    stamp = code_stamp(root)
+    return stamp["code_sha"] if stamp else head_commit(root)
+
+
+def code_stamp(root: Path = INSTALL_ROOT) -> dict[str, Any] | None:
+    """The archive update's stamp, if there is one and HEAD is still the one it was laid over."""
+    git_dir = git_dir_of(root)
+    if git_dir is None:
+        return None
+    try:
+        stamp = json.loads((git_dir / CODE_STAMP).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stamp, dict) or not all(_SHA_RE.match(str(stamp.get(k, ""))) for k in ("code_sha", "over_head")):
+        return None
+    return stamp if stamp["over_head"] == head_commit(root) else None
+
+
+def head_commit(root: Path = INSTALL_ROOT) -> str | None:
+    """The commit HEAD points at, or ``None`` when ``root`` is not a git checkout."""
+    git_dir = git_dir_of(root)
     if git_dir is None:
         return None
     try:
@@ -31,7 +61,17 @@ def code_sha(root: Path = INSTALL_ROOT) -> str | None:
     return _resolve_ref(git_dir, head[5:].strip())
 
 
-def _git_dir(root: Path) -> Path | None:
+def current_branch(root: Path = INSTALL_ROOT) -> str | None:
+    """The branch checked out at ``root``; ``None`` for a detached HEAD or no checkout."""
+    git_dir = git_dir_of(root)
+    try:
+        head = (git_dir / "HEAD").read_text().strip() if git_dir else ""
+    except OSError:
+        return None
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
+
+
+def git_dir_of(root: Path) -> Path | None:
     dot_git = root / ".git"
     if dot_git.is_dir():
         return dot_git

@@ -242,3 +242,41 @@ def test_an_updater_killed_mid_run_is_marked_interrupted_by_the_next_update(inst
     listed = json.loads(install.hermes("logs", "update", "--all", "--json").stdout)["receipts"]
     assert [r["outcome"] for r in listed] == ["success", "interrupted"]
     assert listed[1]["exit_code"] == 130
+
+
+def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(install):
+    from tests.archive_origin import ArchiveOrigin
+
+    server = ArchiveOrigin(install.origin)
+    try:
+        (install.root / "config.yaml").write_text(
+            f"# operator's settings\nupdate:\n  archive_url: {server.url('.tar.gz')}\n"
+        )
+        built = install.path / "web" / "node_modules" / "tool.js"  # a live build output (ignored)
+        built.parent.mkdir(parents=True)
+        built.write_text("built\n")
+        (install.path / ".gitignore").write_text((install.path / ".gitignore").read_text() + "node_modules/\n")
+        git(install.path, "-c", "user.name=op", "-c", "user.email=op@example.invalid", "commit", "-qam", "ignore")
+        git(install.path, "push", "-q", "origin", "HEAD")
+        git(install.dev, "pull", "-q")
+        install.gateway("default")
+        old = install.head()
+        new = install.release("release 2", edit=mark_completion)
+        git(install.path, "remote", "set-url", "origin", str(install.origin.parent / "unreachable.git"))
+
+        result = install.hermes("update", "--yes", "--json")
+        assert result.returncode == 0, result.stdout + result.stderr
+        report = json.loads(result.stdout)
+        assert report["outcome"] == "success"
+        assert [(row["profile"], row["verdict"]) for row in report["fleet"]] == [("default", "current")]
+        receipt = json.loads(Path(report["receipt"]).read_text())
+        applies = [s for s in receipt["steps"] if s["name"] == "apply"]
+        assert [s["ok"] for s in applies] == [False, True]  # git failed, then the archive
+        assert applies[0]["detail"]["code"] == "git_failed" and applies[1]["detail"]["via"] == "archive"
+        assert receipt["apply"]["archive"]["carried"] == ["web/node_modules"]
+        assert receipt["completion"]["marker"] == "new-tree" and receipt["completion"]["code_sha"] == new
+        assert receipt["after"]["code_sha"] == new and install.head() == old  # HEAD stays; the stamp speaks
+        assert built.read_text() == "built\n"
+        assert len(server.requests) == 1
+    finally:
+        server.close()

@@ -180,7 +180,7 @@ class _Progress:
     place and each finished stage stays as a line with its mark; elsewhere (a pipe, a log)
     every event is a plain line with no control characters."""
 
-    MARKS = {"done": "✓", "skip": "-", "fail": "✗", "refused": "✗", "parked": "!"}
+    MARKS = {"done": "✓", "skip": "-", "fail": "✗", "refused": "✗", "parked": "!", "fallback": "!"}
 
     def __init__(self, args, stream=sys.stderr) -> None:
         self.quiet = output.wants_json(args)

@@ -10,6 +10,9 @@ restore that can still go wrong.
 Local changes to tracked files are stashed around the fast-forward. A restore that
 conflicts leaves the tree clean on the new commit and the stash entry parked for the
 user (``ApplyResult.user_action``); untracked files are never stashed or touched.
+
+A tree an archive update installed (``services.updater.apply_archive``) is adopted once git
+works again: HEAD moves to the commit the archive was cut from, which changes no file.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, Literal
 
 from services.updater.git import GitFailed, run
 from shared.errors import HermesError
+from shared.version import CODE_STAMP, code_stamp, git_dir_of
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -53,6 +57,8 @@ class ApplyResult:
     stash_sha: str | None = None
     user_action: str | None = None
     conflicts: tuple[str, ...] = ()
+    via: Literal["git", "archive"] = "git"
+    archive: dict[str, Any] | None = None  # what the archive fallback downloaded, replaced and carried
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -116,6 +122,10 @@ def apply(
     git("fetch", "--prune", remote, f"+refs/heads/{branch}:{tracking}", stage="fetch")
     target = git("rev-parse", "--verify", f"{tracking}^{{commit}}", stage="status")
     emit("fetched", {"remote": remote, "branch": branch, "sha": target})
+    adopted = _adopt_archive_stamp(repo, before, timeout)
+    if adopted is not None:
+        before = adopted
+        emit("adopted", {"sha": adopted})
 
     if before == target:
         return ApplyResult(before=before, after=before, branch=branch, fetched_sha=target, up_to_date=True)
@@ -151,6 +161,26 @@ def apply(
     if stash_sha is None:
         return moved
     return _restore_after_move(repo, moved, stash_sha, emit, timeout)
+
+
+def _adopt_archive_stamp(repo: Path, head: str, timeout: float) -> str | None:
+    """After an archive update, point HEAD at the commit the archive was cut from, once git has it.
+
+    The index is reset to that commit too, so whatever differs in the tree is a real local
+    change and goes through the stash like any other. The stamp is then no longer needed.
+    """
+    stamp = code_stamp(repo)
+    if stamp is None or stamp["over_head"] != head:
+        return None
+    sha = stamp["code_sha"]
+    known = run(repo, ["cat-file", "-e", f"{sha}^{{commit}}"], stage="status", timeout=timeout, ok=(0, 1, 128))
+    if known.returncode != 0:
+        return None  # not fetched: the stamp keeps speaking for the tree
+    run_git(repo, "reset", "--quiet", "--mixed", sha, stage="adopt", timeout=timeout)
+    git_dir = git_dir_of(repo)
+    if git_dir is not None:
+        (git_dir / CODE_STAMP).unlink(missing_ok=True)
+    return sha
 
 
 def _check_names(repo: Path, remote: str, tracking: str, timeout: float) -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from services.gateway import fleet
-from services.updater.git import GitFailed, run
+from services.updater.git import GitFailed, redact, run
 from shared import homes
-from shared.version import __version__, code_sha
+from shared.version import __version__, code_sha, code_stamp
 
 KindName = Literal["git", "pip", "docker", "nix", "apt", "unknown"]
 BackupMode = Literal["quick", "full", "none"]
@@ -140,7 +140,7 @@ def git_target(install_root: Path, branch: str | None = None, *, timeout: float 
     _, out = _git(root, "ls-remote", "origin", ref, timeout=timeout)
     remote = _ls_remote_sha(out, ref)
     ahead, behind = _ahead_behind(root, head, remote, timeout)
-    dirty, untracked = _worktree(root, timeout)
+    dirty, untracked = _worktree(root, timeout, stamped=code_stamp(root) is not None)
     return {
         "current_branch": current,
         "branch": target,
@@ -177,8 +177,11 @@ def _ahead_behind(root: Path, head: str | None, remote: str | None, timeout: flo
     return int(left), int(right)
 
 
-def _worktree(root: Path, timeout: float) -> tuple[list[str], int]:
-    """(tracked paths with changes, number of untracked files), from one ``-uall`` status."""
+def _worktree(root: Path, timeout: float, *, stamped: bool = False) -> tuple[list[str], int]:
+    """(tracked paths with changes, number of untracked files), from one ``-uall`` status.
+
+    After an archive update (``stamped``) the index holds the swapped tree: only changes of
+    the work tree against it are local."""
     _, out = _git(root, "status", "--porcelain=v1", "-z", "-uall", timeout=timeout)
     dirty: list[str] = []
     untracked = 0
@@ -190,9 +193,10 @@ def _worktree(root: Path, timeout: float) -> tuple[list[str], int]:
         if status == "??":
             untracked += 1
             continue
-        dirty.append(path)
         if "R" in status or "C" in status:
             next(entries, None)  # -z puts a rename's source path in an entry of its own
+        if not stamped or status[1] != " ":
+            dirty.append(path)
     return dirty, untracked
 
 
@@ -245,6 +249,7 @@ def make_plan(
     env: Mapping[str, str] | None = None,
     probes: Probes = SYSTEM_PROBES,
     git_timeout: float = GIT_TIMEOUT,
+    archive_url: str | None = None,
 ) -> Plan:
     """The read-only inventory of an update of ``install_root`` serving the homes under ``root``."""
     root = Path(root).absolute()
@@ -271,7 +276,7 @@ def make_plan(
         profiles=profiles,
         gateways=gateways,
         backup=backup,
-        actions=_actions(install, target, target_error, profiles, gateways, backup),
+        actions=_actions(install, target, target_error, profiles, gateways, backup, archive_url),
     )
 
 
@@ -286,13 +291,21 @@ def _actions(
     profiles: list[dict[str, str]],
     gateways: list[dict[str, Any]],
     backup: BackupMode,
+    archive_url: str | None,
 ) -> list[str]:
     if not install.in_place:
         run = f"; run instead: {install.external_command}" if install.external_command else ""
         return [f"refuse: a {install.kind} install is not updated in place ({install.reason}){run}"]
     if target is None:
         message = target_error["message"] if target_error else "unknown"
-        return [f"stop: cannot read the update target: {message}"]
+        if not archive_url:
+            return [f"stop: cannot read the update target: {message}"]
+        return [
+            f"git cannot read the update target ({message}): try git again, and if it still fails, "
+            f"install the branch's source archive from {redact(archive_url)} (refused if the tree is dirty)",
+            _snapshot_action(profiles, backup),
+            f"restart {len(gateways)} gateway(s), drain first, and verify each runs the archive's commit",
+        ]
     if target["remote_sha"] is None:
         return [f"stop: origin has no branch {target['branch']!r}"]
 

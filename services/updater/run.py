@@ -20,17 +20,21 @@ from typing import Any
 import trio
 
 from services.updater import ops
-from services.updater.apply_git import GitFailed, NotFastForward, WrongBranch, apply
+from services.updater.apply_archive import DirtyTree, SwapFailed, apply_archive, should_fall_back
+from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply
+from services.updater.archive import ArchiveFailed
 from services.updater.handoff import ENTRY_MODULE, Request, read_result
 from services.updater.lock import UpdateLock
-from services.updater.plan import make_plan
+from services.updater.plan import DEFAULT_BRANCH, make_plan
 from services.updater.receipt import Receipt, ReceiptStore, exit_code_for
+from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
 from services.updater.verify import fleet_matrix, followups_for
 from shared import homes
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.service import Call, Service
+from shared.version import current_branch
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +182,15 @@ class UpdateRun:
         receipt = self.receipt
         assert receipt is not None
         self._boundary("plan")
+        try:
+            settings = load_settings(self.root)
+        except HermesError as exc:  # a broken config.yaml: refuse before touching anything
+            receipt.step("plan", False, exc.to_dict())
+            self.emit("plan", "fail", exc.message)
+            raise _Finish("failed") from None
         backup = "none" if self.options.get("no_backup") else "full" if self.options.get("backup") else "quick"
-        plan = make_plan(self.root, self.install_root, branch=self.options.get("branch"), backup=backup)
+        branch = self.options.get("branch") or settings.branch
+        plan = make_plan(self.root, self.install_root, branch=branch, backup=backup, archive_url=settings.archive_url)
         plan_data = plan.to_dict()
         receipt.set("plan", plan_data)
         receipt.step("plan", True)
@@ -189,7 +200,8 @@ class UpdateRun:
             receipt.skip("apply", f"{install['kind']} installs are not updated in place: run `{install['external_command']}`")
             self.emit("plan", "refused", install)
             raise _Finish("refused")
-        if plan_data["git"] is None or plan_data["git"].get("remote_sha") is None:
+        git_failed = plan_data["git"] is None
+        if (git_failed and not settings.archive_url) or (not git_failed and plan_data["git"].get("remote_sha") is None):
             why = (plan_data.get("git_error") or {}).get("message") or "origin has no such branch"
             receipt.step("plan", False, f"cannot read the update target: {why}")
             self.emit("plan", "fail", why)
@@ -214,11 +226,11 @@ class UpdateRun:
             self.emit("snapshot", "done", {"profiles": len(snapshots)})
 
         self._boundary("apply")
-        branch = plan_data["git"]["branch"]
+        branch = plan_data["git"]["branch"] if plan_data["git"] else branch or current_branch(self.install_root) or DEFAULT_BRANCH
         before = plan_data["code"]["code_sha"]
         try:
-            result = apply(self.install_root, branch, on_step=self._applied)
-        except (NotFastForward, WrongBranch, GitFailed, ValueError) as exc:
+            result = self._apply(branch, settings)
+        except (NotFastForward, WrongBranch, GitFailed, ValueError, ArchiveFailed, DirtyTree, SwapFailed) as exc:
             detail = exc.to_dict() if isinstance(exc, HermesError) else str(exc)
             receipt.step("apply", False, detail)
             self.emit("apply", "fail", getattr(exc, "message", str(exc)))
@@ -231,8 +243,9 @@ class UpdateRun:
             self._complete(before, self._code()["code_sha"], live_profiles)
             return
         receipt.set("apply", result.to_dict())
-        receipt.step("apply", True, {"before": result.before, "after": result.after, "moved": result.moved})
-        self.emit("apply", "done", {"before": result.before, "after": result.after, "moved": result.moved})
+        applied = {"before": result.before, "after": result.after, "moved": result.moved, "via": result.via}
+        receipt.step("apply", True, applied)
+        self.emit("apply", "done", applied)
         if result.user_action:
             receipt.user_action(result.user_action)
 
@@ -260,6 +273,27 @@ class UpdateRun:
                 "current": sum(row["verdict"] == "current" for row in completion.get("fleet", [])),
                 "followups": len(completion.get("followups", [])),
             })  # fmt: skip
+
+    def _apply(self, branch: str, settings: UpdateSettings) -> ApplyResult:
+        """Fast-forward with git; when git itself fails before the commit point and an archive
+        URL is configured, install the branch's source archive instead."""
+        try:
+            return apply(self.install_root, branch, on_step=self._applied)
+        except GitFailed as exc:
+            if self.committed or not settings.archive_url or not should_fall_back(exc):
+                raise
+            assert self.receipt is not None
+            self.receipt.step("apply", False, exc.to_dict())
+            self.emit("apply", "fallback", f"{exc.message}; installing the release archive instead")
+            self._write()
+        return apply_archive(
+            self.install_root,
+            branch,
+            url_template=settings.archive_url,
+            work_id=self.update_id,
+            preserved=settings.preserved_nested,
+            on_step=self._applied,
+        )
 
     def _applied(self, name: str, detail: Any) -> None:
         if name == "moved":

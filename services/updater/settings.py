@@ -1,0 +1,72 @@
+"""The update's settings: the ``update:`` section of the ROOT home's ``config.yaml``.
+
+    update:
+      branch: main                      # default: the branch checked out
+      archive_url: https://…/{branch}.zip   # where to fall back to when git fails; none: no fallback
+      preserved_nested: [web/node_modules, web/dist]   # build outputs the archive swap carries
+
+Every value is checked here, at the boundary: a wrong type or an unsafe path is a
+``ConfigError`` naming the file and the key, and the update stops before touching anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from services.updater.apply_archive import PRESERVED_NESTED
+from services.updater.archive import ArchiveFailed, archive_url
+from shared.config import ConfigError, config_path, get, load_config
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    branch: str | None = None
+    archive_url: str | None = None
+    preserved_nested: tuple[str, ...] = PRESERVED_NESTED
+
+
+def load_settings(root: Path) -> UpdateSettings:
+    config = load_config(root)
+    path = config_path(root)
+    section = get(config, "update", {})
+    if not isinstance(section, dict):
+        raise ConfigError(path, "update", "must be a mapping")
+    return UpdateSettings(
+        branch=_text(path, section, "branch"),
+        archive_url=_url(path, section),
+        preserved_nested=_paths(path, section),
+    )
+
+
+def _text(path: Path, section: dict[str, Any], key: str) -> str | None:
+    value = section.get(key)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ConfigError(path, f"update.{key}", "must be a non-empty string")
+    return value
+
+
+def _url(path: Path, section: dict[str, Any]) -> str | None:
+    value = _text(path, section, "archive_url")
+    if value is not None:
+        try:
+            archive_url(value, "main")
+        except ArchiveFailed as exc:
+            raise ConfigError(path, "update.archive_url", exc.message) from None
+    return value
+
+
+def _paths(path: Path, section: dict[str, Any]) -> tuple[str, ...]:
+    value = section.get("preserved_nested")
+    if value is None:
+        return PRESERVED_NESTED
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(path, "update.preserved_nested", "must be a list of relative paths")
+    for item in value:
+        parts = PurePosixPath(item).parts
+        if item.startswith("/") or ".." in parts or ".git" in parts or len(parts) < 2:
+            raise ConfigError(
+                path, "update.preserved_nested", f"{item!r} must be a path inside a top-level directory of the tree"
+            )
+    return tuple(value)

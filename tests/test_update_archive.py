@@ -1,0 +1,413 @@
+"""The archive fallback of the apply stage: real repositories, a real HTTP server, real archives."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from services.updater import archive as archive_mod
+from services.updater.apply_archive import (
+    DirtyTree,
+    SwapFailed,
+    apply_archive,
+    check_tree,
+    recover_interrupted_swap,
+    should_fall_back,
+    tracked_roots,
+)
+from services.updater.apply_git import apply
+from services.updater.archive import ArchiveFailed, ArchiveUnsafe, archive_url, download, unpack
+from services.updater.git import GitFailed
+from shared.errors import HermesError
+from shared.version import CODE_STAMP, code_sha, head_commit
+from tests.archive_origin import ArchiveOrigin, Fault
+from tests.conftest import ROOT, python_env
+
+PRESERVED = ("web/node_modules", "web/dist")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(autouse=True)
+def isolated_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+class World:
+    def __init__(self, base: Path):
+        self.origin, self.install, self.dev = base / "origin.git", base / "install", base / "dev"
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(self.origin)], check=True)
+        for path in (self.dev, self.install):
+            subprocess.run(["git", "clone", "-q", str(self.origin), str(path)], check=True, capture_output=True)
+            git(path, "config", "user.name", "Test")
+            git(path, "config", "user.email", "test@example.invalid")
+            git(path, "checkout", "-q", "-B", "main")
+        self.push({
+            ".gitignore": "node_modules/\n__pycache__/\n*.egg-info/\ndist/\n*.log\n",
+            "src/app.py": "one\n",
+            "web/index.html": "<p>one</p>\n",
+            "docs/old.md": "to be deleted upstream\n",
+        })  # fmt: skip
+        git(self.install, "pull", "-q", "origin", "main")
+        git(self.install, "branch", "-q", "--set-upstream-to=origin/main")
+        self.server = ArchiveOrigin(self.origin)
+
+    def push(self, files: dict[str, str | None], message: str = "release") -> str:
+        for name, text in files.items():
+            path = self.dev / name
+            if text is None:
+                git(self.dev, "rm", "-q", name)
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            git(self.dev, "add", name)
+        git(self.dev, "commit", "-q", "-m", message)
+        git(self.dev, "push", "-q", "origin", "main")
+        return git(self.dev, "rev-parse", "HEAD")
+
+    def break_git(self) -> None:
+        git(self.install, "remote", "set-url", "origin", str(self.origin.parent / "gone.git"))
+
+    def repair_git(self) -> None:
+        git(self.install, "remote", "set-url", "origin", str(self.origin))
+
+    def build_outputs(self) -> None:
+        for rel in ("web/node_modules/lib/index.js", "web/dist/app.js", "src/__pycache__/app.pyc",
+                    "hermes.egg-info/PKG-INFO"):  # fmt: skip
+            path = self.install / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(rel)
+
+    def fall_back(self, suffix: str = ".zip", **kw) -> object:
+        return apply_archive(self.install, "main", url_template=self.server.url(suffix), work_id="u1",
+                             preserved=PRESERVED, **kw)  # fmt: skip
+
+
+@pytest.fixture
+def world(tmp_path):
+    built = World(tmp_path)
+    yield built
+    built.server.close()
+
+
+def manifest(root: Path) -> dict[str, tuple]:
+    """Every path under ``root`` but .git, with what it is: the tree as a value."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            rel = str(path.relative_to(root))
+            out[rel] = ("link", os.readlink(path)) if path.is_symlink() else ("dir",) if path.is_dir() else (
+                "file", path.read_bytes(), path.stat().st_ino)
+    return out
+
+
+# --- which failures fall back ------------------------------------------------------------------
+
+
+def test_only_a_failing_git_command_falls_back(world):
+    world.break_git()
+    with pytest.raises(GitFailed) as caught:
+        apply(world.install, "main")
+    assert caught.value.stage == "fetch" and should_fall_back(caught.value)
+    assert not should_fall_back(GitFailed("deps", ["pip", "install", "."], 1, "no"))  # classified by argv
+    assert not should_fall_back(subprocess.CalledProcessError(1, ["pip"]))
+    assert not should_fall_back(HermesError("a dependency install failed"))
+
+
+# --- archives ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".zip", ".tar.gz"])
+def test_a_forge_archive_unpacks_with_its_commit_modes_and_links(world, tmp_path, suffix):
+    (world.dev / "bin").mkdir()
+    (world.dev / "bin/run").write_text("#!/bin/sh\n")
+    (world.dev / "bin/run").chmod(0o755)
+    os.symlink("../src/app.py", world.dev / "bin/app")
+    git(world.dev, "add", "bin")
+    sha = world.push({"src/app.py": "two\n"})
+    download(archive_url(world.server.url(suffix), "main"), tmp_path / "a")
+    unpacked = unpack(tmp_path / "a", tmp_path / "tree")
+    assert unpacked.commit == sha
+    assert unpacked.roots == {".gitignore", "bin", "src", "web", "docs"}
+    assert (tmp_path / "tree/src/app.py").read_text() == "two\n"
+    assert os.access(tmp_path / "tree/bin/run", os.X_OK) and not os.access(tmp_path / "tree/src/app.py", os.X_OK)
+    assert os.readlink(tmp_path / "tree/bin/app") == "../src/app.py"
+
+
+def _zip(tmp_path: Path, members: dict[str, bytes], *, comment: bytes = b"a" * 40, links: dict[str, str] = {}) -> Path:
+    path = tmp_path / "evil.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.comment = comment
+        for name, data in members.items():
+            zf.writestr(name, data)
+        for name, target in links.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o120777 << 16)
+            zf.writestr(info, target)
+    return path
+
+
+@pytest.mark.parametrize(
+    "members, links",
+    [
+        ({"r/../../escape": b"x"}, {}),
+        ({"/etc/evil": b"x"}, {}),
+        ({"r/.git/config": b"x"}, {}),
+        ({"r/a": b"x"}, {"r/link": "../../outside"}),
+        ({"r/a": b"x"}, {"r/abs": "/etc/passwd"}),
+    ],
+)
+def test_a_member_that_leaves_the_tree_is_refused(tmp_path, members, links):
+    with pytest.raises(ArchiveUnsafe):
+        unpack(_zip(tmp_path, members, links=links), tmp_path / "tree")
+    assert not (tmp_path / "escape").exists() and not (tmp_path / "outside").exists()
+
+
+def test_tar_hard_links_and_devices_are_refused(tmp_path):
+    path = tmp_path / "evil.tar"
+    with tarfile.open(path, "w", pax_headers={"comment": "b" * 40}) as tf:
+        info = tarfile.TarInfo("r/dev")
+        info.type = tarfile.CHRTYPE
+        tf.addfile(info)
+    with pytest.raises(ArchiveUnsafe):
+        unpack(path, tmp_path / "tree")
+
+
+@pytest.mark.parametrize("comment", [b"", b"not a commit"])
+def test_an_archive_that_does_not_name_its_commit_is_refused(tmp_path, comment):
+    with pytest.raises(ArchiveFailed, match="which commit"):
+        unpack(_zip(tmp_path, {"r/a": b"x"}, comment=comment), tmp_path / "tree")
+
+
+def test_junk_and_truncated_archives_are_typed_failures(tmp_path):
+    (tmp_path / "junk").write_bytes(b"<html>not found</html>")
+    with pytest.raises(ArchiveFailed):
+        unpack(tmp_path / "junk", tmp_path / "t1")
+    good = _zip(tmp_path, {"r/a": b"x" * 10_000})
+    (tmp_path / "cut.zip").write_bytes(good.read_bytes()[:-200])
+    with pytest.raises(ArchiveFailed):
+        unpack(tmp_path / "cut.zip", tmp_path / "t2")
+
+
+def test_the_unpacked_size_is_capped_by_what_comes_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(archive_mod, "MAX_UNPACKED", 1000)
+    with pytest.raises(ArchiveFailed, match="more than"):
+        unpack(_zip(tmp_path, {"r/big": b"\0" * 5000}), tmp_path / "tree")
+
+
+# --- downloads ---------------------------------------------------------------------------------
+
+
+def test_429_and_5xx_are_retried_honouring_retry_after(world, tmp_path):
+    world.server.faults.extend([Fault(429, {"Retry-After": "7"}), Fault(502), Fault(drop=True)])
+    slept: list[float] = []
+    size = download(archive_url(world.server.url(), "main"), tmp_path / "a", sleep=slept.append, attempts=4)
+    assert size > 0 and len(world.server.requests) == 4
+    assert slept[0] == 7 and len(slept) == 3
+
+
+def test_retries_are_bounded_and_a_404_is_not_retried(world, tmp_path):
+    world.server.faults.extend([Fault(503)] * 5)
+    with pytest.raises(ArchiveFailed, match="3 attempt"):
+        download(archive_url(world.server.url(), "main"), tmp_path / "a", sleep=lambda s: None)
+    assert len(world.server.requests) == 3
+    world.server.faults.clear()
+    with pytest.raises(ArchiveFailed, match="404"):
+        download(archive_url(world.server.url(), "no-such-branch"), tmp_path / "b", sleep=lambda s: None)
+    assert len(world.server.requests) == 4
+
+
+def test_only_http_urls_and_credentials_never_show(tmp_path):
+    with pytest.raises(ArchiveFailed):
+        archive_url("file:///etc/{branch}", "main")
+    assert archive_url("https://x.invalid/a/{branch}.zip", "feature/x").endswith("/feature%2Fx.zip")
+    with pytest.raises(ArchiveFailed) as caught:
+        download("http://user:s3cret@127.0.0.1:9/a.zip", tmp_path / "a", sleep=lambda s: None, attempts=1)
+    assert "s3cret" not in str(caught.value.to_dict())
+
+
+# --- the swap ----------------------------------------------------------------------------------
+
+
+def test_the_archive_replaces_the_tree_and_carries_build_outputs(world):
+    world.build_outputs()
+    head = head_commit(world.install)
+    carried_inode = (world.install / "web/node_modules/lib/index.js").stat().st_ino
+    world.break_git()
+    new = world.push({"src/app.py": "two\n", "src/extra.py": "new\n", "docs/old.md": None})
+    steps: list[str] = []
+    result = world.fall_back(on_step=lambda name, detail: steps.append(name))
+    assert result.moved and result.via == "archive" and result.after == new
+    assert steps == ["downloaded", "moved"]
+    assert (world.install / "src/app.py").read_text() == "two\n" and (world.install / "src/extra.py").exists()
+    assert not (world.install / "docs").exists()  # a tracked entry the release dropped is gone
+    # Build outputs are carried by hard link; what the swap does not replace is left alone.
+    assert (world.install / "web/node_modules/lib/index.js").stat().st_ino == carried_inode
+    assert (world.install / "web/dist/app.js").exists()
+    assert (world.install / "hermes.egg-info/PKG-INFO").exists()
+    assert set(result.archive["carried"]) == set(PRESERVED)
+    # HEAD did not move; the stamp speaks for the tree, and the staging area is gone.
+    assert head_commit(world.install) == head and code_sha(world.install) == new
+    assert not (world.install / ".git/hermes-update/u1").exists()
+    # The index is the swapped tree: no local change is seen, an edit is.
+    assert check_tree(world.install, tracked_roots(world.install), PRESERVED).clean
+    (world.install / "src/app.py").write_text("local edit\n")
+    assert "src/app.py" in check_tree(world.install, tracked_roots(world.install), PRESERVED).dirty
+
+
+@pytest.mark.parametrize(
+    "mess",
+    [
+        lambda i: (i / "src/app.py").write_text("edited\n"),  # a tracked change
+        lambda i: (i / "src/notes.txt").write_text("mine\n"),  # an untracked file
+        lambda i: (i / "src/run.log").write_text("ignored, in a replaced dir\n"),  # would be destroyed
+    ],
+)
+def test_a_dirty_tree_is_refused_before_anything_is_downloaded(world, mess):
+    world.break_git()
+    world.push({"src/app.py": "two\n"})
+    mess(world.install)
+    before = manifest(world.install)
+    with pytest.raises(DirtyTree) as caught:
+        world.fall_back()
+    assert world.server.requests == []
+    assert manifest(world.install) == before
+    assert caught.value.detail["dirty"] or caught.value.detail["blocking"]
+
+
+def test_the_tree_is_checked_again_just_before_the_swap(world):
+    world.break_git()
+    world.push({"src/app.py": "two\n"})
+    world.server.before_answer = lambda: (world.install / "src/late.txt").write_text("appeared mid-update\n")
+    with pytest.raises(DirtyTree, match="late.txt"):
+        world.fall_back()
+    assert (world.install / "src/app.py").read_text() == "one\n"
+    assert code_sha(world.install) == head_commit(world.install)
+
+
+def test_a_failed_rename_puts_the_old_tree_back(world, monkeypatch):
+    world.build_outputs()
+    world.break_git()
+    world.push({"src/app.py": "two\n"})
+    before = manifest(world.install)
+    real_rename, calls = os.rename, []
+
+    def flaky(src, dst):
+        calls.append(src)
+        if len(calls) == 4:
+            raise OSError(28, "No space left on device")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", flaky)
+    with pytest.raises(SwapFailed):
+        world.fall_back()
+    monkeypatch.setattr(os, "rename", real_rename)
+    assert manifest(world.install) == before
+    assert code_sha(world.install) == head_commit(world.install)
+
+
+CRASH_MID_SWAP = """
+import os, sys
+from services.updater import apply_archive
+real, count = os.rename, [0]
+def crash(src, dst):
+    count[0] += 1
+    if count[0] == int(sys.argv[3]):
+        os._exit(9)  # like kill -9: no cleanup runs
+    real(src, dst)
+os.rename = crash
+apply_archive.apply_archive(sys.argv[1], "main", url_template=sys.argv[2], work_id="u1",
+                            preserved=("web/node_modules", "web/dist"))
+"""
+
+
+@pytest.mark.parametrize("renames_done", [1, 3, 6])  # of the 7 renames
+def test_a_swap_cut_short_by_a_crash_is_rolled_back_by_the_next_update(world, renames_done):
+    world.build_outputs()
+    world.break_git()
+    world.push({"src/app.py": "two\n", "docs/old.md": None})
+    before = manifest(world.install)
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASH_MID_SWAP, str(world.install), world.server.url(), str(renames_done + 1)],
+        env=python_env(), cwd=ROOT, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert crashed.returncode == 9, crashed.stderr
+    assert manifest(world.install) != before  # it really was cut in the middle
+    assert recover_interrupted_swap(world.install) == ["rolled back the interrupted swap of update u1"]
+    assert manifest(world.install) == before
+    assert not (world.install / ".git/hermes-update/u1").exists()
+
+
+def test_an_up_to_date_archive_changes_nothing(world):
+    world.break_git()
+    before = manifest(world.install)
+    result = world.fall_back()
+    assert result.up_to_date and not result.moved
+    assert manifest(world.install) == before
+
+
+def test_archive_updates_chain_and_git_adopts_the_tree_once_it_works(world):
+    world.break_git()
+    first = world.push({"src/app.py": "two\n"})
+    world.fall_back()
+    second = world.push({"src/app.py": "three\n", "src/more.py": "x\n"})
+    result = world.fall_back()  # the stamped tree counts as clean
+    assert result.moved and code_sha(world.install) == second != first
+
+    world.repair_git()
+    third = world.push({"src/app.py": "four\n"})
+    steps: list[str] = []
+    done = apply(world.install, "main", on_step=lambda name, detail: steps.append(name))
+    assert "adopted" in steps and "stashed" not in steps  # nothing local was mistaken for a change
+    assert done.before == second and done.after == third and done.moved
+    assert head_commit(world.install) == third == code_sha(world.install)
+    assert not (world.install / ".git" / CODE_STAMP).exists()
+    assert git(world.install, "status", "--porcelain") == ""
+
+
+def test_a_stamp_is_ignored_once_head_moves(world):
+    world.break_git()
+    world.push({"src/app.py": "two\n"})
+    world.fall_back()
+    stamp = (world.install / ".git" / CODE_STAMP).read_text()
+    git(world.install, "commit", "-q", "--allow-empty", "-m", "moved by hand")
+    assert code_sha(world.install) == head_commit(world.install)
+    assert (world.install / ".git" / CODE_STAMP).read_text() == stamp
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+
+def test_settings_come_from_the_root_config_and_are_checked(tmp_path):
+    from services.updater.settings import load_settings
+    from shared.config import ConfigError
+
+    assert load_settings(tmp_path).archive_url is None  # no config: no fallback
+    (tmp_path / "config.yaml").write_text(
+        "update:\n  branch: stable\n  archive_url: https://example.invalid/{branch}.zip\n"
+        "  preserved_nested: [web/dist]\n"
+    )
+    settings = load_settings(tmp_path)
+    assert (settings.branch, settings.preserved_nested) == ("stable", ("web/dist",))
+    for bad, key in [
+        ("update: [1]", "update"),
+        ("update:\n  archive_url: file:///tmp/{branch}", "update.archive_url"),
+        ("update:\n  preserved_nested: [../outside]", "update.preserved_nested"),
+        ("update:\n  preserved_nested: [node_modules]", "update.preserved_nested"),
+        ("update:\n  branch: 7", "update.branch"),
+    ]:
+        (tmp_path / "config.yaml").write_text(bad + "\n")
+        with pytest.raises(ConfigError) as caught:
+            load_settings(tmp_path)
+        assert caught.value.key == key and "config.yaml" in caught.value.message
