@@ -252,10 +252,10 @@ def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(i
         (install.root / "config.yaml").write_text(
             f"# operator's settings\nupdate:\n  archive_url: {server.url('.tar.gz')}\n"
         )
-        built = install.path / "web" / "node_modules" / "tool.js"  # a live build output (ignored)
+        built = install.path / "hermes_cli" / "web_dist" / "index.html"  # a live build output (ignored)
         built.parent.mkdir(parents=True)
         built.write_text("built\n")
-        (install.path / ".gitignore").write_text((install.path / ".gitignore").read_text() + "node_modules/\n")
+        (install.path / ".gitignore").write_text((install.path / ".gitignore").read_text() + "web_dist/\n")
         git(install.path, "-c", "user.name=op", "-c", "user.email=op@example.invalid", "commit", "-qam", "ignore")
         git(install.path, "push", "-q", "origin", "HEAD")
         git(install.dev, "pull", "-q")
@@ -273,10 +273,10 @@ def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(i
         applies = [s for s in receipt["steps"] if s["name"] == "apply"]
         assert [s["ok"] for s in applies] == [False, True]  # git failed, then the archive
         assert applies[0]["detail"]["code"] == "git_failed" and applies[1]["detail"]["via"] == "archive"
-        assert receipt["apply"]["archive"]["carried"] == ["web/node_modules"]
+        assert receipt["apply"]["archive"]["carried"] == ["hermes_cli/web_dist"]
         assert receipt["completion"]["marker"] == "new-tree" and receipt["completion"]["code_sha"] == new
         assert receipt["after"]["code_sha"] == new and install.head() == old  # HEAD stays; the stamp speaks
-        assert built.read_text() == "built\n"
+        assert built.read_text() == "built\n"  # carried over by the swap
         assert len(server.requests) == 1
     finally:
         server.close()
