@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from services.gateway import ops
+from services.updater.completion import environment_owner
 from shared.sync_client import SyncClient
 from tests.conftest import ROOT, GatewayProcess, python_env, read_state, wait_for
 
@@ -278,5 +279,10 @@ def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(i
         assert receipt["after"]["code_sha"] == new and install.head() == old  # HEAD stays; the stamp speaks
         assert built.read_text() == "built\n"  # carried over by the swap
         assert len(server.requests) == 1
+        # An archive cannot say whether the dependency spec changed, but the test interpreter's
+        # environment belongs to this checkout, not to the install: owed, never re-pointed.
+        [owed] = report["followups"]
+        assert owed["step"] == "dependencies" and "by hand" in owed["reason"]
+        assert environment_owner() is not None and environment_owner().resolve() == ROOT.resolve()
     finally:
         server.close()

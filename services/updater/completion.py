@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
+import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from services.updater.handoff import RESULT_SCHEMA, Request
 from services.updater.restart import restart_fleet
@@ -106,6 +111,16 @@ class Completion:
         if changed is not None and not set(changed) & set(DEPENDENCY_SPECS):
             self.skip("dependencies", "the dependency spec did not change")
             return
+        owner = environment_owner()
+        if owner is None or os.path.realpath(owner) != os.path.realpath(install_root):
+            # Re-pointing an environment another checkout was installed into would move that
+            # install onto this tree's code: what is owed is a sync by hand, not a hijack.
+            whose = f"is installed from {owner}" if owner else "has no editable hermes-mesh install"
+            self._dependency_failed(
+                f"the dependency spec may have changed, but this interpreter's environment {whose}, "
+                f"not {install_root}: install the dependencies by hand"
+            )
+            return
         command = [sys.executable, "-m", "pip", "install", "--quiet", "-e", str(install_root),
                    "--config-settings", "editable_mode=compat"]  # fmt: skip
         try:
@@ -121,6 +136,21 @@ class Completion:
     def _dependency_failed(self, why: str) -> None:
         self.step("dependencies", False, why)
         self.followups.append({"step": "dependencies", "reason": why})
+
+
+def environment_owner() -> Path | None:
+    """The checkout this interpreter's hermes-mesh is an editable install of, or None."""
+    # The environment's own record (dist-info/direct_url.json), not a source tree's egg-info
+    # that the working directory happens to put first on sys.path.
+    raws = (dist.read_text("direct_url.json") for dist in importlib.metadata.distributions(name="hermes-mesh"))
+    try:
+        data = json.loads(next((raw for raw in raws if raw), "null"))
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not (data.get("dir_info") or {}).get("editable"):
+        return None
+    url = urlsplit(str(data.get("url", "")))
+    return Path(url2pathname(url.path)) if url.scheme == "file" else None
 
 
 def _changed_files(repo: Path, before: str | None, after: str | None) -> list[str] | None:
