@@ -80,6 +80,18 @@ def spawn():
         peer.kill()
 
 
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo args``: its stdout, stripped; a failure fails the test."""
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def isolated_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No user or system git config (credential helpers, pull/merge defaults) leaks into a test."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
 def wait_for(predicate, *, timeout: float, interval: float = 0.05, what: str = "condition"):
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     import time

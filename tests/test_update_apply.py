@@ -3,7 +3,6 @@ and a second clone that pushes upstream commits."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -14,17 +13,10 @@ import pytest
 
 from services.updater.apply_git import NotFastForward, WrongBranch, apply, is_dirty, run_git
 from services.updater.git import GitFailed
+from tests.conftest import git
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-@pytest.fixture(autouse=True)
-def isolated_git(monkeypatch: pytest.MonkeyPatch) -> None:
-    # No user or system config (credential helpers, pull/merge defaults) leaks into the tests.
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+pytestmark = pytest.mark.usefixtures("isolated_git")
 
 
 @dataclass

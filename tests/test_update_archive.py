@@ -27,19 +27,11 @@ from services.updater.git import GitFailed
 from shared.errors import HermesError
 from shared.version import CODE_STAMP, code_sha, head_commit
 from tests.archive_origin import ArchiveOrigin, Fault
-from tests.conftest import ROOT, python_env
+from tests.conftest import ROOT, git, python_env
 
 PRESERVED = ("web/node_modules", "web/dist")
 
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-@pytest.fixture(autouse=True)
-def isolated_git(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+pytestmark = pytest.mark.usefixtures("isolated_git")
 
 
 class World:
