@@ -6,9 +6,10 @@ the service ran the call), how long to wait first, and how request ids are made.
 
 from __future__ import annotations
 
+import errno
 import itertools
-import os
 import secrets
+import socket
 from dataclasses import dataclass
 from typing import Callable
 
@@ -51,10 +52,21 @@ def request_ids() -> Callable[[], str]:
     return lambda: f"{prefix}-{next(counter)}"
 
 
-def ipc_missing(address: str) -> bool:
-    """True when ``address`` is an ipc endpoint whose socket file does not exist: nothing
-    listens there, so a client can say so at once instead of waiting out its timeout."""
-    return address.startswith("ipc://") and not os.path.exists(address[len("ipc://") :])
+def ipc_unreachable(address: str) -> bool:
+    """True when ``address`` is an ipc endpoint that nothing listens on: no socket file, or
+    one left by a dead service (a connect is refused). A client says so at once instead of
+    waiting out its timeout. The probe is a non-blocking connect that never waits."""
+    if not address.startswith("ipc://"):
+        return False
+    path = address[len("ipc://") :]
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.setblocking(False)
+        return probe.connect_ex(path) in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK)
+    except OSError:  # e.g. a path over the sun_path limit: let zmq report it
+        return False
+    finally:
+        probe.close()
 
 
 def encode_call(

@@ -21,7 +21,7 @@ import trio
 import zmq
 
 from shared import protocol
-from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_missing, request_ids
+from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_unreachable, request_ids
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError, Reply
 from shared.zmq_trio import Socket, open_socket
 
@@ -164,7 +164,7 @@ class Client:
 
     async def _connection(self) -> _Connection:
         if self._conn is None:
-            if ipc_missing(self.address):
+            if ipc_unreachable(self.address):
                 raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
             self._conn = await self._nursery.start(self._run_connection)
         return self._conn

@@ -13,7 +13,7 @@ import zmq
 
 from shared import protocol
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
-from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_missing, request_ids
+from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_unreachable, request_ids
 
 
 class SyncClient:
@@ -69,14 +69,13 @@ class SyncClient:
         if self._sock is None:
             sock = zmq.Context.instance().socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.IMMEDIATE, 1)
             sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
             sock.connect(self.address)
             self._sock = sock
         return self._sock
 
     def _attempt(self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None) -> Any:
-        if ipc_missing(self.address):
+        if self._sock is None and ipc_unreachable(self.address):  # probed once per connection
             raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
         request_id = self._next_id()
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
@@ -86,7 +85,7 @@ class SyncClient:
             if not _wait(sock, zmq.POLLOUT, deadline):
                 raise zmq.Again
             sock.send(raw, zmq.NOBLOCK)
-        except zmq.Again:  # no peer, or the one that was ready went away (a restarting service)
+        except zmq.Again:  # the pipe to the service is full: it is not reading
             self.close()
             raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}") from None
         while True:
@@ -142,7 +141,7 @@ def call_all(
     poller = zmq.Poller()
     try:
         for address in addresses:
-            if ipc_missing(address):
+            if ipc_unreachable(address):
                 outcomes[address] = RemoteError(Code.UNAVAILABLE, f"no service is listening at {address}")
                 continue
             request_id = next_id()
@@ -156,7 +155,7 @@ def call_all(
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, max_frame * protocol.TRANSPORT_SIZE_FACTOR)
             sock.connect(address)
-            sock.send(raw, zmq.NOBLOCK)  # without IMMEDIATE the request waits in the pipe for the connection
+            sock.send(raw, zmq.NOBLOCK)  # the request waits in the pipe for the connection
             waiting[sock] = (address, request_id)
             poller.register(sock, zmq.POLLIN)
         deadline = time.monotonic() + timeout + REPLY_GRACE

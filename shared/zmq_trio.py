@@ -270,8 +270,9 @@ def _configure(
     zsock.setsockopt(zmq.MAXMSGSIZE, max_frame * TRANSPORT_SIZE_FACTOR)
     if sock_type == zmq.ROUTER:
         zsock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    if sock_type == zmq.DEALER:
-        zsock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request on a connection not yet made
+    # No IMMEDIATE on a DEALER: with it, zmq drops the replies already received but not yet
+    # read when the peer disconnects (a service answering, then exiting). Clients probe
+    # whether anything listens before they connect instead (call_rules.ipc_unreachable).
     for option, value in options:
         zsock.setsockopt(option, value)
 

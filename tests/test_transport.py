@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import msgpack
 import pytest
@@ -212,6 +213,28 @@ async def test_shutdown_answers_calls_in_flight_and_frees_the_endpoint(nursery, 
     async with open_client(address) as client:
         assert await client.call(ECHO, {"text": "reborn"}) == "reborn"
     again.stop(0)
+
+
+async def test_a_reply_that_arrived_survives_the_service_disconnecting(short_dir):
+    # A service that answers and exits at once (a drain, a shutdown) disconnects right after
+    # its last reply. A client busy elsewhere must still find the reply that had arrived.
+    address = f"ipc://{short_dir}/gone.ctl"
+    server = zmq.Context.instance().socket(zmq.ROUTER)
+    server.bind(address)
+    try:
+        async with open_socket(zmq.DEALER, connect=[address]) as client:
+            await client.send([b"request"])
+            with trio.fail_after(5):
+                while not server.poll(0):
+                    await trio.sleep(0.01)
+            peer, _ = server.recv_multipart()
+            server.send_multipart([peer, b"reply"])
+            server.close(linger=1000)
+            time.sleep(0.3)  # blocks the loop on purpose: the client's pump cannot read before the peer is gone
+            with trio.fail_after(2):
+                assert await client.receive() == [b"reply"]
+    finally:
+        server.close(linger=0)
 
 
 async def test_multipart_request_is_malformed(served):
