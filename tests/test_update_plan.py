@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from services.updater.plan import (
     make_plan,
     render_plan,
 )
+from tests.conftest import ROOT, python_env
 
 GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
 
@@ -317,6 +320,46 @@ def test_plan_lists_live_gateways_and_changes_nothing(short_dir, gateways, insta
     text = render_plan(plan)
     assert f"pid {first.pid}" in text and f"pid {second.pid}" in text
     assert "nothing was changed" in text
+
+
+def test_a_sibling_install_gateway_is_named_foreign_and_a_gateways_child_still_sees_its_parent(
+    short_dir, gateways, install
+):
+    ours, sibling = short_dir / "ours", short_dir / "sibling"
+    (ours / "profiles" / "coder").mkdir(parents=True)
+    (sibling / "profiles" / "coder").mkdir(parents=True)  # same profile name, another home
+    mine = gateways(ours, "coder")
+    theirs = gateways(sibling, "coder")
+    plan = make_plan(ours, install, probes=Probes(dockerenv=short_dir / "none"), env={})
+    assert [g["pid"] for g in plan.gateways] == [mine.pid]
+    foreign = [f for f in plan.foreign if f["pid"] == theirs.pid]
+    assert foreign and foreign[0]["home"] == str(sibling / "profiles" / "coder")
+    assert not any(f["pid"] == mine.pid for f in plan.foreign)
+    assert any(a.startswith("leave alone") and str(theirs.pid) in a for a in plan.actions)
+    assert "foreign" in render_plan(plan)
+
+    # An update started from inside a gateway (a tool of that gateway) scans from a descendant
+    # of it: the scan must not leave out its own ancestors. The parent here is gateway-shaped
+    # to the canonical matcher (`hermes gateway run`) and runs on our home.
+    entry = short_dir / "bin" / "hermes"
+    entry.parent.mkdir()
+    entry.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, subprocess, sys\n"
+        "child = subprocess.run([sys.executable, '-c', 'import json, sys; from pathlib import Path; "
+        "from services.gateway.fleet import scan_gateways; "
+        "print(json.dumps([r.pid for r in scan_gateways(Path(sys.argv[1]))]))', os.environ['ROOT']],\n"
+        "                       capture_output=True, text=True, timeout=60)\n"
+        "print(json.dumps({'me': os.getpid(), 'seen': json.loads(child.stdout or 'null'), 'err': child.stderr}))\n"
+    )
+    entry.chmod(0o755)
+    parent = subprocess.run(
+        [str(entry), "gateway", "run", "--profile", "coder"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env=python_env(HERMES_HOME=str(ours), ROOT=str(ours)),
+    )  # fmt: skip
+    assert parent.returncode == 0, parent.stderr
+    report = json.loads(parent.stdout)
+    assert report["me"] in report["seen"] and mine.pid in report["seen"], report["err"]
 
 
 def test_plan_up_to_date_without_gateways(short_dir, install):

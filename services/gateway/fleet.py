@@ -13,7 +13,7 @@ No trio here: the CLI imports this module, and psutil is imported only when a sc
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -182,29 +182,49 @@ def _same_path(a: object, b: Path) -> bool:
 
 def scan_gateways(root: Path) -> list[GatewayRecord]:
     """Gateway processes running on ``root`` or one of its profiles, found by a full process scan."""
-    import psutil  # lazy: `hermes gateway status` only pays for it when the scan runs
-
     root = Path(root).absolute()
     real_root = os.path.realpath(root)
     # Which profile a pid serves, from state files naming that very process: a gateway started
     # with --profile runs under the root's HERMES_HOME, so its environment alone cannot say.
     by_identity = _state_files_by_identity(root)
-    records: list[GatewayRecord] = []
+    records = [
+        record
+        for pid, environ in _gateway_processes()
+        if os.path.realpath(homes.root_home(environ)) == real_root  # another install's is never ours
+        and (record := _scanned_record(root, pid, environ, by_identity)) is not None
+    ]
+    return sorted(records, key=_order)
+
+
+def scan_foreign(root: Path) -> list[dict[str, Any]]:
+    """Gateway processes of OTHER homes on this machine: named in a plan, never touched.
+
+    Judged by the home each process actually runs on (its live environment), so a sibling
+    install on the same account is told apart from ours whatever its command line says."""
+    real_root = os.path.realpath(Path(root).absolute())
+    foreign = []
+    for pid, environ in _gateway_processes():
+        other = homes.root_home(environ)
+        if os.path.realpath(other) != real_root:
+            foreign.append({"kind": "process", "name": f"pid {pid}", "pid": pid, "home": str(homes.active_home(environ)),
+                            "root": str(other)})  # fmt: skip
+    return foreign
+
+
+def _gateway_processes() -> Iterator[tuple[int, dict[str, str]]]:
+    """(pid, environment) of every process the canonical matcher calls a gateway; no ancestor
+    of ours is left out (an update run from inside a gateway must still see that gateway)."""
+    import psutil  # lazy: `hermes gateway status` only pays for it when the scan runs
+
     # environ is read only for gateway-shaped processes: it is the expensive part of a scan.
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info.get("cmdline")
         if not cmdline or not looks_like_gateway_command_line(cmdline):
             continue
         try:
-            environ = proc.environ()
+            yield proc.pid, proc.environ()
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
-        if os.path.realpath(homes.root_home(environ)) != real_root:
-            continue  # another install's gateway: never ours
-        record = _scanned_record(root, proc.pid, environ, by_identity)
-        if record is not None:
-            records.append(record)
-    return sorted(records, key=_order)
 
 
 def _state_files_by_identity(root: Path) -> dict[ProcessIdentity, tuple[str, dict[str, Any]]]:

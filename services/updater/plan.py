@@ -214,6 +214,7 @@ class Plan:
     git_error: dict[str, Any] | None  # GitFailed.to_dict() when the target could not be read
     profiles: list[dict[str, str]]
     gateways: list[dict[str, Any]]
+    foreign: list[dict[str, Any]]  # runtimes of other homes on this machine: named, never touched
     backup: BackupMode
     actions: list[str]
     created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -235,6 +236,7 @@ class Plan:
             "git_error": self.git_error,
             "profiles": self.profiles,
             "gateways": self.gateways,
+            "foreign": self.foreign,
             "backup": self.backup,
             "actions": self.actions,
         }
@@ -264,6 +266,7 @@ def make_plan(
             target_error = exc.to_dict()
     profiles = [{"name": name, "home": str(homes.profile_home(name, root))} for name in homes.list_profiles(root)]
     gateways = [record.to_dict() for record in fleet.discover(root)]
+    foreign = fleet.scan_foreign(root)
     sha = code_sha(install_root)
     return Plan(
         root=root,
@@ -275,8 +278,10 @@ def make_plan(
         git_error=target_error,
         profiles=profiles,
         gateways=gateways,
+        foreign=foreign,
         backup=backup,
-        actions=_actions(install, target, target_error, profiles, gateways, backup, archive_url),
+        actions=_actions(install, target, target_error, profiles, gateways, backup, archive_url)
+        + _leave_alone(foreign),
     )
 
 
@@ -330,6 +335,13 @@ def _actions(
     return actions
 
 
+def _leave_alone(foreign: list[dict[str, Any]]) -> list[str]:
+    if not foreign:
+        return []
+    listed = ", ".join(f"{f['name']} on {f['home']}" for f in foreign)
+    return [f"leave alone {len(foreign)} gateway(s) of other homes: {listed}"]
+
+
 def _snapshot_action(profiles: list[dict[str, str]], backup: BackupMode) -> str:
     if backup == "none":
         return "no snapshot (--no-backup): the receipt records that none was taken"
@@ -356,6 +368,9 @@ def render_plan(plan: Plan) -> str:
     for g in plan.gateways:
         version = f"{g['code_version'] or '?'} @ {_short(g['code_sha'])}"
         lines.append(f"    {g['profile']:<16} pid {g['pid']:<8} {g['state']:<9} {g['supervisor']:<12} {version}  ({g['source']})")
+    if plan.foreign:
+        lines.append(f"  foreign   {len(plan.foreign)} of other homes (never drained or restarted)")
+        lines.extend(f"    {f['kind']:<9} {f['name']:<24} {f['home']}" for f in plan.foreign)
     lines.append("")
     lines.append("Would:" if not plan.refused else "Refused:")
     lines.extend(f"  {i}. {action}" for i, action in enumerate(plan.actions, 1))
