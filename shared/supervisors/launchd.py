@@ -19,6 +19,7 @@ from typing import Any
 from xml.parsers.expat import ExpatError
 
 from shared import homes
+from shared.errors import HermesError
 from shared.files import PUBLIC_MODE, write_bytes_atomic
 from shared.supervisors import (
     InstalledUnit,
@@ -45,6 +46,12 @@ Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
 _NOT_LOADED_NOTE = "launchd reads the plist when the job is bootstrapped: run `hermes gateway start`"
 
 
+class PlistInvalid(HermesError):
+    """A job's plist that cannot be read, or is not a job launchd would load."""
+
+    code = "unit_file_invalid"
+
+
 # --- names ------------------------------------------------------------------------------------
 
 
@@ -57,9 +64,13 @@ def profile_of(label: str) -> str | None:
     return profile_for(label, LABEL)
 
 
+def unit_dir(scope: str) -> Path:
+    """Where jobs of ``scope`` live: the user's LaunchAgents, or the system's LaunchDaemons."""
+    return SYSTEM_DAEMON_DIR if check_scope(scope) == "system" else Path.home() / "Library" / "LaunchAgents"
+
+
 def unit_path(profile: str, *, scope: str) -> Path:
-    directory = SYSTEM_DAEMON_DIR if check_scope(scope) == "system" else Path.home() / "Library" / "LaunchAgents"
-    return directory / f"{unit_name(profile)}.plist"
+    return unit_dir(scope) / f"{unit_name(profile)}.plist"
 
 
 # --- writing plists ---------------------------------------------------------------------------
@@ -199,13 +210,67 @@ def find(profile: str, home: Path) -> Unit | None:
     return None
 
 
-def plist_home(path: Path) -> str | None:
-    """``EnvironmentVariables.HERMES_HOME`` of the plist at ``path``; None if absent or unreadable."""
+def gateway_jobs(directory: Path) -> list[tuple[str, Path]]:
+    """``(label, plist)`` for every file in ``directory`` named after a gateway label exactly,
+    by label. Only names are read; a missing directory has none, any other failure to list
+    it is the caller's OSError."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    labels = (name[: -len(".plist")] for name in names if name.endswith(".plist"))
+    return sorted((label, Path(directory) / f"{label}.plist") for label in labels if profile_of(label) is not None)
+
+
+# What plistlib's XML and binary parsers raise on malformed input (ValueError covers
+# InvalidFileException; a bad <date> is an AttributeError, a truncated binary offset a LookupError).
+_MALFORMED = (ExpatError, ValueError, LookupError, AttributeError, TypeError, OverflowError)
+
+
+def load_job(path: Path) -> dict[str, Any]:
+    """The job at ``path``; PlistInvalid says why it cannot be one (unreadable, malformed, not a dict)."""
     try:
         with open(path, "rb") as handle:
             job = plistlib.load(handle)
-    except (OSError, plistlib.InvalidFileException, ExpatError, ValueError):
-        return None
-    environment = job.get("EnvironmentVariables") if isinstance(job, dict) else None
+    except OSError as exc:
+        raise PlistInvalid(f"{path} cannot be read: {exc.strerror or exc}", detail={"path": str(path)}) from None
+    except _MALFORMED as exc:
+        raise PlistInvalid(f"{path} is not a valid plist: {exc}", detail={"path": str(path)}) from None
+    if not isinstance(job, dict):
+        raise PlistInvalid(f"{path} holds a {type(job).__name__}, not a job", detail={"path": str(path)})
+    return job
+
+
+def job_home(job: dict[str, Any]) -> str | None:
+    """The job's ``EnvironmentVariables.HERMES_HOME``; None when it sets none."""
+    environment = job.get("EnvironmentVariables")
     value = environment.get("HERMES_HOME") if isinstance(environment, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def job_unit(path: Path, *, scope: str) -> Unit:
+    """The gateway job in the plist at ``path``, named after its file, with the home its
+    plist sets (whichever install that is). PlistInvalid when it is no gateway job we can
+    act on: unreadable, malformed, labelled otherwise than its file, or without a home."""
+    path = Path(path)
+    label = path.name.removesuffix(".plist")
+    profile = profile_of(label)
+    if profile is None:
+        raise PlistInvalid(f"{path} is not named after a gateway label", detail={"path": str(path)})
+    job = load_job(path)
+    if job.get("Label") != label:
+        raise PlistInvalid(
+            f"{path} labels its job {job.get('Label')!r}, not {label!r}", detail={"path": str(path), "label": label}
+        )
+    home = job_home(job)
+    if home is None:
+        raise PlistInvalid(f"{path} sets no HERMES_HOME in its EnvironmentVariables", detail={"path": str(path)})
+    return Unit(kind=KIND, name=label, profile=profile, home=Path(home), path=path, scope=check_scope(scope))
+
+
+def plist_home(path: Path) -> str | None:
+    """``EnvironmentVariables.HERMES_HOME`` of the plist at ``path``; None if absent or unreadable."""
+    try:
+        return job_home(load_job(path))
+    except PlistInvalid:
+        return None
