@@ -2,8 +2,9 @@
 
 ``<root>/update.lock`` is an ``flock`` (shared.locks.FileLock): taking it is one atomic step
 with no read-then-write window, and the kernel drops it when its holder dies, so a lock left
-by ``kill -9`` is recovered simply by acquiring it. The flock's fd is close-on-exec: the
-completion child never inherits it while the updater, its parent, keeps holding it.
+by ``kill -9`` is recovered simply by acquiring it. The flock's fd is close-on-exec; only the
+completion is handed it (``fileno``), so that it shares the lock: a completion orphaned by a
+killed updater still keeps a second update out until it has finished.
 
 ``<root>/update.lock.json`` says who holds it (pid, start time, update id, start) so a second
 ``hermes update`` can name the run it is refused by. It is written after the flock is taken
