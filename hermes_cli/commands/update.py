@@ -4,11 +4,15 @@
 updater's control socket. The CLI dying does not stop the update; ``hermes logs update
 --follow`` re-attaches. Exit codes are the update's: 0 success (also committed with
 follow-ups), 1 nothing committed or rolled back, 2 refused or concurrent, 130 interrupted.
+Its report names what the run found interrupted, what it retried and what is still owed;
+``--plan`` and ``--check`` name what is owed, since ``hermes update`` prints no owed-restart
+warning of its own.
 """
 
 from __future__ import annotations
 
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -18,15 +22,24 @@ from typing import Any
 from hermes_cli import output
 from shared import homes
 from shared.errors import HermesError
+from shared.files import read_json
 from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 30.0
+# What the updater catches as "stop" once it runs; one that dies of them began nothing.
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 # A follower asks for progress in slices this long, checking between them that the updater lives.
 FOLLOW_SLICE = 5.0
 
 
 class NotConfirmed(HermesError):
     code = "confirmation_required"
+
+
+class UpdaterExited(HermesError):
+    """The updater ended before it wrote a receipt of its own (it began nothing)."""
+
+    code = "updater_exited"
 
 
 def cmd_update(args) -> int:
@@ -45,7 +58,7 @@ def cmd_update(args) -> int:
     update_id = secrets.token_hex(6)
     updater = _spawn(root, update_id, args)
     try:
-        return _follow(args, root, updater)
+        return _follow(args, root, updater, update_id)
     except KeyboardInterrupt:
         print(
             f"\nstopped following; update {update_id} goes on (pid {updater.pid}). "
@@ -60,17 +73,34 @@ def _plan(args, root: Path) -> int:
 
     plan = make_plan(root, INSTALL_ROOT, branch=args.branch)
     data = plan.to_dict()
+    owed = _owed(root)
     if args.check:
         git = data.get("git") or {}
         available = bool(git) and not git.get("up_to_date", True)
         output.emit(
             args,
-            {"update_available": available, "install": data["install"], "git": git},
-            lambda d: "an update is available" if d["update_available"] else "already up to date",
+            {"update_available": available, "install": data["install"], "git": git, "owed": owed},
+            lambda d: _with_owed("an update is available" if d["update_available"] else "already up to date", owed),
         )
         return 0
-    output.emit(args, data, lambda d: render_plan(plan))
+    output.emit(args, {**data, "owed": owed}, lambda d: _with_owed(render_plan(plan), owed))
     return 0
+
+
+def _owed(root: Path) -> dict[str, Any]:
+    """What earlier updates left owed, which the next ``hermes update`` retries."""
+    from services.updater import obligations
+
+    return {"completion": obligations.read_completion(root), "fleet_restart": obligations.read_fleet(root)}
+
+
+def _with_owed(text: str, owed: dict[str, Any]) -> str:
+    lines = [text]
+    if owed["completion"]:
+        lines.append(f"⚠ owed: the completion of update {owed['completion']['update_id']}; `hermes update` runs it")
+    for profile, part in owed["fleet_restart"].items():
+        lines.append(f"⚠ owed: a restart of gateway {profile} onto {str(part['expected'])[:12]} ({part['reason']})")
+    return "\n".join(lines)
 
 
 def _spawn(root: Path, update_id: str, args) -> subprocess.Popen:
@@ -90,9 +120,10 @@ def _spawn(root: Path, update_id: str, args) -> subprocess.Popen:
         )
 
 
-def _follow(args, root: Path, updater: subprocess.Popen | None) -> int:
-    """Follow the running update to its end, in short slices: between slices the updater's
-    liveness is checked, so a follower never waits on an updater that is gone."""
+def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str | None = None) -> int:
+    """Follow the running update (``update_id``, when this command started it) to its end, in
+    short slices: between slices the updater's liveness is checked, so a follower never waits
+    on an updater that is gone."""
     from services.updater import ops
     from services.updater.lock import holder
     from shared.call_rules import NO_RETRY
@@ -119,30 +150,42 @@ def _follow(args, root: Path, updater: subprocess.Popen | None) -> int:
                 if exc.code not in retry_codes:
                     raise
                 if not updater_alive():
-                    return _finished(args, root)
+                    return _finished(args, root, updater, update_id)
                 time.sleep(0.05)
                 continue
-            return _report(args, root, terminal)
+            return _report(args, terminal)
 
 
-def _finished(args, root: Path) -> int:
-    """The updater is gone: its receipt tells how the run ended."""
+def _finished(args, root: Path, updater: subprocess.Popen | None, update_id: str | None) -> int:
+    """The updater is gone: its receipt tells how the run ended. An updater that began no
+    receipt (refused by the lock, or stopped before it began) ends this command too."""
+    from services.updater.lock import UpdateInProgress, holder
     from services.updater.receipt import ReceiptStore
 
-    receipt = ReceiptStore(root).latest()
-    if receipt is None:
-        raise HermesError(f"the updater exited without a receipt; see {root / 'logs' / 'update.log'}")
-    data = receipt.to_dict()
-    path = ReceiptStore(root).path_for(receipt)
-    return _report(args, root, {"update_id": data["update_id"], "outcome": data["outcome"],
-                                "exit_code": data.get("exit_code") or 0, "receipt": str(path)})  # fmt: skip
+    store = ReceiptStore(root)
+    receipt = store.latest()
+    if receipt is None or (update_id is not None and receipt.update_id != update_id):
+        code = updater.returncode if updater is not None else None
+        if code is not None and -code in STOP_SIGNALS:  # stopped while it started: nothing was begun
+            return _report(args, {"update_id": update_id, "outcome": "interrupted", "exit_code": 130, "receipt": None})
+        if code == 2:  # another update took the lock between our check and the updater's
+            raise UpdateInProgress(root / "update.lock", holder(root) or {})
+        raise UpdaterExited(
+            f"the updater exited ({code}) before it wrote a receipt; see {root / 'logs' / 'update.log'}",
+            detail={"update_id": update_id, "exit_code": code},
+        )
+    terminal = {"update_id": receipt.update_id, "outcome": receipt.outcome, "exit_code": receipt.exit_code,
+                "receipt": str(store.path_for(receipt))}  # fmt: skip
+    if not receipt.finished:  # its updater died mid-run: the next update marks it and retries what it owes
+        terminal.update(outcome="interrupted", exit_code=130)
+    return _report(args, terminal)
 
 
-def _report(args, root: Path, terminal: dict[str, Any]) -> int:
-    from services.updater.receipt import ReceiptStore
+def _report(args, terminal: dict[str, Any]) -> int:
+    from services.updater.receipt import Receipt
 
-    receipt = ReceiptStore(root).latest()
-    data = receipt.to_dict() if receipt else {}
+    data = Receipt.from_dict(read_json(Path(terminal["receipt"]))).to_dict() if terminal["receipt"] else {}
+    steps = data.get("steps", [])
     document = {
         "update_id": terminal["update_id"],
         "outcome": terminal["outcome"],
@@ -150,6 +193,8 @@ def _report(args, root: Path, terminal: dict[str, Any]) -> int:
         "receipt": terminal["receipt"],
         "before": data.get("before"),
         "after": data.get("after"),
+        "found_interrupted": [u for s in steps if s["name"] == "found-interrupted" for u in s["detail"]["updates"]],
+        "retried": [s["detail"] for s in steps if s["name"] == "retry"],
         "fleet": data.get("fleet", []),
         "followups": data.get("followups", []),
         "user_action": data.get("user_action"),
@@ -159,7 +204,12 @@ def _report(args, root: Path, terminal: dict[str, Any]) -> int:
 
 
 def _summary_text(d: dict[str, Any]) -> str:
-    lines = []
+    lines = [f"! update {update_id} had been interrupted; marked so in its receipt" for update_id in d["found_interrupted"]]
+    for retry in d["retried"]:
+        if retry["owed"] == "completion":
+            lines.append(f"↻ retried the completion of update {retry['update_id']} ({retry['how']})")
+        else:
+            lines.append(f"↻ retried the restart of {', '.join(retry['gateways'])}")
     if d["fleet"]:
         rows = [
             (r["profile"], r["supervisor"] or "-", r["pid"] or "-", r["state"], (r["running"] or "-")[:12],
@@ -180,7 +230,8 @@ class _Progress:
     place and each finished stage stays as a line with its mark; elsewhere (a pipe, a log)
     every event is a plain line with no control characters."""
 
-    MARKS = {"done": "✓", "skip": "-", "fail": "✗", "refused": "✗", "parked": "!", "fallback": "!"}
+    MARKS = {"done": "✓", "skip": "-", "fail": "✗", "refused": "✗", "parked": "!", "fallback": "!", "owed": "!",
+             "interrupted": "!", "retry": "↻", "adopted": "↻"}  # fmt: skip
 
     def __init__(self, args, stream=sys.stderr) -> None:
         self.quiet = output.wants_json(args)

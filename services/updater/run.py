@@ -13,13 +13,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from services.updater import ops
+from services.gateway import ops as gateway_ops
+from services.gateway.fleet import discover
+from services.updater import obligations, ops
 from services.updater.apply_archive import DirtyTree, SwapFailed, apply_archive, should_fall_back
 from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply
 from services.updater.archive import ArchiveFailed
@@ -27,9 +32,10 @@ from services.updater.handoff import ENTRY_MODULE, Request, read_result
 from services.updater.lock import UpdateLock
 from services.updater.plan import DEFAULT_BRANCH, make_plan
 from services.updater.receipt import Receipt, ReceiptStore, exit_code_for
+from services.updater.restart import restart_one
 from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
-from services.updater.verify import fleet_matrix, followups_for
+from services.updater.verify import STALE, fleet_matrix, followups_for
 from shared import homes
 from shared.errors import HermesError
 from shared.identity import current_identity
@@ -39,8 +45,14 @@ from shared.version import current_branch
 log = logging.getLogger(__name__)
 
 COMPLETION_TIMEOUT = 1800.0
+# How long a completion told to stop (SIGTERM) has before it is killed.
+COMPLETION_STOP_GRACE = 10.0
+POLL_INTERVAL = 0.1
 MAX_EVENTS = 2000
 FOLLOWER_GRACE = 2.0
+MAX_PARALLEL_RESTARTS = 8
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+RESTARTABLE = frozenset({gateway_ops.RUNNING, gateway_ops.DRAINING, gateway_ops.STARTING})
 
 
 class Interrupted(Exception):
@@ -52,7 +64,9 @@ def _now() -> str:
 
 
 class UpdateRun:
-    def __init__(self, root: Path, install_root: Path, update_id: str, options: dict[str, Any], lock: UpdateLock):
+    def __init__(
+        self, root: Path, install_root: Path, update_id: str, options: dict[str, Any], lock: UpdateLock, stop: threading.Event
+    ):
         self.root, self.install_root = root, install_root
         self.lock = lock
         self.update_id = update_id
@@ -64,7 +78,12 @@ class UpdateRun:
         self.outcome: str | None = None
         self.exit_code: int | None = None
         self.committed = False
-        self._stop_requested = False
+        self._stop = stop  # set by a stop signal, from the first moment of the process
+        # What is owed (read after the plan, then as this run arms and settles it), and the
+        # profiles whose gateway must run the new code: live now, or owed a restart.
+        self.pending: dict[str, Any] | None = None
+        self.fleet_owed: dict[str, dict[str, Any]] = {}
+        self.expected: list[str] = []
         self._events: list[dict[str, Any]] = []
         self._new_event = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
@@ -79,7 +98,6 @@ class UpdateRun:
         service.add(ops.STATUS, self._status)
         async with trio.open_nursery() as nursery:
             await nursery.start(service.serve)
-            nursery.start_soon(self._watch_signals)
             code = await trio.to_thread.run_sync(self.pipeline)
             self._publish({"stage": "done", "status": self.outcome, "detail": {"exit_code": code}})
             with trio.move_on_after(FOLLOWER_GRACE):  # let followers read the end
@@ -89,11 +107,6 @@ class UpdateRun:
             await service.wait_stopped()
             nursery.cancel_scope.cancel()
         return code
-
-    async def _watch_signals(self) -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            async for _ in signals:
-                self._stop_requested = True
 
     async def _follow(self, call: Call) -> dict[str, Any]:
         index = call.args.get("from", 0)
@@ -136,15 +149,21 @@ class UpdateRun:
 
     def pipeline(self) -> int:
         """The whole run; the caller holds the update lock for all of it."""
-        self.store.mark_interrupted()
+        found = self.store.mark_interrupted(by=self.update_id)
         self.receipt = Receipt.begin(self.update_id, list(sys.orig_argv), current_identity(), self._code())
         self._write()
         try:
+            self._found_interrupted(found)
             self._stages()
             outcome = self.outcome or "success"
         except Interrupted:
             outcome = "interrupted"
-            self.receipt.step("interrupted", False, "stopped by a signal" + (" after the commit point" if self.committed else ""))
+            self.receipt.step("interrupted", False, "stopped by a signal" + (
+                " after the commit point: what is owed stays armed for the next update" if self.committed
+                else " before the commit point: nothing was changed"))  # fmt: skip
+            ran = self.receipt["completion"] is not None or any(f["step"] == "completion" for f in self.receipt["followups"])
+            if self.committed and not ran:
+                self._owe_unfinished("stopped before the completion ran: the next update runs it")
         except _Finish as finish:
             outcome = finish.outcome
         except Exception as exc:  # the receipt must still say what happened
@@ -162,6 +181,22 @@ class UpdateRun:
         self.outcome, self.exit_code = outcome, code
         return code
 
+    def _found_interrupted(self, found: list[Receipt]) -> None:
+        """Say so when an earlier run died mid-way: its receipt now reads ``interrupted``, and
+        what it left owed is retried by this run."""
+        recovered = self.lock.recovered
+        if not found and recovered is None:
+            return
+        assert self.receipt is not None
+        ids = [r.update_id for r in found]
+        self.receipt.step("found-interrupted", True, {"updates": ids, "lock": recovered})
+        for receipt in found:
+            gone = f"update {receipt.update_id} (pid {receipt.identity.pid}) was interrupted"
+            self.emit("recover", "interrupted", f"{gone}: its receipt now says so; what it owes is retried")
+        if recovered is not None and recovered["update_id"] not in ids:
+            gone = f"update {recovered['update_id']} (pid {recovered['pid']}) died holding the lock"
+            self.emit("recover", "interrupted", f"{gone}; what it owes is retried")
+
     def _code(self) -> dict[str, Any]:
         from shared.version import __version__, code_sha
 
@@ -174,7 +209,7 @@ class UpdateRun:
     def _boundary(self, stage: str) -> None:
         """Between stages: the receipt is rewritten and a stop request is honoured."""
         self._write()
-        if self._stop_requested:
+        if self._stop.is_set():
             raise Interrupted
         self.emit(stage, "start")
 
@@ -206,7 +241,7 @@ class UpdateRun:
             receipt.step("plan", False, f"cannot read the update target: {why}")
             self.emit("plan", "fail", why)
             raise _Finish("failed")
-        live_profiles = [g["profile"] for g in plan_data.get("gateways", [])]
+        self._read_owed([g["profile"] for g in plan_data.get("gateways", [])])
 
         self._boundary("snapshot")
         if self.options.get("no_backup"):
@@ -240,7 +275,7 @@ class UpdateRun:
             # update still runs, and what broke is owed.
             receipt.followup("apply", getattr(exc, "message", str(exc)))
             self._boundary("completion")
-            self._complete(before, self._code()["code_sha"], live_profiles)
+            self._completion_done(self._complete(self._owed_before(before), self._code()["code_sha"]))
             return
         receipt.set("apply", result.to_dict())
         applied = {"before": result.before, "after": result.after, "moved": result.moved, "via": result.via}
@@ -250,29 +285,26 @@ class UpdateRun:
             receipt.user_action(result.user_action)
 
         if not result.moved:
-            receipt.skip("completion", "already up to date: the code did not change")
-            self._boundary("verify")
-            matrix = fleet_matrix(self.root, result.after, expected_profiles=live_profiles)
-            receipt.set("fleet", matrix)
-            for owed in followups_for(matrix, expected_profiles=set(live_profiles)):
-                receipt.followup(owed["step"], owed["reason"])
-            self.emit("verify", "done", {"fleet": matrix})
+            self._retry_owed(result.after)
             return
 
         self._boundary("completion")
-        completion = self._complete(result.before, result.after, live_profiles)
+        completion = self._complete(self._owed_before(result.before), result.after)
         if result.stash == "parked":
             self.outcome = "partial"  # committed, but only the user can re-apply their changes
+        self._completion_done(completion)
+
+    def _completion_done(self, completion: dict[str, Any] | None) -> None:
         if completion is None:
             self.emit("completion", "fail", "owed: see the receipt's follow-ups")
-        else:
-            restarted = completion.get("restart", [])
-            self.emit("completion", "done", {
-                "restarted": sum(r["ok"] for r in restarted),
-                "gateways": len(restarted),
-                "current": sum(row["verdict"] == "current" for row in completion.get("fleet", [])),
-                "followups": len(completion.get("followups", [])),
-            })  # fmt: skip
+            return
+        restarted = completion.get("restart", [])
+        self.emit("completion", "done", {
+            "restarted": sum(r["ok"] for r in restarted),
+            "gateways": len(restarted),
+            "current": sum(row["verdict"] == "current" for row in completion.get("fleet", [])),
+            "followups": len(completion.get("followups", [])),
+        })  # fmt: skip
 
     def _apply(self, branch: str, settings: UpdateSettings) -> ApplyResult:
         """Fast-forward with git; when git itself fails before the commit point and an archive
@@ -300,10 +332,126 @@ class UpdateRun:
             self.committed = True  # the commit point: from here on nothing fails the update
             assert self.receipt is not None
             self.receipt.step("moved", True, detail)
+            self._arm(detail["before"], detail["after"])
             self._write()
         self.emit("apply", name, detail)
 
-    def _complete(self, before: str, after: str, live_profiles: list[str]) -> dict[str, Any] | None:
+    # --- obligations: armed at the commit point, settled by results and verifies ---------
+
+    def _read_owed(self, live: list[str]) -> None:
+        """What earlier runs left owed; a corrupt obligation is reported and rebuilt, never trusted."""
+        assert self.receipt is not None
+        fleet: dict[str, Any] = {}
+        try:
+            self.pending = obligations.read_completion(self.root)
+        except HermesError as exc:  # owed, of unknown code: the retry syncs dependencies regardless
+            self.receipt.step("obligations", False, exc.to_dict())
+            self.pending = {"update_id": "unknown", "before": None, "after": None, "attempt": None}
+        try:
+            fleet = obligations.read_fleet(self.root)
+        except HermesError as exc:  # rebuilt from the next verify
+            self.receipt.step("obligations", False, exc.to_dict())
+        self.fleet_owed = fleet
+        self.expected = sorted(set(live) | set(fleet))
+        if self.pending is None and not fleet:
+            return
+        completion = self.pending and self.pending["update_id"]
+        self.receipt.step("owed", True, {"completion": completion, "fleet-restart": sorted(fleet)})
+        owed = [f"the completion of update {completion}"] if completion else []
+        if fleet:
+            owed.append(f"a restart of {', '.join(fleet)}")
+        self.emit("plan", "owed", "; ".join(owed))
+
+    def _owed_before(self, before: str | None) -> str | None:
+        """The code the owed completion starts from: a completion still owed covers its
+        update's whole move (its dependency spec may have changed there), not only this one."""
+        return self.pending["before"] if self.pending is not None else before
+
+    def _arm(self, before: str | None, after: str) -> None:
+        """The commit point: a completion is owed, and every gateway that should run the new code
+        is owed a restart onto it. Both stay armed until done (apply's hook must not raise)."""
+        assert self.receipt is not None
+        before = self._owed_before(before)
+        try:
+            obligations.arm_completion(self.root, update_id=self.update_id, before=before, after=after)
+            self.pending = {"update_id": self.update_id, "before": before, "after": after, "attempt": None}
+            why = f"the code moved to {after[:12]}; not restarted yet"
+            parts = {p: obligations.owed_part(after, obligations.NOT_RESTARTED, why, self.update_id) for p in self.expected}
+            obligations.settle_fleet(self.root, parts)
+            self.fleet_owed = parts
+        except (OSError, HermesError) as exc:
+            self.receipt.step("obligations", False, f"could not arm: {exc}")
+
+    def _settle(self, matrix: list[dict[str, Any]]) -> None:
+        """A verify saw the whole fleet: owe exactly the gateways it found wanting."""
+        assert self.receipt is not None
+        owed = [row for row in matrix if followups_for([row], expected_profiles=set(self.expected))]
+        parts = {
+            row["profile"]: obligations.owed_part(
+                row["expected"],
+                obligations.STALE if row["verdict"] == STALE else obligations.DOWN,
+                f"runs {str(row['running'])[:12]}" if row["verdict"] == STALE else "down",
+                self.update_id,
+            )
+            for row in owed
+        }
+        obligations.settle_fleet(self.root, parts)
+        self.fleet_owed = parts
+        if owed:
+            reasons = [f"gateway {row['profile']} is {row['verdict']}" for row in owed]
+            self.receipt.followup("fleet-restart", "; ".join(reasons))
+
+    def _owe_unfinished(self, why: str) -> None:
+        """No completion delivered: it is owed, and so is every gateway restart it was to do."""
+        assert self.receipt is not None
+        self.receipt.followup("completion", why)
+        if self.fleet_owed:
+            expected = {str(part["expected"])[:12] for part in self.fleet_owed.values()}
+            names = ", ".join(self.fleet_owed)
+            self.receipt.followup("fleet-restart", f"gateways {names} are not restarted onto {', '.join(sorted(expected))}")
+
+    def _retry_owed(self, code: str) -> None:
+        """Already up to date: retry what earlier runs left owed, then verify the fleet."""
+        receipt = self.receipt
+        assert receipt is not None
+        pending = self.pending
+        if pending is not None:
+            self._boundary("completion")
+            self._adopt(pending)
+            if self.pending is not None:  # nothing to adopt, or what was adopted still owes the tail
+                receipt.step("retry", True, {"owed": "completion", "update_id": pending["update_id"], "how": "re-run"})
+                self.emit("completion", "retry", f"the completion of update {pending['update_id']} is owed: running it")
+                self._completion_done(self._complete(pending["before"], code))
+                return  # the completion restarted and verified the fleet, or is owed again
+        else:
+            receipt.skip("completion", "already up to date: the code did not change")
+        self._boundary("verify")
+        matrix = fleet_matrix(self.root, code, expected_profiles=self.expected)
+        wanting = {row["profile"] for row in matrix if row["verdict"] == STALE}
+        if wanting:
+            receipt.step("retry", True, {"owed": "fleet-restart", "gateways": sorted(wanting)})
+            self._boundary("restart")
+            outcomes = self._restart(wanting, code)
+            receipt.set("restart", outcomes)
+            receipt.step("restart", all(o["ok"] for o in outcomes), {"gateways": len(outcomes)})
+            self.emit("restart", "done", {"restarted": sum(o["ok"] for o in outcomes), "gateways": len(outcomes)})
+            self._boundary("verify")
+            matrix = fleet_matrix(self.root, code, expected_profiles=self.expected)
+        receipt.set("fleet", matrix)
+        self._settle(matrix)
+        self.emit("verify", "done", {"fleet": matrix})
+
+    def _restart(self, profiles: set[str], code: str) -> list[dict[str, Any]]:
+        """Restart the live gateways of ``profiles`` onto ``code``, each on its own thread."""
+        gateways = [g for g in discover(self.root, scan=False) if g.profile in profiles and g.state in RESTARTABLE]
+        if not gateways:
+            return []
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_RESTARTS, len(gateways))) as pool:
+            return [o.to_dict() for o in pool.map(lambda g: restart_one(self.root, g, code), gateways)]
+
+    # --- the completion ------------------------------------------------------------------
+
+    def _complete(self, before: str | None, after: str | None) -> dict[str, Any] | None:
         receipt = self.receipt
         assert receipt is not None and self.receipt_path is not None
         base = self.receipt_path.with_suffix("")
@@ -314,12 +462,13 @@ class UpdateRun:
             before=before,
             after=after,
             result_path=str(base) + ".result.json",
-            live_profiles=live_profiles,
+            live_profiles=self.expected,
             options={k: v for k, v in self.options.items() if isinstance(v, (str, bool, int, type(None)))},
         )
+        request_path = Path(str(base) + ".request.json")
         try:
-            request_path = Path(str(base) + ".request.json")
             request.write(request_path)
+            self._note_attempt(request_path, Path(request.result_path))
             # A fresh interpreter started from the new tree: nothing of it is imported here.
             child = subprocess.Popen(
                 [sys.executable, "-m", ENTRY_MODULE, str(request_path)],
@@ -329,18 +478,76 @@ class UpdateRun:
                 pass_fds=(self.lock.fileno(),),  # the completion shares the update lock
             )
         except OSError as exc:
-            receipt.followup("completion", f"the completion could not be started: {exc}")
+            self._owe_unfinished(f"the completion could not be started: {exc}")
             return None
         self.emit("completion", "started", {"pid": child.pid})
-        try:
-            child.wait(timeout=COMPLETION_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        stopped = self._wait(child)
         result = read_result(Path(request.result_path), request)
         if result is None:
-            receipt.followup("completion", f"the completion (pid {child.pid}) exited {child.returncode} without a result")
-            return None
+            self._owe_unfinished(f"the completion (pid {child.pid}) exited {child.returncode} without a result")
+        else:
+            self._accept(result)
+        if stopped:
+            raise Interrupted
+        return result
+
+    def _note_attempt(self, request: Path, result: Path) -> None:
+        """Name this completion in the owed one, so its result counts even if this run dies."""
+        pending = self.pending
+        if pending is None:  # arming failed at the commit point, and the receipt says so
+            return
+        attempt = {"update_id": self.update_id, "request": str(request), "result": str(result)}
+        try:
+            obligations.arm_completion(self.root, update_id=pending["update_id"], before=pending["before"],
+                                       after=pending["after"], attempt=attempt)  # fmt: skip
+        except (OSError, HermesError) as exc:  # only the adoption of a late result is lost
+            assert self.receipt is not None
+            self.receipt.step("obligations", False, f"could not note the completion started: {exc}")
+
+    def _wait(self, child: subprocess.Popen) -> bool:
+        """Wait for the completion; True if a stop request ended it first (SIGTERM, then SIGKILL)."""
+        deadline = time.monotonic() + COMPLETION_TIMEOUT
+        while child.poll() is None:
+            if self._stop.is_set():
+                child.terminate()
+                try:
+                    child.wait(timeout=COMPLETION_STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+                return True
+            if time.monotonic() > deadline:
+                child.kill()
+                child.wait()
+                return False
+            time.sleep(POLL_INTERVAL)
+        return False
+
+    def _adopt(self, pending: dict[str, Any]) -> None:
+        """Take the result a completion delivered after its updater died: correlated, so it counts
+        (its fleet matrix is old by now: the fleet is verified again after it)."""
+        attempt = pending["attempt"]
+        if attempt is None:
+            return
+        try:
+            request = Request.read(Path(attempt["request"]))
+        except (OSError, HermesError):
+            return
+        result = read_result(Path(attempt["result"]), request)
+        if result is None:
+            return
+        assert self.receipt is not None
+        self.receipt.step("retry", True, {"owed": "completion", "update_id": pending["update_id"], "how": "adopted",
+                                          "result": attempt["result"]})  # fmt: skip
+        self.emit("completion", "adopted", f"the completion of update {attempt['update_id']} finished after its updater died")
+        self._accept(result, verified=False)
+
+    def _accept(self, result: dict[str, Any], *, verified: bool = True) -> None:
+        """A correlated result: into the receipt, and the obligations settled by it. The
+        completion stays owed while its tail is (a dependency sync or migration that failed);
+        the fleet is settled from its verify (``verified``: the result is this moment's)."""
+        receipt = self.receipt
+        assert receipt is not None
         receipt.set("completion", result["completion"])
         receipt.set("restart", result.get("restart", []))
         receipt.set("fleet", result.get("fleet", []))
@@ -348,9 +555,16 @@ class UpdateRun:
             receipt.step(step["name"], bool(step["ok"]), step.get("detail"))
         for skip in result.get("skips", []):
             receipt.skip(skip["name"], skip["reason"])
-        for owed in result.get("followups", []):
-            receipt.followup(owed["step"], owed["reason"])
-        return result
+        owed: dict[str, list[str]] = {}
+        for entry in result.get("followups", []):
+            owed.setdefault(entry["step"], []).append(entry["reason"])
+        for step, reasons in owed.items():
+            receipt.followup(step, "; ".join(reasons))
+        if not set(owed) - {"fleet-restart"}:
+            obligations.clear_completion(self.root)
+            self.pending = None
+        if verified and any(step["name"] == "verify" for step in result.get("steps", [])):
+            self._settle(result.get("fleet", []))
 
 
 class _Finish(Exception):
@@ -369,7 +583,15 @@ def _plan_summary(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_update(root: Path, install_root: Path, update_id: str, options: dict[str, Any]) -> int:
-    """The updater process's body; its exit code is the update's."""
+    """The updater process's body; its exit code is the update's.
+
+    A stop signal is caught from the first moment, before the lock and the receipt exist, so
+    it can never cut a run between its first receipt and its last: the run ends
+    ``interrupted`` at its next stage boundary (or stops the completion it waits for).
+    """
+    stop = threading.Event()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda *_: stop.set())
     lock = UpdateLock(root)
     try:
         lock.acquire(update_id)
@@ -377,6 +599,6 @@ def run_update(root: Path, install_root: Path, update_id: str, options: dict[str
         print(f"updater: {exc.message}", file=sys.stderr)
         return 2
     try:
-        return trio.run(UpdateRun(root, install_root, update_id, options, lock).main)
+        return trio.run(UpdateRun(root, install_root, update_id, options, lock, stop).main)
     finally:
         lock.release()

@@ -1,0 +1,239 @@
+"""What a committed update still owes, kept in the ROOT home until it is done.
+
+After the commit point nothing fails an update, so whatever its tail could not finish must
+outlive the run that owed it. Two obligations, each one JSON file under ``<root>/obligations/``,
+replaced atomically under a lock:
+
+- ``source-completion-pending.json``: the tree moved and no completion has yet delivered a
+  correlated result that owes nothing of the tail (dependencies, config migrations). Armed by
+  the updater at the commit point with the update id and the code before and after; it also
+  names the last completion started for it, so a result that completion delivered after its
+  updater died is still taken.
+- ``fleet-restart.json``: the gateways owed a restart onto the new code, profile -> the
+  commit it should run and why. The updater writes it whole whenever it knows the fleet: at
+  the commit point (every gateway that should run the new code) and after every verify (the
+  stale ones, and those down that should run). A gateway's part is cleared as soon as it is
+  seen running the commit expected of it (an update's verify, ``hermes gateway
+  start|restart``); the file is removed when nothing is owed.
+
+The next ``hermes update``, already up to date or not, retries both. While a fleet restart is
+owed every ``hermes`` command prints ``restart_warning`` on stderr. That check runs on every
+CLI start, so this module imports only the standard library and ``shared.errors`` at load
+time: ``shared.files`` (writes, corrupt-file errors) is imported where it is used, and the
+root home is found here as ``shared.homes.root_home`` finds it (whose imports alone cost a
+third of ``hermes --version``); a test holds the two to the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from shared.errors import HermesError
+
+SCHEMA = 1
+DIRECTORY = "obligations"
+COMPLETION_FILE = "source-completion-pending.json"
+FLEET_FILE = "fleet-restart.json"
+
+# Why a gateway is owed a restart.
+NOT_RESTARTED = "not-restarted"  # the code moved and nothing has restarted it yet
+STALE = "stale"  # it runs other code than expected
+DOWN = "down"  # it should run and does not
+STATES = frozenset({NOT_RESTARTED, STALE, DOWN})
+
+# shared.homes.PROFILE_NAME_RE, matched (and so compiled) only when a profile's home is given.
+_NAMED_PROFILE = r"[a-z0-9][a-z0-9_-]{0,63}"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# --- where ------------------------------------------------------------------------------------
+
+
+def root_home(env: Mapping[str, str] | None = None) -> Path:
+    """``shared.homes.root_home`` without its imports: ``$HERMES_HOME`` (or ``~/.hermes``) with
+    a ``profiles/<name>`` suffix removed."""
+    env = os.environ if env is None else env
+    user_home = env.get("HOME") or str(Path.home())
+    raw = env.get("HERMES_HOME", "")
+    if not raw:
+        return (Path(user_home) / ".hermes").absolute()
+    if raw == "~" or raw.startswith("~/"):
+        raw = user_home + raw[1:]
+    home = Path(os.path.expanduser(raw)).absolute()
+    if home.parent.name == "profiles" and home.name != "default" and re.fullmatch(_NAMED_PROFILE, home.name):
+        return home.parent.parent
+    return home
+
+
+def completion_path(root: Path) -> Path:
+    return Path(root) / DIRECTORY / COMPLETION_FILE
+
+
+def fleet_path(root: Path) -> Path:
+    return Path(root) / DIRECTORY / FLEET_FILE
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def _corrupt(path: Path, reason: str) -> HermesError:
+    from shared.files import StateFileCorrupt
+
+    return StateFileCorrupt(path, reason)
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    """The obligation in ``path``, or None when nothing is owed; a file of any other shape raises
+    ``StateFileCorrupt``."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:  # torn, not UTF-8, not JSON
+        raise _corrupt(path, f"not JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise _corrupt(path, f"not a schema {SCHEMA} obligation")
+    return data
+
+
+def _sha(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def read_completion(root: Path) -> dict[str, Any] | None:
+    """``{schema, update_id, armed_at, before, after, attempt}`` while a completion is owed, else None.
+
+    ``attempt`` is None or ``{update_id, request, result}``: the last completion started for it.
+    """
+    path = completion_path(root)
+    data = _load(path)
+    if data is None:
+        return None
+    attempt = data.get("attempt")
+    shaped = (
+        isinstance(data.get("update_id"), str)
+        and _sha(data.get("before"))
+        and _sha(data.get("after"))
+        and (attempt is None or (isinstance(attempt, dict) and all(isinstance(attempt.get(k), str) for k in ("update_id", "request", "result"))))
+    )  # fmt: skip
+    if not shaped:
+        raise _corrupt(path, "not a pending completion (update_id, before, after, attempt)")
+    return data
+
+
+def read_fleet(root: Path) -> dict[str, dict[str, Any]]:
+    """profile -> ``{expected, state, reason, update_id}`` for every gateway owed a restart."""
+    path = fleet_path(root)
+    data = _load(path)
+    if data is None:
+        return {}
+    gateways = data.get("gateways")
+    if not isinstance(gateways, dict) or not all(
+        isinstance(part, dict) and _sha(part.get("expected")) and part.get("state") in STATES for part in gateways.values()
+    ):
+        raise _corrupt(path, "not a fleet-restart obligation (gateways: profile -> {expected, state, ...})")
+    return gateways
+
+
+def restart_warning(env: Mapping[str, str] | None = None) -> str | None:
+    """The one line every ``hermes`` command prints while a fleet restart is owed, else None.
+
+    One small file read: no sockets, no process scan, nothing heavy imported.
+    """
+    try:
+        owed = read_fleet(root_home(env))
+    except HermesError as exc:
+        return f"⚠ {exc.message}: run `hermes update`"
+    except OSError as exc:
+        return f"⚠ cannot read {exc.filename}: {exc.strerror}"
+    if not owed:
+        return None
+    names = ", ".join(f"{name}: down" if part["state"] == DOWN else name for name, part in owed.items())
+    if all(part["state"] != DOWN for part in owed.values()):
+        verb = "still runs" if len(owed) == 1 else "still run"
+        return f"⚠ {len(owed)} gateway{'s' if len(owed) > 1 else ''} {verb} old code ({names}): run `hermes update`"
+    return (
+        f"⚠ {len(owed)} gateway{'s are' if len(owed) > 1 else ' is'} not on the new code ({names}): "
+        "run `hermes update`; start a down one with `hermes -p NAME gateway start`"
+    )
+
+
+# --- writing (only the updater and the gateway commands) ---------------------------------------
+
+
+def _locked(path: Path, change: Callable[[], None]) -> None:
+    from shared.files import locked
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path):
+        change()
+
+
+def _put(path: Path, data: dict[str, Any] | None) -> None:
+    """Under the path's lock: replace it atomically, or remove it (``None``: nothing owed)."""
+    from shared.files import write_json_atomic
+
+    if data is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_json_atomic(path, data)
+
+
+def arm_completion(
+    root: Path, *, update_id: str, before: str | None, after: str | None, attempt: dict[str, str] | None = None
+) -> None:
+    """A completion of ``before`` -> ``after`` is owed (for update ``update_id``); ``attempt``
+    names the completion last started for it (``{update_id, request, result}``)."""
+    path = completion_path(root)
+    record = {"schema": SCHEMA, "update_id": update_id, "armed_at": _now(), "before": before, "after": after,
+              "attempt": attempt}  # fmt: skip
+    _locked(path, lambda: _put(path, record))
+
+
+def clear_completion(root: Path) -> None:
+    path = completion_path(root)
+    _locked(path, lambda: _put(path, None))
+
+
+def owed_part(expected: str | None, state: str, reason: str, update_id: str) -> dict[str, Any]:
+    """One gateway's debt: the commit it should run, why it does not (one of ``STATES``), who found it."""
+    if state not in STATES:
+        raise ValueError(f"unknown state {state!r}; known: {', '.join(sorted(STATES))}")
+    return {"expected": expected, "state": state, "reason": reason, "update_id": update_id}
+
+
+def settle_fleet(root: Path, parts: Mapping[str, dict[str, Any]]) -> None:
+    """Exactly ``parts`` is owed now (the updater knows: the code just moved, or it verified the
+    whole fleet); everything else is cleared."""
+    path = fleet_path(root)
+    _locked(path, lambda: _put(path, {"schema": SCHEMA, "gateways": dict(parts)} if parts else None))
+
+
+def clear_gateway(root: Path, profile: str, running: str | None) -> bool:
+    """Clear ``profile``'s part if the gateway runs the commit expected of it; True if it did."""
+    if profile not in read_fleet(root):
+        return False  # nothing owed: no lock, no write
+    path = fleet_path(root)
+    cleared: list[str] = []
+
+    def change() -> None:
+        owed = read_fleet(root)
+        part = owed.get(profile)
+        if part is not None and running is not None and part["expected"] == running:
+            del owed[profile]
+            cleared.append(profile)
+            _put(path, {"schema": SCHEMA, "gateways": owed} if owed else None)
+
+    _locked(path, change)
+    return bool(cleared)
