@@ -1,6 +1,13 @@
-"""``hermes``: parse, apply the profile, dispatch, map errors to exit codes.
+"""``hermes``: parse, apply the profile, dispatch, map errors to exit codes, and warn while
+gateways are owed a restart onto new code.
 
 Exit codes: 0 success, 1 failure, 2 usage error or refused, 130 interrupted.
+
+A fleet that runs mixed code must never look healthy, so while an update owes gateways a
+restart every command ends with one warning line on stderr (stdout, and so ``--json``, stays
+the command's own). Two commands do not print it: ``hermes update``, which retries what is
+owed and reports what is still owed itself, and the foreground gateway, whose stderr is a
+service's log. The check is one small file read (``services.updater.obligations``).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
 EXIT_INTERRUPTED = 130
+# Commands that report owed restarts themselves, or whose stderr is a log.
+NO_RESTART_WARNING = frozenset({"hermes_cli.commands.update:cmd_update", "hermes_cli.commands.gateway:cmd_run"})
 
 
 def apply_profile(profile: str | None, model: str | None) -> None:
@@ -36,10 +45,31 @@ def _load(target: str) -> Callable[..., int | None]:
     return getattr(importlib.import_module(module), function)
 
 
+def warn_owed_restarts() -> None:
+    from services.updater.obligations import restart_warning
+
+    line = restart_warning()
+    if line:
+        print(line, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_top_level_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if getattr(args, "target", None) is None:
+    try:
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit:  # --version, --help or a usage error: the parser has answered
+        warn_owed_restarts()
+        raise
+    target = getattr(args, "target", None)
+    try:
+        return _dispatch(parser, args, target)
+    finally:
+        if target not in NO_RESTART_WARNING:
+            warn_owed_restarts()
+
+
+def _dispatch(parser, args, target: str | None) -> int:
+    if target is None:
         parser.print_help(sys.stderr)
         return EXIT_REFUSED
     from hermes_cli import output
@@ -47,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         apply_profile(args.profile, args.model)
-        return _load(args.target)(args) or EXIT_OK
+        return _load(target)(args) or EXIT_OK
     except HermesError as exc:
         return output.error(args, exc)
     except KeyboardInterrupt:

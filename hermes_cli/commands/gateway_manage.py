@@ -3,11 +3,16 @@
 ``install`` writes the unit of the kind asked for. The others act through the kind that
 owns the gateway, which each kind's ``find`` decides by the ``HERMES_HOME`` in its unit: a
 unit of the same name that runs another install's home is not ours to touch.
+
+A start or restart of a gateway an update owes a restart asks the fresh process which code
+it runs; once that is the commit expected of it, the gateway's part of the fleet-restart
+obligation is cleared (``services.updater.obligations``).
 """
 
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +26,8 @@ from shared.supervisors import KINDS, Unit
 # The order owners are looked for: the embedded mesh first, then the system supervisors.
 OWNER_ORDER: tuple[str, ...] = KINDS
 _DONE = {"start": "started", "stop": "stopped", "restart": "restarted"}
+# How long a started gateway has to answer with the code it runs.
+ANSWER_SECONDS = 15.0
 
 
 class NotSupervised(HermesError):
@@ -113,11 +120,58 @@ def _run(args, action: str) -> int:
         "profile": unit.profile,
         "home": str(unit.home),
         "scope": unit.scope,
+        "owed_restart": None if action == "stop" else _settle_owed_restart(profile, home),
     }
-    output.emit(
-        args, data, lambda d: f"{_DONE[d['action']]} {d['unit']} through {d['supervisor']} ({d['scope']} scope)"
-    )
+    output.emit(args, data, _run_text)
     return 0
+
+
+def _run_text(d: dict[str, Any]) -> str:
+    text = f"{_DONE[d['action']]} {d['unit']} through {d['supervisor']} ({d['scope']} scope)"
+    owed = d["owed_restart"]
+    if owed is None:
+        return text
+    running, expected = str(owed["running"])[:12], str(owed["expected"])[:12]
+    if owed["cleared"]:
+        return f"{text}\n  it runs {running}, the code an update owed it: no longer owed a restart"
+    if owed["running"] is None:
+        return f"{text}\n⚠ it did not answer as running within {ANSWER_SECONDS:g}s: still owed a restart onto {expected}"
+    return f"{text}\n⚠ it runs {running}, not {expected}: still owed a restart onto it"
+
+
+def _settle_owed_restart(profile: str, home: Path) -> dict[str, Any] | None:
+    """When an update owes ``profile``'s gateway a restart: clear that once the gateway runs the
+    commit expected of it. None when nothing is owed."""
+    from services.updater import obligations
+
+    root = homes.root_home()
+    part = obligations.read_fleet(root).get(profile)
+    if part is None:
+        return None
+    running = _running_code(home)
+    cleared = obligations.clear_gateway(root, profile, running)
+    return {"cleared": cleared, "expected": part["expected"], "running": running}
+
+
+def _running_code(home: Path) -> str | None:
+    """The code the gateway at ``home`` runs, once it answers as running (bounded), else None."""
+    from services.gateway import ops
+    from shared.call_rules import NO_RETRY
+    from shared.protocol import RemoteError
+    from shared.sync_client import SyncClient
+
+    address = homes.endpoint(home, ops.SERVICE, create=False).control
+    deadline = time.monotonic() + ANSWER_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            with SyncClient(address, retry=NO_RETRY) as client:
+                status = client.call(ops.STATUS, timeout=2.0)
+        except RemoteError:
+            status = {}
+        if status.get("state") == ops.RUNNING:
+            return status.get("code_sha")
+        time.sleep(0.2)
+    return None
 
 
 def cmd_start(args) -> int:

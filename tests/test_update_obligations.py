@@ -1,0 +1,176 @@
+"""What a committed update owes (``services.updater.obligations``) and the one warning line
+every ``hermes`` command prints while a fleet restart is owed. End-to-end cases, with real
+updates arming and repairing them, are in ``tests/test_update.py``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hermes_cli import main as cli
+from services.updater import obligations
+from shared import homes
+from shared.files import StateFileCorrupt
+from tests.conftest import ROOT, python_env
+
+NEW = "b" * 40
+
+
+def owe(root: Path, **states: str) -> None:
+    obligations.settle_fleet(root, {p: obligations.owed_part(NEW, s, "why", "u1") for p, s in states.items()})
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"HERMES_HOME": ""},
+        {"HERMES_HOME": "/srv/hermes"},
+        {"HERMES_HOME": "/srv/hermes/profiles/coder"},
+        {"HERMES_HOME": "/srv/hermes/profiles/default"},
+        {"HERMES_HOME": "/srv/hermes/profiles/Coder"},
+        {"HERMES_HOME": "/srv/hermes/profiles/coder/"},
+        {"HERMES_HOME": "~"},
+        {"HERMES_HOME": "~/h/profiles/w-1"},
+        {"HERMES_HOME": "relative/profiles/x"},
+        {"HERMES_HOME": "/srv/profiles"},
+    ],
+)
+def test_the_light_root_is_the_root_homes_finds(env):
+    env = {"HOME": "/home/op", **env}
+    assert obligations.root_home(env) == homes.root_home(env)
+
+
+def test_nothing_owed_means_no_file_and_no_warning(tmp_path):
+    assert obligations.read_fleet(tmp_path) == {}
+    assert obligations.read_completion(tmp_path) is None
+    assert obligations.restart_warning({"HERMES_HOME": str(tmp_path)}) is None
+    owe(tmp_path, coder=obligations.STALE)
+    owe(tmp_path)  # a verify that found nothing wanting
+    assert not obligations.fleet_path(tmp_path).exists()
+
+
+def test_the_warning_names_every_owed_gateway_in_one_line(tmp_path):
+    env = {"HERMES_HOME": str(tmp_path / "profiles" / "coder")}  # run for a profile: the root's file counts
+    owe(tmp_path, coder=obligations.STALE, writer=obligations.NOT_RESTARTED)
+    assert obligations.restart_warning(env) == "⚠ 2 gateways still run old code (coder, writer): run `hermes update`"
+    owe(tmp_path, coder=obligations.STALE)
+    assert obligations.restart_warning(env) == "⚠ 1 gateway still runs old code (coder): run `hermes update`"
+    owe(tmp_path, coder=obligations.STALE, writer=obligations.DOWN)
+    line = obligations.restart_warning(env)
+    assert line.startswith("⚠ 2 gateways are not on the new code (coder, writer: down): run `hermes update`")
+    assert "\n" not in line
+
+
+def test_a_corrupt_obligation_is_reported_never_taken_for_nothing_owed(tmp_path):
+    path = obligations.fleet_path(tmp_path)
+    path.parent.mkdir()
+    path.write_text('{"schema": 1, "gateways": {"coder": {"state": "sleepy"}}}')
+    with pytest.raises(StateFileCorrupt):
+        obligations.read_fleet(tmp_path)
+    path.write_text('{"schema": 1, "gate')  # torn
+    line = obligations.restart_warning({"HERMES_HOME": str(tmp_path)})
+    assert line.startswith("⚠ state file") and "corrupt" in line and str(path) in line
+    obligations.completion_path(tmp_path).write_text("[]")
+    with pytest.raises(StateFileCorrupt):
+        obligations.read_completion(tmp_path)
+
+
+def test_a_gateway_part_clears_only_on_the_code_expected_of_it(tmp_path):
+    owe(tmp_path, coder=obligations.STALE, writer=obligations.DOWN)
+    assert not obligations.clear_gateway(tmp_path, "coder", "a" * 40)  # restarted, but onto other code
+    assert not obligations.clear_gateway(tmp_path, "coder", None)  # did not answer
+    assert not obligations.clear_gateway(tmp_path, "default", NEW)  # never owed
+    assert set(obligations.read_fleet(tmp_path)) == {"coder", "writer"}
+    assert obligations.clear_gateway(tmp_path, "coder", NEW)
+    assert set(obligations.read_fleet(tmp_path)) == {"writer"}
+    assert obligations.clear_gateway(tmp_path, "writer", NEW)
+    assert not obligations.fleet_path(tmp_path).exists()  # nothing owed: no file, no warning
+
+
+def test_a_pending_completion_round_trips_and_clears(tmp_path):
+    obligations.arm_completion(tmp_path, update_id="u1", before="a" * 40, after=NEW)
+    pending = obligations.read_completion(tmp_path)
+    assert (pending["update_id"], pending["before"], pending["after"], pending["attempt"]) == ("u1", "a" * 40, NEW, None)
+    attempt = {"update_id": "u2", "request": "/r/u2.request.json", "result": "/r/u2.result.json"}
+    obligations.arm_completion(tmp_path, update_id="u1", before="a" * 40, after=NEW, attempt=attempt)
+    assert obligations.read_completion(tmp_path)["attempt"] == attempt
+    obligations.clear_completion(tmp_path)
+    assert obligations.read_completion(tmp_path) is None
+    obligations.clear_completion(tmp_path)  # clearing what is not owed is fine
+
+
+def test_an_unknown_state_is_refused():
+    with pytest.raises(ValueError):
+        obligations.owed_part(NEW, "bored", "why", "u1")
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+
+# Every command, run with the network and the process table forbidden and nothing heavy
+# importable: the warning must still appear, from one file read.
+CHEAP_CHECK = """
+import json, socket, sys
+class Forbidden:
+    def __init__(self, *a, **k): raise AssertionError("the owed-restart check opened a socket")
+socket.socket = Forbidden
+sys.modules["psutil"] = None  # importing it raises
+from hermes_cli.main import main
+argv = json.loads(sys.argv[1])
+try:
+    code = main(argv)
+except SystemExit as exc:
+    code = exc.code
+heavy = sorted(m for m in ("trio", "zmq", "msgpack", "psutil", "shared.files", "shared.homes") if sys.modules.get(m))
+print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
+"""
+
+
+def run_cli(root: Path, *argv: str) -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHEAP_CHECK, json.dumps(argv)],
+        capture_output=True, text=True, cwd=ROOT, env=python_env(HERMES_HOME=str(root)), timeout=60,
+    )  # fmt: skip
+    *lines, last = done.stderr.strip().splitlines()
+    return done, {**json.loads(last), "warnings": [line for line in lines if line.startswith("⚠")]}
+
+
+def test_the_warning_is_one_cheap_line_on_stderr_and_json_stays_valid(short_dir):
+    root = short_dir / "hermes"
+    owe(root, coder=obligations.STALE, writer=obligations.NOT_RESTARTED)
+    line = "⚠ 2 gateways still run old code (coder, writer): run `hermes update`"
+
+    version, report = run_cli(root, "--version")
+    assert version.stdout.startswith("hermes ") and report["code"] == 0
+    assert report["warnings"] == [line]
+    assert report["heavy"] == []  # not even the shared modules that cost startup time
+
+    listed, report = run_cli(root, "profile", "list", "--json")
+    assert json.loads(listed.stdout)["root"] == str(root)  # stdout is the document alone
+    assert (report["code"], report["warnings"]) == (0, [line])
+    assert not {"trio", "zmq", "psutil"} & set(report["heavy"])
+
+    _, report = run_cli(root, "frobnicate")  # a usage error still warns
+    assert (report["code"], report["warnings"]) == (2, [line])
+
+    obligations.clear_gateway(root, "coder", NEW)
+    obligations.clear_gateway(root, "writer", NEW)
+    _, report = run_cli(root, "--version")
+    assert report["warnings"] == []
+
+
+def test_commands_that_report_owed_work_themselves_do_not_warn(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    owe(tmp_path, coder=obligations.STALE)
+    ran: list[str] = []
+    monkeypatch.setattr(cli, "_load", lambda target: lambda args: ran.append(target) or 0)
+    for argv in (["update", "--yes"], ["update", "--check"], ["gateway", "run"], ["gateway"]):
+        assert cli.main(argv) == 0
+        assert "⚠" not in capsys.readouterr().err, argv
+    assert cli.main(["gateway", "status"]) == 0
+    assert capsys.readouterr().err.count("⚠") == 1
+    assert ran[-1] == "hermes_cli.commands.gateway_status:cmd_status"
