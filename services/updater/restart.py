@@ -5,14 +5,21 @@ exits 75; its supervisor starts a fresh process of the new code. An unmanaged ga
 no one to start it again, so it drains and re-executes itself into the tree on disk. Either
 way the restart is done only when a process answers with the expected code; each gateway
 is handled on its own thread, so one gateway's failure never holds up or fails another.
+
+A supervisor kind whose units can be listed (systemd) has a module of its own that finds
+every unit of the install, its gateway running or down, and restarts them through that
+supervisor; a gateway no such unit claims is restarted here.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from services.gateway import ops
@@ -34,25 +41,63 @@ MANAGED = frozenset({"supervisord", "systemd", "launchd"})
 class RestartOutcome:
     profile: str
     supervisor: str
-    old_pid: int
+    old_pid: int  # 0: nothing was running
     new_pid: int | None
-    method: str  # "drain" (a supervisor restarts it) or "reexec"
+    # "drain" (over the control socket; a supervisor starts it again), "signal" (SIGUSR1
+    # through the supervisor, when the socket did not answer), "reexec", "start" (nothing
+    # was running) or "skip" (left alone: ``reason`` says why)
+    method: str
     ok: bool
     reason: str | None = None
     finished: int = 0  # turns that finished during the drain
     cut: int = 0
+    unit: str | None = None  # the supervisor's unit, when a unit module restarted it
+    scope: str | None = None  # that unit's manager: "user" or "system"
+    fallback: str | None = None  # "blunt": reset and restarted through the supervisor
+    budget: float | None = None  # seconds the supervisor's client was given for that restart
+    note: str | None = None  # what happened on the way, even when it ended well
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def _unit_kinds() -> tuple[tuple[str, ModuleType], ...]:
+    """The supervisor kinds with a unit module: ``fleet_units(root)`` → (ours, foreign, skipped)
+    and ``restart_units(root, units, live, expected_sha)`` → outcomes.
+
+    Imported here rather than at the top because those modules build on this one."""
+    from services.updater import restart_systemd
+
+    return (("systemd", restart_systemd),)
+
+
 def restart_fleet(root: Path, expected_sha: str | None) -> list[RestartOutcome]:
-    """Restart every live gateway of the install at ``root``; one outcome per gateway."""
+    """Restart every gateway of the install at ``root`` and start its units whose gateway is
+    down; one outcome per gateway or unit, default profile first."""
     gateways = [g for g in discover(root, scan=False) if g.state in (ops.RUNNING, ops.DRAINING, ops.STARTING)]
-    if not gateways:
-        return []
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(gateways))) as pool:
-        return list(pool.map(lambda g: restart_one(root, g, expected_sha), gateways))
+    by_profile = {g.profile: g for g in gateways}
+    jobs: list[Callable[[], list[RestartOutcome]]] = []
+    claimed: set[str] = set()
+    for kind, module in _unit_kinds():
+        ours, _foreign, _skipped = module.fleet_units(root)
+        # A unit takes over its profile's gateway only if that gateway runs under it (or none
+        # runs at all): a profile served by another supervisor is restarted through that one.
+        units = [u for u in ours if u.profile not in claimed and _runs_under(kind, by_profile.get(u.profile))]
+        claimed.update(unit.profile for unit in units)
+        live = {unit.profile: by_profile[unit.profile] for unit in units if unit.profile in by_profile}
+        jobs.append(partial(module.restart_units, root, units, live, expected_sha))
+    jobs += [partial(_restart_as_list, root, g, expected_sha) for g in gateways if g.profile not in claimed]
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(jobs))) as pool:
+        outcomes = [outcome for done in pool.map(lambda job: job(), jobs) for outcome in done]
+    return sorted(outcomes, key=lambda o: (o.profile != homes.DEFAULT_PROFILE, o.profile))
+
+
+def _runs_under(kind: str, gateway: GatewayRecord | None) -> bool:
+    return gateway is None or gateway.supervisor == kind
+
+
+def _restart_as_list(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> list[RestartOutcome]:
+    return [restart_one(root, gateway, expected_sha)]
 
 
 def restart_one(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:

@@ -4,7 +4,8 @@
 A unit belongs to an install only if its ``Environment=`` sets ``HERMES_HOME`` to that
 install's home: the name alone proves nothing (a sibling install on the same account uses
 the same names). This module renders and reads unit files, drives ``systemctl`` with a
-bounded timeout and parses ``systemctl show`` output.
+bounded timeout (listing and showing units, signalling, resetting and restarting them) and
+parses ``systemctl show`` output.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ START_TIMEOUT = 90.0
 # The systemctl client waits for the job; the slack covers its own start-up and the bus.
 CLIENT_SLACK = 15.0
 RELOAD_TIMEOUT = 30.0
+# list-units, show, kill, reset-failed: the manager answers them without waiting for a job.
+QUERY_TIMEOUT = 15.0
 
 _BUS_UNREACHABLE = re.compile(r"^Failed to connect to .*bus", re.MULTILINE)
 _PROPERTY_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
@@ -223,10 +226,10 @@ def systemctl(scope: str, *args: str, timeout: float) -> subprocess.CompletedPro
     return result
 
 
-def _act(action: str, unit: Unit, timeout: float) -> None:
+def _act(action: str, unit: Unit, timeout: float, *options: str) -> None:
     if unit.kind != KIND:
         raise ValueError(f"{unit.name} is a {unit.kind} unit, not a systemd one")
-    systemctl(unit.scope, action, unit.name, timeout=timeout)
+    systemctl(unit.scope, action, *options, unit.name, timeout=timeout)
 
 
 def start(unit: Unit, *, timeout: float = START_TIMEOUT + CLIENT_SLACK) -> None:
@@ -239,6 +242,32 @@ def stop(unit: Unit, *, timeout: float = STOP_TIMEOUT + CLIENT_SLACK) -> None:
 
 def restart(unit: Unit, *, timeout: float = STOP_TIMEOUT + START_TIMEOUT + CLIENT_SLACK) -> None:
     _act("restart", unit, timeout)
+
+
+def kill_main(unit: Unit, signal: str, *, timeout: float = QUERY_TIMEOUT) -> None:
+    """Send ``signal`` (``USR1``) to the unit's main process only, not to the rest of its cgroup."""
+    _act("kill", unit, timeout, "-s", signal, "--kill-whom=main")
+
+
+def reset_failed(unit: Unit, *, timeout: float = QUERY_TIMEOUT) -> None:
+    """Clear the unit's failed state and its start-rate counter, so that a start is not refused."""
+    _act("reset-failed", unit, timeout)
+
+
+def list_units(scope: str, *, timeout: float = QUERY_TIMEOUT) -> list[str]:
+    """The names of the units matching ``hermes-gateway*`` that the ``scope`` manager has loaded,
+    in any state. The pattern also matches units that are not gateways (``hermes-gatewayd``):
+    ``profile_of`` tells them apart."""
+    result = systemctl(scope, "list-units", "--all", "--plain", "--no-legend", f"{UNIT_PREFIX}*", timeout=timeout)
+    # One unit a line: NAME LOAD ACTIVE SUB DESCRIPTION (--plain prints no status bullet).
+    return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+
+
+def show(scope: str, name: str, properties: Iterable[str], *, timeout: float = QUERY_TIMEOUT) -> dict[str, str]:
+    """``properties`` of the unit ``name`` as the ``scope`` manager reports them (``parse_show``).
+    A unit the manager does not know is not an error: its ``LoadState`` says ``not-found``."""
+    arguments = [word for prop in properties for word in ("-p", prop)]
+    return parse_show(systemctl(scope, "show", *arguments, name, timeout=timeout).stdout)
 
 
 # --- reading unit files -----------------------------------------------------------------------
