@@ -113,7 +113,10 @@ class Systemd:
 def code(short_dir) -> Path:
     """A clone of this checkout for the gateways to run: its commits are the releases."""
     clone = short_dir / "code"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=60, env=_git_env())
+    # Copied, not hard-linked: git freshens an object it writes again by touching its file, and
+    # a hard link would carry that into every other clone of this checkout.
+    clone_argv = ["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)]
+    subprocess.run(clone_argv, check=True, timeout=60, env=_git_env())
     return clone
 
 
