@@ -1,0 +1,784 @@
+"""``hermes update`` of a whole fleet under load, against a single gateway's update.
+
+Each scenario builds a throwaway install the way ``tests/test_update.py`` does: a bare origin
+cloned from this repository's committed HEAD, an install cloned from it, a dev clone that
+pushes the release. It creates the profiles, starts one gateway per profile under the
+embedded supervisord (``hermes mesh up --profiles ...``, every gateway on the install's
+code), keeps a steady stream of turns going to every gateway, pushes a release and times
+``hermes update --yes --json`` while the turns keep coming. The single-gateway scenario
+(1 profile, the same load per gateway) runs first in the same run and is the baseline.
+Target: the fleet's update at most 1.5x the single one (the restarts run concurrently).
+
+Load: ``--clients`` tasks per gateway, each with its own client, one turn in flight at a
+time (``turn {text, seconds}``), each turn's text a unique tag that the result must echo.
+
+What happens to a turn, from ``services/gateway/ops.py``, ``app.py`` and ``shared/service.py``:
+
+- completed: a result that echoes the tag;
+- refused, not accepted: ``draining`` (the gateway's own refusal: nothing was started),
+  ``shutting_down`` (the service no longer dispatches; the only turns it could cancel mid-run
+  are ones the drain already cut, see below), ``busy`` (over the concurrency limit, not
+  dispatched), ``unavailable`` (nothing listening, or the request never left the client). The
+  client sends the same turn again after a short pause: counted as retried;
+- lost, accepted and never completed: ``turn_cut`` (accepted, then cut by a drain), a
+  ``deadline_exceeded`` or ``internal_error`` answer, a result that does not echo the tag;
+- unanswered (``timeout``, ``connection_reset`` after a per-call timeout far past any
+  restart): the caller cannot tell whether it was accepted, and a turn is not idempotent, so
+  it is not sent again. It counts as lost unless it is proven never accepted: it was sent
+  after its gateway was seen draining (the ``draining`` state broadcast, or a refusal to any
+  of its clients: the gateway sets its draining flag before either leaves it, and a drain
+  refuses every later turn), and the newer process has no gap in its numbering (below).
+
+The gateway's side: each process numbers the turns it accepts t1, t2, ... with no gap (the id
+is taken in the same step as the turn's registration). The results and ``turn_cut`` answers
+are split by gateway process (a turn started after a process started is that process's), and a
+number missing from a process's sequence is a turn it accepted whose answer never reached the
+caller: lost. The drains' own count of the turns they cut (the receipt's ``restart[].cut``)
+must equal the ``turn_cut`` answers.
+
+Where the time goes, per gateway: when it was seen draining, when the old process ended (polled),
+when supervisord reaped it and spawned the new one (its log), when the new process had done its
+imports (its ``started_at``) and when it started its first turn.
+
+    .venv/bin/python bench/update_fleet.py [--gateways 8] [--clients 2] [--turn-seconds 0.1] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
+import trio  # noqa: E402
+
+from services.gateway import ops  # noqa: E402
+from shared import homes  # noqa: E402
+from shared.call_rules import NO_RETRY  # noqa: E402
+from shared.client import open_client  # noqa: E402
+from shared.protocol import Code, RemoteError  # noqa: E402
+from shared.pubsub import open_subscriber  # noqa: E402
+from shared.sync_client import SyncClient  # noqa: E402
+
+TARGET_RATIO = 1.5
+
+NOT_ACCEPTED = frozenset({ops.DRAINING, Code.SHUTTING_DOWN, Code.BUSY, Code.UNAVAILABLE})
+NO_ANSWER = frozenset({Code.TIMEOUT, Code.CONNECTION_RESET})
+TURN_CUT = "turn_cut"
+
+RETRY_PAUSE = 0.05  # before a refused turn is sent again
+TURN_TIMEOUT = 10.0  # per attempt: far past any drain and restart here, so a timeout means no answer
+EXIT_POLL = 0.01  # how often the old gateway processes are looked at during the update
+WARM_UP_TIMEOUT = 60.0  # every gateway must complete a turn before the update starts
+SETTLE_SECONDS = 1.0  # steady load before the update
+UPDATE_TIMEOUT = 300.0
+STOP_TIMEOUT = 30.0  # for the last turns once the load stops
+CLI_TIMEOUT = 120.0
+CLEANUP_TIMEOUT = 60.0
+
+
+# --- the throwaway install -----------------------------------------------------------------
+
+
+def isolated_env(**extra: str) -> dict[str, str]:
+    """No user or system git config (hooks, credential helpers, pull defaults) in any git run,
+    ours or the updater's."""
+    env = dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", HERMES_LOG_LEVEL="WARNING")
+    env.pop("HERMES_HOME", None)
+    env.update(extra)
+    return env
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.invalid", *args],
+        cwd=cwd, env=isolated_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+class Install:
+    """An origin, the install cloned from it and a dev clone, under ``base``."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.origin = base / "origin.git"
+        self.path = base / "install"
+        self.dev = base / "dev"
+        self.root = base / "home"
+        base.mkdir(parents=True)
+        git(base, "clone", "-q", "--bare", str(ROOT), str(self.origin))
+        git(base, "clone", "-q", str(self.origin), str(self.path))
+        git(base, "clone", "-q", str(self.origin), str(self.dev))
+        self.root.mkdir()
+        self.mesh_started = False
+
+    def env(self) -> dict[str, str]:
+        return isolated_env(HERMES_HOME=str(self.root), PYTHONPATH=str(self.path))  # the install's code
+
+    def hermes(self, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, "-m", "hermes_cli.main", *args],
+            cwd=self.path, env=self.env(), capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+        return done
+
+    def checked(self, *args: str, timeout: float = CLI_TIMEOUT) -> str:
+        done = self.hermes(*args, timeout=timeout)
+        if done.returncode != 0:
+            output = (done.stdout + done.stderr).strip()[-2000:]
+            raise RuntimeError(f"hermes {' '.join(args)} exited {done.returncode}: {output}")
+        return done.stdout
+
+    def update_argv(self) -> list[str]:
+        return [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"]
+
+    def release(self, message: str) -> str:
+        (self.dev / "RELEASE").write_text(message + "\n")
+        git(self.dev, "add", "-A")
+        git(self.dev, "commit", "-qm", message)
+        git(self.dev, "push", "-q", "origin", "HEAD")
+        return git(self.dev, "rev-parse", "HEAD")
+
+    def head(self) -> str:
+        return git(self.path, "rev-parse", "HEAD")
+
+    def address(self, profile: str) -> str:
+        return homes.endpoint(homes.profile_home(profile, self.root), ops.SERVICE, create=False).control
+
+    def events(self, profile: str) -> str:
+        return homes.endpoint(homes.profile_home(profile, self.root), ops.SERVICE, create=False).events
+
+    def status(self, profile: str) -> dict[str, Any]:
+        with SyncClient(self.address(profile)) as client:
+            return client.call(ops.STATUS, timeout=5.0)
+
+    def wait_serving(self, profiles: list[str], timeout: float = WARM_UP_TIMEOUT) -> dict[str, dict[str, Any]]:
+        """Each gateway's status once it answers as running. ``mesh up`` returns when
+        supervisord counts a program as RUNNING (up for ``startsecs``), which on a busy
+        machine can be before the gateway has bound its socket."""
+        deadline = time.monotonic() + timeout
+        found: dict[str, dict[str, Any]] = {}
+        while len(found) < len(profiles):
+            for profile in profiles:
+                if profile in found:
+                    continue
+                try:
+                    status = self.status(profile)
+                except RemoteError:
+                    continue
+                if status.get("state") == ops.RUNNING:
+                    found[profile] = status
+            if len(found) < len(profiles):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"gateways not serving after {timeout:g}s: {sorted(set(profiles) - set(found))}")
+                time.sleep(0.1)
+        return found
+
+
+def cleanup(install: Install | None, base: Path, notes: list[str]) -> None:
+    """Everything this run started, whatever state it is in: an update still running (its
+    updater is asked to stop, as ``kill -INT`` does), the mesh, any process left with a home
+    or working directory under ``base``; then the directory itself. Every wait is bounded."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip this
+    try:
+        if install is not None and install.root.exists():
+            _stop_update(install, notes)
+            if install.mesh_started:
+                try:
+                    down = install.hermes("mesh", "down", "--json", timeout=CLEANUP_TIMEOUT)
+                    if down.returncode != 0:
+                        notes.append(f"mesh down exited {down.returncode}: {down.stderr.strip()[-300:]}")
+                except subprocess.TimeoutExpired:
+                    notes.append(f"mesh down took over {CLEANUP_TIMEOUT:g}s")
+        _kill_leftovers(base, notes)
+        shutil.rmtree(base, ignore_errors=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_update(install: Install, notes: list[str]) -> None:
+    from services.updater.lock import holder
+
+    running = holder(install.root)
+    if not running or not running.get("pid"):
+        return
+    notes.append(f"an update was still running (pid {running['pid']}); interrupting it")
+    try:
+        os.kill(running["pid"], signal.SIGINT)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + CLEANUP_TIMEOUT
+    while holder(install.root) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _ours(proc: psutil.Process, base: str) -> bool:
+    try:
+        if proc.pid == os.getpid():
+            return False
+        home = proc.environ().get("HERMES_HOME", "")
+        cwd = proc.cwd()
+    except (psutil.Error, OSError):
+        return False
+    return home.startswith(base) or cwd.startswith(base)
+
+
+def _kill_leftovers(base: Path, notes: list[str]) -> None:
+    prefix = str(base) + os.sep
+    leftovers = [p for p in psutil.process_iter() if _ours(p, prefix)]
+    if not leftovers:
+        return
+    notes.append(f"stopped leftover processes: {sorted(p.pid for p in leftovers)}")
+    for proc in leftovers:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(leftovers, timeout=10)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=10)
+
+
+# --- the load ---------------------------------------------------------------------------------
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+@dataclass
+class Numbered:
+    """A completed turn or a ``turn_cut`` answer: a number its gateway process gave out."""
+
+    profile: str
+    turn_id: int
+    started_at: float | None  # the gateway's clock (epoch s); None for a cut turn
+    answered: float  # epoch s
+
+
+@dataclass
+class Unanswered:
+    profile: str
+    tag: str
+    code: str
+    sent: float  # epoch s
+
+
+@dataclass
+class Tally:
+    completed: int = 0
+    retried: Counter = field(default_factory=Counter)  # refusal code -> attempts sent again
+    lost_answers: Counter = field(default_factory=Counter)  # turn_cut, deadline_exceeded, wrong_echo ...
+    examples: list[str] = field(default_factory=list)
+    unanswered: list[Unanswered] = field(default_factory=list)
+    abandoned: int = 0  # turns still refused when the load stopped: never accepted, not retried further
+    numbered: list[Numbered] = field(default_factory=list)
+    first_refusal: dict[str, float] = field(default_factory=dict)  # profile -> epoch s
+    draining_event: dict[str, float] = field(default_factory=dict)  # profile -> epoch s
+
+    def drain_seen(self, profile: str) -> float | None:
+        """When this profile's gateway was first seen draining: its ``draining`` broadcast or
+        a refusal, whichever came first. The gateway sets its draining flag before either
+        leaves it, so no turn sent after this moment can be accepted by that process."""
+        seen = [at for at in (self.first_refusal.get(profile), self.draining_event.get(profile)) if at is not None]
+        return min(seen, default=None)
+
+    def lose(self, code: str, example: str) -> None:
+        self.lost_answers[code] += 1
+        if len(self.examples) < 5:
+            self.examples.append(example)
+
+
+class Load:
+    def __init__(self, install: Install, profiles: list[str], clients: int, turn_seconds: float):
+        self.install = install
+        self.profiles = profiles
+        self.clients = clients
+        self.turn_seconds = turn_seconds
+        self.tally = Tally()
+        self.stopping = False
+        self.finished = trio.Event()
+        self.exits: dict[str, float] = {}  # profile -> when its old process ended (epoch s)
+
+    async def run(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                for profile in self.profiles:
+                    address = self.install.address(profile)
+                    for n in range(self.clients):
+                        nursery.start_soon(self._client, profile, address, n)
+        finally:
+            self.finished.set()
+
+    async def watch_states(self) -> None:
+        """Each gateway's ``state`` broadcasts (lossy: a missed one only weakens the proof
+        that an unanswered turn was never accepted). The subscription reconnects to the new
+        process by itself."""
+        async with trio.open_nursery() as nursery:
+            for profile in self.profiles:
+                nursery.start_soon(self._watch_state, profile)
+
+    async def _watch_state(self, profile: str) -> None:
+        async with open_subscriber(self.install.events(profile), ["state"]) as events:
+            async for event in events:
+                if isinstance(event.event, dict) and event.event.get("state") == ops.DRAINING:
+                    self.tally.draining_event.setdefault(profile, time.time())
+
+    async def _client(self, profile: str, address: str, n: int) -> None:
+        tally = self.tally
+        seq = 0
+        async with open_client(address, retry=NO_RETRY) as client:
+            while not self.stopping:
+                seq += 1
+                tag = f"{profile}/{n}/{seq}"
+                while True:  # the same turn until an answer other than a refusal
+                    sent = time.time()
+                    try:
+                        result = await client.call(
+                            ops.TURN, {"text": tag, "seconds": self.turn_seconds}, timeout=TURN_TIMEOUT
+                        )
+                    except RemoteError as exc:
+                        if exc.code in NOT_ACCEPTED:
+                            tally.retried[exc.code] += 1
+                            tally.first_refusal.setdefault(profile, time.time())
+                            if self.stopping:
+                                tally.abandoned += 1
+                                return
+                            await trio.sleep(RETRY_PAUSE)
+                            continue
+                        if exc.code in NO_ANSWER:
+                            tally.unanswered.append(Unanswered(profile, tag, exc.code, sent))
+                            break
+                        tally.lose(exc.code, f"{tag}: {exc.code}: {exc.message}")
+                        cut = (exc.detail or {}).get("turn_id") if exc.code == TURN_CUT else None
+                        if isinstance(cut, str) and cut[1:].isdigit():
+                            tally.numbered.append(Numbered(profile, int(cut[1:]), None, time.time()))
+                        break
+                    if not isinstance(result, dict) or result.get("text") != tag:
+                        tally.lose("wrong_echo", f"{tag}: answered {result!r:.200}")
+                        break
+                    tally.completed += 1
+                    tally.numbered.append(
+                        Numbered(profile, int(result["turn_id"][1:]), _epoch(result["started_at"]), time.time())
+                    )
+                    break
+
+    async def warm_up(self) -> None:
+        with trio.fail_after(WARM_UP_TIMEOUT):
+            while {n.profile for n in self.tally.numbered} != set(self.profiles):
+                await trio.sleep(0.05)
+
+    async def watch_exits(self, pids: dict[str, int]) -> None:
+        """When each old gateway process ended (a zombie counts: supervisord has not reaped it yet)."""
+        waiting = dict(pids)
+        while waiting and not self.stopping:
+            for profile, pid in list(waiting.items()):
+                try:
+                    gone = psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+                except psutil.NoSuchProcess:
+                    gone = True
+                if gone:
+                    self.exits[profile] = time.time()
+                    del waiting[profile]
+            await trio.sleep(EXIT_POLL)
+
+
+def account(tally: Tally, processes: dict[str, list[float]]) -> dict[str, Any]:
+    """Every number each gateway process gave out must have reached a caller.
+
+    ``processes``: per profile, the start (epoch s) of each gateway process seen, oldest
+    first. A completed turn belongs to the last process started before the turn did; a
+    ``turn_cut`` answer to the last process started before the answer (an old process answers
+    its cut turns before it exits, and its successor cannot start until it has). Numbers
+    missing from a process's sequence are turns it accepted whose answer never arrived.
+
+    An unanswered call sent after its gateway was seen draining cannot have been accepted by
+    the old process (a drain never ends: it refuses every later turn); only a newer process
+    could have taken it, and if that process's numbers have no gap, it did not. Such calls are
+    dropped requests, not lost turns. Any other unanswered call may have been accepted: lost.
+    """
+    gaps: dict[str, list[str]] = {}
+    counts: dict[str, list[int]] = {}
+    for profile, starts in processes.items():
+        ids: list[set[int]] = [set() for _ in starts]
+        for turn in (t for t in tally.numbered if t.profile == profile):
+            at = turn.started_at if turn.started_at is not None else turn.answered
+            index = max([i for i, s in enumerate(starts) if s <= at] or [0])
+            ids[index].add(turn.turn_id)
+        counts[profile] = [len(seen) for seen in ids]
+        for index, seen in enumerate(ids):
+            missing = sorted(set(range(1, max(seen, default=0) + 1)) - seen)
+            gaps.setdefault(profile, []).extend(f"process {index + 1} t{m}" for m in missing)
+    dropped: list[Unanswered] = []
+    unproven: Counter = Counter()
+    for call in tally.unanswered:
+        refused = tally.drain_seen(call.profile)
+        newer_gaps = [g for g in gaps.get(call.profile, []) if not g.startswith("process 1 ")]
+        if refused is not None and call.sent >= refused and not newer_gaps:
+            dropped.append(call)
+        else:
+            unproven[call.profile] += 1
+    # An accepted turn whose answer was lost is both a gap and an unanswered call: count it once.
+    lost = sum(tally.lost_answers.values()) + sum(
+        max(len(gaps.get(p, [])), unproven[p]) for p in set(gaps) | set(unproven)
+    )
+    return {
+        "lost": lost,
+        "gaps": {p: g for p, g in gaps.items() if g},
+        "unanswered_unproven": sum(unproven.values()),
+        "dropped": dropped,
+        "turns_per_process": counts,
+    }
+
+
+# --- one scenario ----------------------------------------------------------------------------
+
+SUPERVISORD_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ (exited|spawned): '?hermes-gateway-([a-z0-9_-]+)'?"
+)
+
+
+def _supervisord_events(install: Install, since: float) -> dict[tuple[str, str], float]:
+    """(profile, "exited" | "spawned") -> the first such line after ``since`` in supervisord's
+    log (epoch s): when it reaped the old gateway and when it started the new one."""
+    events: dict[tuple[str, str], float] = {}
+    try:
+        lines = (install.root / "logs" / "mesh" / "supervisord.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return events
+    for line in lines:
+        match = SUPERVISORD_LINE.match(line)
+        if match:
+            stamp, what, profile = match.groups()
+            at = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()  # local time
+            if at >= since - 0.01:
+                events.setdefault((profile, what), at)
+    return events
+
+
+def _stage_times(receipt: dict[str, Any], start: float) -> dict[str, float]:
+    """Seconds from the start of ``hermes update`` to the updater's start and to the end of
+    each step its receipt records (the restart and verify steps are recorded when the
+    completion's result comes back)."""
+    out = {"updater": round(_epoch(receipt["started_at"]) - start, 3)}
+    for step in receipt.get("steps", []):
+        out[step["name"]] = round(_epoch(step["at"]) - start, 3)
+    return out
+
+
+TIMELINE = {  # key -> label
+    "drain": "drain",  # first seen draining: its broadcast, or a refusal to one of its clients
+    "exit": "exit",  # the old process ended (seen by polling it)
+    "reaped": "reaped",  # supervisord logged the exit
+    "spawned": "spawned",  # supervisord started the new process
+    "imported": "imported",  # the new process's gateway object exists (its imports are done)
+    "serving": "serving",  # the first turn the new process started
+}
+
+
+def _timeline(
+    install: Install, load: Load, start: float, processes: dict[str, list[float]]
+) -> dict[str, dict[str, float | None]]:
+    """Per gateway, seconds from the start of ``hermes update`` to each moment of its restart."""
+    supervisord = _supervisord_events(install, start)
+
+    def rel(at: float | None) -> float | None:
+        return None if at is None or at < start - 0.01 else round(at - start, 3)
+
+    rows: dict[str, dict[str, float | None]] = {}
+    for profile, starts in processes.items():
+        new = starts[-1] if len(starts) > 1 else None
+        serving = min(
+            (t.started_at for t in load.tally.numbered
+             if t.profile == profile and t.started_at and new and t.started_at >= new),
+            default=None,
+        )  # fmt: skip
+        rows[profile] = {
+            "drain": rel(load.tally.drain_seen(profile)),
+            "exit": rel(load.exits.get(profile)),
+            "reaped": rel(supervisord.get((profile, "exited"))),
+            "spawned": rel(supervisord.get((profile, "spawned"))),
+            "imported": rel(new),
+            "serving": rel(serving),
+        }
+    return rows
+
+
+def _unanswered_row(
+    call: Unanswered, never_accepted: bool, start: float, load: Load, restarts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Where an unanswered call sits in its gateway's restart, s after `hermes update` started."""
+    drain = load.tally.drain_seen(call.profile)
+    exit_at = load.exits.get(call.profile)
+    restart = next((r for r in restarts if r.get("profile") == call.profile), {})
+    return {
+        "profile": call.profile,
+        "tag": call.tag,
+        "code": call.code,
+        "never_accepted": never_accepted,
+        "sent": round(call.sent - start, 3),
+        "drain": None if drain is None else round(drain - start, 3),
+        "old_process_exit": None if exit_at is None else round(exit_at - start, 3),
+        "drain_finished": restart.get("finished"),
+        "drain_cut": restart.get("cut"),
+    }
+
+
+def run_scenario(base: Path, gateways: int, args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
+    install: Install | None = None
+    try:
+        install = Install(base)
+        profiles = [f"g{i:02d}" for i in range(gateways)]
+        for profile in profiles:
+            install.checked("profile", "create", profile)
+        install.mesh_started = True
+        install.checked("mesh", "up", "--profiles", ",".join(profiles), "--json")
+        before = install.wait_serving(profiles)
+        old_sha = install.head()
+        load = Load(install, profiles, args.clients, args.turn_seconds)
+        run = trio.run(_drive, install, load, {p: before[p]["pid"] for p in profiles}, args.after)
+        processes: dict[str, list[float]] = {p: [_epoch(before[p]["started_at"])] for p in profiles}
+        for profile in profiles:
+            try:
+                now = install.status(profile)
+            except RemoteError:
+                continue
+            if now["pid"] != before[profile]["pid"]:
+                processes[profile].append(_epoch(now["started_at"]))
+        report = run["report"]
+        receipt = json.loads(Path(report["receipt"]).read_text()) if report.get("receipt") else {}
+        restarts = receipt.get("restart") or []
+        fleet = report.get("fleet") or []
+        tally = load.tally
+        books = account(tally, processes)
+        timeline = _timeline(install, load, run["wall_start"], processes)
+        if run.get("stop_timed_out"):
+            notes.append(f"{gateways} gateway(s): the load did not wind down within {STOP_TIMEOUT:g}s")
+        return {
+            "gateways": gateways,
+            "update_seconds": round(run["seconds"], 3),
+            "exit_code": run["exit_code"],
+            "outcome": report.get("outcome"),
+            "moved": install.head() == run["release"] != old_sha,
+            "all_current": len(fleet) == gateways and all(r["verdict"] == "current" for r in fleet),
+            "fleet": [{k: r.get(k) for k in ("profile", "pid", "state", "running", "verdict")} for r in fleet],
+            "followups": report.get("followups", []),
+            "served_by_new_process": all(row["serving"] is not None for row in timeline.values()),
+            "turns": {
+                "completed": tally.completed,
+                "retried": sum(tally.retried.values()),
+                "lost": books["lost"],
+                "unanswered": len(tally.unanswered),
+                "retried_by_code": dict(tally.retried),
+                "lost_answers_by_code": dict(tally.lost_answers),
+                "number_gaps": books["gaps"],
+                "unanswered_maybe_accepted": books["unanswered_unproven"],
+                "unanswered_not_accepted": len(books["dropped"]),
+                "unanswered_calls": [
+                    _unanswered_row(u, u in books["dropped"], run["wall_start"], load, restarts)
+                    for u in tally.unanswered
+                ],
+                "abandoned_while_refused": tally.abandoned,
+                "cut_by_drains": sum(r.get("cut", 0) for r in restarts),
+                "finished_during_drains": sum(r.get("finished", 0) for r in restarts),
+                "per_process": books["turns_per_process"],
+                "examples": tally.examples,
+            },
+            "cpu": run["cpu"],
+            "stages": _stage_times(receipt, run["wall_start"]) if receipt else {},
+            "timeline": timeline,
+            "restarts": [{k: r.get(k) for k in ("profile", "ok", "reason", "finished", "cut")} for r in restarts],
+        }
+    finally:
+        cleanup(install, base, notes)
+
+
+async def _drive(install: Install, load: Load, old_pids: dict[str, int], after: float) -> dict[str, Any]:
+    run: dict[str, Any] = {}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(load.watch_states)
+        nursery.start_soon(load.run)
+        await load.warm_up()
+        await trio.sleep(SETTLE_SECONDS)
+        run["release"] = await trio.to_thread.run_sync(install.release, "release 2")
+        nursery.start_soon(load.watch_exits, old_pids)
+        run["wall_start"] = time.time()
+        own_cpu = sum(os.times()[:2])
+        psutil.cpu_percent()  # starts the machine-wide measurement
+        started = trio.current_time()
+        with trio.fail_after(UPDATE_TIMEOUT):
+            done = await trio.run_process(
+                install.update_argv(), cwd=install.path, env=install.env(),
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+        run["seconds"] = trio.current_time() - started
+        run["cpu"] = {
+            "machine_percent": psutil.cpu_percent(),  # of all cores, over the update
+            "cores": psutil.cpu_count(),
+            "load_clients_percent_of_a_core": round(100 * (sum(os.times()[:2]) - own_cpu) / run["seconds"], 1),
+        }
+        run["exit_code"] = done.returncode
+        try:
+            run["report"] = json.loads(done.stdout)
+        except ValueError:
+            raise RuntimeError(
+                f"hermes update printed no JSON (exit {done.returncode}): {done.stderr.decode()[-2000:]}"
+            ) from None
+        await trio.sleep(after)
+        load.stopping = True
+        with trio.move_on_after(STOP_TIMEOUT) as late:
+            await load.finished.wait()  # each client ends after the turn it has in flight
+        run["stop_timed_out"] = late.cancelled_caught
+        nursery.cancel_scope.cancel()
+    return run
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def _turns_text(s: dict[str, Any]) -> str:
+    t = s["turns"]
+    text = f"turns {t['completed']} completed, {t['retried']} retried, {t['lost']} lost"
+    if t["unanswered"]:
+        text += f" ({t['unanswered']} unanswered, {t['unanswered_not_accepted']} of them provably never accepted)"
+    return text
+
+
+def _timeline_text(rows: dict[str, dict[str, float | None]]) -> str:
+    parts = []
+    for key, label in TIMELINE.items():
+        values = sorted(v for v in (row[key] for row in rows.values()) if v is not None)
+        if not values:
+            parts.append(f"{label} -")
+        elif len(values) == 1:
+            parts.append(f"{label} {values[0]:.2f}")
+        else:
+            parts.append(f"{label} {statistics.median(values):.2f}/{values[-1]:.2f}")
+    return "  ".join(parts)
+
+
+def print_text(doc: dict[str, Any]) -> None:
+    single, fleet = doc["single"], doc["fleet"]
+    scenarios = (("single", single), ("fleet", fleet))
+    print(
+        f"hermes update under load: {doc['clients']} clients per gateway, one {doc['turn_seconds']:g} s turn "
+        f"in flight each"
+    )
+    for name, s in scenarios:
+        count = f"{s['gateways']} gateway" + ("s" if s["gateways"] != 1 else "")
+        print(f"  {name:<7} {count:<12} {s['update_seconds']:6.2f} s   {_turns_text(s)}")
+    verdict = "met" if doc["ratio"] <= TARGET_RATIO else "NOT met"
+    print(f"  ratio   fleet / single {doc['ratio']:6.2f}x  (target <= {TARGET_RATIO:g}x: {verdict})")
+    print("fleet matrix after the update:")
+    for name, s in scenarios:
+        current = sum(r["verdict"] == "current" for r in s["fleet"])
+        line = f"  {name:<7} {current}/{s['gateways']} current, outcome {s['outcome']} (exit {s['exit_code']})"
+        if not s["served_by_new_process"]:
+            line += "; a gateway served no turn on its new process"
+        for owed in s["followups"]:
+            line += f"; follow-up {owed['step']}: {owed['reason']}"
+        print(line)
+    print("where the time goes, s after `hermes update` started (fleet: median/last gateway):")
+    for name, s in scenarios:
+        stages = s["stages"]
+        steps = "  ".join(f"{k} {stages[k]:.2f}" for k in ("updater", "apply") if k in stages)
+        print(f"  {name:<7} {steps}  |  {_timeline_text(s['timeline'])}  |  done {s['update_seconds']:.2f}")
+    cpu = "; ".join(
+        f"{name} {s['cpu']['machine_percent']:.0f} % of {s['cpu']['cores']} cores busy, "
+        f"{s['cpu']['load_clients_percent_of_a_core']:.0f} % of a core for the load's clients"
+        for name, s in scenarios
+    )
+    print(f"cpu during the update: {cpu}")
+    for name, s in scenarios:
+        t = s["turns"]
+        if t["lost"] or t["number_gaps"] or t["lost_answers_by_code"]:
+            print(f"  {name}: LOST: answers {t['lost_answers_by_code']}, number gaps {t['number_gaps']}, "
+                  f"unanswered and maybe accepted {t['unanswered_maybe_accepted']}")  # fmt: skip
+            for example in t["examples"]:
+                print(f"    {example}")
+        if t["cut_by_drains"] != t["lost_answers_by_code"].get(TURN_CUT, 0):
+            print(f"  {name}: the drains cut {t['cut_by_drains']} turn(s), "
+                  f"{t['lost_answers_by_code'].get(TURN_CUT, 0)} turn_cut answer(s) arrived")  # fmt: skip
+        for u in t["unanswered_calls"]:
+            print(
+                f"  {name}: no answer ({u['code']}) to turn {u['tag']} sent at {u['sent']:.3f}; its gateway was "
+                f"seen draining at {u['drain']}, its old process ended at {u['old_process_exit']}: "
+                + ("never accepted" if u["never_accepted"] else "maybe accepted, counted lost")
+            )
+    for note in doc["notes"]:
+        print(f"note: {note}")
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """A Ctrl-C, also when trio hands it over inside an exception group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(KeyboardInterrupt) is not None
+    return isinstance(exc, KeyboardInterrupt)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gateways", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=2, help="client tasks per gateway, one turn in flight each")
+    parser.add_argument("--turn-seconds", type=float, default=0.1, help="how long each turn takes in the gateway")
+    parser.add_argument("--after", type=float, default=2.0, help="seconds of load after the update returns")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    args = parser.parse_args()
+    if args.gateways < 1 or args.clients < 1:
+        parser.error("--gateways and --clients must be at least 1")
+
+    base = Path(tempfile.mkdtemp(prefix="hm-upd-"))  # short: ipc paths must fit in 107 bytes
+    notes: list[str] = []
+    try:
+        single = run_scenario(base / "one", 1, args, notes)
+        fleet = run_scenario(base / "all", args.gateways, args, notes)
+    except BaseException as exc:
+        if not _interrupted(exc):
+            raise
+        print("interrupted; everything it started is stopped", file=sys.stderr)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        return 130
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    doc = {
+        "clients": args.clients,
+        "turn_seconds": args.turn_seconds,
+        "single": single,
+        "fleet": fleet,
+        "ratio": round(fleet["update_seconds"] / single["update_seconds"], 3),
+        "target_ratio": TARGET_RATIO,
+        "notes": notes,
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print_text(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
