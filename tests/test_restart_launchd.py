@@ -35,7 +35,9 @@ SHA = code_sha(ROOT)  # what a gateway started from this checkout reports
 
 @pytest.fixture(autouse=True)
 def short_waits(monkeypatch):
-    monkeypatch.setattr(restart_launchd, "COME_BACK_SECONDS", 3.0)
+    # Long enough for a real gateway to start on a loaded 2-core machine; it bounds only the
+    # cases that must wait it out (a gateway that never comes back).
+    monkeypatch.setattr(restart_launchd, "COME_BACK_SECONDS", 10.0)
     monkeypatch.setattr(restart_launchd, "POLL_INTERVAL", 0.05)
     monkeypatch.setattr(restart_launchd, "DRAIN_SECONDS", 5.0)
 

@@ -446,3 +446,16 @@ def test_a_unit_of_another_install_is_never_restarted_even_when_asked(fake_syste
     assert (outcome.method, outcome.ok) == ("skip", False)
     assert "not this install's home" in outcome.reason
     assert {verb for _, verb, _ in fake_systemd.calls()} == {"list-units", "show"}
+
+
+def test_the_plan_names_a_unit_of_another_home_as_foreign(fake_systemd, code, root, short_dir):
+    from services.updater.plan import Probes, make_plan
+
+    fake_systemd.add("user", "hermes-gateway-work.service", short_dir / "sibling" / "profiles" / "work")
+    plan = make_plan(root, code, probes=Probes(dockerenv=short_dir / "none"), env={})
+    # (other tests' gateways on this machine are rightly listed too, as foreign processes)
+    assert {(f["kind"], f["name"], f["home"]) for f in plan.foreign if f["kind"] == "systemd"} == {
+        ("systemd", "hermes-gateway-work.service", str(short_dir / "sibling" / "profiles" / "work"))
+    }
+    assert any(a.startswith("leave alone") and "hermes-gateway-work.service" in a for a in plan.actions)
+    assert not [c for c in fake_systemd.calls() if c[1] not in ("list-units", "show")]  # a plan only reads

@@ -266,7 +266,7 @@ def make_plan(
             target_error = exc.to_dict()
     profiles = [{"name": name, "home": str(homes.profile_home(name, root))} for name in homes.list_profiles(root)]
     gateways = [record.to_dict() for record in fleet.discover(root)]
-    foreign = fleet.scan_foreign(root)
+    foreign = fleet.scan_foreign(root) + _foreign_units(root)
     sha = code_sha(install_root)
     return Plan(
         root=root,
@@ -333,6 +333,17 @@ def _actions(
     elif not gateways:
         actions.append("no live gateway to restart")
     return actions
+
+
+def _foreign_units(root: Path) -> list[dict[str, Any]]:
+    """systemd units and launchd jobs named like ours that run on another home."""
+    from services.updater.restart import unit_kinds
+
+    found = []
+    for kind, module in unit_kinds():
+        _, foreign, _ = module.fleet_units(root)
+        found += [{"kind": kind, "name": u.name, "pid": None, "home": str(u.home), "scope": u.scope} for u in foreign]
+    return found
 
 
 def _leave_alone(foreign: list[dict[str, Any]]) -> list[str]:

@@ -61,35 +61,82 @@ class RestartOutcome:
         return asdict(self)
 
 
-def _unit_kinds() -> tuple[tuple[str, ModuleType], ...]:
+def unit_kinds() -> tuple[tuple[str, ModuleType], ...]:
     """The supervisor kinds with a unit module: ``fleet_units(root)`` → (ours, foreign, skipped)
     and ``restart_units(root, units, live, expected_sha)`` → outcomes.
 
     Imported here rather than at the top because those modules build on this one."""
-    from services.updater import restart_systemd
+    from services.updater import restart_launchd, restart_systemd
 
-    return (("systemd", restart_systemd),)
+    return (("systemd", restart_systemd), ("launchd", restart_launchd))
 
 
 def restart_fleet(root: Path, expected_sha: str | None) -> list[RestartOutcome]:
     """Restart every gateway of the install at ``root`` and start its units whose gateway is
-    down; one outcome per gateway or unit, default profile first."""
+    down; one outcome per gateway or unit, default profile first.
+
+    A gateway this process descends from (an update started by one of its tools) is restarted
+    last, once every other one is done: draining it first would wait on the very turn that
+    runs the update."""
     gateways = [g for g in discover(root, scan=False) if g.state in (ops.RUNNING, ops.DRAINING, ops.STARTING)]
     by_profile = {g.profile: g for g in gateways}
-    jobs: list[Callable[[], list[RestartOutcome]]] = []
+    parents = _ancestor_profiles(gateways)
+    first: list[Callable[[], list[RestartOutcome]]] = []
+    last: list[Callable[[], list[RestartOutcome]]] = []
+    outcomes: list[RestartOutcome] = []
     claimed: set[str] = set()
-    for kind, module in _unit_kinds():
-        ours, _foreign, _skipped = module.fleet_units(root)
+    for kind, module in unit_kinds():
+        ours, _foreign, skipped = module.fleet_units(root)
         # A unit takes over its profile's gateway only if that gateway runs under it (or none
         # runs at all): a profile served by another supervisor is restarted through that one.
         units = [u for u in ours if u.profile not in claimed and _runs_under(kind, by_profile.get(u.profile))]
         claimed.update(unit.profile for unit in units)
-        live = {unit.profile: by_profile[unit.profile] for unit in units if unit.profile in by_profile}
-        jobs.append(partial(module.restart_units, root, units, live, expected_sha))
-    jobs += [partial(_restart_as_list, root, g, expected_sha) for g in gateways if g.profile not in claimed]
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(jobs))) as pool:
-        outcomes = [outcome for done in pool.map(lambda job: job(), jobs) for outcome in done]
+        for batch, jobs in ((units_without(units, parents), first), ([u for u in units if u.profile in parents], last)):
+            if batch:
+                live = {unit.profile: by_profile[unit.profile] for unit in batch if unit.profile in by_profile}
+                jobs.append(partial(module.restart_units, root, batch, live, expected_sha))
+        # A unit of ours the kind could not act on (no privilege for its scope, say) keeps its
+        # gateway: draining a gateway whose supervisor we cannot drive could leave it down.
+        for name, reason in skipped:
+            profile = _profile_of(kind, name)
+            gateway = by_profile.get(profile) if profile else None
+            if gateway is not None and gateway.profile not in claimed and gateway.supervisor == kind:
+                claimed.add(gateway.profile)
+                outcomes.append(RestartOutcome(gateway.profile, kind, gateway.pid, gateway.pid, "skip", False,
+                                               f"{name}: {reason}", unit=name))  # fmt: skip
+    for gateway in gateways:
+        if gateway.profile not in claimed:
+            (last if gateway.profile in parents else first).append(partial(_restart_as_list, root, gateway, expected_sha))
+    outcomes += _run_all(first) + _run_all(last)
     return sorted(outcomes, key=lambda o: (o.profile != homes.DEFAULT_PROFILE, o.profile))
+
+
+def units_without(units: list[Any], profiles: set[str]) -> list[Any]:
+    return [u for u in units if u.profile not in profiles]
+
+
+def _run_all(jobs: list[Callable[[], list[RestartOutcome]]]) -> list[RestartOutcome]:
+    if not jobs:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(jobs))) as pool:
+        return [outcome for done in pool.map(lambda job: job(), jobs) for outcome in done]
+
+
+def _ancestor_profiles(gateways: list[GatewayRecord]) -> set[str]:
+    """Profiles whose live gateway is an ancestor of this process."""
+    import psutil
+
+    try:
+        ancestors = {p.pid for p in psutil.Process().parents()}
+    except psutil.Error:
+        return set()
+    return {g.profile for g in gateways if g.pid in ancestors}
+
+
+def _profile_of(kind: str, name: str) -> str | None:
+    from shared.supervisors import launchd, systemd
+
+    return {"systemd": systemd.profile_of, "launchd": launchd.profile_of}[kind](name)
 
 
 def _runs_under(kind: str, gateway: GatewayRecord | None) -> bool:
