@@ -14,7 +14,7 @@ supervisor; a gateway no such unit claims is restarted here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -71,14 +71,18 @@ def unit_kinds() -> tuple[tuple[str, ModuleType], ...]:
     return (("systemd", restart_systemd), ("launchd", restart_launchd))
 
 
-def restart_fleet(root: Path, expected_sha: str | None) -> list[RestartOutcome]:
-    """Restart every gateway of the install at ``root`` and start its units whose gateway is
-    down; one outcome per gateway or unit, default profile first.
+def restart_fleet(root: Path, expected_sha: str | None, *, only: Collection[str] | None = None) -> list[RestartOutcome]:
+    """Restart every gateway of the install at ``root`` (of the profiles ``only`` names, when
+    given) and start its units whose gateway is down; one outcome per gateway or unit,
+    default profile first.
 
     A gateway this process descends from (an update started by one of its tools) is restarted
     last, once every other one is done: draining it first would wait on the very turn that
     runs the update."""
-    gateways = [g for g in discover(root, scan=False) if g.state in (ops.RUNNING, ops.DRAINING, ops.STARTING)]
+    wanted: Callable[[str], bool] = (lambda profile: True) if only is None else set(only).__contains__
+    gateways = [
+        g for g in discover(root, scan=False) if g.state in (ops.RUNNING, ops.DRAINING, ops.STARTING) and wanted(g.profile)
+    ]
     by_profile = {g.profile: g for g in gateways}
     parents = _ancestor_profiles(gateways)
     first: list[Callable[[], list[RestartOutcome]]] = []
@@ -89,7 +93,10 @@ def restart_fleet(root: Path, expected_sha: str | None) -> list[RestartOutcome]:
         ours, _foreign, skipped = module.fleet_units(root)
         # A unit takes over its profile's gateway only if that gateway runs under it (or none
         # runs at all): a profile served by another supervisor is restarted through that one.
-        units = [u for u in ours if u.profile not in claimed and _runs_under(kind, by_profile.get(u.profile))]
+        units = [
+            u for u in ours
+            if wanted(u.profile) and u.profile not in claimed and _runs_under(kind, by_profile.get(u.profile))
+        ]  # fmt: skip
         claimed.update(unit.profile for unit in units)
         for batch, jobs in ((units_without(units, parents), first), ([u for u in units if u.profile in parents], last)):
             if batch:

@@ -15,15 +15,12 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from services.gateway import ops as gateway_ops
-from services.gateway.fleet import discover
 from services.updater import obligations, ops
 from services.updater.apply_archive import DirtyTree, SwapFailed, apply_archive, should_fall_back
 from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply
@@ -32,10 +29,10 @@ from services.updater.handoff import ENTRY_MODULE, Request, read_result
 from services.updater.lock import UpdateLock
 from services.updater.plan import DEFAULT_BRANCH, make_plan
 from services.updater.receipt import Receipt, ReceiptStore, exit_code_for
-from services.updater.restart import restart_one
+from services.updater.restart import restart_fleet
 from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
-from services.updater.verify import STALE, fleet_matrix, followups_for
+from services.updater.verify import DOWN, STALE, fleet_matrix, followups_for
 from shared import homes
 from shared.errors import HermesError
 from shared.identity import current_identity
@@ -50,9 +47,7 @@ COMPLETION_STOP_GRACE = 10.0
 POLL_INTERVAL = 0.1
 MAX_EVENTS = 2000
 FOLLOWER_GRACE = 2.0
-MAX_PARALLEL_RESTARTS = 8
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-RESTARTABLE = frozenset({gateway_ops.RUNNING, gateway_ops.DRAINING, gateway_ops.STARTING})
 
 
 class Interrupted(Exception):
@@ -427,7 +422,9 @@ class UpdateRun:
             receipt.skip("completion", "already up to date: the code did not change")
         self._boundary("verify")
         matrix = fleet_matrix(self.root, code, expected_profiles=self.expected)
+        # Stale gateways, and owed ones that are down: a unit module starts those it supervises.
         wanting = {row["profile"] for row in matrix if row["verdict"] == STALE}
+        wanting |= {row["profile"] for row in matrix if row["verdict"] == DOWN and row["profile"] in self.fleet_owed}
         if wanting:
             receipt.step("retry", True, {"owed": "fleet-restart", "gateways": sorted(wanting)})
             self._boundary("restart")
@@ -442,12 +439,8 @@ class UpdateRun:
         self.emit("verify", "done", {"fleet": matrix})
 
     def _restart(self, profiles: set[str], code: str) -> list[dict[str, Any]]:
-        """Restart the live gateways of ``profiles`` onto ``code``, each on its own thread."""
-        gateways = [g for g in discover(self.root, scan=False) if g.profile in profiles and g.state in RESTARTABLE]
-        if not gateways:
-            return []
-        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_RESTARTS, len(gateways))) as pool:
-            return [o.to_dict() for o in pool.map(lambda g: restart_one(self.root, g, code), gateways)]
+        """Restart the gateways of ``profiles`` onto ``code``, each through its own kind."""
+        return [o.to_dict() for o in restart_fleet(self.root, code, only=profiles)]
 
     # --- the completion ------------------------------------------------------------------
 
