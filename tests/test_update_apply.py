@@ -76,7 +76,7 @@ def test_fast_forward_reaches_origin(world: World) -> None:
     assert result.moved and not result.up_to_date
     assert result.after == new == world.head()
     assert (world.install / "new.txt").read_text() == "from upstream\n"
-    assert steps == ["fetched", "moved"]
+    assert steps == ["fetched", "moving", "moved"]
     assert result.to_dict()["after"] == new
 
 
@@ -90,7 +90,7 @@ def test_local_change_is_stashed_and_restored(world: World) -> None:
     assert (world.install / "notes.txt").read_text() == "my notes\n"
     assert (world.install / "app.py").read_text() == "print('v2')\n"
     assert world.stashes() == []
-    assert steps == ["fetched", "stashed", "moved", "restored"]
+    assert steps == ["fetched", "stashed", "moving", "moved", "restored"]
 
 
 def test_conflicting_restore_parks_the_stash(world: World) -> None:
@@ -109,7 +109,7 @@ def test_conflicting_restore_parks_the_stash(world: World) -> None:
     assert is_dirty(world.install) == []
     # The parked entry really holds the local edit.
     assert git(world.install, "show", f"{result.stash_sha}:config.txt") == "value = local"
-    assert steps == ["fetched", "stashed", "moved", "parked"]
+    assert steps == ["fetched", "stashed", "moving", "moved", "parked"]
     assert result.to_dict()["conflicts"] == ["config.txt"]
 
 

@@ -241,7 +241,7 @@ def test_the_archive_replaces_the_tree_and_carries_build_outputs(world):
     steps: list[str] = []
     result = world.fall_back(on_step=lambda name, detail: steps.append(name))
     assert result.moved and result.via == "archive" and result.after == new
-    assert steps == ["downloaded", "moved"]
+    assert steps == ["downloaded", "moving", "moved"]
     assert (world.install / "src/app.py").read_text() == "two\n" and (world.install / "src/extra.py").exists()
     assert not (world.install / "docs").exists()  # a tracked entry the release dropped is gone
     # Build outputs are carried by hard link; what the swap does not replace is left alone.

@@ -163,7 +163,8 @@ def apply_archive(
     timeout: float = GIT_TIMEOUT,
 ) -> ApplyResult:
     """Install ``branch``'s source archive over ``repo``. Before the commit point every
-    failure leaves the tree as it was; ``on_step("moved", ...)`` marks the commit point."""
+    failure leaves the tree as it was; ``on_step("moving", ...)`` comes just before the swap,
+    ``on_step("moved", ...)`` marks the commit point."""
     repo = Path(repo)
     emit: StepCallback = on_step or (lambda name, detail: None)
     preserved = tuple(preserved)
@@ -206,6 +207,7 @@ def apply_archive(
             "source": redact(url),
             "work_id": work_id,
         }
+        emit("moving", {"before": before, "after": unpacked.commit, "branch": branch, "via": "archive"})
         _swap(repo, work, journal)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

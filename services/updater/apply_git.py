@@ -96,8 +96,9 @@ def apply(
 ) -> ApplyResult:
     """Fetch ``remote``'s ``branch`` and fast-forward the tree to it.
 
-    ``on_step(name, detail)`` is called with "fetched", "stashed", "moved" (the commit
-    point) and "restored" or "parked"; it is the caller's receipt hook and must not raise.
+    ``on_step(name, detail)`` is called with "fetched", "stashed", "moving" (just before the
+    fast-forward: what it is about to commit), "moved" (the commit point) and "restored" or
+    "parked"; it is the caller's receipt hook and must not raise.
     ``timeout`` bounds each git command. Refusals (``WrongBranch``, ``NotFastForward``)
     and failures before the commit point leave HEAD and the working tree as they were.
     """
@@ -146,6 +147,7 @@ def apply(
     stash_sha = _stash(repo, before, timeout) if dirty else None
     if stash_sha is not None:
         emit("stashed", {"sha": stash_sha, "paths": dirty})
+    emit("moving", {"before": before, "after": target, "branch": branch})
     try:
         git("merge", "--ff-only", target, stage="merge")
     except BaseException as exc:

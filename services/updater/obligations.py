@@ -6,7 +6,9 @@ replaced atomically under a lock:
 
 - ``source-completion-pending.json``: the tree moved and no completion has yet delivered a
   correlated result that owes nothing of the tail (dependencies, config migrations). Armed by
-  the updater at the commit point with the update id and the code before and after; it also
+  the updater just ahead of the commit point (and withdrawn if the tree does not move after
+  all), so no kill can leave a moved tree owing nothing, with the update id and the code
+  before and after; it also
   names the last completion started for it, so a result that completion delivered after its
   updater died is still taken.
 - ``fleet-restart.json``: the gateways owed a restart onto the new code, profile -> the

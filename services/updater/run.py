@@ -73,6 +73,9 @@ class UpdateRun:
         self.outcome: str | None = None
         self.exit_code: int | None = None
         self.committed = False
+        # What was owed before this run armed its obligations ahead of the move (apply's
+        # "moving"), so that a move that does not happen after all owes exactly that again.
+        self._armed_ahead: tuple[dict[str, Any] | None, dict[str, dict[str, Any]]] | None = None
         self._stop = stop  # set by a stop signal, from the first moment of the process
         # What is owed (read after the plan, then as this run arms and settles it), and the
         # profiles whose gateway must run the new code: live now, or owed a restart.
@@ -306,28 +309,41 @@ class UpdateRun:
         URL is configured, install the branch's source archive instead."""
         try:
             return apply(self.install_root, branch, on_step=self._applied)
-        except GitFailed as exc:
-            if self.committed or not settings.archive_url or not should_fall_back(exc):
+        except BaseException as exc:
+            self._withdraw()
+            if not isinstance(exc, GitFailed) or self.committed or not settings.archive_url or not should_fall_back(exc):
                 raise
             assert self.receipt is not None
             self.receipt.step("apply", False, exc.to_dict())
             self.emit("apply", "fallback", f"{exc.message}; installing the release archive instead")
             self._write()
-        return apply_archive(
-            self.install_root,
-            branch,
-            url_template=settings.archive_url,
-            work_id=self.update_id,
-            preserved=settings.preserved_nested,
-            on_step=self._applied,
-        )
+        try:
+            return apply_archive(
+                self.install_root,
+                branch,
+                url_template=settings.archive_url,
+                work_id=self.update_id,
+                preserved=settings.preserved_nested,
+                on_step=self._applied,
+            )
+        except BaseException:
+            self._withdraw()
+            raise
 
     def _applied(self, name: str, detail: Any) -> None:
+        if name == "moving":
+            # Armed AHEAD of the move: a run killed between the tree moving and its obligations
+            # being written would otherwise leave a moved tree that owes nothing.
+            if self._armed_ahead is None:
+                self._armed_ahead = (self.pending, self.fleet_owed)
+            self._arm(detail["before"], detail["after"])
         if name == "moved":
             self.committed = True  # the commit point: from here on nothing fails the update
             assert self.receipt is not None
             self.receipt.step("moved", True, detail)
-            self._arm(detail["before"], detail["after"])
+            if self._armed_ahead is None:  # a move not announced ahead is armed now
+                self._arm(detail["before"], detail["after"])
+            self._armed_ahead = None
             self._write()
         self.emit("apply", name, detail)
 
@@ -357,14 +373,35 @@ class UpdateRun:
             owed.append(f"a restart of {', '.join(fleet)}")
         self.emit("plan", "owed", "; ".join(owed))
 
+    def _withdraw(self) -> None:
+        """Apply failed after arming ahead of a move that did not happen: owe again exactly
+        what was owed before (a run killed in that window leaves it armed: an extra completion
+        is the safe side)."""
+        prior, self._armed_ahead = self._armed_ahead, None
+        if prior is None or self.committed:
+            return
+        pending, fleet = prior
+        try:
+            if pending is None:
+                obligations.clear_completion(self.root)
+            else:
+                obligations.arm_completion(self.root, update_id=pending["update_id"], before=pending["before"],
+                                           after=pending["after"], attempt=pending.get("attempt"))  # fmt: skip
+            obligations.settle_fleet(self.root, fleet)
+        except (OSError, HermesError) as exc:
+            assert self.receipt is not None
+            self.receipt.step("obligations", False, f"could not withdraw what was armed ahead of the move: {exc}")
+        self.pending, self.fleet_owed = pending, fleet
+
     def _owed_before(self, before: str | None) -> str | None:
         """The code the owed completion starts from: a completion still owed covers its
         update's whole move (its dependency spec may have changed there), not only this one."""
         return self.pending["before"] if self.pending is not None else before
 
     def _arm(self, before: str | None, after: str) -> None:
-        """The commit point: a completion is owed, and every gateway that should run the new code
-        is owed a restart onto it. Both stay armed until done (apply's hook must not raise)."""
+        """The commit point (armed just ahead of it): a completion is owed, and every gateway that
+        should run the new code is owed a restart onto it. Both stay armed until done (apply's
+        hook must not raise)."""
         assert self.receipt is not None
         before = self._owed_before(before)
         try:
