@@ -418,15 +418,17 @@ class UpdateRun:
         """A verify saw the whole fleet: owe exactly the gateways it found wanting."""
         assert self.receipt is not None
         owed = [row for row in matrix if followups_for([row], expected_profiles=set(self.expected))]
+        states = {STALE: obligations.STALE, DOWN: obligations.DOWN}  # else alive, its code unread
         parts = {
             row["profile"]: obligations.owed_part(
                 row["expected"],
-                obligations.STALE if row["verdict"] == STALE else obligations.DOWN,
-                f"runs {str(row['running'])[:12]}" if row["verdict"] == STALE else "down",
+                states.get(row["verdict"], obligations.NOT_RESTARTED),
+                f"runs {str(row['running'])[:12]}" if row["verdict"] == STALE
+                else "down" if row["verdict"] == DOWN else "alive, but what it runs could not be read",
                 self.update_id,
             )
             for row in owed
-        }
+        }  # fmt: skip
         obligations.settle_fleet(self.root, parts)
         self.fleet_owed = parts
         if owed:

@@ -52,9 +52,12 @@ def fleet_matrix(root: Path, expected_sha: str | None, *, expected_profiles: Ite
 
 
 def followups_for(matrix: list[dict[str, Any]], *, expected_profiles: set[str]) -> list[dict[str, str]]:
-    """The owed fleet restarts: a gateway that should run the new code and does not."""
+    """The owed fleet restarts: a gateway that should run the new code and is not seen to. A
+    live gateway whose code nobody could read (one caught mid-start, say) is owed too: only a
+    gateway seen on the expected commit is done."""
     owed = []
     for row in matrix:
-        if row["verdict"] == STALE or (row["verdict"] == DOWN and row["profile"] in expected_profiles):
+        unread = row["verdict"] == UNKNOWN and row["expected"] is not None
+        if row["verdict"] == STALE or unread or (row["verdict"] == DOWN and row["profile"] in expected_profiles):
             owed.append({"step": "fleet-restart", "reason": f"gateway {row['profile']} is {row['verdict']}"})
     return owed
