@@ -145,6 +145,13 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
     with SyncClient(endpoint.control, retry=NO_RETRY) as client:
         while True:
             try:
+                # The socket is the install's, not this run's: an updater this command did not
+                # start (one that holds the lock ours was refused by) may be the one answering.
+                if update_id is not None and client.call(ops.STATUS, timeout=FOLLOW_SLICE).get("update_id") != update_id:
+                    if not updater_alive():
+                        return _finished(args, root, updater, update_id)
+                    time.sleep(0.05)
+                    continue
                 terminal = client.call(ops.FOLLOW, {"from": view.seen}, on_event=view.event, timeout=FOLLOW_SLICE)
             except RemoteError as exc:
                 if exc.code not in retry_codes:
@@ -153,6 +160,8 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
                     return _finished(args, root, updater, update_id)
                 time.sleep(0.05)
                 continue
+            if update_id is not None and terminal.get("update_id") != update_id:
+                continue  # another run took the socket between the two calls
             return _report(args, terminal)
 
 
