@@ -320,9 +320,8 @@ def test_a_gateway_whose_socket_is_gone_is_drained_by_sigusr1(fake_systemd, code
 
 
 def test_without_a_fresh_main_process_the_unit_is_reset_and_restarted_in_its_own_manager(
-    fake_systemd, code, root, short_dir, monkeypatch
+    fake_systemd, code, root, short_dir
 ):
-    monkeypatch.setattr(restart_systemd, "AUTO_RESTART_SECONDS", 2.0)
     # StartLimitBurst=0: the restart after the drain hits the start limit and the unit fails.
     fake_systemd.add("system", "hermes-gateway-work.service", root / "profiles" / "work",
                      stop=70 * SECOND, start=2_500_000, StartLimitBurst=0)  # fmt: skip
@@ -344,6 +343,7 @@ def test_without_a_fresh_main_process_the_unit_is_reset_and_restarted_in_its_own
         assert (outcome.method, outcome.fallback, outcome.ok) == ("drain", "blunt", True), outcome
         assert outcome.old_pid == old[scope] != outcome.new_pid
         assert "restarted through systemd" in outcome.note
+        assert "the unit is failed" in outcome.note  # the start limit: no automatic restart to wait for
     # The gateway drained and exited: only the start is waited for, with this unit's own limit.
     assert work.budget == restart_budget("1min 10s", "2.500000s", start_only=True) == 2.5 + systemd.CLIENT_SLACK
     assert default.budget == 30 + systemd.CLIENT_SLACK
@@ -357,7 +357,6 @@ def test_without_a_fresh_main_process_the_unit_is_reset_and_restarted_in_its_own
 
 
 def test_a_systemctl_that_gives_up_waiting_is_reported_and_the_unit_checked(fake_systemd, code, root, monkeypatch):
-    monkeypatch.setattr(restart_systemd, "AUTO_RESTART_SECONDS", 2.0)
     monkeypatch.setattr(systemd_budget, "CLIENT_SLACK", 0.0)
     # A job slower than the budget: the client is killed at 1 s, the job goes on without it.
     fake_systemd.add("user", "hermes-gateway.service", root, stop=SECOND, start=SECOND, StartLimitBurst=0, job_delay=3)
@@ -412,8 +411,7 @@ def test_system_units_are_left_running_without_privilege(fake_systemd, code, roo
     assert (after["pid"], after["state"]) == (system_pid, ops.RUNNING)
 
 
-def test_one_unit_failing_leaves_the_others_restarted(fake_systemd, code, root, monkeypatch):
-    monkeypatch.setattr(restart_systemd, "AUTO_RESTART_SECONDS", 2.0)
+def test_one_unit_failing_leaves_the_others_restarted(fake_systemd, code, root):
     names = {"default": "hermes-gateway.service", "work": "hermes-gateway-work.service",
              "workbench": "hermes-gateway-workbench.service"}  # fmt: skip
     for profile, name in names.items():
@@ -429,6 +427,8 @@ def test_one_unit_failing_leaves_the_others_restarted(fake_systemd, code, root, 
 
     broken = outcomes["user", "hermes-gateway-workbench.service"]
     assert (broken.ok, broken.fallback) == (False, "blunt")
+    # The unit failed after the drain: the blunt restart came at once, not after the wait.
+    assert "the unit is failed and systemd will not start it again" in broken.note
     assert "Job for hermes-gateway-workbench.service failed because" in broken.reason
     odd = outcomes["user", "hermes-gateway-odd.service"]
     assert (odd.ok, odd.new_pid) == (False, None)

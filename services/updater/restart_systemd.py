@@ -40,6 +40,8 @@ KIND = systemd.KIND
 PROPERTIES = ("LoadState", "ActiveState", "MainPID", "TimeoutStopUSec", "TimeoutStartUSec", "Environment")
 # How long systemd gets to start a drained gateway again by itself before the blunt restart.
 AUTO_RESTART_SECONDS = COME_BACK_SECONDS
+# Unit states out of which systemd starts nothing by itself.
+SETTLED_DOWN = ("failed", "inactive")
 CLIENT_GAVE_UP = "systemctl gave up waiting; the restart job may still be running"
 
 
@@ -172,28 +174,39 @@ def _blunt(unit: Unit, outcome: RestartOutcome, expected_sha: str | None) -> Res
     try:
         systemd.restart(unit, timeout=budget)
     except SupervisorTimeout:
+        # The job may still be queued, and a unit with a queued start job still shows inactive.
         outcome = replace(outcome, note=_join(outcome.note, CLIENT_GAVE_UP))
+        job_done = False
     except SupervisorFailed as exc:
         return replace(outcome, reason=exc.message)
-    new_pid, reason = _wait_fresh(unit, main_pid, expected_sha, COME_BACK_SECONDS)
+    else:
+        job_done = True
+    new_pid, reason = _wait_fresh(unit, main_pid, expected_sha, COME_BACK_SECONDS, settled_ends_wait=job_done)
     return replace(outcome, new_pid=new_pid, ok=reason is None, reason=reason)
 
 
-def _wait_fresh(unit: Unit, old_pid: int, expected_sha: str | None, seconds: float) -> tuple[int | None, str | None]:
+def _wait_fresh(
+    unit: Unit, old_pid: int, expected_sha: str | None, seconds: float, *, settled_ends_wait: bool = True
+) -> tuple[int | None, str | None]:
     """Poll until the unit's main process, other than ``old_pid``, answers as a running gateway:
-    (its pid, None), or (its pid, why not) when it runs other code; (None, why) if none did."""
+    (its pid, None), or (its pid, why not) when it runs other code; (None, why) if none did.
+    With ``settled_ends_wait`` a unit that is down with nothing pending ends the wait early."""
     address = _control(unit)
     deadline = time.monotonic() + seconds
     last: dict[str, Any] | None = None
     while True:
         status = _status(address)
+        shown = _show(unit)
         if status is not None:
             last = status
             pid = status.get("pid")
-            if status.get("state") == ops.RUNNING and pid != old_pid and pid == _main_pid(_show(unit)):
+            if status.get("state") == ops.RUNNING and pid != old_pid and pid == _main_pid(shown):
                 if expected_sha and status.get("code_sha") != expected_sha:
                     return pid, f"came back on {str(status.get('code_sha'))[:12]}, not the new code"
                 return pid, None
+        if settled_ends_wait and shown.get("ActiveState") in SETTLED_DOWN:
+            # A pending automatic restart shows as "activating"; these states mean none will come.
+            return None, f"the unit is {shown['ActiveState']} and systemd will not start it again by itself"
         if time.monotonic() >= deadline:
             break
         time.sleep(POLL_INTERVAL)
