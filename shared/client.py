@@ -6,6 +6,10 @@ rest of a round trip). A call that times out closes the socket and opens a fresh
 request may still sit in the old socket's queue, and closing it with ``LINGER`` 0 makes
 sure it is never delivered late. Calls that were in flight on the old socket fail with
 ``connection_reset``; like timeouts, that is retried only for idempotent ops.
+
+A service that goes away (it exited, or was killed) will never answer what it had not
+answered yet, so a peer's disconnect fails the calls in flight at once, after every answer
+it did send has been delivered, rather than leaving them to wait out their deadlines.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, AsyncIterator, Callable, Mapping
 
 import trio
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from shared import protocol
 from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_unreachable, request_ids
@@ -33,6 +38,8 @@ EventCallback = Callable[[Any], Any]
 DEADLINE_RESOLUTION = 0.02
 # Events a streaming call may have waiting before its consumer is judged stuck.
 MAX_PENDING_EVENTS = 1024
+# How long the answers a departed service sent may take to reach their calls.
+SETTLE_SECONDS = 1.0
 
 
 class _Mailbox:
@@ -178,10 +185,13 @@ class Client:
 
     async def _run_connection(self, *, task_status: trio.TaskStatus[_Connection]) -> None:
         with trio.CancelScope() as scope:
-            async with open_socket(zmq.DEALER, connect=[self.address], max_frame=self._max_frame) as sock:
+            async with open_socket(
+                zmq.DEALER, connect=[self.address], max_frame=self._max_frame, monitor=zmq.EVENT_DISCONNECTED
+            ) as sock:
                 conn = _Connection(sock, scope)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._watch_deadlines, conn)
+                    nursery.start_soon(self._watch_peer, conn)
                     task_status.started(conn)
                     async for parts in sock:
                         self._dispatch(conn, parts)
@@ -209,6 +219,26 @@ class Client:
                             detail={"op": mailbox.op.name},
                         )
                     )
+            self._reset(conn)
+            return
+
+    async def _watch_peer(self, conn: _Connection) -> None:
+        assert conn.sock.events is not None
+        async for parts in conn.sock.events:
+            if parse_monitor_message(parts)["event"] != zmq.EVENT_DISCONNECTED:
+                continue
+            with trio.move_on_after(SETTLE_SECONDS):
+                await conn.sock.input_settled()  # what the service answered before it left
+            if not conn.pending:
+                continue  # nothing was waiting: zmq reconnects by itself
+            for mailbox in conn.pending.values():
+                mailbox.fail(
+                    RemoteError(
+                        Code.CONNECTION_RESET,
+                        f"the service at {self.address} went away before answering {mailbox.op.name!r}",
+                        detail={"op": mailbox.op.name},
+                    )
+                )
             self._reset(conn)
             return
 

@@ -1,7 +1,9 @@
 """A blocking client for the CLI: same protocol and retry rules, no trio import.
 
 The CLI makes one or two calls per run and must start fast, so it talks to services with
-plain pyzmq and a poller instead of starting an event loop.
+plain pyzmq and a poller instead of starting an event loop. Like the async client, it fails a
+call at once when the service goes away before answering it (the socket's monitor reports
+the disconnect), after reading every answer the service did send.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import time
 from typing import Any, Callable, Mapping
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from shared import protocol
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
@@ -31,6 +34,7 @@ class SyncClient:
         self._retry = retry
         self._next_id = request_ids()
         self._sock: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None
 
     def __enter__(self) -> SyncClient:
         return self
@@ -40,8 +44,10 @@ class SyncClient:
 
     def close(self) -> None:
         if self._sock is not None:
+            self._sock.disable_monitor()
+            self._monitor.close(linger=0)
             self._sock.close(linger=0)
-            self._sock = None
+            self._sock = self._monitor = None
 
     def call(
         self,
@@ -70,9 +76,17 @@ class SyncClient:
             sock = zmq.Context.instance().socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
+            self._monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
             sock.connect(self.address)
             self._sock = sock
         return self._sock
+
+    def _peer_left(self) -> bool:
+        """Whether the monitor reported a disconnect (reading what it reported)."""
+        left = False
+        while self._monitor.poll(0):
+            left |= parse_monitor_message(self._monitor.recv_multipart())["event"] == zmq.EVENT_DISCONNECTED
+        return left
 
     def _attempt(self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None) -> Any:
         if self._sock is None and ipc_unreachable(self.address):  # probed once per connection
@@ -80,6 +94,7 @@ class SyncClient:
         request_id = self._next_id()
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
         sock = self._socket()
+        self._peer_left()  # a disconnect before this request is not this request's
         deadline = time.monotonic() + budget + REPLY_GRACE
         try:
             if not _wait(sock, zmq.POLLOUT, deadline):
@@ -88,14 +103,31 @@ class SyncClient:
         except zmq.Again:  # the pipe to the service is full: it is not reading
             self.close()
             raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}") from None
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        gone = False  # the service left: only the answers it sent before are still to read
         while True:
-            if not _wait(sock, zmq.POLLIN, deadline):
-                self.close()  # the request may still be queued: never let it arrive late
-                raise RemoteError(
-                    Code.TIMEOUT,
-                    f"no answer to {spec.name!r} from {self.address} within {budget:g}s",
-                    detail={"op": spec.name},
-                )
+            if gone:
+                if not sock.poll(0):
+                    self.close()
+                    raise RemoteError(
+                        Code.CONNECTION_RESET,
+                        f"the service at {self.address} went away before answering {spec.name!r}",
+                        detail={"op": spec.name},
+                    )
+            else:
+                ready = _wait_any(poller, deadline)
+                if not ready:
+                    self.close()  # the request may still be queued: never let it arrive late
+                    raise RemoteError(
+                        Code.TIMEOUT,
+                        f"no answer to {spec.name!r} from {self.address} within {budget:g}s",
+                        detail={"op": spec.name},
+                    )
+                if sock not in ready:
+                    gone = self._peer_left()
+                    continue
             parts = sock.recv_multipart(zmq.NOBLOCK)
             if len(parts) != 1:
                 continue
@@ -119,6 +151,13 @@ def _wait(sock: zmq.Socket, event: int, deadline: float) -> bool:
     if remaining <= 0:
         return False
     return bool(sock.poll(timeout=int(remaining * 1000) + 1, flags=event))
+
+
+def _wait_any(poller: zmq.Poller, deadline: float) -> dict:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return {}
+    return dict(poller.poll(timeout=int(remaining * 1000) + 1))
 
 
 def call_all(

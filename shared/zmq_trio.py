@@ -33,6 +33,8 @@ Message = list[bytes]
 
 # How many rounds of sends and receives the pump does before yielding to other tasks.
 _BATCH = 16
+# How often ``input_settled`` looks whether the pump and the receiver have caught up.
+SETTLE_POLL = 0.001
 
 # Plain ints: pyzmq's flag enums cost an object per ``&`` on the hot path.
 _EVENTS = int(zmq.EVENTS)
@@ -61,6 +63,7 @@ class Socket:
         self._watcher_parked = False
         self._closed = False
         self.dropped = 0  # messages a lossy sender or an unreachable peer did not get
+        self.events: Socket | None = None  # the monitor's socket, when ``open_socket`` was asked for one
 
     # --- the public face, used by any task ---------------------------------------------
 
@@ -144,6 +147,14 @@ class Socket:
     def pending_output(self) -> int:
         """Messages queued but not yet handed to zmq."""
         return self._queued + (self._head is not None)
+
+    async def input_settled(self) -> None:
+        """Return once every message zmq holds for this socket now has been taken by a
+        receiver. The pump is woken to re-read ``EVENTS``, which is where zmq takes in what
+        its I/O thread delivered; it parks again only when nothing is left to read."""
+        self._wake()
+        while not (self._pump_parked and self._held is None and not self._in_recv.statistics().current_buffer_used):
+            await trio.sleep(SETTLE_POLL)
 
     def _wake(self) -> None:
         if self._pump_parked:
@@ -288,8 +299,13 @@ async def open_socket(
     inbound: int = 256,
     outbound: int = 256,
     close_linger_ms: int = 0,
+    monitor: int = 0,
 ) -> AsyncIterator[Socket]:
     """A configured socket with its pump running; closed on exit.
+
+    ``monitor`` is a mask of zmq socket events (``zmq.EVENT_DISCONNECTED`` ...); with it the
+    socket's ``events`` is a second ``Socket`` that receives them, watched from before the
+    first connect so none is missed. Parse them with ``zmq.utils.monitor``.
 
     ``options`` are ``(option, value)`` pairs set before any bind or connect (a SUB's
     ``SUBSCRIBE`` goes here: once the pump runs, no other task touches the socket).
@@ -299,21 +315,30 @@ async def open_socket(
     """
     zsock = zmq.Context.instance().socket(sock_type)
     sock: Socket | None = None
+    events: Socket | None = None
     try:
         _configure(zsock, sock_type, max_frame, options)
+        if monitor:
+            events = Socket(zsock.get_monitor_socket(monitor), inbound=64, outbound=1)
         for address in bind:
             zsock.bind(address)
         for address in connect:
             zsock.connect(address)
         sock = Socket(zsock, inbound=inbound, outbound=outbound)
+        sock.events = events
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(sock._pump)
-            nursery.start_soon(sock._watch_fd)
+            for pumped in (sock, events):
+                if pumped is not None:
+                    nursery.start_soon(pumped._pump)
+                    nursery.start_soon(pumped._watch_fd)
             try:
                 yield sock
             finally:
                 nursery.cancel_scope.cancel()
     finally:
+        if events is not None:
+            zsock.disable_monitor()
+            events._close(0)
         if sock is not None:
             sock._close(close_linger_ms)
         else:

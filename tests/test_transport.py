@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import msgpack
@@ -237,6 +238,42 @@ async def test_a_reply_that_arrived_survives_the_service_disconnecting(short_dir
         server.close(linger=0)
 
 
+async def test_a_service_leaving_fails_what_it_did_not_answer_and_delivers_what_it_did(short_dir):
+    # Two calls in flight; the service answers one and exits. The answer arrives, and the other
+    # call fails as reset at once instead of waiting out its 50 s deadline.
+    address = f"ipc://{short_dir}/leaving.ctl"
+    server = zmq.Context.instance().socket(zmq.ROUTER)
+    server.bind(address)
+    outcome = {}
+    try:
+        async with open_client(address, retry=NO_RETRY) as client:
+
+            async def call(tag: str) -> None:
+                try:
+                    outcome[tag] = await client.call(SLOW, {"seconds": 50}, timeout=50)
+                except RemoteError as exc:
+                    outcome[tag] = exc.code
+
+            with trio.fail_after(10):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(call, "a")
+                    nursery.start_soon(call, "b")
+                    requests = []
+                    while len(requests) < 2:
+                        if server.poll(0):
+                            requests.append(server.recv_multipart())
+                        else:
+                            await trio.sleep(0.01)
+                    peer, raw = requests[0]
+                    answered = protocol.decode_request(raw, {SLOW.name: SLOW}).id
+                    server.send_multipart([peer, protocol.encode_reply(answered, "result", 1.5)])
+                    server.close(linger=1000)
+                    time.sleep(0.3)  # blocks the loop: the reply and the disconnect both wait to be read
+    finally:
+        server.close(linger=0)
+    assert sorted(outcome.values(), key=str) == [1.5, Code.CONNECTION_RESET]
+
+
 async def test_multipart_request_is_malformed(served):
     _, address = served
     async with open_socket(zmq.DEALER, connect=[address]) as raw:
@@ -321,19 +358,20 @@ async def test_service_killed_mid_request_then_restarted(spawn, endpoint):
     address, lock = endpoint
     first = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
     async with open_client(address) as client:
-        async with trio.open_nursery() as nursery:
-            outcome = {}
+        outcome = {}
 
-            async def slow_call() -> None:
-                try:
-                    await client.call(SLOW, {"seconds": 5}, timeout=1.0)
-                except RemoteError as exc:
-                    outcome["code"] = exc.code
+        async def slow_call() -> None:
+            try:
+                await client.call(SLOW, {"seconds": 50}, timeout=50)
+            except RemoteError as exc:
+                outcome["code"] = exc.code
 
-            nursery.start_soon(slow_call)
-            await trio.sleep(0.3)
-            os.kill(first.pid, signal.SIGKILL)
-        assert outcome["code"] in (Code.TIMEOUT, Code.CONNECTION_RESET)
+        with trio.fail_after(10):  # not the call's deadline: the disconnect ends it
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(slow_call)
+                await trio.sleep(0.3)
+                os.kill(first.pid, signal.SIGKILL)
+        assert outcome["code"] == Code.CONNECTION_RESET
         # kill -9 left a stale socket file and lock file; a new service takes both over
         await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
         with trio.fail_after(10):
@@ -380,6 +418,45 @@ def test_sync_client_round_trip_stream_and_timeout(spawn, endpoint):
         with pytest.raises(RemoteError) as info:
             client.call(SLOW, {"seconds": 0}, timeout=0.5)
         assert info.value.code == Code.UNAVAILABLE
+
+
+def test_sync_client_sees_a_service_leave_and_keeps_what_it_sent(spawn, endpoint, short_dir):
+    address, lock = endpoint
+    peer = spawn("-m", "tests.peers.echo_service", address, str(lock))
+    with SyncClient(address, retry=NO_RETRY) as client:
+        assert client.call(ECHO, {"text": "warm"}) == "warm"
+        threading.Timer(0.3, os.kill, (peer.pid, signal.SIGKILL)).start()
+        with pytest.raises(RemoteError) as info:
+            client.call(SLOW, {"seconds": 50}, timeout=50)  # the kill, not the deadline, ends it
+        assert info.value.code == Code.CONNECTION_RESET
+    # A stream whose service answers and leaves at once: every event and the result arrive.
+    gone = f"ipc://{short_dir}/gone-sync.ctl"
+    server = zmq.Context.instance().socket(zmq.ROUTER)
+    server.bind(gone)
+
+    def answer_and_leave() -> None:
+        peer_id, raw = server.recv_multipart()
+        request = protocol.decode_request(raw, {STREAM.name: STREAM})
+        for n in range(3):
+            server.send_multipart([peer_id, protocol.encode_reply(request.id, "event", {"n": n})])
+        server.send_multipart([peer_id, protocol.encode_reply(request.id, "result", 3)])
+        server.close(linger=1000)
+
+    worker = threading.Thread(target=answer_and_leave)
+    worker.start()
+    try:
+        events = []
+
+        def slow_consumer(event) -> None:
+            events.append(event)
+            time.sleep(0.3 if len(events) == 1 else 0)  # the rest and the disconnect arrive meanwhile
+
+        with SyncClient(gone, retry=NO_RETRY) as client:
+            assert client.call(STREAM, {"to": 3}, on_event=slow_consumer, timeout=20) == 3
+        assert events == [{"n": 0}, {"n": 1}, {"n": 2}]
+    finally:
+        worker.join(10)
+        server.close(linger=0)
 
 
 async def test_a_cancelled_receive_leaves_the_socket_usable(endpoint):
