@@ -46,7 +46,9 @@ def emit(args: Any, data: Any, text: Callable[[Any], str]) -> None:
 
 def error(args: Any, exc: HermesError) -> int:
     if wants_json(args):
-        json.dump({"error": exc.to_dict()}, sys.stdout, indent=2, default=str)
+        # A command that prints JSON lines (``json_lines``) ends with its error on one line too.
+        indent = None if getattr(args, "json_lines", False) else 2
+        json.dump({"error": exc.to_dict()}, sys.stdout, indent=indent, default=str)
         sys.stdout.write("\n")
     else:
         print(f"hermes: {exc.message}", file=sys.stderr)

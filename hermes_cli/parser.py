@@ -92,6 +92,7 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _gateway_commands(commands)
     _mesh_commands(commands)
     _update_commands(commands)
+    _auth_commands(commands)
     demo = _command(
         commands,
         "demo",
@@ -155,6 +156,22 @@ def _update_commands(commands) -> None:
     update_logs = _command(kinds, "update", "hermes_cli.commands.update:cmd_logs", "the update receipts (root home)")
     update_logs.add_argument("--all", action="store_true", help="every kept receipt, newest first")
     update_logs.add_argument("--follow", action="store_true", help="follow an update in progress")
+
+
+def _auth_commands(commands) -> None:
+    auth = commands.add_parser("auth", help="sign in to a provider, and see or end the sign-in")
+    _profile_option(auth, top=False)
+    actions = auth.add_subparsers(dest="auth_command", metavar="ACTION", required=True)
+    login = _command(
+        actions, "login", "hermes_cli.commands.auth:cmd_login", "sign in with a device code (JSON lines with --json)"
+    )
+    login.add_argument("provider", choices=("nous",), help="the provider to sign in to")
+    login.add_argument("--replace", action="store_true", help="sign in again even when already signed in")
+    login.add_argument("--no-browser", action="store_true", help="do not open the sign-in page in a browser")
+    status = _command(actions, "status", "hermes_cli.commands.auth:cmd_status", "whether and as whom this install is signed in")
+    status.add_argument("provider", choices=("nous",), help="the provider")
+    logout = _command(actions, "logout", "hermes_cli.commands.auth:cmd_logout", "forget this install's sign-in")
+    logout.add_argument("provider", choices=("nous",), help="the provider")
 
 
 def _mesh_commands(commands) -> None:

@@ -13,7 +13,6 @@ An archive without one is refused: the update could not say which code it instal
 
 from __future__ import annotations
 
-import email.utils
 import itertools
 import os
 import re
@@ -24,7 +23,6 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import IO, Literal
 from urllib.parse import quote, urlsplit
@@ -33,6 +31,7 @@ import httpx
 
 from services.updater.git import redact
 from shared.errors import HermesError
+from shared.retry_after import retry_after_seconds
 
 MAX_DOWNLOAD = 512 * 1024**2
 MAX_UNPACKED = 2 * 1024**3
@@ -94,7 +93,7 @@ def download(
                         raise ArchiveFailed(
                             f"downloading {shown} failed: {last}", detail={"url": shown, "status": response.status_code}
                         )
-                    wait = _retry_after(response.headers.get("retry-after"))
+                    wait = retry_after_seconds(response.headers.get("retry-after"), cap=RETRY_AFTER_CAP)
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {redact(str(exc))}" if str(exc) else type(exc).__name__
             wait = max(wait, 0.5 * 2 ** (attempt - 1))
@@ -120,22 +119,6 @@ def _save(response: httpx.Response, dest: Path, ends: float, shown: str) -> int:
         out.flush()
         os.fsync(out.fileno())
     return size
-
-
-def _retry_after(value: str | None) -> float:
-    """``Retry-After`` as seconds (a number or an HTTP date), capped; 0 when absent or junk."""
-    if not value:
-        return 0.0
-    value = value.strip()
-    if value.isdigit():
-        return min(float(value), RETRY_AFTER_CAP)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return 0.0
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return min(max((when - datetime.now(timezone.utc)).total_seconds(), 0.0), RETRY_AFTER_CAP)
 
 
 # --- reading and unpacking ----------------------------------------------------------------------

@@ -1,0 +1,5 @@
+import sys
+
+from services.auth_worker.main import main
+
+sys.exit(main())

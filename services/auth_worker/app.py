@@ -1,0 +1,167 @@
+"""The auth worker process: sign-ins on request, and the keepalive in the background."""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from services.auth_worker import keepalive, ops, store
+from services.auth_worker import portal as portal_api
+from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
+from services.auth_worker.states import Completed
+from shared import homes
+from shared.errors import HermesError
+from shared.homes import Endpoint
+from shared.locks import FileLock
+from shared.service import Call, Service
+
+log = logging.getLogger(__name__)
+
+MAX_SIGN_INS = 8
+SIGN_IN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# How often the keepalive looks at the store when nothing wakes it (another process may sign in).
+KEEPALIVE_IDLE = 60.0
+# The wait after a failed refresh: doubling from the first to the last.
+KEEPALIVE_RETRY = (5.0, 300.0)
+
+
+class WorkerError(HermesError):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class AuthWorker:
+    def __init__(self, root: Path, endpoint: Endpoint, lock: FileLock):
+        self.root = Path(root)
+        self._sign_ins: dict[str, CancelFlag] = {}
+        self._wake = trio.Event()
+        self._last_refresh: keepalive.RefreshOutcome | None = None
+        self._next_check: float | None = None
+        self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"root": str(self.root)})
+        self.service.add(ops.SIGN_IN, self._sign_in)
+        self.service.add(ops.CANCEL, self._cancel)
+        self.service.add(ops.STATUS, self._status)
+        self.service.add(ops.REFRESH, self._refresh)
+        self.service.add(ops.TOKEN, self._token)
+
+    async def run(self) -> int:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.service.serve)
+            nursery.start_soon(self._keepalive)
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("%s: stopping", signal.Signals(signum).name)
+                    break
+            for flag in self._sign_ins.values():
+                flag.cancel()  # nothing half-done is saved by a worker on its way out
+            self.service.stop(grace=2.0)
+            with trio.move_on_after(5):
+                await self.service.wait_stopped()
+            nursery.cancel_scope.cancel()
+        return 0
+
+    # --- sign-in --------------------------------------------------------------------------
+
+    async def _sign_in(self, call: Call) -> dict[str, Any]:
+        args = call.args
+        sign_in_id = args["sign_in_id"]
+        if not SIGN_IN_ID_RE.match(sign_in_id):
+            raise WorkerError("invalid_field", "sign_in_id must be 1-64 letters, digits, '-' or '_'")
+        if sign_in_id in self._sign_ins:
+            raise WorkerError(ops.SIGN_IN_EXISTS, f"a sign-in named {sign_in_id!r} is already running")
+        if len(self._sign_ins) >= MAX_SIGN_INS:
+            raise WorkerError(ops.TOO_MANY_SIGN_INS, f"{MAX_SIGN_INS} sign-ins are already waiting")
+        profile = homes.validate_profile_name(args["profile"])
+        home = homes.profile_home(profile, self.root, must_exist=True)
+        request = SignInRequest(
+            sign_in_id=sign_in_id,
+            root=self.root,
+            home=home,
+            portal_url=portal_api.portal_url(args.get("portal_url")),
+            ca_bundle=args.get("ca_bundle") or portal_api.ca_bundle(),
+            replace_account=bool(args.get("replace_account")),
+        )
+        flag = CancelFlag()
+        self._sign_ins[sign_in_id] = flag
+        try:
+            state = await run_sign_in(request, lambda s: call.emit(s.to_wire()), flag, persist_guard=flag.commit)
+        finally:
+            del self._sign_ins[sign_in_id]
+        log.info("sign-in %s ended: %s", sign_in_id, state.name)
+        if isinstance(state, Completed):
+            self._wake.set()  # the keepalive takes the new account on at once
+        return state.to_wire()
+
+    async def _cancel(self, call: Call) -> dict[str, Any]:
+        flag = self._sign_ins.get(call.args["sign_in_id"])
+        if flag is None:
+            return {"known": False, "cancelled": False}
+        # The flag's lock may be held for an instant by a save in a worker thread.
+        return {"known": True, "cancelled": await trio.to_thread.run_sync(flag.cancel)}
+
+    # --- account and keepalive --------------------------------------------------------------
+
+    async def _status(self, call: Call) -> dict[str, Any]:
+        account = await trio.to_thread.run_sync(store.read_account, self.root)
+        last = self._last_refresh
+        return {
+            "account": store.public_view(account),
+            "keepalive": {
+                "last": None if last is None else {"result": last.result, "reason": last.reason},
+                "next_check": self._next_check,
+            },
+            "sign_ins": len(self._sign_ins),
+        }
+
+    async def _refresh(self, call: Call) -> dict[str, Any]:
+        outcome = await self._refresh_now(force=bool(call.args.get("force")))
+        return {"result": outcome.result, "reason": outcome.reason, "expires_at": outcome.expires_at}
+
+    async def _token(self, call: Call) -> dict[str, Any]:
+        await self._refresh_now(force=False)  # a no-op unless the token is due
+        account = await trio.to_thread.run_sync(store.read_account, self.root)
+        if account is None:
+            raise WorkerError(ops.NOT_SIGNED_IN, "this install is not signed in to Nous")
+        if account.get("needs_sign_in"):
+            raise WorkerError(ops.NEEDS_SIGN_IN, "the Nous sign-in lapsed; sign in again")
+        return {"access_token": account["access_token"], "expires_at": account["expires_at"], "host": account["host"]}
+
+    async def _refresh_now(self, *, force: bool) -> keepalive.RefreshOutcome:
+        outcome = await trio.to_thread.run_sync(lambda: keepalive.refresh_account(self.root, force=force))
+        self._last_refresh = outcome if outcome.result != "fresh" else self._last_refresh
+        if outcome.result in ("refreshed", "needs_sign_in"):
+            log.info("keepalive: %s%s", outcome.result, f" ({outcome.reason})" if outcome.reason else "")
+        return outcome
+
+    async def _keepalive(self) -> None:
+        retry = KEEPALIVE_RETRY[0]
+        while True:
+            try:
+                account = await trio.to_thread.run_sync(store.read_account, self.root)
+            except (HermesError, OSError) as exc:
+                log.warning("keepalive: the account store is unreadable (%s)", getattr(exc, "code", type(exc).__name__))
+                account = None
+            wait = KEEPALIVE_IDLE
+            if account is not None and not account.get("needs_sign_in"):
+                due_in = keepalive.refresh_at(account) - time.time()
+                if due_in <= 0:
+                    outcome = await self._refresh_now(force=False)
+                    if outcome.result == "failed":
+                        wait = max(retry, outcome.retry_after)
+                        retry = min(retry * 2, KEEPALIVE_RETRY[1])
+                        log.warning("keepalive: refresh failed (%s); again in %gs", outcome.reason, wait)
+                    else:
+                        retry, wait = KEEPALIVE_RETRY[0], 0.0
+                else:
+                    wait = min(due_in, KEEPALIVE_IDLE)
+            self._next_check = time.time() + wait
+            with trio.move_on_after(wait):
+                await self._wake.wait()
+            self._wake = trio.Event()

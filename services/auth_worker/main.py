@@ -1,0 +1,59 @@
+"""Starting the auth worker: ``python -m services.auth_worker``, one per install (root home).
+
+A second worker for the same install exits 73 and leaves the first alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from shared import homes
+from shared.locks import FileLock, LockHeld
+
+EXIT_DUPLICATE = 73
+EXIT_CONFIG = 78
+
+
+def run_worker() -> int:
+    logging.basicConfig(
+        level=os.environ.get("HERMES_LOG_LEVEL", "INFO"),
+        format="%(asctime)s auth_worker[%(process)d] %(levelname)s %(message)s",
+    )
+    # One line per HTTP request is noise here; failures are logged by the worker itself.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    from services.auth_worker import ops
+
+    try:
+        root = homes.root_home()
+        endpoint = homes.endpoint(root, ops.SERVICE)
+    except (homes.UnsafeRunDir, homes.EndpointPathTooLong) as exc:
+        print(f"auth_worker: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    lock = FileLock(endpoint.lock_path)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        pid = exc.holder.pid if exc.holder else "unknown"
+        print(f"auth_worker: this install already has an auth worker (pid {pid}); not starting", file=sys.stderr)
+        return EXIT_DUPLICATE
+
+    import trio
+
+    from services.auth_worker.app import AuthWorker
+
+    try:
+        return trio.run(AuthWorker(root, endpoint, lock).run)
+    finally:
+        lock.release()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m services.auth_worker", description="Run the install's Nous auth worker (sign-in, keepalive)."
+    )
+    parser.parse_args(argv)
+    return run_worker()

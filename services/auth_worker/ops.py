@@ -1,0 +1,44 @@
+"""The auth worker's control protocol. Light on purpose (no trio, no zmq): the CLI imports it.
+
+- ``sign_in {sign_in_id, profile, replace_account?, portal_url?, ca_bundle?}`` streams the
+  states ``Code`` and ``Waiting`` as events and answers the terminal state; every state is
+  ``{"state", ..., "copy", "copy_terminal"}`` (``services.auth_worker.states``). The caller
+  names the sign-in, so it can cancel it before the first event arrives.
+- ``cancel {sign_in_id}`` → ``{"known": bool, "cancelled": bool}``: ``cancelled`` is false
+  when the save had already begun (the sign-in then completes).
+- ``status`` → ``{"account": public view, "keepalive": {...}, "sign_ins": n}``; never a token.
+- ``refresh {force?}`` → ``{"result", "reason", "expires_at"}``.
+- ``token`` → ``{"access_token", "expires_at", "host"}`` for processes of the mesh (the
+  endpoint lives in the 0700 ``run/`` dir); typed errors ``not_signed_in``/``needs_sign_in``.
+"""
+
+from __future__ import annotations
+
+from shared.protocol import Field, OpSpec
+
+SERVICE = "auth_worker"
+SIGN_IN_ID_MAX = 64
+MAX_SIGN_IN_SECONDS = 30 * 60 + 120
+
+SIGN_IN = OpSpec(
+    "sign_in",
+    {
+        "sign_in_id": Field(str, max_len=SIGN_IN_ID_MAX),
+        "profile": Field(str, max_len=64),
+        "replace_account": Field(bool, required=False),
+        "portal_url": Field(str, required=False, max_len=2048),
+        "ca_bundle": Field(str, required=False, max_len=4096),
+    },
+    streaming=True,
+    timeout=MAX_SIGN_IN_SECONDS,
+)
+CANCEL = OpSpec("cancel", {"sign_in_id": Field(str, max_len=SIGN_IN_ID_MAX)}, idempotent=True, timeout=10.0)
+STATUS = OpSpec("status", idempotent=True, timeout=5.0)
+REFRESH = OpSpec("refresh", {"force": Field(bool, required=False)}, idempotent=True, timeout=60.0)
+TOKEN = OpSpec("token", idempotent=True, timeout=60.0)
+
+# Typed error codes of this service.
+NOT_SIGNED_IN = "not_signed_in"
+NEEDS_SIGN_IN = "needs_sign_in"
+SIGN_IN_EXISTS = "sign_in_exists"
+TOO_MANY_SIGN_INS = "too_many_sign_ins"

@@ -1,0 +1,272 @@
+"""The device-code sign-in, one composition: precondition, code, poll, save, settle.
+
+``run_sign_in`` emits ``Code`` and ``Waiting`` and returns exactly one terminal state; no
+failure escapes as an exception. The token poll runs on one deadline (the code's own
+expiry), and a watcher checks the cancel flag several times a second, so a cancel ends even
+a request in flight. The store's lock is held only around the precondition and the save,
+never across a network wait. A cancel always wins over a save that has not begun: with a
+persist guard the last check and the save are one step under the store's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from services.auth_worker import portal as portal_api
+from services.auth_worker import settle, store
+from services.auth_worker.claims import InvalidAccessToken, read_claims
+from services.auth_worker.states import (
+    AlreadySignedIn,
+    Cancelled,
+    Code,
+    Completed,
+    Failed,
+    Reason,
+    SignInState,
+    TimedOut,
+    Waiting,
+)
+from shared.errors import HermesError
+
+log = logging.getLogger(__name__)
+
+# The longest one sign-in waits for approval, whatever the code's own expiry says.
+MAX_POLL_SECONDS = 30 * 60.0
+# The shortest pause between two polls, whatever the portal asks for.
+MIN_INTERVAL = 0.2
+# What RFC 8628 adds to the interval after ``slow_down``.
+SLOW_DOWN_STEP = 5.0
+# How often the cancel flag is looked at while the poll runs (the rule: at least once a second).
+CANCEL_CHECK = 0.2
+# Transport failures in a row before the wait between polls stops growing.
+BACKOFF_CAP = 30.0
+# How long asking for a device code may take, retries of a busy portal included.
+DEVICE_CODE_BUDGET = 30.0
+
+Emit = Callable[[SignInState], Awaitable[None]]
+
+
+class CancelFlag:
+    """A sign-in's cancel, shared between the cancel op and the save.
+
+    ``commit`` is the persist guard: under the store's lock it either sees the cancel (and
+    the save is abandoned) or marks the save as begun (and a later cancel reports it lost).
+    Both take a thread lock for an instant, so either may be called from a worker thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._committed = False
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> bool:
+        """True when the cancel won (nothing will be saved); False once the save had begun."""
+        with self._lock:
+            if self._committed:
+                return False
+            self._cancelled = True
+            return True
+
+    def commit(self) -> bool:
+        with self._lock:
+            if self._cancelled:
+                return False
+            self._committed = True
+            return True
+
+
+@dataclass(frozen=True)
+class SignInRequest:
+    sign_in_id: str
+    root: Path
+    home: Path  # the profile whose config settles onto the account
+    portal_url: str
+    ca_bundle: str | None
+    replace_account: bool = False
+
+
+async def run_sign_in(
+    request: SignInRequest,
+    emit: Emit,
+    cancel: CancelFlag,
+    *,
+    persist_guard: Callable[[], bool] | None = None,
+) -> SignInState:
+    try:
+        return await _sign_in(request, emit, cancel, persist_guard)
+    except Exception:  # the rule: nothing escapes; the worker keeps serving
+        log.exception("sign-in %s failed unexpectedly", request.sign_in_id)
+        return Failed(Reason.INTERNAL)
+
+
+async def _sign_in(
+    request: SignInRequest, emit: Emit, cancel: CancelFlag, persist_guard: Callable[[], bool] | None
+) -> SignInState:
+    try:
+        account = await trio.to_thread.run_sync(store.read_account, request.root)
+    except (HermesError, OSError):
+        return Failed(Reason.STORE_UNREADABLE)
+    if account is not None and not account.get("needs_sign_in") and not request.replace_account:
+        return AlreadySignedIn(email=str(account.get("email")))
+    try:
+        tls = await trio.to_thread.run_sync(portal_api.tls_context, request.ca_bundle)
+    except portal_api.PortalTLSError:
+        return Failed(Reason.TLS_FAILED)
+
+    async with portal_api.Portal(request.portal_url, tls) as portal:
+        outcome = await _until_cancelled(cancel, lambda: _device_code(portal))
+        if isinstance(outcome, SignInState):
+            return outcome
+        code = outcome
+        await emit(
+            Code(
+                sign_in_id=request.sign_in_id,
+                user_code=code.user_code,
+                verification_uri=code.verification_uri,
+                verification_uri_complete=code.verification_uri_complete,
+                expires_in=code.expires_in,
+            )
+        )
+        await emit(Waiting(sign_in_id=request.sign_in_id))
+        outcome = await _until_cancelled(cancel, lambda: _poll(portal, code))
+        if isinstance(outcome, SignInState):
+            return outcome
+        tokens = outcome
+        try:
+            claims = read_claims(tokens.access_token)
+        except InvalidAccessToken:
+            return Failed(Reason.INVALID_TOKEN)
+
+        record = store.account_record(
+            sub=claims.sub,
+            email=claims.email,
+            tier=claims.tier,
+            host=claims.host,
+            access_token=tokens.access_token,
+            refresh_token=tokens.refresh_token,
+            expires_in=tokens.expires_in,
+            portal=request.portal_url,
+            ca_bundle=request.ca_bundle,
+        )
+        if cancel.cancelled():
+            return Cancelled()
+        guard = persist_guard or (lambda: not cancel.cancelled())
+        try:
+            await trio.to_thread.run_sync(store.save_account, request.root, request.home, record, guard)
+        except store.SaveAborted:
+            return Cancelled()
+        except (HermesError, OSError) as exc:
+            log.warning("sign-in %s: the account could not be saved: %s", request.sign_in_id, _safe(exc))
+            return Failed(Reason.SAVE_FAILED)
+
+        # The locks are released: settle exactly once.
+        try:
+            model = await _recommended(portal, tokens.access_token, claims.tier)
+            settled = await trio.to_thread.run_sync(settle.settle_after_upgrade, request.home, claims, model)
+        except (HermesError, OSError) as exc:
+            log.warning("sign-in %s: settling the config failed: %s", request.sign_in_id, _safe(exc))
+            return Failed(Reason.SETTLE_FAILED)
+    return Completed(email=claims.email, tier=claims.tier, settled=settled)
+
+
+async def _until_cancelled(cancel: CancelFlag, work: Callable[[], Awaitable]) -> object:
+    """Run ``work`` until it returns, or ``Cancelled()`` once the flag is raised."""
+    result: list[object] = [Cancelled()]
+    async with trio.open_nursery() as nursery:
+
+        async def run() -> None:
+            result[0] = await work()
+            nursery.cancel_scope.cancel()
+
+        async def watch() -> None:
+            while not cancel.cancelled():
+                await trio.sleep(CANCEL_CHECK)
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(run)
+        nursery.start_soon(watch)
+    return Cancelled() if cancel.cancelled() else result[0]
+
+
+async def _device_code(portal: portal_api.Portal) -> portal_api.DeviceCode | SignInState:
+    last: SignInState = Failed(Reason.PORTAL_UNREACHABLE)
+    with trio.move_on_after(DEVICE_CODE_BUDGET):
+        pause = 0.5
+        while True:
+            try:
+                return await portal.device_code()
+            except (portal_api.PortalBusy, portal_api.PortalUnreachable) as exc:
+                last = _failure(exc)
+                await trio.sleep(max(pause, getattr(exc, "retry_after", 0.0)))
+                pause = min(pause * 2, BACKOFF_CAP)
+            except portal_api.PortalError as exc:
+                return _failure(exc)
+    return last
+
+
+async def _poll(portal: portal_api.Portal, code: portal_api.DeviceCode) -> portal_api.TokenSet | SignInState:
+    """Poll the token endpoint until the code is approved, refused or expired (one deadline)."""
+    interval = max(code.interval, MIN_INTERVAL)
+    wait = interval
+    unreachable = False  # whether the last poll got no answer at all
+    with trio.move_on_after(min(code.expires_in, MAX_POLL_SECONDS)):
+        while True:
+            await trio.sleep(wait)
+            wait = interval
+            try:
+                tokens = await portal.poll_token(code.device_code)
+            except portal_api.PortalRefused as exc:
+                unreachable = False
+                if exc.error == "authorization_pending":
+                    continue
+                if exc.error == "slow_down":
+                    interval += SLOW_DOWN_STEP
+                    wait = interval
+                    continue
+                if exc.error == "expired_token":
+                    return TimedOut()
+                if exc.error == "access_denied":
+                    return Failed(Reason.ACCESS_DENIED)
+                return Failed(Reason.PORTAL_REFUSED)
+            except (portal_api.PortalBusy, portal_api.PortalUnreachable) as exc:
+                # Keep polling, backing off: the code is good until it expires.
+                unreachable = isinstance(exc, portal_api.PortalUnreachable)
+                wait = min(max(interval * 2, getattr(exc, "retry_after", 0.0)), BACKOFF_CAP)
+                continue
+            except portal_api.PortalError as exc:
+                return _failure(exc)
+            return tokens
+    # The one deadline passed: the code expired, or the portal was out of reach to the end.
+    return Failed(Reason.PORTAL_UNREACHABLE) if unreachable else TimedOut()
+
+
+async def _recommended(portal: portal_api.Portal, access_token: str, tier: str) -> str:
+    try:
+        with trio.move_on_after(10):
+            return await portal.recommended_default(access_token)
+    except portal_api.PortalError:
+        pass
+    return settle.recommended_nous_default_model(tier)
+
+
+def _failure(exc: HermesError) -> Failed:
+    if isinstance(exc, portal_api.PortalTLSError):
+        return Failed(Reason.TLS_FAILED)
+    if isinstance(exc, portal_api.PortalUnreachable):
+        return Failed(Reason.PORTAL_UNREACHABLE)
+    if isinstance(exc, portal_api.PortalInvalidAnswer):
+        return Failed(Reason.PORTAL_INVALID_ANSWER)
+    return Failed(Reason.PORTAL_REFUSED)
+
+
+def _safe(exc: BaseException) -> str:
+    """An error for the log: its type and code, never its text (which may quote a server's answer)."""
+    return f"{type(exc).__name__}({getattr(exc, 'code', '')})"

@@ -1,0 +1,174 @@
+"""The Nous account store: one per install, shared by every profile.
+
+``<root>/shared/nous_auth.json`` (mode 0600) holds the account's tokens; each profile's
+``<home>/auth.json`` (0600) says which provider state that profile uses. Both are written
+only through the two write seams below, each a locked read-modify-write (the store's lock is always
+taken before a profile's), so whatever must
+happen whenever an account is saved (the guest handoff's bookkeeping) has exactly two places
+to live. Everything here blocks: async code calls it through ``trio.to_thread``.
+
+``public_view`` is the only shape of an account that may leave this module for output:
+it has no token in it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from shared import files
+from shared.errors import HermesError
+
+SHARED_DIR = "shared"
+STORE_FILE = "nous_auth.json"
+PROFILE_AUTH_FILE = "auth.json"
+PROVIDER = "nous"
+STORE_VERSION = 1
+# A refresh holds the lock across one bounded request (see keepalive).
+LOCK_TIMEOUT = 30.0
+# The fields of an account that are not secret.
+PUBLIC_FIELDS = ("sub", "email", "tier", "host", "portal", "expires_at", "saved_at", "refreshed_at", "needs_sign_in", "needs_sign_in_reason")
+SECRET_FIELDS = ("access_token", "refresh_token")
+
+
+class StoreError(HermesError):
+    code = "auth_store_failed"
+
+
+class SaveAborted(HermesError):
+    """The persist guard said no (a cancel won): nothing was written."""
+
+    code = "save_aborted"
+
+
+def store_path(root: Path) -> Path:
+    return Path(root) / SHARED_DIR / STORE_FILE
+
+
+def profile_auth_path(home: Path) -> Path:
+    return Path(home) / PROFILE_AUTH_FILE
+
+
+def read_store(root: Path) -> dict[str, Any]:
+    """The shared store as written (an empty one when there is none). ``StateFileCorrupt``
+    for a file that is not a JSON map."""
+    return _checked(files.read_json(store_path(root), default={}))
+
+
+def read_account(root: Path) -> dict[str, Any] | None:
+    account = read_store(root).get("account")
+    return account if isinstance(account, dict) else None
+
+
+def public_view(account: dict[str, Any] | None) -> dict[str, Any]:
+    """What status output shows of an account: never a token."""
+    if account is None:
+        return {"signed_in": False}
+    view = {key: account.get(key) for key in PUBLIC_FIELDS}
+    view["signed_in"] = not account.get("needs_sign_in")
+    return view
+
+
+# --- the two write seams --------------------------------------------------------------------
+
+
+def write_shared_nous_state(root: Path, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """Seam one: a locked read-modify-write of the shared Nous store. ``change`` gets a copy
+    of the store and returns the new one; raising (``SaveAborted`` included) writes nothing."""
+    path = store_path(root)
+    _ensure_private_dir(path.parent)
+
+    def apply(old: dict[str, Any]) -> dict[str, Any]:
+        new = change(copy.deepcopy(_checked(old)))
+        new["version"] = STORE_VERSION
+        return new
+
+    return files.update_json(path, apply, default={}, secret=True, timeout=LOCK_TIMEOUT)
+
+
+def store_provider_state(home: Path, provider: str, state: dict[str, Any] | None) -> None:
+    """Seam two: a locked read-modify-write of one profile's provider state (``None`` forgets it)."""
+
+    def apply(old: dict[str, Any]) -> dict[str, Any]:
+        providers = old.get("providers")
+        providers = dict(providers) if isinstance(providers, dict) else {}
+        if state is None:
+            providers.pop(provider, None)
+        else:
+            providers[provider] = state
+        return {**old, "providers": providers}
+
+    files.update_json(profile_auth_path(home), apply, default={}, secret=True, timeout=LOCK_TIMEOUT)
+
+
+# --- what the sign-in, the keepalive and logout write -----------------------------------------
+
+
+def account_record(
+    *, sub: str, email: str, tier: str, host: str, access_token: str, refresh_token: str, expires_in: float, portal: str, ca_bundle: str | None
+) -> dict[str, Any]:
+    now = time.time()
+    return {
+        "sub": sub,
+        "email": email,
+        "tier": tier,
+        "host": host,
+        "portal": portal,
+        "ca_bundle": ca_bundle,
+        "access_token": access_token,
+        "refresh_token": refresh_token,
+        "expires_at": now + expires_in,
+        "saved_at": now,
+        "refreshed_at": now,
+        "needs_sign_in": False,
+        "needs_sign_in_reason": None,
+    }
+
+
+def save_account(root: Path, home: Path, account: dict[str, Any], guard: Callable[[], bool] | None = None) -> None:
+    """Save a signed-in account for the install and point the profile at it, as one step
+    under the store's lock: ``guard`` runs first (``False`` aborts with nothing written), then
+    the profile's pointer, then the account. A failure before the account is written leaves
+    the install as it was (a pointer alone names an account status does not show)."""
+
+    def change(store: dict[str, Any]) -> dict[str, Any]:
+        if guard is not None and not guard():
+            raise SaveAborted("the sign-in was cancelled before the save")
+        store_provider_state(home, PROVIDER, {"source": "shared", "sub": account["sub"], "selected_at": time.time()})
+        store["account"] = account
+        return store
+
+    write_shared_nous_state(root, change)
+
+
+def forget_account(root: Path, home: Path) -> dict[str, Any] | None:
+    """Log out: the install's account is removed, and the profile no longer points at it.
+    The account that was removed (or ``None``)."""
+    removed: list[dict[str, Any] | None] = [None]
+
+    def change(store: dict[str, Any]) -> dict[str, Any]:
+        store_provider_state(home, PROVIDER, None)
+        removed[0] = store.pop("account", None)
+        return store
+
+    write_shared_nous_state(root, change)
+    return removed[0]
+
+
+def _checked(store: Any) -> dict[str, Any]:
+    if not isinstance(store, dict):
+        raise StoreError("the Nous account store is not a JSON map")
+    account = store.get("account")
+    if account is not None and not (isinstance(account, dict) and all(isinstance(account.get(k), str) for k in SECRET_FIELDS)):
+        raise StoreError("the Nous account store holds an account without its tokens")
+    return store
+
+
+def _ensure_private_dir(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.stat(path).st_mode & 0o077:
+        os.chmod(path, 0o700)
