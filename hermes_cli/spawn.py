@@ -3,11 +3,13 @@
 A command that needs a long-lived worker (the auth worker) starts it when it is not running:
 in its own session, so neither a Ctrl-C here nor the end of this command stops it, logging to
 ``<root>/logs/<service>.log``. Two commands racing to start it are safe: the loser exits 73
-on the endpoint lock and both then talk to the winner.
+on the endpoint lock and both then talk to the winner. ``hermes mesh down`` stops them again.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,10 +18,12 @@ from pathlib import Path
 from shared import homes
 from shared.call_rules import ipc_unreachable
 from shared.errors import HermesError
+from shared.identity import is_alive
 from shared.locks import probe
 from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 15.0
+STOP_TIMEOUT = 10.0
 EXIT_DUPLICATE = 73  # another copy won the race for the endpoint
 
 
@@ -64,3 +68,24 @@ def _serving(endpoint: homes.Endpoint) -> bool:
     # The lock is taken before the bind, and a dead worker's socket file stays behind: a
     # worker serves once its lock is held and its socket takes a connection.
     return probe(endpoint.lock_path).held and not ipc_unreachable(endpoint.control)
+
+
+def stop_service(root: Path, service: str, *, timeout: float = STOP_TIMEOUT) -> int | None:
+    """Stop the running ``service`` of ``root`` (SIGTERM, then SIGKILL after ``timeout``); the
+    pid it had, or ``None`` when none ran. The lock's recorded holder is signalled only while
+    it is that very process (pid and start time), never a pid that was reused since."""
+    lock = probe(homes.endpoint(root, service, create=False).lock_path)
+    holder = lock.holder
+    if not lock.held or holder is None or not is_alive(holder):
+        return None
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(holder.pid, signum)
+        except ProcessLookupError:
+            return holder.pid
+        deadline = time.monotonic() + timeout
+        while is_alive(holder) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not is_alive(holder):
+            return holder.pid
+    return holder.pid

@@ -27,6 +27,15 @@ def alive(pid: int) -> bool:
         return False
 
 
+def demo_processes(install: str) -> list[psutil.Process]:
+    """Processes running from the demo install's directory."""
+    found = []
+    for process in psutil.process_iter(["cwd", "status"]):
+        if process.info["cwd"] == install and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process)
+    return found
+
+
 def test_demo_updates_a_three_gateway_fleet_and_stops_it():
     result = demo()
     assert result.returncode == 0, result.stdout + result.stderr
@@ -41,8 +50,13 @@ def test_demo_updates_a_three_gateway_fleet_and_stops_it():
     for name in ("coder", "research", "writer"):
         assert (fleet[name]["verdict"], fleet[name]["running"]) == ("current", report["released"])
     assert update["receipt"].startswith(report["home"])
+    sign_in = report["sign_in"]
+    assert (sign_in["state"], sign_in["email"], sign_in["tier"], sign_in["settled"]) == (
+        "Completed", "operator@demo.invalid", "plus", "moved"
+    )
     pids = [g["pid"] for g in before] + [row["pid"] for row in update["fleet"] if row["pid"]]
     assert not any(alive(pid) for pid in pids)  # nothing left running
+    assert not demo_processes(report["install"])  # the auth worker and the portal simulator included
     assert not Path(report["home"]).exists()
 
 
@@ -61,4 +75,6 @@ def test_demo_keep_leaves_the_mesh_up_until_mesh_down(short_dir):
             capture_output=True, text=True, cwd=ROOT, env=python_env(HERMES_HOME=report["home"]), timeout=120,
         )
     assert down.returncode == 0, down.stderr
+    assert "stopped the auth_worker" in down.stdout
     assert not any(alive(pid) for pid in pids)
+    assert not demo_processes(report["install"])

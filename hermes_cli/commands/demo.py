@@ -2,8 +2,9 @@
 
 Builds a demo install (a git clone of this install's committed code, with an origin of its
 own) under a demo directory, starts the embedded supervisor with three profiles' gateways,
-sends each gateway a turn, pushes a new commit to the demo origin and runs ``hermes update``
-against it, then shows the fleet matrix and where the receipt is. Every command runs the
+sends each gateway a turn, signs in to Nous against a local portal simulator, pushes a new
+commit to the demo origin and runs ``hermes update`` against it, then shows the fleet matrix
+and where the receipt is. Every command runs the
 DEMO install's code, exactly as an operator's would. Everything the demo started is stopped
 again (and its directory removed) unless ``--keep``.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
+from hermes_cli.commands import demo_signin
 from shared.errors import HermesError
 from shared.version import INSTALL_ROOT, code_sha
 
@@ -88,6 +90,7 @@ def cmd_demo(args) -> int:
     show = not output.wants_json(args)
     say = (lambda message: print(f"\n» {message}", file=sys.stderr, flush=True)) if show else (lambda message: None)
     data: dict[str, Any] = {"home": str(demo.home), "install": str(demo.path), "profiles": list(PROFILES)}
+    portal: demo_signin.PortalSimulator | None = None
     try:
         say(f"building a demo install in {base} (a clone of {INSTALL_ROOT} with its own origin)")
         demo.build()
@@ -98,6 +101,10 @@ def cmd_demo(args) -> int:
         data["turns"] = _send_turns(demo)
         for turn in data["turns"]:
             say(f"turn {turn['turn_id']} on {turn['profile']}: {turn['text']!r}")
+        say("starting a Nous portal simulator, then: hermes auth login nous")
+        portal = demo_signin.PortalSimulator(demo.path, demo.env(), base / "portal.json")
+        data["sign_in"] = demo_signin.sign_in(demo.path, demo.env(), portal, say)
+        say(data["sign_in"]["copy_terminal"])
         data["before"] = _fleet(demo)
         say("pushing a new commit to the demo origin, then: hermes update --yes")
         data["released"] = demo.release()
@@ -108,6 +115,8 @@ def cmd_demo(args) -> int:
         data["receipt"] = report.get("receipt")
         data["exit_code"] = update.returncode
     finally:
+        if portal is not None:
+            portal.stop()
         data["kept"] = bool(args.keep)
         if not args.keep and demo.path.exists():
             say("stopping everything the demo started")
@@ -165,6 +174,8 @@ def _text(d: dict[str, Any]) -> str:
     ]
     lines.append(output.table(("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "VERDICT"), rows))
     lines += ["", f"update {update.get('update_id')}: {update.get('outcome')}; receipt: {d['receipt']}"]
+    sign_in = d["sign_in"]
+    lines.append(f"Nous sign-in: {sign_in['state']} as {sign_in.get('email')} ({sign_in.get('tier')} tier)")
     if not d["kept"]:
         lines.append("(the demo directory is removed again; `hermes demo --keep` leaves it and the mesh running)")
     if d["kept"]:

@@ -94,23 +94,30 @@ def cmd_up(args) -> int:
     return 0
 
 
+# Install-wide workers that commands start on demand: the mesh going down takes them along.
+ON_DEMAND_WORKERS = ("auth_worker",)
+
+
 def cmd_down(args) -> int:
-    report = supervisord.down(homes.root_home())
+    from hermes_cli.spawn import stop_service
+
+    root = homes.root_home()
+    report = supervisord.down(root)
+    workers = {name: pid for name in ON_DEMAND_WORKERS if (pid := stop_service(root, name)) is not None}
 
     def text(d: dict[str, Any]) -> str:
-        if d["supervisord"] is None and not d["orphans"]:
-            return "the mesh was not running"
         lines = []
         if d["supervisord"] is not None:
             stopped = ", ".join(d["programs"]) or "no programs"
             lines.append(f"stopped supervisord (pid {d['supervisord']['pid']}) and {stopped}")
         if d["orphans"]:
             lines.append(f"stopped gateways left by a dead supervisord: pids {', '.join(map(str, d['orphans']))}")
+        lines += [f"stopped the {name} (pid {pid})" for name, pid in d["workers"].items()]
         if d["killed"]:
             lines.append(f"warning: did not stop in time, killed with SIGKILL: pids {', '.join(map(str, d['killed']))}")
-        return "\n".join(lines)
+        return "\n".join(lines) or "the mesh was not running"
 
-    output.emit(args, report.to_dict(), text)
+    output.emit(args, {**report.to_dict(), "workers": workers}, text)
     return 0
 
 

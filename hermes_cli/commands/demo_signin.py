@@ -1,0 +1,92 @@
+"""The demo's sign-in: a portal simulator, and ``hermes auth login nous`` against it.
+
+The demo plays the person at the browser: when the login shows its code, the demo approves
+it through the simulator's control API, as clicking "approve" on the portal would.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import selectors
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from shared.errors import HermesError
+
+DEMO_EMAIL = "operator@demo.invalid"
+DEMO_TIER = "plus"
+STEP_TIMEOUT = 60.0
+
+
+class DemoSignInFailed(HermesError):
+    code = "demo_failed"
+
+
+class PortalSimulator:
+    """``python -m services.portal_sim`` of the demo install, on a free local port."""
+
+    def __init__(self, install: Path, env: dict[str, str], state: Path):
+        argv = [sys.executable, "-m", "services.portal_sim", "--port", "0", "--state", str(state)]
+        self.proc = subprocess.Popen(argv, cwd=install, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            ready = sel.select(STEP_TIMEOUT)
+        self.url = self.proc.stdout.readline().strip() if ready else ""
+        if not self.url.startswith("http"):
+            self.stop()
+            raise DemoSignInFailed("the portal simulator did not start")
+        self.control("/_sim/config", {"interval": 1})
+
+    def control(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        answer = httpx.post(self.url + path, json=body, timeout=10)
+        if answer.status_code != 200:
+            raise DemoSignInFailed(f"the portal simulator refused {path}: HTTP {answer.status_code}")
+        return answer.json()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def sign_in(install: Path, env: dict[str, str], portal: PortalSimulator, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run ``hermes auth login nous --json`` against ``portal``, approving its code; the terminal state."""
+    argv = [sys.executable, "-m", "hermes_cli.main", "auth", "login", "nous", "--json", "--no-browser"]
+    login = subprocess.Popen(
+        argv, cwd=install, env={**env, "HERMES_PORTAL_URL": portal.url}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=lambda: [*map(lines.put, login.stdout), lines.put(None)], daemon=True).start()
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=STEP_TIMEOUT)
+            except queue.Empty:
+                raise DemoSignInFailed("hermes auth login showed nothing for a minute") from None
+            if line is None:
+                raise DemoSignInFailed(f"hermes auth login ended without a result (exit {login.wait(10)})")
+            state = json.loads(line)
+            if "error" in state:
+                raise DemoSignInFailed(f"hermes auth login failed: {state['error'].get('message')}")
+            if state["state"] == "Code":
+                say(state["copy_terminal"].replace("\n", " "))
+                say(f"(the demo approves it on the portal as {DEMO_EMAIL})")
+                portal.control("/_sim/device/approve", {"user_code": state["user_code"], "email": DEMO_EMAIL, "tier": DEMO_TIER})
+            elif state["state"] != "Waiting":
+                login.wait(timeout=STEP_TIMEOUT)
+                return state
+    finally:
+        if login.poll() is None:
+            login.kill()
+            login.wait(timeout=10)
