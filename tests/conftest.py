@@ -92,6 +92,28 @@ def isolated_git(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
 
 
+@pytest.fixture
+def code(short_dir) -> Path:
+    """A clone of this checkout for the gateways to run: its commits are the releases."""
+    clone = short_dir / "code"
+    # Copied, not hard-linked: git freshens an object it writes again by touching its file, and
+    # a hard link would carry that into every other clone of this checkout.
+    clone_argv = ["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)]
+    subprocess.run(clone_argv, check=True, timeout=60, env=clean_git_env())
+    return clone
+
+
+def clean_git_env() -> dict[str, str]:
+    return {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def release(code: Path) -> str:
+    """A new commit in the clone: the code a restart must bring the gateways onto."""
+    git = ["git", "-C", str(code), "-c", "user.name=dev", "-c", "user.email=dev@example.invalid"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "release"], check=True, timeout=60, env=clean_git_env())
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
 def wait_for(predicate, *, timeout: float, interval: float = 0.05, what: str = "condition"):
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     import time

@@ -239,3 +239,31 @@ def _assert_no_token_leaked(hermes: Hermes, sim: PortalSim) -> None:
     for text in texts:
         for secret in secrets:
             assert secret not in text
+
+
+def test_the_worker_moves_onto_new_code_by_itself(code, sim, short_dir):
+    """An update moves the tree under a running worker: it restarts onto the new commit (same
+    pid: it exec's itself), rather than keeping old code running beside new."""
+    root = short_dir / "clone-home"
+    root.mkdir()
+    env = {**python_env(HERMES_HOME=str(root), HERMES_PORTAL_URL=sim.url), "PYTHONPATH": str(code)}
+    worker = subprocess.Popen([sys.executable, "-m", "services.auth_worker"], cwd=code, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    address = homes.endpoint(root, ops.SERVICE, create=False).control
+    try:
+        first = wait_for(lambda: _status(address), timeout=20, what="the worker")
+        assert first["code_sha"] == subprocess.check_output(["git", "-C", str(code), "rev-parse", "HEAD"], text=True).strip()
+        new = release(code)
+        moved = wait_for(lambda: (s := _status(address)) and s["code_sha"] == new and s, timeout=30, what="the restart")
+        assert moved["pid"] == first["pid"] == worker.pid
+    finally:
+        worker.terminate()
+        assert worker.wait(timeout=15) == 0
+
+
+def _status(address: str) -> dict | None:
+    try:
+        with SyncClient(address, retry=NO_RETRY) as client:
+            return client.call(ops.STATUS, timeout=2)
+    except Exception:
+        return None

@@ -28,7 +28,7 @@ from services.updater.systemd_budget import restart_budget
 from shared import homes
 from shared.supervisors import gateway_environment, systemd
 from shared.sync_client import SyncClient
-from tests.conftest import ROOT
+from tests.conftest import release
 
 DOUBLES = Path(__file__).resolve().parent / "doubles"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "systemd"
@@ -107,28 +107,6 @@ class Systemd:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-@pytest.fixture
-def code(short_dir) -> Path:
-    """A clone of this checkout for the gateways to run: its commits are the releases."""
-    clone = short_dir / "code"
-    # Copied, not hard-linked: git freshens an object it writes again by touching its file, and
-    # a hard link would carry that into every other clone of this checkout.
-    clone_argv = ["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)]
-    subprocess.run(clone_argv, check=True, timeout=60, env=_git_env())
-    return clone
-
-
-def _git_env() -> dict[str, str]:
-    return {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-
-
-def release(code: Path) -> str:
-    """A new commit in the clone: the code a restart must bring the gateways onto."""
-    git = ["git", "-C", str(code), "-c", "user.name=dev", "-c", "user.email=dev@example.invalid"]
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "release"], check=True, timeout=60, env=_git_env())
-    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture

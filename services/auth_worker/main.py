@@ -45,10 +45,16 @@ def run_worker() -> int:
 
     from services.auth_worker.app import AuthWorker
 
+    worker = AuthWorker(root, endpoint, lock)
     try:
-        return trio.run(AuthWorker(root, endpoint, lock).run)
+        code = trio.run(worker.run)
     finally:
         lock.release()
+    if worker.reexec_requested:
+        from shared.reexec import reexec_module
+
+        reexec_module("services.auth_worker")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -76,14 +76,9 @@ def _storm_delay(home) -> float:
 def _reexec(profile: str) -> None:
     """Become a fresh interpreter running the code now on disk (same pid, so a supervisor
     keeps tracking it). Nothing of the new tree is ever imported into this interpreter."""
-    import zmq
+    from shared.reexec import reexec_module
 
-    zmq.Context.instance().term()  # sockets are closed; flush what they still hold
-    argv = [sys.executable, "-m", "services.gateway", "--profile", profile]
-    log.info("re-executing: %s", " ".join(argv))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, argv)
+    reexec_module("services.gateway", "--profile", profile)
 
 
 def main(argv: list[str] | None = None) -> int:
