@@ -23,7 +23,7 @@ from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.locks import probe
 from shared.sync_client import SyncClient
-from tests.conftest import ROOT, python_env, wait_for
+from tests.conftest import ROOT, python_env, release, wait_for
 from tests.portal import PortalSim
 
 

@@ -1,6 +1,7 @@
 """Starting the auth worker: ``python -m services.auth_worker``, one per install (root home).
 
-A second worker for the same install exits 73 and leaves the first alone.
+A second worker for the same install exits 73 and leaves the first alone. A worker that saw
+the code on disk change exec's itself into the new code once it has stopped serving.
 """
 
 from __future__ import annotations

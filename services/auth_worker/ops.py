@@ -6,7 +6,8 @@
   names the sign-in, so it can cancel it before the first event arrives.
 - ``cancel {sign_in_id}`` → ``{"known": bool, "cancelled": bool}``: ``cancelled`` is false
   when the save had already begun (the sign-in then completes).
-- ``status`` → ``{"account": public view, "keepalive": {...}, "sign_ins": n}``; never a token.
+- ``status`` → ``{"account": public view, "keepalive": {...}, "sign_ins": n, "pid", "code_sha"}``;
+  never a token.
 - ``refresh {force?}`` → ``{"result", "reason", "expires_at"}``.
 - ``token`` → ``{"access_token", "expires_at", "host"}`` for processes of the mesh (the
   endpoint lives in the 0700 ``run/`` dir); typed errors ``not_signed_in``/``needs_sign_in``.
