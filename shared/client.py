@@ -176,12 +176,13 @@ class Client:
             self._conn = await self._nursery.start(self._run_connection)
         return self._conn
 
-    def _reset(self, conn: _Connection) -> None:
+    def _reset(self, conn: _Connection, why: str | None = None) -> None:
         if self._conn is conn:
             self._conn = None
         conn.scope.cancel()
+        why = why or f"the connection to {self.address} was reset"
         for mailbox in conn.pending.values():
-            mailbox.fail(RemoteError(Code.CONNECTION_RESET, f"the connection to {self.address} was reset"))
+            mailbox.fail(RemoteError(Code.CONNECTION_RESET, why, detail={"op": mailbox.op.name}))
 
     async def _run_connection(self, *, task_status: trio.TaskStatus[_Connection]) -> None:
         with trio.CancelScope() as scope:
@@ -231,15 +232,7 @@ class Client:
                 await conn.sock.input_settled()  # what the service answered before it left
             if not conn.pending:
                 continue  # nothing was waiting: zmq reconnects by itself
-            for mailbox in conn.pending.values():
-                mailbox.fail(
-                    RemoteError(
-                        Code.CONNECTION_RESET,
-                        f"the service at {self.address} went away before answering {mailbox.op.name!r}",
-                        detail={"op": mailbox.op.name},
-                    )
-                )
-            self._reset(conn)
+            self._reset(conn, f"the service at {self.address} went away before answering")
             return
 
     def _dispatch(self, conn: _Connection, parts: list[bytes]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,19 @@ class FileLock:
 
     def __repr__(self) -> str:
         return f"FileLock({str(self.path)!r}, held={self.held})"
+
+
+def take_or_report(path: Path, refusal: str) -> FileLock | None:
+    """Take a service's endpoint lock; when another process holds it, print ``refusal`` with
+    the holder's pid to stderr and return ``None`` (the caller exits 73)."""
+    lock = FileLock(path)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        pid = exc.holder.pid if exc.holder else "unknown"
+        print(f"{refusal} (pid {pid}); not starting", file=sys.stderr)
+        return None
+    return lock
 
 
 def _try_exclusive(fd: int) -> bool:

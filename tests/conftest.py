@@ -188,3 +188,13 @@ def gateways():
     yield start
     for gateway in started:
         gateway.kill()
+
+
+@pytest.fixture
+def sim(tmp_path):
+    """A running portal simulator that lets clients poll as fast as they like."""
+    from tests.portal import PortalSim
+
+    with PortalSim(tmp_path / "portal") as sim:
+        sim.configure(interval=0)
+        yield sim

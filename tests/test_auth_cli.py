@@ -28,13 +28,6 @@ from tests.portal import PortalSim
 
 
 @pytest.fixture
-def sim(tmp_path):
-    with PortalSim(tmp_path / "portal") as sim:
-        sim.configure(interval=0)
-        yield sim
-
-
-@pytest.fixture
 def root(short_dir):
     root = short_dir / "home"
     root.mkdir()

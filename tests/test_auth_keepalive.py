@@ -12,13 +12,6 @@ import pytest
 from services.auth_worker import keepalive, store
 from services.auth_worker.claims import read_claims
 from tests.conftest import ROOT, python_env
-from tests.portal import PortalSim
-
-
-@pytest.fixture
-def sim(tmp_path):
-    with PortalSim(tmp_path / "portal") as sim:
-        yield sim
 
 
 @pytest.fixture

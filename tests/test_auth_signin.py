@@ -19,13 +19,6 @@ from tests.portal import PortalSim, issue_tls
 
 
 @pytest.fixture
-def sim(tmp_path):
-    with PortalSim(tmp_path / "portal") as sim:
-        sim.configure(interval=0, slow_down_step=0)
-        yield sim
-
-
-@pytest.fixture
 def root(tmp_path):
     root = tmp_path / "home"
     (root / "profiles" / "work").mkdir(parents=True)

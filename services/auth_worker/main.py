@@ -12,7 +12,7 @@ import os
 import sys
 
 from shared import homes
-from shared.locks import FileLock, LockHeld
+from shared.locks import take_or_report
 
 EXIT_DUPLICATE = 73
 EXIT_CONFIG = 78
@@ -34,12 +34,8 @@ def run_worker() -> int:
     except (homes.UnsafeRunDir, homes.EndpointPathTooLong) as exc:
         print(f"auth_worker: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
-    lock = FileLock(endpoint.lock_path)
-    try:
-        lock.acquire()
-    except LockHeld as exc:
-        pid = exc.holder.pid if exc.holder else "unknown"
-        print(f"auth_worker: this install already has an auth worker (pid {pid}); not starting", file=sys.stderr)
+    lock = take_or_report(endpoint.lock_path, "auth_worker: this install already has an auth worker")
+    if lock is None:
         return EXIT_DUPLICATE
 
     import trio

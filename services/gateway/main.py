@@ -18,7 +18,7 @@ from services.gateway.state import GatewayState, detect_supervisor
 from shared import homes
 from shared.files import StateFileCorrupt, write_json_atomic
 from shared.identity import current_identity
-from shared.locks import FileLock, LockHeld
+from shared.locks import take_or_report
 
 log = logging.getLogger("services.gateway")
 
@@ -40,12 +40,8 @@ def run_gateway(profile: str | None = None) -> int:
     except (homes.InvalidProfileName, homes.ProfileNotFound, homes.UnsafeRunDir, homes.EndpointPathTooLong) as exc:
         print(f"gateway: {exc.message}", file=sys.stderr)
         return ops.EXIT_CONFIG
-    lock = FileLock(endpoint.lock_path)
-    try:
-        lock.acquire()
-    except LockHeld as exc:
-        pid = exc.holder.pid if exc.holder else "unknown"
-        print(f"gateway: profile {profile!r} already has a running gateway (pid {pid}); not starting", file=sys.stderr)
+    lock = take_or_report(endpoint.lock_path, f"gateway: profile {profile!r} already has a running gateway")
+    if lock is None:
         return EXIT_DUPLICATE
 
     import trio  # after the checks above: a refused start stays cheap
