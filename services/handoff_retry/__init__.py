@@ -1,0 +1,1 @@
+"""The guest handoff: durable records, bounded drain, retry worker."""

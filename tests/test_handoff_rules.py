@@ -1,0 +1,416 @@
+"""The guest handoff's rules: every answer, the ladder, the 13-day window, leases and copy.
+
+Pure functions on an injected clock: no sockets, no sleeping, no files.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from services.handoff_retry.rules import (
+    FINAL_CODES,
+    LADDER,
+    LEASE,
+    RULES_VERSION,
+    WINDOW,
+    Answer,
+    BadHandoffInput,
+    copy_lines,
+    is_due,
+    new_record,
+    note_replacement,
+    public_view,
+    rearm,
+    record_key,
+    reserve,
+    settle,
+)
+from shared.errors import HermesError
+
+ANON = "anon_3f9c2d7e1b"
+KEY = record_key(ANON)
+ADA = "sub-ada"
+BOB = "sub-bob"
+T0 = 1_700_000_000.0
+
+CLAIMED = Answer(200, "claimed", connectors=["github", "slack"])
+TRANSIENT = Answer(503, "internal_error")
+
+# Every code a test below feeds in: none may ever reach a line of copy.
+CODES = {
+    "claimed",
+    "unknown_token",
+    "already_retired",
+    "rate_limited",
+    "internal_error",
+    "brand_new_code",
+    "invalid_token",
+    "transport",
+    *FINAL_CODES,
+}
+
+
+def fresh(now: float = T0, email: str = "ada@example.com") -> dict:
+    return new_record(key=KEY, profile="default", destination=ADA, email=email, now=now)
+
+
+def reserved(record: dict | None = None, *, now: float = T0, holder: str = "w1") -> dict:
+    out, reason = reserve(record or fresh(now), now=now, holder=holder, token_sub=ADA)
+    assert reason is None
+    return out
+
+
+def test_record_key_is_a_hash_and_refuses_anything_but_a_guest_credential():
+    assert KEY == record_key(ANON) and len(KEY) == 64 and ANON not in KEY
+    assert record_key("anon_other") != KEY
+    for bad in ("", "anon_", "ANON_x", "guest_anon_x", b"anon_x", None, 7):
+        with pytest.raises(ValueError):
+            record_key(bad)
+    with pytest.raises(HermesError) as caught:
+        record_key("nope_" + ANON)
+    assert ANON not in str(caught.value)
+
+
+def test_a_new_record_is_pending_due_now_and_never_keyed_by_the_credential():
+    record = fresh()
+    assert record["state"] == "pending" and record["attempts"] == 0
+    assert is_due(record, now=T0) and not is_due(record, now=T0 - 1)
+    assert record["connectors"] is None and record["rules_version"] == RULES_VERSION
+    assert record["lines"] == ["Moving your guest apps to ada@example.com…"]
+    with pytest.raises(BadHandoffInput):
+        new_record(key=ANON, profile="default", destination=ADA, email="a@x", now=T0)
+    with pytest.raises(BadHandoffInput):
+        new_record(key=KEY, profile="default", destination="", email="a@x", now=T0)
+
+
+def test_reserve_counts_the_attempt_and_holds_a_lease():
+    record = fresh()
+    out, reason = reserve(record, now=T0 + 5, holder="w1", token_sub=ADA)
+    assert reason is None
+    assert out["state"] == "reserved" and out["attempts"] == 1
+    assert out["reserved_until"] == T0 + 5 + LEASE and out["reserved_by"] == "w1"
+    assert out["updated_at"] == T0 + 5
+    assert record["state"] == "pending" and record["attempts"] == 0  # the input is untouched
+
+
+def test_claimed_records_what_moved_and_whether_to_refresh_the_token():
+    out = settle(reserved(), Answer(200, "claimed", connectors=["github", "slack"], cohort_carried=True), now=T0 + 1)
+    assert out["state"] == "claimed" and out["connectors"] == ["github", "slack"]
+    assert out["refresh_token_after"] is True and out["last_code"] == "claimed"
+    assert out["reserved_until"] is None and out["reserved_by"] is None and out["updated_at"] == T0 + 1
+    assert out["lines"] == ["Moved your guest apps to ada@example.com: github, slack."]
+
+    plain = settle(reserved(), Answer(200, "claimed", connectors=["github"]), now=T0 + 1)
+    assert plain["refresh_token_after"] is False
+
+
+def test_claimed_without_a_connectors_list_is_unknown_never_nothing_moved():
+    unknown = settle(reserved(), Answer(200, "claimed"), now=T0 + 1)
+    assert unknown["state"] == "claimed" and unknown["connectors"] is None
+    assert unknown["lines"] == ["Your guest apps were moved to ada@example.com."]
+    empty = settle(reserved(), Answer(200, "claimed", connectors=[]), now=T0 + 1)
+    assert empty["connectors"] == []
+    assert empty["lines"] == ["Your guest session had no connected apps to move."]
+
+
+def test_a_200_with_another_status_is_not_a_success():
+    out = settle(reserved(), Answer(200, "brand_new_code"), now=T0 + 1)
+    assert out["state"] == "pending" and out["next_attempt_at"] == T0 + 1 + LADDER[0]
+
+
+def test_unknown_token_on_the_first_attempt_is_gone_and_nothing_moved():
+    out = settle(reserved(), Answer(410, "unknown_token"), now=T0 + 1)
+    assert out["state"] == "gone" and out["probably_moved"] is False
+    assert out["lines"] == ["Your guest session had expired; there were no apps left to move."]
+
+
+def test_unknown_token_after_an_earlier_attempt_reads_probably_moved():
+    first = settle(reserved(), TRANSIENT, now=T0 + 1)
+    second = reserved(first, now=first["next_attempt_at"])
+    out = settle(second, Answer(410, "unknown_token"), now=second["next_attempt_at"] + 2)
+    assert out["attempts"] == 2 and out["state"] == "gone" and out["probably_moved"] is True
+    assert out["lines"] == ["Your guest apps were probably already moved to ada@example.com."]
+
+
+def test_already_retired_is_gone_and_probably_moved_even_first_time():
+    out = settle(reserved(), Answer(410, "already_retired"), now=T0 + 1)
+    assert out["state"] == "gone" and out["probably_moved"] is True and out["last_code"] == "already_retired"
+
+
+@pytest.mark.parametrize("code,status", [("client_not_allowed", 403), ("account_locked", 423), ("invalid_request", 400)])
+def test_final_codes_fail_for_good(code, status):
+    out = settle(reserved(), Answer(status, code), now=T0 + 1)
+    assert out["state"] == "failed" and out["last_code"] == code
+    assert out["lines"] == [
+        "Your guest apps could not be moved to ada@example.com. Reconnect them from the new account."
+    ]
+    assert reserve(out, now=T0 + 10 * 86400, holder="w1", token_sub=ADA) == (out, "settled")
+    assert rearm(out, now=T0 + 2) is out
+
+
+@pytest.mark.parametrize(
+    "answer,last_code",
+    [
+        (Answer(None), "transport"),
+        (Answer(429, "rate_limited"), "rate_limited"),
+        (Answer(500), "http_500"),
+        (Answer(503, "internal_error"), "internal_error"),
+        (Answer(409, "brand_new_code"), "brand_new_code"),
+        (Answer(401, "invalid_token"), "invalid_token"),  # the caller's refresh did not help: retry
+        (Answer(401, "unknown_token"), "unknown_token"),  # a 401 is about the Bearer, not the guest
+        (Answer(502, "invalid_request"), "invalid_request"),  # a final code on a gateway error is not final
+        (Answer(429, "unknown_token"), "unknown_token"),
+    ],
+)
+def test_everything_else_retries_on_the_ladder(answer, last_code):
+    out = settle(reserved(), answer, now=T0 + 1)
+    assert out["state"] == "pending" and out["last_code"] == last_code
+    assert out["next_attempt_at"] == T0 + 1 + LADDER[0]
+    assert out["reserved_until"] is None and out["reserved_by"] is None
+    assert out["rules_version"] == RULES_VERSION
+    assert out["lines"] == [
+        "Moving your guest apps to ada@example.com is taking longer than usual; it will keep trying."
+    ]
+    assert not is_due(out, now=T0 + 1 + LADDER[0] - 0.001) and is_due(out, now=T0 + 1 + LADDER[0])
+
+
+def test_retry_after_is_honoured_only_when_longer_than_the_rung():
+    longer = settle(reserved(), Answer(429, "rate_limited", retry_after=500.0), now=T0 + 1)
+    assert longer["next_attempt_at"] == T0 + 1 + 500.0
+    shorter = settle(reserved(), Answer(429, "rate_limited", retry_after=5.0), now=T0 + 1)
+    assert shorter["next_attempt_at"] == T0 + 1 + LADDER[0]
+
+
+def test_the_ladder_climbs_and_its_slowest_rung_repeats():
+    record, now, waits = fresh(), T0, []
+    for _ in range(len(LADDER) + 3):
+        record = settle(reserved(record, now=now), Answer(None), now=now)
+        waits.append(record["next_attempt_at"] - now)
+        now = record["next_attempt_at"]
+    assert waits == [30, 120, 600, 3600, 6 * 3600, 24 * 3600, 24 * 3600, 24 * 3600, 24 * 3600]
+
+
+def test_a_retry_that_would_land_past_the_window_expires_the_record():
+    out = settle(reserved(), Answer(429, "rate_limited", retry_after=WINDOW), now=T0 + 1)
+    assert out["state"] == "expired"
+    assert out["lines"] == ["Moving your guest apps gave up after 13 days. Reconnect them from the new account."]
+
+
+def test_a_retry_landing_exactly_on_the_windows_end_is_still_made():
+    out = settle(reserved(), Answer(429, "rate_limited", retry_after=WINDOW - 1), now=T0 + 1)
+    assert out["state"] == "pending" and out["next_attempt_at"] == T0 + WINDOW
+    assert reserve(out, now=T0 + WINDOW, holder="w1", token_sub=ADA)[1] is None
+
+
+def test_the_whole_window_on_a_fake_clock():
+    record, now, sent_at = fresh(), T0, []
+    for _ in range(1000):
+        record, reason = reserve(record, now=now, holder="w1", token_sub=ADA)
+        if reason is not None:
+            break
+        sent_at.append(now)
+        record = settle(record, Answer(503, "internal_error"), now=now + 0.5)
+        now = record["next_attempt_at"]
+    # Sends at 0, 30s, 2.5min, 12.5min, ~1.2h, ~7.2h, then daily: 12 more fit in 13 days.
+    assert len(sent_at) == 18 == record["attempts"]
+    expected, t, rung = [T0], T0, 0
+    while True:
+        t += 0.5 + LADDER[min(rung, len(LADDER) - 1)]
+        rung += 1
+        if t > T0 + WINDOW:
+            break
+        expected.append(t)
+    assert sent_at == expected
+    assert all(t <= T0 + WINDOW for t in sent_at)
+    assert record["state"] == "expired" and reason == "settled"
+    assert not is_due(record, now=T0 + WINDOW + 1)
+    for later in (T0 + WINDOW, T0 + WINDOW + 1, T0 + 30 * 86400):
+        assert reserve(record, now=later, holder="w2", token_sub=ADA) == (record, "settled")
+
+
+def test_a_pending_record_found_after_the_window_expires_instead_of_sending():
+    late = T0 + WINDOW + 1
+    record = fresh()
+    assert is_due(record, now=late)  # due, so a worker looks at it and closes it
+    out, reason = reserve(record, now=late, holder="w1", token_sub=ADA)
+    assert reason == "window_closed" and out["state"] == "expired" and out["attempts"] == 0
+    assert out["lines"] == ["Moving your guest apps gave up after 13 days. Reconnect them from the new account."]
+    on_the_edge, reason = reserve(record, now=T0 + WINDOW, holder="w1", token_sub=ADA)
+    assert reason is None and on_the_edge["state"] == "reserved"
+
+
+def test_a_crash_between_reservation_and_answer_is_due_again_after_the_lease():
+    held = reserved(now=T0)
+    assert held["lines"] == ["Moving your guest apps to ada@example.com…"]
+    assert not is_due(held, now=T0 + LEASE - 1)
+    assert reserve(held, now=T0 + LEASE - 1, holder="w2", token_sub=ADA) == (held, "reserved")
+    # The holder died. After the lease it counts as pending and due, attempt still counted.
+    assert is_due(held, now=T0 + LEASE)
+    revived = rearm(held, now=T0 + LEASE)
+    assert revived["state"] == "pending" and revived["attempts"] == 1 and revived["reserved_by"] is None
+    assert is_due(revived, now=T0 + LEASE)
+    again, reason = reserve(held, now=T0 + LEASE, holder="w2", token_sub=ADA)
+    assert reason is None and again["attempts"] == 2 and again["reserved_by"] == "w2"
+    out = settle(again, Answer(410, "unknown_token"), now=T0 + LEASE + 1)
+    assert out["state"] == "gone" and out["probably_moved"] is True
+
+
+def test_two_reservers_only_one_sends():
+    record = fresh()
+    first, reason = reserve(record, now=T0, holder="w1", token_sub=ADA)
+    assert reason is None
+    second, reason = reserve(first, now=T0 + 1, holder="w2", token_sub=ADA)
+    assert reason == "reserved" and second is first
+    # The holder itself may not send twice under one lease either.
+    assert reserve(first, now=T0 + 1, holder="w1", token_sub=ADA)[1] == "reserved"
+
+
+def test_a_late_answer_to_a_lost_lease_is_dropped():
+    first = reserved(now=T0, holder="w1")
+    taken, _ = reserve(first, now=T0 + LEASE, holder="w2", token_sub=ADA)
+    assert settle(taken, Answer(410, "unknown_token"), now=T0 + LEASE + 1, holder="w1") is taken
+    out = settle(taken, CLAIMED, now=T0 + LEASE + 2, holder="w2")
+    assert out["state"] == "claimed"
+
+
+def test_wrong_account_sends_nothing():
+    record = fresh()
+    for sub in (BOB, "", None):
+        assert reserve(record, now=T0, holder="w1", token_sub=sub) == (record, "wrong_account")
+    assert record["attempts"] == 0 and record["state"] == "pending"
+
+
+def test_not_due_and_settled_reasons():
+    waiting = settle(reserved(), TRANSIENT, now=T0 + 1)
+    assert reserve(waiting, now=T0 + 2, holder="w1", token_sub=ADA) == (waiting, "not_due")
+    done = settle(reserved(), CLAIMED, now=T0 + 1)
+    assert reserve(done, now=T0 + 2, holder="w1", token_sub=ADA) == (done, "settled")
+
+
+def test_claimed_is_never_reopened():
+    done = settle(reserved(), CLAIMED, now=T0 + 1)
+    for answer in (Answer(410, "unknown_token"), Answer(403, "account_locked"), Answer(None), CLAIMED):
+        assert settle(done, answer, now=T0 + 2) is done
+        assert settle(done, answer, now=T0 + 2, holder="w1") is done
+    assert rearm(done, now=T0 + 2) is done
+    assert rearm({**done, "rules_version": 0}, now=T0 + 2)["state"] == "claimed"
+    records = {KEY: done}
+    after = note_replacement(records, key=KEY, profile="work", destination=BOB, email="bob@example.com", now=T0 + 3)
+    assert after[KEY] is done and after is not records
+
+
+def test_gone_is_never_reopened_by_a_new_sign_in():
+    gone = settle(reserved(), Answer(410, "already_retired"), now=T0 + 1)
+    after = note_replacement({KEY: gone}, key=KEY, profile="work", destination=BOB, email="b@x", now=T0 + 2)
+    assert after[KEY] is gone
+
+
+def test_note_replacement_creates_a_missing_record_without_touching_the_input():
+    other = {"some-key": {"state": "claimed"}}
+    snapshot = copy.deepcopy(other)
+    after = note_replacement(other, key=KEY, profile="default", destination=ADA, email="ada@example.com", now=T0)
+    assert other == snapshot
+    assert after["some-key"] == snapshot["some-key"]
+    assert after[KEY]["state"] == "pending" and after[KEY]["destination"] == ADA
+
+
+def test_note_replacement_same_destination_leaves_the_record_alone():
+    pending = settle(reserved(), TRANSIENT, now=T0 + 1)
+    after = note_replacement({KEY: pending}, key=KEY, profile="work", destination=ADA, email="ada@example.com", now=T0 + 2)
+    assert after[KEY] is pending
+
+
+@pytest.mark.parametrize("make", ["pending", "reserved", "failed", "expired"])
+def test_note_replacement_rebinds_to_whoever_signed_in_last(make):
+    record = {
+        "pending": lambda: settle(reserved(), TRANSIENT, now=T0 + 1),
+        "reserved": lambda: reserved(),
+        "failed": lambda: settle(reserved(), Answer(423, "account_locked"), now=T0 + 1),
+        "expired": lambda: settle(reserved(), Answer(429, "rate_limited", retry_after=WINDOW), now=T0 + 1),
+    }[make]()
+    records = {KEY: record}
+    snapshot = copy.deepcopy(records)
+    now = T0 + 3600
+    after = note_replacement(records, key=KEY, profile="work", destination=BOB, email="bob@example.com", now=now)
+    assert records == snapshot
+    bound = after[KEY]
+    assert bound["state"] == "pending" and bound["destination"] == BOB and bound["profile"] == "work"
+    assert bound["email"] == "bob@example.com" and bound["attempts"] == 0
+    assert bound["reserved_until"] is None and bound["reserved_by"] is None
+    assert bound["created_at"] == T0  # the guest identity's window does not restart
+    assert is_due(bound, now=now)
+    # Never to two: the earlier account's Bearer can no longer send.
+    assert reserve(bound, now=now, holder="w1", token_sub=ADA)[1] == "wrong_account"
+    assert reserve(bound, now=now, holder="w1", token_sub=BOB)[1] is None
+    assert bound["lines"] == ["Moving your guest apps to bob@example.com…"]
+    # The old binding's in-flight answer no longer settles anything.
+    assert settle(bound, CLAIMED, now=now + 1) is bound
+
+
+def test_rearm_reopens_an_older_builds_transient_failure():
+    old = {**settle(reserved(), Answer(403, "account_locked"), now=T0 + 1), "last_code": "rate_limited", "rules_version": 0}
+    out = rearm(old, now=T0 + 7200)
+    assert out["state"] == "pending" and out["next_attempt_at"] == T0 + 7200 and out["attempts"] == 1
+    assert out["rules_version"] == RULES_VERSION and out["updated_at"] == T0 + 7200
+    assert is_due(out, now=T0 + 7200)
+    assert out["lines"] == [
+        "Moving your guest apps to ada@example.com is taking longer than usual; it will keep trying."
+    ]
+    assert old["state"] == "failed"
+    # Its ladder carries on where it stood.
+    retried = settle(reserved(out, now=T0 + 7200), Answer(None), now=T0 + 7201)
+    assert retried["next_attempt_at"] == T0 + 7201 + LADDER[1]
+
+
+def test_rearm_keeps_final_failures_current_failures_and_closed_windows():
+    failed = settle(reserved(), Answer(403, "client_not_allowed"), now=T0 + 1)
+    for code in FINAL_CODES:
+        old_final = {**failed, "last_code": code, "rules_version": 0}
+        assert rearm(old_final, now=T0 + 2) is old_final
+    current = {**failed, "last_code": "rate_limited"}
+    assert rearm(current, now=T0 + 2) is current
+    old_outside = {**failed, "last_code": "rate_limited", "rules_version": 0}
+    assert rearm(old_outside, now=T0 + WINDOW + 1) is old_outside
+    pending = fresh()
+    assert rearm(pending, now=T0 + 5) is pending
+
+
+def test_copy_never_shows_a_code_a_url_or_a_command():
+    answers = [
+        CLAIMED,
+        Answer(200, "claimed"),
+        Answer(200, "claimed", connectors=[]),
+        Answer(410, "unknown_token"),
+        Answer(410, "already_retired"),
+        Answer(429, "rate_limited"),
+        Answer(418, "brand_new_code"),
+        Answer(401, "invalid_token"),
+        Answer(None),
+        *(Answer(403, code) for code in FINAL_CODES),
+    ]
+    records = [fresh(), reserved(), fresh(email=""), *(settle(reserved(), a, now=T0 + 1) for a in answers)]
+    records.append(reserve(fresh(), now=T0 + WINDOW + 1, holder="w1", token_sub=ADA)[0])
+    lines = [line for r in records for line in copy_lines(r)]
+    assert {r["state"] for r in records} == {"pending", "reserved", "claimed", "gone", "failed", "expired"}
+    assert lines
+    for line in lines:
+        lowered = line.lower()
+        assert not any(code in lowered for code in CODES), line
+        assert "http" not in lowered and "hermes " not in lowered and "`" not in line, line
+        assert ANON not in line and KEY not in line, line
+    assert copy_lines(fresh(email="")) == ["Moving your guest apps to your new account…"]
+
+
+def test_public_view_hides_the_key_the_destination_and_the_code():
+    out = settle(reserved(), Answer(429, "rate_limited"), now=T0 + 1)
+    view = public_view(out)
+    assert set(view) == {
+        "state", "email", "connectors", "probably_moved", "attempts",
+        "created_at", "updated_at", "next_attempt_at", "lines",
+    }
+    assert view["state"] == "pending" and view["attempts"] == 1 and view["email"] == "ada@example.com"
+    assert KEY not in repr(view) and "rate_limited" not in repr(view) and ADA not in repr(view)
+    view["lines"].append("x")
+    assert out["lines"] != view["lines"]  # a copy, not the record's own list
