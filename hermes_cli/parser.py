@@ -170,6 +170,8 @@ def _auth_commands(commands) -> None:
     login.add_argument("--no-browser", action="store_true", help="do not open the sign-in page in a browser")
     status = _command(actions, "status", "hermes_cli.commands.auth:cmd_status", "whether and as whom this install is signed in")
     status.add_argument("provider", choices=("nous",), help="the provider")
+    guest = _command(actions, "guest", "hermes_cli.commands.auth:cmd_guest", "start the free tier as a guest (apps move on sign-in)")
+    guest.add_argument("provider", choices=("nous",), help="the provider")
     logout = _command(actions, "logout", "hermes_cli.commands.auth:cmd_logout", "forget this install's sign-in")
     logout.add_argument("provider", choices=("nous",), help="the provider")
 

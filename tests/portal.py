@@ -174,6 +174,14 @@ class PortalSim:
             raise SimControlError(f"the token answer was {answer.status_code}: {answer.text}")
         return answer.json()
 
+    def guest(self, *apps: str) -> str:
+        """A new free-tier identity with ``apps`` connected: its ``anon_`` credential."""
+        assert self.client is not None, "the simulator is stopped"
+        anon = self.client.post("/api/anonymous/register").json()["token"]
+        for app in apps:
+            self.connect_app(anon, app)
+        return anon
+
     def reset(self) -> None:
         """Forget accounts, codes, guests, faults and requests (the signing key and config stay)."""
         self._call("POST", "/_sim/reset")

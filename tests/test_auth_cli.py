@@ -223,6 +223,8 @@ def _assert_no_token_leaked(hermes: Hermes, sim: PortalSim) -> None:
     account = store.read_account(hermes.root)
     if account:
         secrets |= {account["access_token"], account["refresh_token"]}
+    for request in sim.requests("/api/anonymous/claim"):
+        secrets.add((request.get("json") or {}).get("token"))
     secrets.discard(None)
     assert secrets
     texts = list(hermes.outputs)
@@ -260,3 +262,21 @@ def _status(address: str) -> dict | None:
             return client.call(ops.STATUS, timeout=2)
     except Exception:
         return None
+
+
+def test_a_guest_who_signs_in_keeps_their_apps(hermes, sim, root):
+    started = hermes.run("auth", "guest", "nous", "--json")
+    assert json.loads(started.stdout)["started"] is True
+    assert "free tier" in hermes.run("auth", "status", "nous").stdout
+    anon = store.read_store(root)["guest"]["anon"]
+    sim.connect_app(anon, "github")
+    login = hermes.login()
+    sim.approve(login.until("Code")["user_code"], "ada@example.com")
+    rc, done = login.finish()
+    assert (rc, done["handoff"]) == (0, ["Moved your guest apps to ada@example.com: github."])
+    assert done["handoff_status"]["state"] == "claimed"
+    status = hermes.run("auth", "status", "nous")
+    assert "guest apps:    Moved your guest apps to ada@example.com: github." in status.stdout
+    view = json.loads(hermes.run("auth", "status", "nous", "--json").stdout)
+    assert [r["state"] for r in view["handoff"]] == ["claimed"]
+    _assert_no_token_leaked(hermes, sim)  # the guest's credential included

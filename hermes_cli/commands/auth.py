@@ -131,16 +131,25 @@ def _has_browser() -> bool:
 
 def cmd_status(args) -> int:
     from services.auth_worker import store
+    from services.handoff_retry.records import public_records
 
     root = homes.root_home()
     view = store.public_view(store.read_account(root))
     view["profile"] = homes.active_profile()
-    output.emit(args, view, _status_text)
+    view["guest"] = store.read_store(root).get("guest") is not None
+    view["handoff"] = public_records(root)
+    output.emit(args, view, lambda v: "\n".join([_status_text(v), *_handoff_lines(v)]))
     return 0
+
+
+def _handoff_lines(view: dict[str, Any]) -> list[str]:
+    return [f"  guest apps:    {line}" for record in view["handoff"] for line in record["lines"]]
 
 
 def _status_text(view: dict[str, Any]) -> str:
     if view.get("email") is None:
+        if view.get("guest"):
+            return "Nous: on the free tier (guest). Run `hermes auth login nous` to sign in; your apps move with you."
         return "Nous: not signed in. Run `hermes auth login nous`."
     if not view["signed_in"]:
         reason = view.get("needs_sign_in_reason") or "the sign-in lapsed"
@@ -154,6 +163,26 @@ def _status_text(view: dict[str, Any]) -> str:
             f"  token expires: {expires} (refreshed automatically)",
         )
     )
+
+
+def cmd_guest(args) -> int:
+    """Start the free tier: a guest identity for the install, until it signs in."""
+    from services.auth_worker import portal, store
+
+    root = homes.root_home()
+    account = store.read_store(root)
+    if account.get("account") is not None or account.get("guest") is not None:
+        state = "signed_in" if account.get("account") is not None else "guest"
+        output.emit(args, {"started": False, "state": state}, lambda r: f"Nothing to do: this install is already {r['state'].replace('_', ' ')}.")
+        return 0
+    tls = portal.tls_context(portal.ca_bundle())
+    answer = portal.send_blocking(portal.portal_url(), tls, "POST", "/api/anonymous/register")
+    anon, guest_id = answer.get("token"), answer.get("id")
+    if not (isinstance(anon, str) and anon.startswith("anon_") and isinstance(guest_id, str)):
+        raise portal.PortalInvalidAnswer("the portal's guest answer has no usable token")
+    started = store.save_guest(root, anon, guest_id)
+    output.emit(args, {"started": started, "state": "guest", "id": guest_id}, lambda r: "Started the free tier as a guest.")
+    return 0
 
 
 def cmd_logout(args) -> int:

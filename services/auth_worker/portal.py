@@ -168,15 +168,22 @@ class Portal:
 def refresh_blocking(base_url: str, tls: ssl.SSLContext, refresh_token: str, *, timeout: float = 15.0) -> TokenSet:
     """The refresh grant, for a caller that holds the store's file lock in a worker thread
     (a single-use refresh token must be spent and its successor stored under one lock)."""
-    path = "/api/oauth/token"
     form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": CLIENT_ID}
-    with httpx.Client(base_url=base_url, verify=tls, timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0))) as http:
+    return _token_set(send_blocking(base_url, tls, "POST", "/api/oauth/token", data=form, timeout=timeout))
+
+
+def send_blocking(
+    base_url: str, tls: ssl.SSLContext, method: str, path: str, *, bearer: str | None = None, timeout: float = 15.0, **kwargs: Any
+) -> dict[str, Any]:
+    """One request, blocking, checked like every other: the answer's JSON map or a typed error."""
+    limits = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+    with httpx.Client(base_url=base_url, verify=tls, timeout=limits) as http:
         try:
-            with http.stream("POST", path, headers=_headers(None), data=form) as response:
+            with http.stream(method, path, headers=_headers(bearer), **kwargs) as response:
                 body = _read_capped_blocking(response.iter_bytes())
         except httpx.HTTPError as exc:
-            raise _transport_error(exc, base_url, "POST", path) from None
-    return _token_set(_answer(response, body, "POST", path))
+            raise _transport_error(exc, base_url, method, path) from None
+    return _answer(response, body, method, path)
 
 
 def _headers(bearer: str | None) -> dict[str, str]:

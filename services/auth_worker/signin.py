@@ -21,6 +21,7 @@ import trio
 from services.auth_worker import portal as portal_api
 from services.auth_worker import settle, store
 from services.auth_worker.claims import InvalidAccessToken, read_claims
+from services.handoff_retry.claim import DrainReport, drain
 from services.auth_worker.states import (
     AlreadySignedIn,
     Cancelled,
@@ -167,14 +168,21 @@ async def _sign_in(
             log.warning("sign-in %s: the account could not be saved: %s", request.sign_in_id, _safe(exc))
             return Failed(Reason.SAVE_FAILED)
 
-        # The locks are released: settle exactly once.
+        # The locks are released: the guest's apps move (bounded), then settle, exactly once.
+        handoff = await _drain_handoffs(request)
         try:
             model = await _recommended(portal, tokens.access_token, claims.tier)
             settled = await trio.to_thread.run_sync(settle.settle_after_upgrade, request.home, claims, model)
         except (HermesError, OSError) as exc:
             log.warning("sign-in %s: settling the config failed: %s", request.sign_in_id, _safe(exc))
             return Failed(Reason.SETTLE_FAILED)
-    return Completed(email=claims.email, tier=claims.tier, settled=settled)
+    return Completed(
+        email=claims.email,
+        tier=claims.tier,
+        settled=settled,
+        handoff=tuple(handoff.lines),
+        handoff_status=handoff.records[0] if handoff.records else None,
+    )
 
 
 async def _until_cancelled(cancel: CancelFlag, work: Callable[[], Awaitable]) -> object:
@@ -246,6 +254,16 @@ async def _poll(portal: portal_api.Portal, code: portal_api.DeviceCode) -> porta
             return tokens
     # The one deadline passed: the code expired, or the portal was out of reach to the end.
     return Failed(Reason.PORTAL_UNREACHABLE) if unreachable else TimedOut()
+
+
+async def _drain_handoffs(request: SignInRequest) -> DrainReport:
+    """Move a replaced guest's apps now, if any; a drain that fails leaves its record for the
+    retry worker and never fails a sign-in whose account is saved."""
+    try:
+        return await trio.to_thread.run_sync(drain, request.root)
+    except Exception:
+        log.exception("sign-in %s: the guest handoff drain failed", request.sign_in_id)
+        return DrainReport()
 
 
 async def _recommended(portal: portal_api.Portal, access_token: str, tier: str) -> str:

@@ -20,8 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from services.handoff_retry.records import note_replacement
+from services.handoff_retry.rules import record_key
 from shared import files
 from shared.errors import HermesError
+from shared.homes import DEFAULT_PROFILE
 
 SHARED_DIR = "shared"
 STORE_FILE = "nous_auth.json"
@@ -85,6 +88,7 @@ def write_shared_nous_state(root: Path, change: Callable[[dict[str, Any]], dict[
     def apply(old: dict[str, Any]) -> dict[str, Any]:
         new = change(copy.deepcopy(_checked(old)))
         new["version"] = STORE_VERSION
+        _hand_off_guest(root, DEFAULT_PROFILE, old.get("guest"), new, new.get("account"))
         return new
 
     return files.update_json(path, apply, default={}, secret=True, timeout=LOCK_TIMEOUT)
@@ -96,13 +100,40 @@ def store_provider_state(home: Path, provider: str, state: dict[str, Any] | None
     def apply(old: dict[str, Any]) -> dict[str, Any]:
         providers = old.get("providers")
         providers = dict(providers) if isinstance(providers, dict) else {}
+        before = providers.get(provider)
         if state is None:
             providers.pop(provider, None)
         else:
             providers[provider] = state
-        return {**old, "providers": providers}
+        new = {**old, "providers": providers}
+        root, profile = _root_and_profile(home)
+        _hand_off_guest(root, profile, before, new, state)
+        return new
 
     files.update_json(profile_auth_path(home), apply, default={}, secret=True, timeout=LOCK_TIMEOUT)
+
+
+def _hand_off_guest(root: Path, profile: str, before: Any, new: dict[str, Any], account: Any) -> None:
+    """When ``account`` replaces the guest identity ``before`` in the document ``new``: keep the
+    guest's credential in ``new`` (for the claim, keyed by its hash) and note the handoff."""
+    if not (isinstance(before, dict) and isinstance(before.get("anon"), str) and isinstance(account, dict)):
+        return
+    if not account.get("sub"):
+        return
+    anon = before["anon"]
+    retired = dict(new.get("retired_guests") or {})
+    retired[record_key(anon)] = anon
+    new["retired_guests"] = retired
+    if new.get("guest") is before or new.get("guest") == before:
+        new.pop("guest", None)
+    note_replacement(root, anon=anon, profile=profile, destination=account["sub"], email=str(account.get("email") or ""))
+
+
+def _root_and_profile(home: Path) -> tuple[Path, str]:
+    home = Path(home)
+    if home.parent.name == "profiles":
+        return home.parent.parent, home.name
+    return home, DEFAULT_PROFILE
 
 
 # --- what the sign-in, the keepalive and logout write -----------------------------------------
@@ -138,7 +169,8 @@ def save_account(root: Path, home: Path, account: dict[str, Any], guard: Callabl
     def change(store: dict[str, Any]) -> dict[str, Any]:
         if guard is not None and not guard():
             raise SaveAborted("the sign-in was cancelled before the save")
-        store_provider_state(home, PROVIDER, {"source": "shared", "sub": account["sub"], "selected_at": time.time()})
+        pointer = {"source": "shared", "sub": account["sub"], "email": account["email"], "selected_at": time.time()}
+        store_provider_state(home, PROVIDER, pointer)
         store["account"] = account
         return store
 
@@ -157,6 +189,30 @@ def forget_account(root: Path, home: Path) -> dict[str, Any] | None:
 
     write_shared_nous_state(root, change)
     return removed[0]
+
+
+def save_guest(root: Path, anon: str, guest_id: str) -> bool:
+    """Record the install's free-tier identity; False (nothing written) when the install
+    already has an account or a guest identity."""
+    saved = [False]
+
+    def change(store: dict[str, Any]) -> dict[str, Any]:
+        if store.get("account") is None and store.get("guest") is None:
+            store["guest"] = {"anon": anon, "id": guest_id, "saved_at": time.time()}
+            saved[0] = True
+        return store
+
+    write_shared_nous_state(root, change)
+    return saved[0]
+
+
+def guest_credential(root: Path, home: Path, key: str) -> str | None:
+    """The retired guest credential whose hash is ``key``: the profile's own first, then the install's."""
+    for document in (files.read_json(profile_auth_path(home), default={}), read_store(root)):
+        retired = document.get("retired_guests") if isinstance(document, dict) else None
+        if isinstance(retired, dict) and isinstance(retired.get(key), str):
+            return retired[key]
+    return None
 
 
 def _checked(store: Any) -> dict[str, Any]:
