@@ -21,7 +21,9 @@ import zmq
 from services.auth_worker import ops, store
 from shared import homes
 from shared.call_rules import NO_RETRY
+from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
 from shared.locks import probe
+from shared.spawn import stop_service
 from shared.sync_client import SyncClient
 from tests.conftest import ROOT, python_env, release, wait_for
 from tests.portal import PortalSim
@@ -32,10 +34,8 @@ def root(short_dir):
     root = short_dir / "home"
     root.mkdir()
     yield root
-    holder = probe(homes.endpoint(root, ops.SERVICE, create=False).lock_path)
-    if holder.held and holder.holder is not None:  # the worker a login started, detached
-        os.kill(holder.holder.pid, signal.SIGTERM)
-        wait_for(lambda: not probe(holder.path).held, timeout=10, what="the auth worker to stop")
+    for worker in ON_DEMAND_WORKERS:  # a login starts them detached
+        stop_service(root, worker)
 
 
 class Hermes:

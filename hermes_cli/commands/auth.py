@@ -23,7 +23,7 @@ import webbrowser
 from typing import Any
 
 from hermes_cli import output
-from hermes_cli.spawn import ensure_service
+from shared.spawn import ensure_service
 from shared import homes
 
 EXIT_BY_STATE = {"Completed": 0, "AlreadySignedIn": 2, "Cancelled": 130, "TimedOut": 1, "Failed": 1}

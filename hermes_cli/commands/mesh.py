@@ -83,23 +83,28 @@ def _status_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# Install-wide workers outside supervisord: started on demand (the handoff retries also with
+# the mesh, since retries left by any process must be finished), stopped with the mesh.
+ON_DEMAND_WORKERS = ("auth_worker", "handoff_retry")
+
+
 def cmd_up(args) -> int:
+    from shared.spawn import ensure_service
+
+    root = homes.root_home()
     profiles = _profiles(getattr(args, "profiles", None))
     progress = StartProgress()
     try:
-        status = supervisord.up(homes.root_home(), profiles, progress=progress)
+        status = supervisord.up(root, profiles, progress=progress)
     finally:
         progress.close()
+    ensure_service(root, "handoff_retry", "services.handoff_retry")
     output.emit(args, status.to_dict(), _status_text)
     return 0
 
 
-# Install-wide workers that commands start on demand: the mesh going down takes them along.
-ON_DEMAND_WORKERS = ("auth_worker",)
-
-
 def cmd_down(args) -> int:
-    from hermes_cli.spawn import stop_service
+    from shared.spawn import stop_service
 
     root = homes.root_home()
     report = supervisord.down(root)

@@ -1,8 +1,7 @@
 """The auth worker process: sign-ins on request, and the keepalive in the background.
 
-It lives as long as the install, so an update must not leave it on old code: it watches the
-commit on disk and, once it changed and no sign-in is in flight, stops serving and replaces
-itself with a fresh interpreter of the new code (``main`` does the ``exec``).
+It starts the guest-handoff retry worker if that is not running, and follows new code on
+disk by itself once no sign-in is in flight (``shared.lifecycle``; ``main`` does the exec).
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -25,8 +23,9 @@ from shared import homes
 from shared.errors import HermesError
 from shared.homes import Endpoint
 from shared.locks import FileLock
+from shared.lifecycle import Lifecycle
 from shared.service import Call, Service
-from shared.version import code_sha
+from shared.spawn import ensure_service
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +35,6 @@ SIGN_IN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 KEEPALIVE_IDLE = 60.0
 # The wait after a failed refresh: doubling from the first to the last.
 KEEPALIVE_RETRY = (5.0, 300.0)
-# How often the commit on disk is compared with the one this process runs.
-CODE_CHECK = 2.0
 
 
 class WorkerError(HermesError):
@@ -53,9 +50,7 @@ class AuthWorker:
         self._wake = trio.Event()
         self._last_refresh: keepalive.RefreshOutcome | None = None
         self._next_check: float | None = None
-        self._stop = trio.Event()
-        self.code_sha: str | None = None
-        self.reexec_requested = False
+        self.life = Lifecycle(busy=lambda: bool(self._sign_ins))
         self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"root": str(self.root)})
         self.service.add(ops.SIGN_IN, self._sign_in)
         self.service.add(ops.CANCEL, self._cancel)
@@ -64,13 +59,12 @@ class AuthWorker:
         self.service.add(ops.TOKEN, self._token)
 
     async def run(self) -> int:
-        self.code_sha = await trio.to_thread.run_sync(code_sha)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.service.serve)
+            await self.life.watch(nursery)
             nursery.start_soon(self._keepalive)
-            nursery.start_soon(self._watch_signals)
-            nursery.start_soon(self._follow_code)
-            await self._stop.wait()
+            nursery.start_soon(self._start_handoff_retry)
+            await self.life.stop.wait()
             for flag in self._sign_ins.values():
                 flag.cancel()  # nothing half-done is saved by a worker on its way out
             self.service.stop(grace=2.0)
@@ -79,22 +73,12 @@ class AuthWorker:
             nursery.cancel_scope.cancel()
         return 0
 
-    async def _watch_signals(self) -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                log.info("%s: stopping", signal.Signals(signum).name)
-                self._stop.set()
-                return
-
-    async def _follow_code(self) -> None:
-        while True:
-            await trio.sleep(CODE_CHECK)
-            on_disk = await trio.to_thread.run_sync(code_sha)
-            if on_disk and on_disk != self.code_sha and not self._sign_ins:
-                log.info("the code on disk moved to %s; restarting onto it", on_disk[:12])
-                self.reexec_requested = True
-                self._stop.set()
-                return
+    async def _start_handoff_retry(self) -> None:
+        """Every long-lived Nous process makes sure the handoff retries run, guest or not."""
+        try:
+            await trio.to_thread.run_sync(ensure_service, self.root, "handoff_retry", "services.handoff_retry")
+        except (HermesError, OSError) as exc:
+            log.warning("could not start the handoff retry worker: %s", getattr(exc, "message", exc))
 
     # --- sign-in --------------------------------------------------------------------------
 
@@ -148,7 +132,7 @@ class AuthWorker:
             },
             "sign_ins": len(self._sign_ins),
             "pid": os.getpid(),
-            "code_sha": self.code_sha,
+            "code_sha": self.life.code_sha,
         }
 
     async def _refresh(self, call: Call) -> dict[str, Any]:

@@ -1,0 +1,5 @@
+import sys
+
+from services.handoff_retry.main import main
+
+sys.exit(main())

@@ -1,0 +1,100 @@
+"""The handoff retry worker: finishes the guest handoffs that any process left to retry.
+
+Each tick drains every due record (``claim.drain``: reserved, claimed, settled), then sleeps
+until the next record falls due, at most ``TICK_MAX``. A ``drain`` call wakes it at once.
+It follows new code on disk by itself (``shared.lifecycle``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from services.handoff_retry import claim, ops, records, rules
+from shared.homes import Endpoint
+from shared.lifecycle import Lifecycle
+from shared.locks import FileLock
+from shared.service import Call, Service
+
+log = logging.getLogger(__name__)
+
+TICK_MAX = 30.0
+TICK_MIN = 0.5
+LONG_POLL_INTERVAL = 0.2
+
+
+class HandoffWorker:
+    def __init__(self, root: Path, endpoint: Endpoint, lock: FileLock):
+        self.root = Path(root)
+        self.life = Lifecycle()
+        self._wake = trio.Event()
+        self._next_tick: float | None = None
+        self._draining = trio.Lock()
+        self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"root": str(self.root)})
+        self.service.add(ops.STATUS, self._status)
+        self.service.add(ops.HANDOFF_STATUS, self._handoff_status)
+        self.service.add(ops.DRAIN, self._drain_op)
+
+    async def run(self) -> int:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.service.serve)
+            await self.life.watch(nursery)
+            nursery.start_soon(self._ticks)
+            await self.life.stop.wait()
+            self.service.stop(grace=2.0)
+            with trio.move_on_after(5):
+                await self.service.wait_stopped()
+            nursery.cancel_scope.cancel()
+        return 0
+
+    async def _ticks(self) -> None:
+        while True:
+            report = await self._drain()
+            if report.attempted:
+                log.info("handoff tick: %s", ", ".join(report.attempted))
+            wait = await trio.to_thread.run_sync(self._until_next_due)
+            self._next_tick = time.time() + wait
+            with trio.move_on_after(wait):
+                await self._wake.wait()
+            self._wake = trio.Event()
+
+    async def _drain(self) -> claim.DrainReport:
+        async with self._draining:  # a tick and a drain call never run side by side here
+            try:
+                return await trio.to_thread.run_sync(claim.drain, self.root)
+            except Exception:
+                log.exception("handoff drain failed; the records stay for the next tick")
+                return claim.DrainReport()
+
+    def _until_next_due(self) -> float:
+        now = time.time()
+        try:
+            pending = [rules.rearm(r, now=now) for r in records.read_records(self.root).values()]
+        except Exception:
+            return TICK_MAX
+        due = [r["next_attempt_at"] if r["state"] == "pending" else r["reserved_until"] for r in pending
+               if r["state"] in ("pending", "reserved")]  # fmt: skip
+        return max(TICK_MIN, min([d - now for d in due if d is not None] + [TICK_MAX]))
+
+    async def _status(self, call: Call) -> dict[str, Any]:
+        views = await trio.to_thread.run_sync(records.public_records, self.root)
+        return {"records": views, "pid": os.getpid(), "code_sha": self.life.code_sha, "next_tick": self._next_tick}
+
+    async def _handoff_status(self, call: Call) -> dict[str, Any]:
+        since = call.args["since"]
+        deadline = trio.current_time() + call.args.get("wait", 0.0)
+        while True:
+            views = await trio.to_thread.run_sync(records.public_records, self.root)
+            latest = max((v["updated_at"] for v in views), default=0.0)
+            if latest > since or trio.current_time() >= deadline:
+                return {"records": views, "updated_at": latest}
+            await trio.sleep(LONG_POLL_INTERVAL)
+
+    async def _drain_op(self, call: Call) -> dict[str, Any]:
+        report = await self._drain()
+        return {"attempted": report.attempted, "records": report.records}

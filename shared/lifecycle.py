@@ -1,0 +1,52 @@
+"""When an install-wide worker stops: a signal, or new code on disk.
+
+Such a worker lives as long as the install, so an update must not leave it running old code:
+it watches the commit on disk and, once it moved and the worker is not busy, stops and asks
+to be replaced by a fresh interpreter of the new code (``shared.reexec``, keeping the pid).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+
+import trio
+
+from shared.version import code_sha
+
+log = logging.getLogger(__name__)
+
+# How often the commit on disk is compared with the one this process runs.
+CODE_CHECK = 2.0
+
+
+class Lifecycle:
+    def __init__(self, busy: Callable[[], bool] = lambda: False):
+        self._busy = busy
+        self.stop = trio.Event()
+        self.code_sha: str | None = None
+        self.reexec_requested = False
+
+    async def watch(self, nursery: trio.Nursery) -> None:
+        """Start watching signals and the code; ``stop`` is set when either says so."""
+        self.code_sha = await trio.to_thread.run_sync(code_sha)
+        nursery.start_soon(self._signals)
+        nursery.start_soon(self._code)
+
+    async def _signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("%s: stopping", signal.Signals(signum).name)
+                self.stop.set()
+                return
+
+    async def _code(self) -> None:
+        while True:
+            await trio.sleep(CODE_CHECK)
+            on_disk = await trio.to_thread.run_sync(code_sha)
+            if on_disk and on_disk != self.code_sha and not self._busy():
+                log.info("the code on disk moved to %s; restarting onto it", on_disk[:12])
+                self.reexec_requested = True
+                self.stop.set()
+                return
