@@ -254,6 +254,7 @@ def test_the_worker_moves_onto_new_code_by_itself(code, sim, short_dir):
     finally:
         worker.terminate()
         assert worker.wait(timeout=15) == 0
+        stop_service(root, "handoff_retry")  # the worker started it
 
 
 def _status(address: str) -> dict | None:
