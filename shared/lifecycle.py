@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
+from shared.service import Service
 from shared.version import code_sha
 
 log = logging.getLogger(__name__)
@@ -50,3 +51,21 @@ class Lifecycle:
                 self.reexec_requested = True
                 self.stop.set()
                 return
+
+
+async def serve_until_stopped(service: Service, life: Lifecycle, *tasks: Callable[[], Awaitable[None]],
+                              before_stop: Callable[[], None] = lambda: None) -> int:  # fmt: skip
+    """Serve ``service`` and run ``tasks`` until ``life`` says stop; then ``before_stop``, the
+    service's last answers (bounded), and the tasks cancelled."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.serve)
+        await life.watch(nursery)
+        for task in tasks:
+            nursery.start_soon(task)
+        await life.stop.wait()
+        before_stop()
+        service.stop(grace=2.0)
+        with trio.move_on_after(5):
+            await service.wait_stopped()
+        nursery.cancel_scope.cancel()
+    return 0

@@ -23,7 +23,7 @@ from shared import homes
 from shared.errors import HermesError
 from shared.homes import Endpoint
 from shared.locks import FileLock
-from shared.lifecycle import Lifecycle
+from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.service import Call, Service
 from shared.spawn import ensure_service
 
@@ -59,19 +59,13 @@ class AuthWorker:
         self.service.add(ops.TOKEN, self._token)
 
     async def run(self) -> int:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(self.service.serve)
-            await self.life.watch(nursery)
-            nursery.start_soon(self._keepalive)
-            nursery.start_soon(self._start_handoff_retry)
-            await self.life.stop.wait()
-            for flag in self._sign_ins.values():
-                flag.cancel()  # nothing half-done is saved by a worker on its way out
-            self.service.stop(grace=2.0)
-            with trio.move_on_after(5):
-                await self.service.wait_stopped()
-            nursery.cancel_scope.cancel()
-        return 0
+        return await serve_until_stopped(
+            self.service, self.life, self._keepalive, self._start_handoff_retry, before_stop=self._cancel_all
+        )
+
+    def _cancel_all(self) -> None:
+        for flag in self._sign_ins.values():
+            flag.cancel()  # nothing half-done is saved by a worker on its way out
 
     async def _start_handoff_retry(self) -> None:
         """Every long-lived Nous process makes sure the handoff retries run, guest or not."""

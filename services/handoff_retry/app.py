@@ -17,7 +17,7 @@ import trio
 
 from services.handoff_retry import claim, ops, records, rules
 from shared.homes import Endpoint
-from shared.lifecycle import Lifecycle
+from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
 from shared.service import Call, Service
 
@@ -41,16 +41,7 @@ class HandoffWorker:
         self.service.add(ops.DRAIN, self._drain_op)
 
     async def run(self) -> int:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(self.service.serve)
-            await self.life.watch(nursery)
-            nursery.start_soon(self._ticks)
-            await self.life.stop.wait()
-            self.service.stop(grace=2.0)
-            with trio.move_on_after(5):
-                await self.service.wait_stopped()
-            nursery.cancel_scope.cancel()
-        return 0
+        return await serve_until_stopped(self.service, self.life, self._ticks)
 
     async def _ticks(self) -> None:
         while True:
