@@ -93,6 +93,11 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _mesh_commands(commands)
     _update_commands(commands)
     _auth_commands(commands)
+    operator = commands.add_parser("operator", help="the operator daemon integration: lifecycle hooks")
+    _profile_option(operator, top=False)
+    operator_actions = operator.add_subparsers(dest="operator_command", metavar="ACTION", required=True)
+    _command(operator_actions, "doctor", "hermes_cli.commands.operator:cmd_doctor",
+             "a payload-free dry run of the hooks: session, identity, reporter, daemon")  # fmt: skip
     demo = _command(
         commands,
         "demo",

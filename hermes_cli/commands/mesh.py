@@ -83,9 +83,11 @@ def _status_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# Install-wide workers outside supervisord: started on demand (the handoff retries also with
-# the mesh, since retries left by any process must be finished), stopped with the mesh.
-ON_DEMAND_WORKERS = ("auth_worker", "handoff_retry")
+# Install-wide workers outside supervisord, stopped with the mesh. The auth worker starts on
+# demand; the handoff retries and the hook reporter also start with the mesh (retries left by
+# any process must be finished, and gateways in a managed session report through it).
+ON_DEMAND_WORKERS = ("auth_worker", "handoff_retry", "hook_reporter")
+WITH_THE_MESH = ("handoff_retry", "hook_reporter")
 
 
 def cmd_up(args) -> int:
@@ -98,7 +100,8 @@ def cmd_up(args) -> int:
         status = supervisord.up(root, profiles, progress=progress)
     finally:
         progress.close()
-    ensure_service(root, "handoff_retry", "services.handoff_retry")
+    for worker in WITH_THE_MESH:
+        ensure_service(root, worker, f"services.{worker}")
     output.emit(args, status.to_dict(), _status_text)
     return 0
 

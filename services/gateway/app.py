@@ -16,7 +16,7 @@ import trio
 
 from services.gateway import ops
 from services.gateway.state import GatewayState, utc_now
-from shared import sd_notify
+from shared import hooks, sd_notify
 from shared.errors import HermesError
 from shared.homes import Endpoint
 from shared.locks import FileLock
@@ -88,6 +88,8 @@ class Gateway:
                 nursery.start_soon(self._watch_signals)
                 nursery.start_soon(self._write_when_dirty)
                 self.state.status_message = ""
+                # The first report opens the hook socket (a brief one-off wait): here, not in a turn.
+                await trio.to_thread.run_sync(hooks.report_activity, "idle")
                 await self._transition(ops.RUNNING)
                 sd_notify.notify(READY=1, STATUS=f"serving profile {self.state.profile}")
                 await self._exit.wait()
@@ -187,6 +189,8 @@ class Gateway:
         scope = trio.CancelScope()
         self._turns[turn_id] = scope
         self._turns_moved()
+        if len(self._turns) == 1:
+            hooks.report_activity("working")  # never blocks, never raises; nothing outside a managed session
         started_at = utc_now()
         try:
             with scope:
@@ -202,6 +206,8 @@ class Gateway:
         finally:
             del self._turns[turn_id]
             self._turns_moved()
+            if not self._turns:
+                hooks.report_activity("idle")
 
     async def _drain_op(self, call: Call) -> dict[str, Any]:
         result = await self.drain(call.args["deadline"])

@@ -1,0 +1,72 @@
+"""``hermes operator doctor``: a payload-free dry run of the operator hooks, as typed findings.
+
+Each finding is ``{"check", "ok", "code", "detail"}``: whether this process is in a managed
+session, whether its start identity is readable, whether a report the hooks would build
+passes the reporter's own checks, whether the reporter answers (with its counters), and
+whether the daemon it forwards to is reachable. Nothing is sent to the daemon but a hello.
+Exit 0 when every check passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from hermes_cli import output
+from shared import homes
+
+
+def _finding(check: str, ok: bool, code: str, detail: Any = None) -> dict[str, Any]:
+    return {"check": check, "ok": ok, "code": code, "detail": detail}
+
+
+def cmd_doctor(args) -> int:
+    from services.hook_reporter import ops
+    from services.hook_reporter.reports import ID_RE, ReportRefused, parse_report
+    from shared import protocol
+    from shared.call_rules import NO_RETRY
+    from shared.identity import process_identity
+    from shared.protocol import RemoteError
+    from shared.sync_client import SyncClient
+
+    findings = []
+    session = os.environ.get("POHUNEK_SESSION_ID")
+    if session and ID_RE.match(session):
+        findings.append(_finding("session", True, "managed", session))
+    else:
+        findings.append(_finding("session", True, "unmanaged", "not in a managed session: the hooks report nothing"))
+    ident = process_identity(os.getpid())
+    findings.append(_finding("identity", ident is not None, "readable" if ident else "identity_unreadable",
+                             ident.to_dict() if ident else None))  # fmt: skip
+    if ident is not None:
+        dry = {"v": 1, "kind": "activity", "session": session if findings[0]["code"] == "managed" else "dry-run",
+               "pid": ident.pid, "start_time": ident.start_time, "at": time.time(), "state": "idle"}  # fmt: skip
+        try:
+            parse_report(protocol.pack(dry))
+            findings.append(_finding("dry_run", True, "report_valid"))
+        except ReportRefused as exc:
+            findings.append(_finding("dry_run", False, f"report_{exc.reason}", exc.message))
+    address = homes.endpoint(homes.root_home(), ops.SERVICE, create=False).control
+    try:
+        with SyncClient(address, retry=NO_RETRY) as client:
+            status = client.call(ops.STATUS, timeout=3.0)
+            check = client.call(ops.CHECK, timeout=8.0)["daemon"]
+    except RemoteError as exc:
+        findings.append(_finding("reporter", False, "reporter_unreachable", exc.code))
+    else:
+        counters = {k: status[k] for k in ("received", "forwarded", "dropped", "queued")}
+        findings.append(_finding("reporter", True, "reporter_reachable", counters))
+        if not check["configured"]:
+            findings.append(_finding("daemon", False, "daemon_not_configured", f"set {ops.DAEMON_ENV} for the reporter"))
+        else:
+            code = "daemon_reachable" if check["reachable"] else "daemon_unreachable"
+            findings.append(_finding("daemon", check["reachable"], code, status["daemon"]))
+    ok = all(f["ok"] for f in findings)
+    output.emit(args, {"ok": ok, "findings": findings}, _text)
+    return 0 if ok else 1
+
+
+def _text(data: dict[str, Any]) -> str:
+    rows = [("ok" if f["ok"] else "FAIL", f["check"], f["code"], "" if f["detail"] is None else f["detail"]) for f in data["findings"]]
+    return output.table(("", "CHECK", "FINDING", "DETAIL"), rows)

@@ -1,0 +1,333 @@
+"""Lifecycle reports from a Hermes process to the Pohunek hook reporter.
+
+Hermes calls these from inside an agent turn, so a report never blocks on the reporter,
+never raises, never starts a process, uses the network or opens a database. Outside a
+Pohunek-managed session (no valid ``POHUNEK_SESSION_ID``) every call returns at once and
+reports nothing.
+
+A report is payload-free by construction: its only strings are ids matching ``ID_RE``
+and values from small fixed sets, so an argument that could hold what a user typed (a
+prompt, a path, a command line) does not fit and the report is dropped. Every call
+returns whether the report was handed to zmq; each outcome is counted (``counters()``):
+
+- ``sent``: handed to zmq;
+- ``unmanaged``: not in a managed session;
+- ``refused``: an argument or the frame broke a rule;
+- ``not_accepted``: zmq would not take it (no reporter, or one not keeping up);
+- ``error``: anything else, swallowed.
+
+The frame, one msgpack map sent over a PUSH socket to the reporter's intake::
+
+    {"v": 1, "kind": ..., "session": ..., "pid": ..., "start_time": ..., "at": ..., <kind fields>}
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from shared import homes
+from shared.call_rules import ipc_unreachable
+from shared.errors import HermesError
+from shared.identity import current_identity
+from shared.protocol import pack
+
+FRAME_VERSION = 1
+SESSION_ENV = "POHUNEK_SESSION_ID"
+ENDPOINT_ENV = "POHUNEK_HOOK_ENDPOINT"
+LAUNCH_EXE_ENV = "POHUNEK_LAUNCH_EXE"
+LAUNCH_SCRIPT_ENV = "POHUNEK_LAUNCH_SCRIPT"
+PTY_ROOT_PID_ENV = "POHUNEK_PTY_ROOT_PID"
+
+ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+MAX_CONTINUATION_IDS = 16
+MAX_REPORT_BYTES = 1024
+ACTIVITY_STATES = frozenset({"working", "idle"})
+ATTENTION_REASONS = frozenset({"owner_approval"})
+RELEASE_REASONS = frozenset({"session_end", "agent_exit", "handoff"})
+
+SNDHWM = 256
+LINGER_MS = 200  # reports still queued at exit get this long to leave
+# With IMMEDIATE a new socket accepts nothing until its connection is up (a few hundred µs),
+# which would drop every process's first report. So once per process, and only when a
+# reporter listens on the intake, the first call waits at most this long for it.
+CONNECT_GRACE_MS = 5
+
+COUNTERS = ("sent", "unmanaged", "refused", "not_accepted", "error")
+
+
+class RefusedReport(HermesError):
+    """A report broke a rule of its shape; it is dropped and counted, never raised to a caller."""
+
+    code = "hook_report_refused"
+
+
+def _id(value: object) -> str:
+    # type() rather than isinstance(): a str subclass may carry anything in its methods.
+    if type(value) is not str or not ID_RE.fullmatch(value):
+        raise RefusedReport("an id must be 1-128 of A-Z a-z 0-9 . _ : -")
+    return value
+
+
+def _one_of(value: object, allowed: frozenset[str]) -> str:
+    if type(value) is not str or value not in allowed:
+        raise RefusedReport(f"expected one of {sorted(allowed)}")
+    return value
+
+
+def _root_pid(raw: str | None) -> int | None:
+    return int(raw) if raw and re.fullmatch(r"[0-9]{1,10}", raw) and int(raw) > 0 else None
+
+
+@dataclass(frozen=True)
+class _Connection:
+    """What one process reports through: its own identity, context and socket."""
+
+    pid: int
+    start_time: int
+    context: zmq.Context
+    socket: zmq.Socket
+
+
+# Every client alive, so that a fork and the interpreter's exit can reach each one.
+_live: weakref.WeakSet[HookClient] = weakref.WeakSet()
+
+
+class HookClient:
+    """The reports of one process; the module-level functions use one built from ``os.environ``.
+
+    ``env`` is read once, here. ``root`` is the root home whose ``run/`` holds the reporter's
+    intake; None means the one ``env`` names, resolved when the socket is first made.
+    """
+
+    def __init__(self, env: Mapping[str, str], root: Path | None = None) -> None:
+        session = env.get(SESSION_ENV)
+        self._session = session if isinstance(session, str) and ID_RE.fullmatch(session) else None
+        self._env = dict(env)
+        self._root = root
+        self._launch = {
+            "exe": env.get(LAUNCH_EXE_ENV) or None,
+            "script": env.get(LAUNCH_SCRIPT_ENV) or None,
+            "root_pid": _root_pid(env.get(PTY_ROOT_PID_ENV)),
+        }
+        # One lock for the socket and the counts: a zmq socket must never be used by two
+        # threads at once, and it is held only for a non-blocking send.
+        self._lock = threading.Lock()
+        self._conn: _Connection | None = None
+        self._counts = dict.fromkeys(COUNTERS, 0)
+        _live.add(self)
+
+    # --- reports ---------------------------------------------------------------------------
+
+    def report_native_id(self, native_id: str, *, resumed: bool = False) -> bool:
+        """Hermes's own session id, new or resumed, with the launch claim the launcher set
+        (the reporter checks the claim against the process table; this only carries it)."""
+
+        def fields() -> dict[str, Any]:
+            if type(resumed) is not bool:
+                raise RefusedReport("resumed must be a bool")
+            return {"native_id": _id(native_id), "resumed": resumed, "launch": self._launch}
+
+        return self._report("native_id", fields)
+
+    def report_continuation(self, continuation_ids: Sequence[str]) -> bool:
+        """The ids a session continues under after compaction (1 to 16)."""
+
+        def fields() -> dict[str, Any]:
+            # A str is a Sequence too: "abc" must not pass as three one-letter ids.
+            if isinstance(continuation_ids, str) or not isinstance(continuation_ids, Sequence):
+                raise RefusedReport("continuation_ids must be a sequence of ids")
+            if not 1 <= len(continuation_ids) <= MAX_CONTINUATION_IDS:
+                raise RefusedReport(f"continuation_ids must hold 1 to {MAX_CONTINUATION_IDS} ids")
+            return {"continuation_ids": [_id(i) for i in continuation_ids]}
+
+        return self._report("continuation", fields)
+
+    def report_activity(self, state: str) -> bool:
+        """Whether the agent is working or idle."""
+        return self._report("activity", lambda: {"state": _one_of(state, ACTIVITY_STATES)})
+
+    def report_attention(self, reason: str = "owner_approval") -> bool:
+        """The agent waits for its owner (an approval)."""
+        return self._report("attention", lambda: {"reason": _one_of(reason, ATTENTION_REASONS)})
+
+    def report_release(self, reason: str) -> bool:
+        """Final release evidence for the session's agent state.
+
+        ``session_end`` comes from Hermes's ``on_session_end``, which is NOT a process-exit
+        report: the session ended, the process may well run on. ``agent_exit`` is the process
+        leaving; ``handoff`` gives the session to another process.
+        """
+        return self._report("release", lambda: {"reason": _one_of(reason, RELEASE_REASONS)})
+
+    def counters(self) -> dict[str, int]:
+        """A copy of the outcome counts."""
+        with self._lock:
+            return dict(self._counts)
+
+    def close(self) -> None:
+        """Give queued reports up to ``LINGER_MS`` to leave, then close. Runs at exit; a
+        later report opens a new socket."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None and conn.pid == os.getpid():
+            try:
+                conn.socket.close()
+                conn.context.term()
+            except zmq.ZMQError:
+                pass  # at exit, nothing is left to tell
+
+    # --- machinery -------------------------------------------------------------------------
+
+    def _report(self, kind: str, fields: Callable[[], dict[str, Any]]) -> bool:
+        with self._lock:
+            if self._session is None:
+                outcome = "unmanaged"
+            else:
+                try:
+                    outcome = self._send(kind, fields)
+                except Exception:  # noqa: BLE001 - a report must never fail a Hermes turn
+                    outcome = "error"
+            self._counts[outcome] += 1
+        return outcome == "sent"
+
+    def _send(self, kind: str, fields: Callable[[], dict[str, Any]]) -> str:
+        try:
+            body = fields()  # before any socket exists: a refused report opens nothing
+            conn = self._connection()
+            frame = {
+                "v": FRAME_VERSION,
+                "kind": kind,
+                "session": self._session,
+                "pid": conn.pid,
+                "start_time": conn.start_time,
+                "at": time.time(),
+                **body,
+            }
+            try:
+                raw = pack(frame)
+            except (TypeError, ValueError):  # e.g. a launch path that is not valid UTF-8
+                raise RefusedReport("the report cannot be encoded") from None
+            if len(raw) > MAX_REPORT_BYTES:
+                raise RefusedReport(f"a report is at most {MAX_REPORT_BYTES} bytes")
+            conn.socket.send(raw, zmq.NOBLOCK)
+        except RefusedReport:
+            return "refused"
+        except zmq.Again:
+            # IMMEDIATE makes "no reporter connected" and "reporter not keeping up" (the
+            # pipe is at its high-water mark) the same Again; they cannot be told apart here.
+            return "not_accepted"
+        return "sent"
+
+    def _connection(self) -> _Connection:
+        pid = os.getpid()
+        if self._conn is None or self._conn.pid != pid:
+            # A forked child never touches its parent's context (libzmq is not fork-safe);
+            # it makes its own and leaves the parent's alone (pyzmq never closes it here).
+            self._conn = self._open(pid)
+        return self._conn
+
+    def _open(self, pid: int) -> _Connection:
+        address = self._intake()
+        identity = current_identity()
+        # A private context: the shared one is terminated by ``reexec_module``, which would
+        # wait forever on this socket, and closing ours at exit waits on no one else's.
+        context = zmq.Context()
+        try:
+            sock = context.socket(zmq.PUSH)
+            sock.setsockopt(zmq.SNDHWM, SNDHWM)
+            sock.setsockopt(zmq.IMMEDIATE, 1)  # no reporter: a send fails at once, nothing queues
+            sock.setsockopt(zmq.LINGER, LINGER_MS)
+            sock.connect(address)
+            if not ipc_unreachable(address):  # no file, or one a dead reporter left: no wait
+                sock.poll(CONNECT_GRACE_MS, zmq.POLLOUT)
+        except BaseException:
+            context.destroy(linger=0)
+            raise
+        return _Connection(pid, identity.start_time, context, sock)
+
+    def _intake(self) -> str:
+        override = self._env.get(ENDPOINT_ENV, "")
+        if override.startswith("ipc://") and len(override) > len("ipc://"):
+            return override
+        root = homes.root_home(self._env) if self._root is None else self._root
+        return intake_address(root, self._env)
+
+
+def intake_address(root: Path, env: Mapping[str, str] | None = None) -> str:
+    """Where the hook reporter of ``root`` takes reports: its control socket's path, ``.in``
+    for ``.ctl`` (the one definition the client and the reporter share)."""
+    control = homes.endpoint(root, "hook_reporter", create=False, env=env).control
+    return control.removesuffix(".ctl") + ".in"
+
+
+def _after_fork_in_child() -> None:
+    # A lock some other thread of the parent held at the fork would stay held here forever.
+    global _default_lock
+    _default_lock = threading.Lock()
+    for client in list(_live):
+        client._lock = threading.Lock()
+
+
+def _close_all() -> None:
+    for client in list(_live):
+        client.close()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_close_all)
+
+
+# --- the process's own client ---------------------------------------------------------------
+
+_default: HookClient | None = None
+_default_lock = threading.Lock()
+
+
+def _client() -> HookClient:
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = HookClient(os.environ)
+    return _default
+
+
+def report_native_id(native_id: str, *, resumed: bool = False) -> bool:
+    """``HookClient.report_native_id`` for this process."""
+    return _client().report_native_id(native_id, resumed=resumed)
+
+
+def report_continuation(continuation_ids: Sequence[str]) -> bool:
+    """``HookClient.report_continuation`` for this process."""
+    return _client().report_continuation(continuation_ids)
+
+
+def report_activity(state: str) -> bool:
+    """``HookClient.report_activity`` for this process."""
+    return _client().report_activity(state)
+
+
+def report_attention(reason: str = "owner_approval") -> bool:
+    """``HookClient.report_attention`` for this process."""
+    return _client().report_attention(reason)
+
+
+def report_release(reason: str) -> bool:
+    """``HookClient.report_release`` for this process; ``session_end`` is not a process-exit report."""
+    return _client().report_release(reason)
+
+
+def counters() -> dict[str, int]:
+    """This process's outcome counts (a copy)."""
+    return _client().counters()
