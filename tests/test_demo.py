@@ -50,6 +50,8 @@ def test_demo_updates_a_three_gateway_fleet_and_stops_it():
     for name in ("coder", "research", "writer"):
         assert (fleet[name]["verdict"], fleet[name]["running"]) == ("current", report["released"])
     assert update["receipt"].startswith(report["home"])
+    reports = report["operator_reports"]  # each gateway's turn, through the hook reporter
+    assert reports["activity:working"] >= 3 and reports["activity:idle"] >= 3, reports
     sign_in = report["sign_in"]
     assert (sign_in["state"], sign_in["email"], sign_in["tier"], sign_in["settled"]) == (
         "Completed", "operator@demo.invalid", "plus", "moved"

@@ -1,8 +1,9 @@
 """``hermes demo``: the mesh on a fresh demo install, updated live.
 
 Builds a demo install (a git clone of this install's committed code, with an origin of its
-own) under a demo directory, starts the embedded supervisor with three profiles' gateways,
-sends each gateway a turn, signs in to Nous against a local portal simulator, pushes a new
+own) under a demo directory, starts the embedded supervisor with three profiles' gateways as
+a managed session reporting to an operator daemon simulator, sends each gateway a turn,
+signs in to Nous against a local portal simulator, pushes a new
 commit to the demo origin and runs ``hermes update`` against it, then shows the fleet matrix
 and where the receipt is. Every command runs the
 DEMO install's code, exactly as an operator's would. Everything the demo started is stopped
@@ -17,11 +18,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
-from hermes_cli.commands import demo_signin
+from hermes_cli.commands import demo_operator, demo_signin
 from shared.errors import HermesError
 from shared.version import INSTALL_ROOT, code_sha
 
@@ -42,6 +44,7 @@ class DemoInstall:
         self.path = base / "install"
         self.dev = base / "dev"
         self.home = base / "home"
+        self.extra_env: dict[str, str] = {}
 
     def build(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
@@ -51,7 +54,7 @@ class DemoInstall:
         self.home.mkdir(exist_ok=True)
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ, HERMES_HOME=str(self.home))
+        env = dict(os.environ, HERMES_HOME=str(self.home), **self.extra_env)
         env["PYTHONPATH"] = str(self.path)  # the demo install's code, not this one's
         return env
 
@@ -91,16 +94,22 @@ def cmd_demo(args) -> int:
     say = (lambda message: print(f"\n» {message}", file=sys.stderr, flush=True)) if show else (lambda message: None)
     data: dict[str, Any] = {"home": str(demo.home), "install": str(demo.path), "profiles": list(PROFILES)}
     portal: demo_signin.PortalSimulator | None = None
+    daemon: demo_operator.OperatorDaemon | None = None
     try:
         say(f"building a demo install in {base} (a clone of {INSTALL_ROOT} with its own origin)")
         demo.build()
         for name in PROFILES:
             _check(demo.hermes("profile", "create", name, show=False), "create a profile")
+        say("starting an operator daemon simulator: the mesh runs as a managed session and reports to it")
+        daemon = demo_operator.OperatorDaemon(demo.path, demo.env(), f"ipc://{base / 'daemon.ctl'}")
+        demo.extra_env = daemon.env()
         say(f"starting the mesh: supervisord and {len(PROFILES)} gateways")
         _check(demo.hermes("mesh", "up", "--profiles", ",".join(PROFILES), show=show), "start the mesh")
         data["turns"] = _send_turns(demo)
         for turn in data["turns"]:
             say(f"turn {turn['turn_id']} on {turn['profile']}: {turn['text']!r}")
+        data["operator_reports"] = _wait_for_reports(daemon, len(PROFILES))
+        say(f"the operator daemon received: {data['operator_reports']}")
         say("starting a Nous portal simulator, then: hermes auth login nous")
         portal = demo_signin.PortalSimulator(demo.path, demo.env(), base / "portal.json")
         data["sign_in"] = demo_signin.sign_in(demo.path, demo.env(), portal, say)
@@ -117,6 +126,8 @@ def cmd_demo(args) -> int:
     finally:
         if portal is not None:
             portal.stop()
+        if daemon is not None:
+            daemon.stop()
         data["kept"] = bool(args.keep)
         if not args.keep and demo.path.exists():
             say("stopping everything the demo started")
@@ -144,6 +155,16 @@ def _send_turns(demo: DemoInstall) -> list[dict[str, Any]]:
             answer = client.call(ops.TURN, {"text": f"hello from {name}", "seconds": 0.2}, timeout=10)
         turns.append({"profile": name, **answer})
     return turns
+
+
+def _wait_for_reports(daemon: demo_operator.OperatorDaemon, gateways: int) -> dict[str, int]:
+    """The daemon's tally once every gateway's turn reported working and idle (bounded)."""
+    deadline = time.monotonic() + 30
+    while True:
+        summary = daemon.summary()
+        if summary.get("activity:working", 0) >= gateways or time.monotonic() > deadline:
+            return summary
+        time.sleep(0.1)
 
 
 def _fleet(demo: DemoInstall) -> list[dict[str, Any]]:
@@ -176,6 +197,7 @@ def _text(d: dict[str, Any]) -> str:
     lines += ["", f"update {update.get('update_id')}: {update.get('outcome')}; receipt: {d['receipt']}"]
     sign_in = d["sign_in"]
     lines.append(f"Nous sign-in: {sign_in['state']} as {sign_in.get('email')} ({sign_in.get('tier')} tier)")
+    lines.append(f"operator daemon reports: {d['operator_reports']}")
     if not d["kept"]:
         lines.append("(the demo directory is removed again; `hermes demo --keep` leaves it and the mesh running)")
     if d["kept"]:

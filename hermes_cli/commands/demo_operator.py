@@ -1,0 +1,54 @@
+"""The demo's operator daemon: the simulator the demo mesh's hooks report to.
+
+The demo runs its mesh as if inside a managed session, so its gateways report their turns'
+activity through the hook reporter to this daemon, and the demo shows what arrived.
+"""
+
+from __future__ import annotations
+
+import selectors
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from shared.errors import HermesError
+
+SESSION = "demo-session"
+START_TIMEOUT = 30.0
+
+
+class OperatorDaemon:
+    def __init__(self, install: Path, env: dict[str, str], address: str):
+        self.address = address
+        argv = [sys.executable, "-m", "services.operator_sim", address]
+        self.proc = subprocess.Popen(argv, cwd=install, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            ready = sel.select(START_TIMEOUT) and self.proc.stdout.readline().startswith("ready")
+        if not ready:
+            self.stop()
+            raise HermesError("the operator daemon simulator did not start")
+
+    def env(self) -> dict[str, str]:
+        """What makes the demo's processes report to this daemon."""
+        return {"POHUNEK_SESSION_ID": SESSION, "POHUNEK_DAEMON_ENDPOINT": self.address}
+
+    def summary(self) -> dict[str, int]:
+        """The reports received, counted by kind and state ("activity:working": 3)."""
+        from services.operator_sim.ops import RECORDS
+        from shared.call_rules import NO_RETRY
+        from shared.sync_client import SyncClient
+
+        with SyncClient(self.address, retry=NO_RETRY) as client:
+            records = client.call(RECORDS, timeout=10)["records"]
+        return dict(Counter(f"{r['kind']}:{r.get('state') or r.get('reason') or ''}".rstrip(":") for r in records))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
