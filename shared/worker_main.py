@@ -1,12 +1,16 @@
 """The start of an install-wide worker process (``python -m services.<worker>``).
 
-Logging, the root home's endpoint, its lock (a second worker for the install exits 73), the
-trio run, and, when the worker stopped for new code, the exec into it. A worker is anything
-with ``async run() -> int`` and a ``life`` (``shared.lifecycle.Lifecycle``).
+The command line (no options: the install comes from ``HERMES_HOME``), logging, the root
+home's endpoint, its lock (a second worker for the install exits 73), the trio run, and,
+when the worker stopped for new code, the exec into it. A worker is built by a factory
+named ``"module:Class"`` (imported only once the lock is held, so a refused start stays
+cheap) and has ``async run() -> int`` and a ``life`` (``shared.lifecycle.Lifecycle``).
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import logging
 import os
 import sys
@@ -19,6 +23,17 @@ from shared.locks import FileLock, take_or_report
 
 EXIT_DUPLICATE = 73
 EXIT_CONFIG = 78
+
+
+def worker_main(service: str, factory: str, description: str, what: str) -> int:
+    """The whole of ``python -m services.<service>``."""
+    argparse.ArgumentParser(prog=f"python -m services.{service}", description=description).parse_args()
+    module, _, name = factory.partition(":")
+
+    def build(root: Path, endpoint: homes.Endpoint, lock: FileLock) -> Any:
+        return getattr(importlib.import_module(module), name)(root, endpoint, lock)
+
+    return run_install_worker(service, f"services.{service}", build, what)
 
 
 def run_install_worker(service: str, module: str, build: Callable[[Path, homes.Endpoint, FileLock], Any], what: str) -> int:

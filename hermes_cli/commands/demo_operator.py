@@ -6,27 +6,21 @@ activity through the hook reporter to this daemon, and the demo shows what arriv
 
 from __future__ import annotations
 
-import selectors
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+from hermes_cli.commands import demo_child
 from shared.errors import HermesError
 
 SESSION = "demo-session"
-START_TIMEOUT = 30.0
 
 
 class OperatorDaemon:
     def __init__(self, install: Path, env: dict[str, str], address: str):
         self.address = address
-        argv = [sys.executable, "-m", "services.operator_sim", address]
-        self.proc = subprocess.Popen(argv, cwd=install, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            ready = sel.select(START_TIMEOUT) and self.proc.stdout.readline().startswith("ready")
-        if not ready:
+        self.proc, line = demo_child.start([sys.executable, "-m", "services.operator_sim", address], install, env)
+        if not line.startswith("ready"):
             self.stop()
             raise HermesError("the operator daemon simulator did not start")
 
@@ -45,10 +39,4 @@ class OperatorDaemon:
         return dict(Counter(f"{r['kind']}:{r.get('state') or r.get('reason') or ''}".rstrip(":") for r in records))
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        demo_child.stop(self.proc)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import queue
-import selectors
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from hermes_cli.commands import demo_child
 from shared.errors import HermesError
 
 DEMO_EMAIL = "operator@demo.invalid"
@@ -34,11 +34,7 @@ class PortalSimulator:
 
     def __init__(self, install: Path, env: dict[str, str], state: Path):
         argv = [sys.executable, "-m", "services.portal_sim", "--port", "0", "--state", str(state)]
-        self.proc = subprocess.Popen(argv, cwd=install, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            ready = sel.select(STEP_TIMEOUT)
-        self.url = self.proc.stdout.readline().strip() if ready else ""
+        self.proc, self.url = demo_child.start(argv, install, env)
         if not self.url.startswith("http"):
             self.stop()
             raise DemoSignInFailed("the portal simulator did not start")
@@ -51,13 +47,7 @@ class PortalSimulator:
         return answer.json()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        demo_child.stop(self.proc)
 
 
 def sign_in(install: Path, env: dict[str, str], portal: PortalSimulator, say: Callable[[str], None]) -> dict[str, Any]:

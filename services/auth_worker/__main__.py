@@ -1,5 +1,5 @@
 import sys
 
-from services.auth_worker.main import main
+from shared.worker_main import worker_main
 
-sys.exit(main())
+sys.exit(worker_main("auth_worker", "services.auth_worker.app:AuthWorker", "Run the install's Nous auth worker (sign-in, keepalive).", "an auth worker"))

@@ -1,5 +1,5 @@
 import sys
 
-from services.hook_reporter.main import main
+from shared.worker_main import worker_main
 
-sys.exit(main())
+sys.exit(worker_main("hook_reporter", "services.hook_reporter.app:HookReporter", "Run the install's operator hook reporter (daemon endpoint: POHUNEK_DAEMON_ENDPOINT).", "a hook reporter"))
