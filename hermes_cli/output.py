@@ -28,6 +28,8 @@ REFUSAL_CODES = frozenset(
         "permission_denied",
         "unit_value_invalid",
         "unsupported_scope",
+        "skin_not_found",
+        "skin_invalid",
     }
 )
 

@@ -1,0 +1,113 @@
+"""Skins: the built-ins, user skins over ``default``, the error paths, and the commands."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hermes_cli import skin_engine as skins
+from shared import config
+from tests.conftest import ROOT, python_env
+
+
+@pytest.mark.parametrize("name", skins.builtin_names())
+def test_every_builtin_skin_is_complete_and_valid(name, tmp_path):
+    skin = skins.load_skin(name, tmp_path)
+    assert (skin.name, skin.source) == (name, "builtin")
+    assert set(skin.colors) == set(skins.COLOR_KEYS) and set(skin.branding) == set(skins.BRANDING_KEYS)
+    assert skin.spinner["waiting_faces"] and skin.spinner["thinking_faces"] and skin.tool_prefix
+
+
+def test_the_builtins_are_the_four_of_the_seed_and_look_different(tmp_path):
+    assert skins.builtin_names() == ["default", "ares", "mono", "slate"]
+    looks = {tuple(skins.load_skin(n, tmp_path).colors.values()) for n in skins.builtin_names()}
+    assert len(looks) == 4
+    assert skins.load_skin("ares", tmp_path).spinner["wings"]  # ares has its own wings
+
+
+def write(home, name, text):
+    (home / "skins").mkdir(exist_ok=True)
+    path = home / "skins" / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_partial_user_skin_inherits_the_rest_from_default(tmp_path):
+    write(tmp_path, "mine", "description: my own\ncolors:\n  banner_title: '#123456'\ntool_emojis:\n  git: '🌿'\n")
+    skin = skins.load_skin("mine", tmp_path)
+    default = skins.load_skin("default", tmp_path)
+    assert (skin.name, skin.description, skin.colors["banner_title"]) == ("mine", "my own", "#123456")
+    assert skin.colors["banner_border"] == default.colors["banner_border"]
+    assert skin.branding == default.branding and skin.spinner == default.spinner
+    assert skin.tool_emoji("git") == "🌿" and skin.tool_emoji("web") == default.tool_emoji("web")
+    assert skins.user_names(tmp_path) == ["mine"]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("colors:\n  banner_title: red\n", "colors.banner_title"),
+        ("colours:\n  banner_title: '#123456'\n", "colours"),
+        ("colors:\n  sparkle: '#123456'\n", "colors.sparkle"),
+        ("spinner:\n  waiting_faces: []\n", "spinner.waiting_faces"),
+        ("spinner:\n  wings: [['<']]\n", "spinner.wings"),
+        ("branding:\n  welcome: 7\n", "branding.welcome"),
+        ("tool_prefix: 'a very long prefix'\n", "tool_prefix"),
+        ("- just\n- a list\n", None),
+        ("colors: [unclosed\n", None),
+    ],
+)
+def test_a_malformed_user_skin_names_its_file_and_key(tmp_path, text, key):
+    path = write(tmp_path, "broken", text)
+    with pytest.raises(skins.SkinError) as info:
+        skins.load_skin("broken", tmp_path)
+    assert (info.value.path, info.value.key) == (path, key)
+    assert str(path) in info.value.message
+
+
+def test_the_active_skin_falls_back_to_default_and_says_why(tmp_path):
+    assert skins.active_skin(tmp_path) == (skins.load_skin("default", tmp_path), None)
+    (tmp_path / "config.yaml").write_text("display:\n  skin: slate\n")
+    assert skins.active_skin(tmp_path)[0].name == "slate"
+    write(tmp_path, "broken", "colors:\n  banner_title: red\n")
+    (tmp_path / "config.yaml").write_text("display:\n  skin: broken\n")
+    skin, warning = skins.active_skin(tmp_path)
+    assert skin.name == "default" and "broken.yaml" in warning and "colors.banner_title" in warning
+    (tmp_path / "config.yaml").write_text("display:\n  skin: nowhere\n")
+    assert "no skin named 'nowhere'" in skins.active_skin(tmp_path)[1]
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_painter_uses_the_skins_colors_and_honours_no_color_and_pipes(tmp_path):
+    ares = skins.load_skin("ares", tmp_path)
+    assert skins.Painter(ares, Tty(), env={}).paint("title", "banner_title") == "\033[38;2;220;20;60mtitle\033[0m"
+    assert skins.Painter(ares, Tty(), env={"NO_COLOR": "1"}).paint("title", "banner_title") == "title"
+    assert skins.Painter(ares, io.StringIO(), env={}).paint("title", "banner_title") == "title"
+
+
+def hermes(home, *args):
+    return subprocess.run([sys.executable, "-m", "hermes_cli.main", *args], cwd=ROOT, env=python_env(HERMES_HOME=str(home)),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_skin_commands_list_show_and_set_and_refuse_a_broken_skin(tmp_path):
+    (tmp_path / "config.yaml").write_text("# the operator's notes\nmodel:\n  provider: nous\n")
+    write(tmp_path, "broken", "colors:\n  banner_title: red\n")
+    listed = json.loads(hermes(tmp_path, "skin", "list", "--json").stdout)
+    assert [s["name"] for s in listed["skins"]] == ["default", "ares", "mono", "slate", "broken"]
+    assert listed["active"] == "default" and "colors.banner_title" in listed["skins"][-1]["error"]
+    assert hermes(tmp_path, "skin", "set", "ares").returncode == 0
+    assert config.load_config(tmp_path)["display"] == {"skin": "ares"}
+    assert "# the operator's notes" in (tmp_path / "config.yaml").read_text()
+    assert json.loads(hermes(tmp_path, "skin", "show", "--json").stdout)["name"] == "ares"
+    refused = hermes(tmp_path, "skin", "set", "broken")
+    assert refused.returncode == 2 and "broken.yaml, key colors.banner_title" in refused.stderr
+    assert config.load_config(tmp_path)["display"] == {"skin": "ares"}  # unchanged
