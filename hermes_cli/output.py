@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TextIO
 
 from shared.errors import HermesError
 
@@ -58,7 +58,27 @@ def error(args: Any, exc: HermesError) -> int:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Aligned columns; on a terminal the header row takes the skin's title color."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
+    lines[0] = painter(sys.stdout).paint(lines[0], "banner_title")  # painted after padding: widths stay true
     return "\n".join(lines)
+
+
+_painters: dict[int, Any] = {}
+
+
+def painter(stream: TextIO):
+    """The active skin's painter for ``stream`` (plain when it is no terminal or NO_COLOR is
+    set). A skin that cannot be used is reported once, on stderr, and ``default`` used."""
+    key = id(stream)
+    if key not in _painters:
+        from hermes_cli.skin_engine import Painter, active_skin
+        from shared import homes
+
+        skin, warning = active_skin(homes.active_home())
+        if warning and not _painters:
+            print(f"hermes: {warning}", file=sys.stderr)
+        _painters[key] = Painter(skin, stream)
+    return _painters[key]

@@ -111,3 +111,72 @@ def test_skin_commands_list_show_and_set_and_refuse_a_broken_skin(tmp_path):
     refused = hermes(tmp_path, "skin", "set", "broken")
     assert refused.returncode == 2 and "broken.yaml, key colors.banner_title" in refused.stderr
     assert config.load_config(tmp_path)["display"] == {"skin": "ares"}  # unchanged
+
+
+def on_a_terminal(home, *args, **env):
+    """``hermes args`` with its stdout and stderr on a pseudo-terminal: what an operator sees."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "hermes_cli.main", *args], cwd=ROOT, stdout=slave, stderr=slave,
+                              env=python_env(HERMES_HOME=str(home), **env), timeout=60)  # fmt: skip
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    return done.returncode, b"".join(chunks).decode(errors="replace")
+
+
+def escape(color: str) -> str:
+    red, green, blue = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"\033[38;2;{red};{green};{blue}m"
+
+
+def test_setting_a_skin_visibly_changes_the_gateway_table(tmp_path):
+    for name in ("ares", "mono"):
+        assert hermes(tmp_path, "skin", "set", name).returncode == 0
+        code, seen = on_a_terminal(tmp_path, "gateway", "list")
+        assert code == 0 and "PROFILE" in seen
+        assert escape(skins.load_skin(name, tmp_path).colors["banner_title"]) in seen
+    assert "\033[" not in on_a_terminal(tmp_path, "gateway", "list", NO_COLOR="1")[1]
+    assert "\033[" not in hermes(tmp_path, "gateway", "list").stdout  # a pipe gets plain text
+
+
+def test_a_broken_skin_never_breaks_a_command(tmp_path):
+    write(tmp_path, "broken", "colors:\n  banner_title: red\n")
+    (tmp_path / "config.yaml").write_text("display:\n  skin: broken\n")
+    code, seen = on_a_terminal(tmp_path, "gateway", "list")
+    assert code == 0 and "PROFILE" in seen
+    assert "broken.yaml, key colors.banner_title" in seen and "using the default skin" in seen
+    assert escape(skins.load_skin("default", tmp_path).colors["banner_title"]) in seen
+
+
+def test_the_update_progress_wears_the_skin(tmp_path, monkeypatch):
+    from argparse import Namespace
+
+    from hermes_cli import output
+    from hermes_cli.commands.update import _Progress
+
+    (tmp_path / "config.yaml").write_text("display:\n  skin: ares\n")
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setattr(output, "_painters", {})
+    screen = Tty()
+    progress = _Progress(Namespace(json=False), stream=screen)
+    progress.event({"seq": 0, "stage": "apply", "status": "start"})
+    progress.event({"seq": 1, "stage": "apply", "status": "done", "detail": {"via": "git"}})
+    ares = skins.load_skin("ares", tmp_path)
+    shown = screen.getvalue()
+    assert escape(ares.colors["banner_accent"]) + "apply" in shown
+    assert ares.spinner["thinking_faces"][0] in shown  # the running stage
+    assert escape(ares.colors["banner_title"]) + "✓" in shown

@@ -27,7 +27,6 @@ from shared.spawn import ensure_service
 from shared import homes
 
 EXIT_BY_STATE = {"Completed": 0, "AlreadySignedIn": 2, "Cancelled": 130, "TimedOut": 1, "Failed": 1}
-SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 def cmd_login(args) -> int:
@@ -116,10 +115,13 @@ class _LoginView:
             sys.stderr.flush()
 
     def _spinner(self, text: str) -> None:
+        paint = output.painter(sys.stderr)
+        faces = paint.skin.spinner["waiting_faces"]  # the skin's own waiting faces
         frame = 0
-        while not self._stopped.wait(0.1):
+        while not self._stopped.wait(0.25):
             left = max(0, int((self._expires or 0) - time.monotonic()))
-            sys.stderr.write(f"\r\033[K{SPINNER[frame % len(SPINNER)]} {text} (code expires in {left // 60}:{left % 60:02d})")
+            face = paint.paint(faces[frame % len(faces)], "banner_accent")
+            sys.stderr.write(f"\r\033[K{face} {text} (code expires in {left // 60}:{left % 60:02d})")
             sys.stderr.flush()
             frame += 1
 

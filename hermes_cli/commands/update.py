@@ -256,13 +256,17 @@ class _Progress:
         if self.quiet:
             return
         stage, status = str(event.get("stage")), str(event.get("status"))
-        text = f"{stage:<11} {status}{_detail_text(stage, event.get('detail'))}"
+        detail = _detail_text(stage, event.get("detail"))
         if not self.tty:
-            print(f"  {text}", file=self.stream, flush=True)
-        elif status in self.MARKS or stage == "done":
-            self.stream.write(f"\r\033[K{self.MARKS.get(status, '✓')} {text}\n")
+            print(f"  {stage:<11} {status}{detail}", file=self.stream, flush=True)
+            return
+        paint = output.painter(self.stream)
+        text = f"{paint.paint(f'{stage:<11}', 'banner_accent')} {status}{paint.paint(detail, 'banner_dim')}"
+        if status in self.MARKS or stage == "done":
+            self.stream.write(f"\r\033[K{paint.paint(self.MARKS.get(status, '✓'), 'banner_title')} {text}\n")
         else:
-            self.stream.write(f"\r\033[K… {text}")
+            face = paint.skin.spinner["thinking_faces"][0]  # the running stage wears the skin's face
+            self.stream.write(f"\r\033[K{paint.paint(face, 'banner_border')} {text}")
         self.stream.flush()
 
 
