@@ -161,22 +161,44 @@ def test_a_broken_skin_never_breaks_a_command(tmp_path):
     assert escape(skins.load_skin("default", tmp_path).colors["banner_title"]) in seen
 
 
-def test_the_update_progress_wears_the_skin(tmp_path, monkeypatch):
+@pytest.fixture
+def wearing(tmp_path, monkeypatch):
+    """Make ``name`` this home's skin, for surfaces rendered in this process."""
+    from hermes_cli import output
+
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+    def wear(name):
+        (tmp_path / "config.yaml").write_text(f"display:\n  skin: {name}\n")
+        monkeypatch.setattr(output, "_painters", {})
+        return skins.load_skin(name, tmp_path)
+
+    return wear
+
+
+@pytest.mark.parametrize("name", skins.builtin_names())
+def test_every_builtin_skin_renders_every_surface(wearing, name, monkeypatch):
     from argparse import Namespace
 
     from hermes_cli import output
+    from hermes_cli.commands.mesh import StartProgress
     from hermes_cli.commands.update import _Progress
 
-    (tmp_path / "config.yaml").write_text("display:\n  skin: ares\n")
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    monkeypatch.setattr(output, "_painters", {})
+    skin = wearing(name)
     screen = Tty()
     progress = _Progress(Namespace(json=False), stream=screen)
     progress.event({"seq": 0, "stage": "apply", "status": "start"})
     progress.event({"seq": 1, "stage": "apply", "status": "done", "detail": {"via": "git"}})
-    ares = skins.load_skin("ares", tmp_path)
     shown = screen.getvalue()
-    assert escape(ares.colors["banner_accent"]) + "apply" in shown
-    assert ares.spinner["thinking_faces"][0] in shown  # the running stage
-    assert escape(ares.colors["banner_title"]) + "✓" in shown
+    assert escape(skin.colors["banner_accent"]) + "apply" in shown
+    assert skin.spinner["thinking_faces"][0] in shown  # the running stage wears the skin's face
+    assert escape(skin.colors["banner_title"]) + "✓" in shown
+
+    starting = Tty()
+    StartProgress(starting)({"coder": "STARTING"}, 0.0)
+    assert skin.spinner["waiting_faces"][0] in starting.getvalue()
+    assert escape(skin.colors["banner_accent"]) + "coder" in starting.getvalue()
+
+    monkeypatch.setattr(sys, "stdout", Tty())
+    assert output.table(("PROFILE", "STATE"), [("coder", "running")]).startswith(escape(skin.colors["banner_title"]))

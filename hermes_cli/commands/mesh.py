@@ -39,8 +39,10 @@ class StartProgress:
 
     def __call__(self, states: Mapping[str, str], elapsed: float) -> None:
         if self._tty:
-            summary = ", ".join(f"{name} {state}" for name, state in states.items())
-            self._stream.write(f"\r\033[Kstarting gateways ({elapsed:.1f}s): {summary}")
+            paint = output.painter(self._stream)
+            face = paint.skin.spinner["waiting_faces"][int(elapsed * 4) % len(paint.skin.spinner["waiting_faces"])]
+            summary = ", ".join(f"{paint.paint(name, 'banner_accent')} {state}" for name, state in states.items())
+            self._stream.write(f"\r\033[K{paint.paint(face, 'banner_border')} starting gateways ({elapsed:.1f}s): {summary}")
             self._drawn = True
         else:
             for name, state in states.items():
