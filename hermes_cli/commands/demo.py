@@ -162,7 +162,8 @@ def _wait_for_reports(daemon: demo_operator.OperatorDaemon, gateways: int) -> di
     deadline = time.monotonic() + 30
     while True:
         summary = daemon.summary()
-        if summary.get("activity:working", 0) >= gateways or time.monotonic() > deadline:
+        done = summary.get("activity:working", 0) >= gateways and summary.get("activity:idle", 0) >= gateways
+        if done or time.monotonic() > deadline:
             return summary
         time.sleep(0.1)
 

@@ -97,13 +97,13 @@ def cmd_up(args) -> int:
 
     root = homes.root_home()
     profiles = _profiles(getattr(args, "profiles", None))
+    for worker in WITH_THE_MESH:  # first: the gateways' first reports find the reporter up
+        ensure_service(root, worker, f"services.{worker}")
     progress = StartProgress()
     try:
         status = supervisord.up(root, profiles, progress=progress)
     finally:
         progress.close()
-    for worker in WITH_THE_MESH:
-        ensure_service(root, worker, f"services.{worker}")
     output.emit(args, status.to_dict(), _status_text)
     return 0
 
