@@ -124,7 +124,7 @@ def _hand_off_guest(root: Path, profile: str, before: Any, new: dict[str, Any], 
     retired = dict(new.get("retired_guests") or {})
     retired[record_key(anon)] = anon
     new["retired_guests"] = retired
-    if new.get("guest") is before or new.get("guest") == before:
+    if new.get("guest") == before:  # the guest identity this account replaced
         new.pop("guest", None)
     note_replacement(root, anon=anon, profile=profile, destination=account["sub"], email=str(account.get("email") or ""))
 
