@@ -9,6 +9,7 @@ on the endpoint lock and both then talk to the winner. ``hermes mesh down`` stop
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -89,3 +90,25 @@ def stop_service(root: Path, service: str, *, timeout: float = STOP_TIMEOUT) -> 
         if not is_alive(holder):
             return holder.pid
     return holder.pid
+
+
+def first_line(process: subprocess.Popen, timeout: float) -> str:
+    """The first line ``process`` printed on its stdout pipe, stripped; "" when none came
+    within ``timeout`` (a child that prints its address or "ready" before it serves)."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(process.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            return ""
+    line = process.stdout.readline()
+    return (line.decode(errors="replace") if isinstance(line, bytes) else line).strip()
+
+
+def end_child(process: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> int:
+    """Stop a child of this process: SIGTERM, a bounded wait, then SIGKILL; its exit code."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait(timeout=timeout)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from shared.spawn import first_line
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -41,20 +43,11 @@ class Peer:
         self.proc = subprocess.Popen(
             [sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env or python_env()
         )
-        line = self._ready_line(timeout=20)
+        line = first_line(self.proc, 20) or "(no ready line in time)"
         if not line.startswith("ready"):
             self.kill()
             raise RuntimeError(f"peer did not start: {line!r} {self.proc.stderr.read().decode()[-2000:]}")
         self.pid = self.proc.pid
-
-    def _ready_line(self, timeout: float) -> str:
-        import selectors
-
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            if not sel.select(timeout):
-                return "(no ready line in time)"
-        return self.proc.stdout.readline().decode().strip()
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -11,8 +11,6 @@ accounts and the signing key, and a failed start shows what the simulator said.
 
 from __future__ import annotations
 
-import selectors
-import signal
 import ssl
 import subprocess
 import sys
@@ -21,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from shared.spawn import end_child, first_line
 from tests.conftest import ROOT, python_env
 
 START_TIMEOUT = 20.0
@@ -59,21 +58,13 @@ class PortalSim:
         # stderr goes to a file: a pipe nobody reads would block the simulator once it filled.
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(self.argv(), cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=log)
-        line = self._first_line()
+        line = first_line(self.proc, START_TIMEOUT) or "(no base URL in time)"
         if not line.startswith(("http://", "https://")):
             self._kill()
             self.proc.stdout.close()
             raise RuntimeError(f"portal simulator did not start: {line!r}\n{self.log_tail()}")
         self.url = line
         self.client = httpx.Client(base_url=self.url, timeout=10, verify=self.verify)
-
-    def _first_line(self) -> str:
-        assert self.proc is not None and self.proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            if not sel.select(START_TIMEOUT):
-                return "(no base URL in time)"
-        return self.proc.stdout.readline().decode().strip()
 
     def log_tail(self) -> str:
         return self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
@@ -85,15 +76,10 @@ class PortalSim:
             self.client = None
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self._kill()
+        code = end_child(self.proc, STOP_TIMEOUT)
         assert self.proc.stdout is not None
         self.proc.stdout.close()
-        return self.proc.returncode
+        return code
 
     def _kill(self) -> None:
         assert self.proc is not None

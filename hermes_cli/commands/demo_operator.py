@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hermes_cli.commands import demo_child
 from shared.errors import HermesError
+from shared.spawn import end_child
 
 SESSION = "demo-session"
 
@@ -39,4 +40,4 @@ class OperatorDaemon:
         return dict(Counter(f"{r['kind']}:{r.get('state') or r.get('reason') or ''}".rstrip(":") for r in records))
 
     def stop(self) -> None:
-        demo_child.stop(self.proc)
+        end_child(self.proc)

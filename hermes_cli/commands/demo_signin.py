@@ -19,6 +19,7 @@ import httpx
 
 from hermes_cli.commands import demo_child
 from shared.errors import HermesError
+from shared.spawn import end_child
 
 DEMO_EMAIL = "operator@demo.invalid"
 DEMO_TIER = "plus"
@@ -47,7 +48,7 @@ class PortalSimulator:
         return answer.json()
 
     def stop(self) -> None:
-        demo_child.stop(self.proc)
+        end_child(self.proc)
 
 
 def sign_in(install: Path, env: dict[str, str], portal: PortalSimulator, say: Callable[[str], None]) -> dict[str, Any]:
