@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from services.auth_worker.store import store_path
+from services.handoff_retry.records import records_path
+
 from services.updater.snapshot import (
     KEEP,
     MANIFEST,
@@ -48,10 +51,13 @@ def root(tmp_path: Path) -> Path:
     write(root / "skins" / "dark" / "theme.yaml", "bg: black\n")
     write(root / "skins" / "light.yaml", "bg: white\n")
     write(root / "notes.txt", "not in the set\n")
+    # The shared account store and the handoff records, where their own modules put them.
+    write(store_path(root), '{"refresh": "y"}\n', 0o600)
+    write(records_path(root), '{"records": {}}\n', 0o600)
 
     coder = root / "profiles" / "coder"
     write(coder / "config.json", "{}\n")
-    write(coder / "nous_auth.json", '{"refresh": "y"}\n', 0o600)
+    write(coder / "auth.json", '{"provider": "nous"}\n', 0o600)
     write(coder / "gateway_state.json", "{}\n")
 
     ops = root / "profiles" / "ops"
@@ -90,7 +96,10 @@ def test_every_profile_gets_the_identical_set(root):
     by_profile = {s["profile"]: s for s in summaries}
     assert by_profile["ops"]["files"] == 0
     assert sorted(by_profile["ops"]["missing"]) == sorted(m.rstrip("/") for m in SNAPSHOT_SET)
-    assert by_profile["default"]["files"] == 6
+    assert by_profile["default"]["files"] == 8
+    copied = [f["path"] for f in found["default"][0]["files"]]
+    for state in (store_path(root), records_path(root)):
+        assert state.relative_to(root).as_posix() in copied
     assert "skins/dark/theme.yaml" in [f["path"] for f in found["default"][0]["files"]]
 
 
@@ -106,10 +115,11 @@ def test_copies_are_exact_with_modes_and_hashes(root):
         assert entry["bytes"] == original.stat().st_size
         assert stat.S_IMODE(copy.stat().st_mode) == stat.S_IMODE(original.stat().st_mode)
     assert stat.S_IMODE((snap / ".env").stat().st_mode) == 0o600
+    assert stat.S_IMODE((snap / store_path(root).relative_to(root)).stat().st_mode) == 0o600
     assert stat.S_IMODE((snap / "auth.json").stat().st_mode) == 0o600
     assert stat.S_IMODE((snap / "config.yaml").stat().st_mode) == 0o644
     coder = Path(next(s for s in snapshot_all(root, "u2") if s["profile"] == "coder")["path"])
-    assert stat.S_IMODE((coder / "nous_auth.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((coder / "auth.json").stat().st_mode) == 0o600
 
 
 def test_keep_one_after_two_snapshots(root):
@@ -192,7 +202,7 @@ def test_full_backup_archives_the_root_but_runtime_dirs(root):
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
         env = tar.getmember(".env")
-        assert tar.extractfile("profiles/coder/nous_auth.json").read() == b'{"refresh": "y"}\n'
+        assert tar.extractfile("shared/nous_auth.json").read() == b'{"refresh": "y"}\n'
     assert {
         "config.yaml",
         ".env",
@@ -202,7 +212,8 @@ def test_full_backup_archives_the_root_but_runtime_dirs(root):
         "skins/dark/theme.yaml",
         "skins/logs/kept.yaml",
         "profiles/coder/config.json",
-        "profiles/coder/nous_auth.json",
+        "profiles/coder/auth.json",
+        "shared/nous_auth.json",
         "profiles/ops",
     } <= names
     assert stat.S_IMODE(env.mode) == 0o600

@@ -26,6 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from services.auth_worker.store import PROFILE_AUTH_FILE, SHARED_DIR, STORE_FILE
+from services.handoff_retry.records import HANDOFF_FILE
 from shared import homes
 from shared.errors import HermesError
 from shared.files import write_json_atomic
@@ -36,9 +38,9 @@ SNAPSHOT_SET: tuple[str, ...] = (
     "config.yaml",
     "config.json",
     ".env",
-    "auth.json",
-    "nous_auth.json",
-    "guest_handoff.json",
+    PROFILE_AUTH_FILE,
+    f"{SHARED_DIR}/{STORE_FILE}",  # the account store: only the root home has one
+    f"{SHARED_DIR}/{HANDOFF_FILE}",
     "gateway_state.json",
     "gateway_starts.json",
     "cron/jobs.json",
