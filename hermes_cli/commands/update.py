@@ -52,7 +52,10 @@ def cmd_update(args) -> int:
     if running:
         raise UpdateInProgress(root / "update.lock", running)
     if not args.yes and sys.stdin.isatty() and not output.wants_json(args):
-        answer = input(f"Update {INSTALL_ROOT} and restart every gateway of {root}? [y/N] ")
+        try:
+            answer = input(f"Update {INSTALL_ROOT} and restart every gateway of {root}? [y/N] ")
+        except EOFError:  # Ctrl-D: no answer is no
+            answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             raise NotConfirmed("not confirmed; nothing was changed")
     update_id = secrets.token_hex(6)
@@ -69,22 +72,30 @@ def cmd_update(args) -> int:
 
 
 def _plan(args, root: Path) -> int:
-    from services.updater.plan import make_plan, render_plan
+    """``--plan`` prints the plan the updater would follow; ``--check`` says whether there is
+    newer code: exit 0 when it could tell, 1 when it could not, 2 for an install kind that
+    is not updated in place."""
+    from services.updater.plan import availability, plan_update, render_plan
+    from services.updater.settings import load_settings
 
-    plan = make_plan(root, INSTALL_ROOT, branch=args.branch)
+    plan = plan_update(root, INSTALL_ROOT, _options(args), load_settings(root))
     data = plan.to_dict()
     owed = _owed(root)
     if args.check:
-        git = data.get("git") or {}
-        available = bool(git) and not git.get("up_to_date", True)
+        available, why = availability(data)
         output.emit(
             args,
-            {"update_available": available, "install": data["install"], "git": git, "owed": owed},
-            lambda d: _with_owed("an update is available" if d["update_available"] else "already up to date", owed),
+            {"update_available": available, "reason": why, "install": data["install"], "git": data["git"], "owed": owed},
+            lambda d: _with_owed(why, owed),
         )
-        return 0
+        return 0 if available is not None else 2 if plan.refused else 1
     output.emit(args, {**data, "owed": owed}, lambda d: _with_owed(render_plan(plan), owed))
     return 0
+
+
+def _options(args) -> dict[str, Any]:
+    """The options the updater is started with (see ``services.updater``)."""
+    return {"branch": args.branch, "backup": args.backup, "no_backup": args.no_backup}
 
 
 def _owed(root: Path) -> dict[str, Any]:

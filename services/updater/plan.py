@@ -16,12 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from services.gateway import fleet
 from services.updater.git import GitFailed, redact, run
 from shared import homes
 from shared.version import __version__, code_sha, code_stamp
+
+if TYPE_CHECKING:
+    from services.updater.settings import UpdateSettings
 
 KindName = Literal["git", "pip", "docker", "nix", "apt", "unknown"]
 BackupMode = Literal["quick", "full", "none"]
@@ -141,13 +144,14 @@ def git_target(install_root: Path, branch: str | None = None, *, timeout: float 
     remote = _ls_remote_sha(out, ref)
     ahead, behind = _ahead_behind(root, head, remote, timeout)
     dirty, untracked = _worktree(root, timeout, stamped=code_stamp(root) is not None)
+    running = code_sha(root)  # an archive update's stamp, else HEAD
     return {
         "current_branch": current,
         "branch": target,
         "head": head,
         "origin_url": origin,
         "remote_sha": remote,
-        "up_to_date": head is not None and head == remote,
+        "up_to_date": remote is not None and remote in (head, running),
         "ahead": ahead,
         "behind": behind,
         "dirty": bool(dirty),
@@ -240,6 +244,31 @@ class Plan:
             "backup": self.backup,
             "actions": self.actions,
         }
+
+
+def plan_update(root: Path, install_root: Path, options: Mapping[str, Any], settings: UpdateSettings) -> Plan:
+    """The plan of an update run with ``options`` (``branch``, ``backup``, ``no_backup``) under
+    the root's ``settings``: the one the updater follows and the one ``--plan`` shows."""
+    backup: BackupMode = "none" if options.get("no_backup") else "full" if options.get("backup") else "quick"
+    branch = options.get("branch") or settings.branch
+    return make_plan(root, install_root, branch=branch, backup=backup, archive_url=settings.archive_url)
+
+
+def availability(plan: dict[str, Any]) -> tuple[bool | None, str]:
+    """Whether ``plan`` finds newer code to install: True, False, or None when it cannot tell;
+    and why, in words."""
+    install = plan["install"]
+    if not install["in_place"]:
+        return None, f"{install['kind']} installs are not updated in place: run `{install['external_command']}`"
+    git = plan.get("git")
+    if git is None:
+        error = plan.get("git_error") or {}
+        return None, f"cannot read the update target: {error.get('message', 'git failed')}"
+    if git["remote_sha"] is None:
+        return None, f"origin has no branch {git['branch']}"
+    if git["up_to_date"]:
+        return False, f"already up to date on {git['branch']} ({_short(git['remote_sha'])})"
+    return True, f"an update is available: {git['branch']} @ {_short(git['remote_sha'])}"
 
 
 def make_plan(

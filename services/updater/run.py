@@ -27,7 +27,7 @@ from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, W
 from services.updater.archive import ArchiveFailed
 from services.updater.handoff import ENTRY_MODULE, Request, read_result
 from services.updater.lock import UpdateLock
-from services.updater.plan import DEFAULT_BRANCH, make_plan
+from services.updater.plan import DEFAULT_BRANCH, plan_update
 from services.updater.receipt import Receipt, ReceiptStore, exit_code_for
 from services.updater.restart import restart_fleet
 from services.updater.settings import UpdateSettings, load_settings
@@ -221,9 +221,7 @@ class UpdateRun:
             receipt.step("plan", False, exc.to_dict())
             self.emit("plan", "fail", exc.message)
             raise _Finish("failed") from None
-        backup = "none" if self.options.get("no_backup") else "full" if self.options.get("backup") else "quick"
-        branch = self.options.get("branch") or settings.branch
-        plan = make_plan(self.root, self.install_root, branch=branch, backup=backup, archive_url=settings.archive_url)
+        plan = plan_update(self.root, self.install_root, self.options, settings)
         plan_data = plan.to_dict()
         receipt.set("plan", plan_data)
         receipt.step("plan", True)
@@ -259,7 +257,8 @@ class UpdateRun:
             self.emit("snapshot", "done", {"profiles": len(snapshots)})
 
         self._boundary("apply")
-        branch = plan_data["git"]["branch"] if plan_data["git"] else branch or current_branch(self.install_root) or DEFAULT_BRANCH
+        branch = (plan_data["git"] or {}).get("branch") or self.options.get("branch") or settings.branch
+        branch = branch or current_branch(self.install_root) or DEFAULT_BRANCH
         before = plan_data["code"]["code_sha"]
         try:
             result = self._apply(branch, settings)
