@@ -60,6 +60,11 @@ def test_demo_updates_a_three_gateway_fleet_and_stops_it():
     assert not any(alive(pid) for pid in pids)  # nothing left running
     assert not demo_processes(report["install"])  # the auth worker and the portal simulator included
     assert not Path(report["home"]).exists()
+    kept = Path(report["receipt"])  # copied out of the removed demo home, so the path shown opens
+    try:
+        assert json.loads(kept.read_text())["update_id"] == update["update_id"]
+    finally:
+        kept.unlink(missing_ok=True)
 
 
 def test_demo_keep_leaves_the_mesh_up_until_mesh_down(short_dir):

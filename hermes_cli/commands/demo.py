@@ -133,9 +133,19 @@ def cmd_demo(args) -> int:
             say("stopping everything the demo started")
             demo.hermes("mesh", "down", show=False)
             if created:
+                data["receipt"] = _carry_out(data.get("receipt"))
                 shutil.rmtree(base, ignore_errors=True)
     output.emit(args, data, _text)
     return int(data["exit_code"])
+
+
+def _carry_out(receipt: str | None) -> str | None:
+    """A copy of the receipt beside the removed demo directory, so the path shown still opens."""
+    if receipt is None or not Path(receipt).is_file():
+        return None
+    kept = Path(tempfile.gettempdir()) / f"hermes-demo-{Path(receipt).name}"
+    shutil.copyfile(receipt, kept)
+    return str(kept)
 
 
 def _receipt_path(demo: DemoInstall, receipt: dict[str, Any]) -> str | None:
