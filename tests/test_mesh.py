@@ -438,3 +438,26 @@ def test_cli_concurrent_up_starts_one_supervisord_then_status_and_down(mesh_root
     assert not is_alive(ProcessIdentity.from_dict(doc["supervisord"]))
     assert hermes("mesh", "down", root=mesh_root).stdout.strip() == "the mesh was not running"
 
+
+
+def test_a_hung_gateway_is_restarted_through_supervisord_and_the_others_drain(mesh_root):
+    from services.updater.restart import restart_fleet
+    from shared.version import code_sha
+
+    sv.up(mesh_root, ["a", "b"])
+    old = {p: running_pid(mesh_root, p) for p in ("a", "b")}
+    for profile, pid in old.items():
+        wait_for(lambda: gateway_ready(homes.profile_home(profile, mesh_root), pid), f"gateway {profile} to serve")
+    os.kill(old["a"], signal.SIGSTOP)  # hung: its socket takes requests but nothing answers
+    try:
+        outcomes = {o.profile: o for o in restart_fleet(mesh_root, code_sha(ROOT))}
+    finally:
+        try:
+            os.kill(old["a"], signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    hung, healthy = outcomes["a"], outcomes["b"]
+    assert hung.ok and hung.fallback == "blunt" and hung.new_pid not in (None, old["a"]), hung
+    assert "did not answer" in (hung.note or ""), hung
+    assert healthy.ok and (healthy.method, healthy.fallback) == ("drain", None), healthy
+    assert healthy.new_pid not in (None, old["b"])

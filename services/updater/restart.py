@@ -6,6 +6,9 @@ no one to start it again, so it drains and re-executes itself into the tree on d
 way the restart is done only when a process answers with the expected code; each gateway
 is handled on its own thread, so one gateway's failure never holds up or fails another.
 
+A gateway under the mesh supervisor whose control socket does not answer is restarted
+bluntly through supervisord instead (a hung process cannot drain on request).
+
 A supervisor kind whose units can be listed (systemd) has a module of its own that finds
 every unit of the install, its gateway running or down, and restarts them through that
 supervisor; a gateway no such unit claims is restarted here.
@@ -26,7 +29,7 @@ from services.gateway import ops
 from services.gateway.fleet import GatewayRecord, discover
 from shared import homes
 from shared.call_rules import NO_RETRY
-from shared.protocol import RemoteError
+from shared.protocol import Code, RemoteError
 from shared.sync_client import SyncClient
 
 DRAIN_SECONDS = 30.0
@@ -35,6 +38,9 @@ COME_BACK_SECONDS = 60.0
 POLL_INTERVAL = 0.2
 MAX_PARALLEL = 8
 MANAGED = frozenset({"supervisord", "systemd", "launchd"})
+# A gateway that does not answer a status call this soon is not asked to drain: it is hung.
+PROBE_SECONDS = 5.0
+UNANSWERED = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET})
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,13 @@ def _restart(gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome
     address = homes.endpoint(gateway.home, ops.SERVICE, create=False).control
     try:
         with SyncClient(address, retry=NO_RETRY) as client:
+            client.call(ops.STATUS, timeout=PROBE_SECONDS)
+    except RemoteError as exc:
+        if gateway.supervisor == "supervisord" and exc.code in UNANSWERED:
+            return _through_supervisord(gateway, address, expected_sha, f"its control socket did not answer ({exc.code})")
+        return _failed(gateway, method, f"its control socket did not answer: {exc.code}: {exc.message}")
+    try:
+        with SyncClient(address, retry=NO_RETRY) as client:
             if managed:
                 answer = client.call(ops.DRAIN, {"deadline": DRAIN_SECONDS}, timeout=DRAIN_SECONDS + 10)
             else:
@@ -187,6 +200,24 @@ def _restart(gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome
         finished=len(answer.get("finished", [])),
         cut=len(answer.get("cut", [])),
     )
+
+
+def _through_supervisord(gateway: GatewayRecord, address: str, expected_sha: str | None, why: str) -> RestartOutcome:
+    """A gateway the mesh supervisor runs that cannot be asked to drain: supervisord stops it
+    (SIGTERM, the gateway's own drain, then SIGKILL after its stop wait) and starts the new code."""
+    from shared.errors import HermesError
+    from shared.supervisors.supervisord import kind
+
+    try:
+        unit = kind.find(gateway.profile, gateway.home)
+        if unit is None:
+            return _failed(gateway, "drain", f"{why}, and no program of the mesh supervisor runs it")
+        kind.restart(unit)
+    except HermesError as exc:
+        return _failed(gateway, "drain", f"{why}; supervisord could not restart it: {exc.message}")
+    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=False)
+    return RestartOutcome(gateway.profile, gateway.supervisor, gateway.pid, new_pid, "drain", reason is None, reason,
+                          unit=unit.name, fallback="blunt", note=f"{why}; restarted through supervisord")  # fmt: skip
 
 
 def _failed(gateway: GatewayRecord, method: str, reason: str) -> RestartOutcome:
