@@ -61,6 +61,12 @@ class InstallKind:
         }
 
 
+def refusal(install: Mapping[str, Any]) -> str:
+    """Why an install (``InstallKind.to_dict()``) is not updated here, and what to run instead."""
+    instead = f": run `{install['external_command']}`" if install["external_command"] else f" ({install['reason']})"
+    return f"{install['kind']} installs are not updated in place{instead}"
+
+
 @dataclass(frozen=True)
 class Probes:
     """Where the deployment markers live; tests point them at temp dirs."""
@@ -259,7 +265,7 @@ def availability(plan: dict[str, Any]) -> tuple[bool | None, str]:
     and why, in words."""
     install = plan["install"]
     if not install["in_place"]:
-        return None, f"{install['kind']} installs are not updated in place: run `{install['external_command']}`"
+        return None, refusal(install)
     git = plan.get("git")
     if git is None:
         error = plan.get("git_error") or {}

@@ -27,7 +27,7 @@ from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, W
 from services.updater.archive import ArchiveFailed
 from services.updater.handoff import ENTRY_MODULE, Request, read_result
 from services.updater.lock import UpdateLock
-from services.updater.plan import DEFAULT_BRANCH, plan_update
+from services.updater.plan import DEFAULT_BRANCH, plan_update, refusal
 from services.updater.receipt import Receipt, ReceiptStore, exit_code_for
 from services.updater.restart import restart_fleet
 from services.updater.settings import UpdateSettings, load_settings
@@ -228,7 +228,7 @@ class UpdateRun:
         self.emit("plan", "done", _plan_summary(plan_data))
         install = plan_data["install"]
         if not install["in_place"]:
-            receipt.skip("apply", f"{install['kind']} installs are not updated in place: run `{install['external_command']}`")
+            receipt.skip("apply", refusal(install))
             self.emit("plan", "refused", install)
             raise _Finish("refused")
         git_failed = plan_data["git"] is None
@@ -246,13 +246,13 @@ class UpdateRun:
         else:
             try:
                 snapshots = snapshot_all(self.root, self.update_id)
+                receipt.set("snapshots", snapshots)  # kept even if the full backup fails
                 if self.options.get("backup"):
                     receipt.set("backup", full_backup(self.root, self.update_id))
             except (SnapshotFailed, BackupFailed) as exc:
                 receipt.step("snapshot", False, exc.message)
                 self.emit("snapshot", "fail", exc.message)
                 raise _Finish("failed") from None
-            receipt.set("snapshots", snapshots)
             receipt.step("snapshot", True, {"profiles": len(snapshots)})
             self.emit("snapshot", "done", {"profiles": len(snapshots)})
 

@@ -1,4 +1,5 @@
-"""``hermes update --check`` and ``--plan`` against a real origin, and the confirmation prompt.
+"""``hermes update`` against a real origin, up to the point where it would change the tree:
+``--check``, ``--plan``, the confirmation prompt, every refusal, and the snapshot stage.
 
 ``--check`` answers whether there is newer code (exit 0 either way), exit 1 when it cannot
 tell, exit 2 for an install that is not updated in place. ``--plan`` shows the plan the
@@ -15,6 +16,12 @@ import subprocess
 import sys
 import time
 
+from pathlib import Path
+
+import pytest
+
+from services.updater.plan import EXTERNAL_COMMANDS
+from services.updater.snapshot import SNAPSHOTS_DIR
 from tests.test_update import Install, git, install  # noqa: F401 (the fixture)
 
 
@@ -106,3 +113,59 @@ def test_a_prompt_answered_no_or_with_ctrl_d_changes_nothing(install):
         assert "not confirmed" in shown and "Traceback" not in shown, shown
         assert install.head() != new
         assert not (install.root / "logs" / "update_receipts").exists()
+
+
+def update(install: Install, *args: str, **env: str) -> tuple[int, dict]:
+    done = subprocess.run(
+        [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json", *args],
+        cwd=install.path, env=install.env(**env), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("kind", sorted(EXTERNAL_COMMANDS))
+def test_every_install_kind_not_updated_in_place_is_refused_with_its_command(install, kind):
+    new = install.release("release 2")
+    code, report = update(install, HERMES_INSTALL_KIND=kind)
+    assert (code, report["outcome"]) == (2, "refused"), report
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert EXTERNAL_COMMANDS[kind] in receipt["skips"][0]["reason"]
+    assert install.head() != new
+
+
+def test_a_history_that_does_not_fast_forward_fails_and_changes_nothing(install):
+    old = install.head()
+    git(install.dev, "reset", "-q", "--hard", "HEAD~1")
+    install.release("a rewritten history")
+    git(install.dev, "push", "-q", "--force", "origin", "HEAD")
+    code, report = update(install)
+    assert (code, report["outcome"]) == (1, "failed"), report
+    assert install.head() == old
+    apply = next(s for s in report["steps"] if s["name"] == "apply")
+    assert apply["ok"] is False
+
+
+def test_a_profile_that_cannot_be_snapshotted_stops_the_update_before_apply(install):
+    for name in ("coder", "writer"):
+        assert install.hermes("profile", "create", name).returncode == 0
+    (install.root / "profiles" / "writer" / SNAPSHOTS_DIR).write_text("a file where the directory goes")
+    new = install.release("release 2")
+    code, report = update(install)
+    assert (code, report["outcome"]) == (1, "failed"), report
+    assert install.head() != new
+    assert not list((install.root / SNAPSHOTS_DIR).iterdir())  # all or nothing: the root's is gone too
+    assert not list((install.root / "profiles" / "coder" / SNAPSHOTS_DIR).iterdir())
+    assert "writer" in next(s for s in report["steps"] if s["name"] == "snapshot")["detail"]
+
+
+def test_backup_archives_the_root_and_no_backup_says_it_took_none(install):
+    install.release("release 2")
+    code, report = update(install, "--backup")
+    assert (code, report["outcome"]) == (0, "success"), report
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert Path(receipt["backup"]["path"]).is_file() and receipt["snapshots"]
+    install.release("release 3")
+    code, report = update(install, "--no-backup")
+    assert (code, report["outcome"]) == (0, "success"), report
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert "--no-backup" in next(s["reason"] for s in receipt["skips"] if s["name"] == "snapshot")
