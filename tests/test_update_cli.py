@@ -123,6 +123,10 @@ def update(install: Install, *args: str, **env: str) -> tuple[int, dict]:
     return done.returncode, json.loads(done.stdout)
 
 
+def steps(report: dict) -> list[dict]:
+    return json.loads(Path(report["receipt"]).read_text())["steps"]
+
+
 @pytest.mark.parametrize("kind", sorted(EXTERNAL_COMMANDS))
 def test_every_install_kind_not_updated_in_place_is_refused_with_its_command(install, kind):
     new = install.release("release 2")
@@ -136,13 +140,15 @@ def test_every_install_kind_not_updated_in_place_is_refused_with_its_command(ins
 def test_a_history_that_does_not_fast_forward_fails_and_changes_nothing(install):
     old = install.head()
     git(install.dev, "reset", "-q", "--hard", "HEAD~1")
-    install.release("a rewritten history")
+    (install.dev / "RELEASE").write_text("a rewritten history")
+    git(install.dev, "add", "-A")
+    git(install.dev, "commit", "-qm", "a rewritten history")
     git(install.dev, "push", "-q", "--force", "origin", "HEAD")
     code, report = update(install)
     assert (code, report["outcome"]) == (1, "failed"), report
     assert install.head() == old
-    apply = next(s for s in report["steps"] if s["name"] == "apply")
-    assert apply["ok"] is False
+    apply = next(s for s in steps(report) if s["name"] == "apply")
+    assert apply["ok"] is False and apply["detail"]["code"] == "not_fast_forward", apply
 
 
 def test_a_profile_that_cannot_be_snapshotted_stops_the_update_before_apply(install):
@@ -155,7 +161,7 @@ def test_a_profile_that_cannot_be_snapshotted_stops_the_update_before_apply(inst
     assert install.head() != new
     assert not list((install.root / SNAPSHOTS_DIR).iterdir())  # all or nothing: the root's is gone too
     assert not list((install.root / "profiles" / "coder" / SNAPSHOTS_DIR).iterdir())
-    assert "writer" in next(s for s in report["steps"] if s["name"] == "snapshot")["detail"]
+    assert "writer" in next(s for s in steps(report) if s["name"] == "snapshot")["detail"]
 
 
 def test_backup_archives_the_root_and_no_backup_says_it_took_none(install):
