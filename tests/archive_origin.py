@@ -2,8 +2,9 @@
 
 ``GET /<branch>.zip`` and ``GET /<branch>.tar.gz`` answer ``git archive`` of that branch in
 ``repo`` (with a ``<name>-<branch>/`` top directory, and the commit in the ZIP comment or
-the pax header, as the forges do). Faults are scheduled per request: a status with headers,
-or a dropped connection. Every request is recorded.
+the pax header, as the forges do; a query string is ignored). Faults are scheduled per
+request: a status with headers, a dropped connection, or a good answer dripped one byte per
+interval. Every request is recorded.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 
 @dataclass
@@ -22,6 +24,7 @@ class Fault:
     status: int = 503
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False  # close the connection without an answer
+    drip: float | None = None  # answer 200, then send the archive one byte per this many seconds
 
 
 class ArchiveOrigin:
@@ -31,6 +34,7 @@ class ArchiveOrigin:
         self.requests: list[str] = []
         self.before_answer: Callable[[], None] | None = None  # runs just before a good answer
         self.body_override: bytes | None = None
+        self.closed = threading.Event()  # ends a drip still running
         origin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,6 +45,9 @@ class ArchiveOrigin:
                     if fault.drop:
                         self.close_connection = True
                         self.connection.shutdown(2)
+                        return
+                    if fault.drip is not None:
+                        self._drip(origin._archive(self.path) or b"", fault.drip)
                         return
                     self.send_response(fault.status)
                     for name, value in {"Content-Length": "0", **fault.headers}.items():
@@ -58,6 +65,19 @@ class ArchiveOrigin:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _drip(self, body: bytes, interval: float) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    for i in range(len(body)):
+                        self.wfile.write(body[i : i + 1])
+                        self.wfile.flush()
+                        if origin.closed.wait(interval):
+                            return
+                except OSError:  # the client gave up
+                    self.close_connection = True
+
             def log_message(self, *args: object) -> None:
                 pass
 
@@ -73,7 +93,7 @@ class ArchiveOrigin:
         return f"{self.base}/{{branch}}{suffix}"
 
     def _archive(self, path: str) -> bytes | None:
-        name = path.lstrip("/")
+        name = urlsplit(path).path.lstrip("/")
         for suffix, fmt in ((".zip", "zip"), (".tar.gz", "tar.gz")):
             if name.endswith(suffix):
                 branch = name[: -len(suffix)]
@@ -86,5 +106,6 @@ class ArchiveOrigin:
         return None
 
     def close(self) -> None:
+        self.closed.set()
         self.server.shutdown()
         self.server.server_close()

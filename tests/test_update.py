@@ -288,6 +288,105 @@ def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(i
         server.close()
 
 
+def tree_of(path: Path) -> dict[str, tuple]:
+    """The install's tree as a value, without the bytecode that running hermes from it writes."""
+    from tests.test_update_archive import manifest
+
+    return {rel: what for rel, what in manifest(path).items() if "__pycache__" not in Path(rel).parts}
+
+
+def crash_an_archive_update(install: Install, server) -> dict[str, tuple]:
+    """An archive update of ``install`` killed mid-swap (git failing); the tree before it."""
+    from tests.test_update_archive import crash_mid_swap
+
+    branch = git(install.path, "rev-parse", "--abbrev-ref", "HEAD")
+    git(install.path, "remote", "set-url", "origin", str(install.origin.parent / "unreachable.git"))
+    before = tree_of(install.path)
+    crash_mid_swap(install.path, server.url(".tar.gz"), 3, branch)  # a top-level entry is missing
+    assert tree_of(install.path) != before
+    git(install.path, "remote", "set-url", "origin", str(install.origin))
+    return before
+
+
+def test_a_swap_cut_short_by_a_crash_is_rolled_back_before_git_fast_forwards(install):
+    from tests.archive_origin import ArchiveOrigin
+
+    server = ArchiveOrigin(install.origin)
+    try:
+        new = install.release("release 2")
+        before = crash_an_archive_update(install, server)
+        result = install.hermes("update", "--yes", "--json")
+        assert result.returncode == 0, result.stdout + result.stderr
+        report = json.loads(result.stdout)
+        assert report["outcome"] == "success"
+        receipt = json.loads(Path(report["receipt"]).read_text())
+        [recovered] = [s for s in receipt["steps"] if s["name"] == "recover"]
+        assert recovered["ok"] and recovered["detail"]["done"] == ["rolled back the interrupted swap of update u1"]
+        assert receipt["apply"]["via"] == "git" and receipt["apply"]["stash"] == "none"
+        assert install.head() == new and receipt["after"]["code_sha"] == new
+        assert git(install.path, "stash", "list") == "" and git(install.path, "status", "--porcelain") == ""
+        # The tree is the one before the crash, fast-forwarded: only the release's file is new.
+        after = tree_of(install.path)
+        assert after.pop("RELEASE")[:2] == ("file", b"release 2") and after == before
+        assert not (install.path / ".git" / "hermes-update" / "u1").exists()
+    finally:
+        server.close()
+
+
+def test_a_swap_cut_short_over_a_head_that_moved_since_fails_the_update_with_what_to_do(install):
+    from tests.archive_origin import ArchiveOrigin
+
+    server = ArchiveOrigin(install.origin)
+    try:
+        install.release("release 2")
+        crash_an_archive_update(install, server)
+        git(install.path, "commit", "-q", "--allow-empty", "-m", "work done after the crash")
+        moved, after_crash = install.head(), tree_of(install.path)
+        result = install.hermes("update", "--yes", "--json")
+        assert result.returncode == 1, result.stdout + result.stderr
+        report = json.loads(result.stdout)
+        staging = install.path / ".git" / "hermes-update" / "u1"
+        assert report["outcome"] == "failed" and str(staging) in report["user_action"]
+        receipt = json.loads(Path(report["receipt"]).read_text())
+        last = receipt["steps"][-1]
+        assert last["name"] == "recover" and last["detail"]["code"] == "swap_recovery_needed"
+        assert receipt["apply"] is None
+        assert install.head() == moved and tree_of(install.path) == after_crash and (staging / "swap.json").exists()
+    finally:
+        server.close()
+
+
+def test_sigint_during_an_archive_download_ends_the_update_interrupted(install):
+    from services.updater import obligations
+    from tests.archive_origin import ArchiveOrigin, Fault
+
+    server = ArchiveOrigin(install.origin)
+    try:
+        (install.root / "config.yaml").write_text(f"update:\n  archive_url: {server.url('.tar.gz')}\n")
+        server.faults.append(Fault(drip=0.2))  # a download that would outlast any test
+        old = install.head()
+        install.release("release 2")
+        git(install.path, "remote", "set-url", "origin", str(install.origin.parent / "unreachable.git"))
+        before = tree_of(install.path)
+        proc = start_update(install)
+        wait_for(lambda: server.requests, timeout=120, what="the archive download to start")
+        os.kill(updater_pid(install), signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, out + err
+        report = json.loads(out)
+        assert report["outcome"] == "interrupted"
+        receipt = json.loads(Path(report["receipt"]).read_text())
+        last = receipt["steps"][-1]
+        assert last["name"] == "interrupted" and "before the commit point" in last["detail"]
+        assert install.head() == old and receipt["after"]["code_sha"] == old
+        assert tree_of(install.path) == before
+        staging = install.path / ".git" / "hermes-update"
+        assert not staging.exists() or not any(staging.iterdir())
+        assert obligations.read_completion(install.root) is None and obligations.read_fleet(install.root) == {}
+    finally:
+        server.close()
+
+
 # --- what a committed update owes: armed, warned about, retried -------------------------------
 
 

@@ -6,15 +6,20 @@ import os
 import subprocess
 import sys
 import tarfile
+import threading
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from services.updater import apply_archive as swap_mod
 from services.updater import archive as archive_mod
 from services.updater.apply_archive import (
+    JOURNAL,
+    ArchiveIsOlder,
     DirtyTree,
     SwapFailed,
+    SwapRecoveryNeeded,
     apply_archive,
     check_tree,
     recover_interrupted_swap,
@@ -22,9 +27,19 @@ from services.updater.apply_archive import (
     tracked_roots,
 )
 from services.updater.apply_git import apply
-from services.updater.archive import ArchiveFailed, ArchiveUnsafe, archive_url, download, unpack
+from services.updater.archive import (
+    ArchiveFailed,
+    ArchiveUnsafe,
+    DownloadStopped,
+    DownloadTimedOut,
+    archive_url,
+    download,
+    unpack,
+)
 from services.updater.git import GitFailed
+from services.updater.receipt import Receipt, ReceiptStore
 from shared.errors import HermesError
+from shared.identity import current_identity
 from shared.version import CODE_STAMP, code_sha, head_commit
 from tests.archive_origin import ArchiveOrigin, Fault
 from tests.conftest import ROOT, git, python_env
@@ -220,13 +235,73 @@ def test_retries_are_bounded_and_a_404_is_not_retried(world, tmp_path):
     assert len(world.server.requests) == 4
 
 
-def test_only_http_urls_and_credentials_never_show(tmp_path):
+def test_only_http_urls_and_credentials_never_show(world, tmp_path, monkeypatch):
     with pytest.raises(ArchiveFailed):
         archive_url("file:///etc/{branch}", "main")
     assert archive_url("https://x.invalid/a/{branch}.zip", "feature/x").endswith("/feature%2Fx.zip")
     with pytest.raises(ArchiveFailed) as caught:
-        download("http://user:s3cret@127.0.0.1:9/a.zip", tmp_path / "a", sleep=lambda s: None, attempts=1)
-    assert "s3cret" not in str(caught.value.to_dict())
+        download("http://user:s3cret@127.0.0.1:9/a.zip?token=t0ken", tmp_path / "a", sleep=lambda s: None, attempts=1)
+    assert "s3cret" not in str(caught.value.to_dict()) and "t0ken" not in str(caught.value.to_dict())
+
+    # A signed URL's secret is in its query: never in the journal, the stamp or the receipt.
+    secrets = ("pa55word", "s1gnature", "t0ken")
+    template = world.server.url().replace("://", "://user:pa55word@") + "?sig=s1gnature&token=t0ken"
+    journals: list[str] = []
+    real_commit = swap_mod._commit
+    monkeypatch.setattr(swap_mod, "_commit", lambda repo, work, journal: (
+        journals.append((work / JOURNAL).read_text()), real_commit(repo, work, journal))[1])  # fmt: skip
+    world.break_git()
+    world.push({"src/app.py": "two\n"})
+    result = apply_archive(world.install, "main", url_template=template, work_id="u1", preserved=PRESERVED)
+    assert result.moved and len(journals) == 1 and "?sig=***&token=***" in journals[0]
+    stamp = (world.install / ".git" / CODE_STAMP).read_text()
+    receipt = Receipt.begin("u1", ["hermes", "update"], current_identity(), {"code_sha": None})
+    receipt.set("apply", result.to_dict())
+    world.server.faults.append(Fault(404))
+    with pytest.raises(ArchiveFailed) as failed:
+        download(archive_url(template, "main"), tmp_path / "b")
+    receipt.step("apply", False, failed.value.to_dict())
+    written = ReceiptStore(tmp_path).write(receipt).read_text()
+    for text in (journals[0], stamp, written):
+        assert not [secret for secret in secrets if secret in text]
+    assert "/main.zip?sig=***" in stamp  # the path stays: it says where the code came from
+
+
+def run_bounded(fn, *, guard: float = 30.0) -> BaseException | None:
+    """Run ``fn`` in a thread; what it raised. The guard only makes a hang a failure, not a timing."""
+    raised: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(guard)
+    assert not thread.is_alive(), f"still running after {guard:g}s"
+    return raised[0] if raised else None
+
+
+def test_a_server_dripping_bytes_cannot_stretch_the_download_past_its_deadline(world, tmp_path):
+    world.server.faults.append(Fault(drip=0.1))  # each byte resets a read timeout: it never fires
+    raised = run_bounded(lambda: download(archive_url(world.server.url(), "main"), tmp_path / "a", deadline=1.0))
+    assert isinstance(raised, DownloadTimedOut) and raised.code == "download_timed_out"
+    assert len(world.server.requests) == 1  # a deadline spent is not retried
+
+
+def test_a_stop_request_cuts_the_download_short_and_leaves_the_tree(world):
+    world.break_git()
+    world.push({"src/app.py": "two\n"})
+    before = manifest(world.install)
+    world.server.faults.append(Fault(drip=0.1))
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    raised = run_bounded(lambda: world.fall_back(should_stop=stop.is_set))
+    assert isinstance(raised, DownloadStopped) and isinstance(raised, ArchiveFailed)
+    assert manifest(world.install) == before
+    assert not (world.install / ".git/hermes-update/u1").exists()
 
 
 # --- the swap ----------------------------------------------------------------------------------
@@ -288,6 +363,43 @@ def test_the_tree_is_checked_again_just_before_the_swap(world):
     assert code_sha(world.install) == head_commit(world.install)
 
 
+def test_what_appears_while_build_outputs_are_grafted_blocks_the_swap(world, monkeypatch):
+    world.build_outputs()
+    world.break_git()
+    world.push({"src/app.py": "two\n"})
+    before = manifest(world.install)
+    real_link = swap_mod._link_tree
+
+    def slow_graft(src: Path, dst: Path) -> None:
+        (world.install / "src/late.txt").write_text("written while the graft ran\n")
+        real_link(src, dst)
+
+    monkeypatch.setattr(swap_mod, "_link_tree", slow_graft)
+    with pytest.raises(DirtyTree, match="late.txt"):
+        world.fall_back()
+    (world.install / "src/late.txt").unlink()
+    assert manifest(world.install) == before
+    assert code_sha(world.install) == head_commit(world.install)
+    assert not (world.install / ".git/hermes-update/u1").exists()
+
+
+def test_an_ignored_path_under_an_entry_only_the_archive_ships_blocks_the_second_check(world):
+    world.break_git()
+    world.push({"tools/new.py": "shipped from now on\n"})
+    (world.install / "tools").mkdir()
+    (world.install / "tools/run.log").write_text("ignored (*.log), and the swap would replace tools/\n")
+    before = manifest(world.install)
+    # Before the download the tracked entries stand in for the archive's: tools/ is not one.
+    first = check_tree(world.install, tracked_roots(world.install), PRESERVED)
+    assert first.clean and ("tools/run.log", "outside what the swap replaces") in first.admitted
+    with pytest.raises(DirtyTree, match="tools/run.log") as caught:
+        world.fall_back()
+    assert caught.value.detail["blocking"] == ["tools/run.log"]
+    assert len(world.server.requests) == 1  # it got past the first check
+    assert manifest(world.install) == before
+    assert code_sha(world.install) == head_commit(world.install)
+
+
 def test_a_failed_rename_puts_the_old_tree_back(world, monkeypatch):
     world.build_outputs()
     world.break_git()
@@ -319,9 +431,18 @@ def crash(src, dst):
         os._exit(9)  # like kill -9: no cleanup runs
     real(src, dst)
 os.rename = crash
-apply_archive.apply_archive(sys.argv[1], "main", url_template=sys.argv[2], work_id="u1",
-                            preserved=("web/node_modules", "web/dist"))
+apply_archive.apply_archive(sys.argv[1], sys.argv[4] if len(sys.argv) > 4 else "main", url_template=sys.argv[2],
+                            work_id="u1", preserved=("web/node_modules", "web/dist"))
 """
+
+
+def crash_mid_swap(install: Path, url_template: str, renames_done: int, branch: str = "main") -> None:
+    """An archive update of ``install`` killed (like kill -9) after ``renames_done`` renames of its swap."""
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASH_MID_SWAP, str(install), url_template, str(renames_done + 1), branch],
+        env=python_env(), cwd=ROOT, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert crashed.returncode == 9, crashed.stderr
 
 
 @pytest.mark.parametrize("renames_done", [1, 3, 6])  # of the 7 renames
@@ -330,15 +451,53 @@ def test_a_swap_cut_short_by_a_crash_is_rolled_back_by_the_next_update(world, re
     world.break_git()
     world.push({"src/app.py": "two\n", "docs/old.md": None})
     before = manifest(world.install)
-    crashed = subprocess.run(
-        [sys.executable, "-c", CRASH_MID_SWAP, str(world.install), world.server.url(), str(renames_done + 1)],
-        env=python_env(), cwd=ROOT, capture_output=True, timeout=60,
-    )  # fmt: skip
-    assert crashed.returncode == 9, crashed.stderr
+    crash_mid_swap(world.install, world.server.url(), renames_done)
     assert manifest(world.install) != before  # it really was cut in the middle
     assert recover_interrupted_swap(world.install) == ["rolled back the interrupted swap of update u1"]
     assert manifest(world.install) == before
     assert not (world.install / ".git/hermes-update/u1").exists()
+
+
+def test_a_cut_short_swap_is_not_rolled_back_over_a_head_that_moved_since(world):
+    world.build_outputs()
+    world.break_git()
+    world.push({"src/app.py": "two\n", "docs/old.md": None})
+    crash_mid_swap(world.install, world.server.url(), 3)
+    git(world.install, "commit", "-q", "--allow-empty", "-m", "someone worked here after the crash")
+    after_crash = manifest(world.install)
+    staging = world.install / ".git/hermes-update/u1"
+    with pytest.raises(SwapRecoveryNeeded) as caught:
+        recover_interrupted_swap(world.install)
+    assert caught.value.code == "swap_recovery_needed" and str(staging) in caught.value.message
+    assert manifest(world.install) == after_crash and (staging / JOURNAL).exists()
+    with pytest.raises(SwapRecoveryNeeded):  # nor by the archive path
+        world.fall_back()
+    assert manifest(world.install) == after_crash and (staging / JOURNAL).exists()
+
+
+def test_an_archive_older_than_the_installed_code_is_refused(world):
+    old = head_commit(world.install)
+    new = world.push({"src/app.py": "two\n"})
+    git(world.install, "pull", "-q", "--ff-only")
+    assert head_commit(world.install) == new
+    git(world.dev, "push", "-q", "--force", "origin", f"{old}:refs/heads/main")  # a stale release
+    world.break_git()
+    before = manifest(world.install)
+    with pytest.raises(ArchiveIsOlder, match="downgrade") as caught:
+        world.fall_back()
+    assert caught.value.detail == {"archive_commit": old, "installed": new}
+    assert manifest(world.install) == before and code_sha(world.install) == new
+    assert not (world.install / ".git/hermes-update/u1").exists()
+
+
+def test_an_archive_git_cannot_place_is_installed_and_says_so(world):
+    world.break_git()
+    world.push({"src/app.py": "two\n"})  # never fetched: the install does not know the commit
+    assert world.fall_back().archive["ancestry"] == "unknown"
+    git(world.install, "fetch", "-q", str(world.origin), "main")  # now it does: a descendant
+    world.push({"src/app.py": "three\n"})
+    git(world.install, "fetch", "-q", str(world.origin), "main")
+    assert world.fall_back().archive["ancestry"] == "newer"
 
 
 def test_an_up_to_date_archive_changes_nothing(world):

@@ -8,13 +8,15 @@ destroy. An ignored path is admitted when the swap leaves it alone (its top-leve
 replaced: ``.venv/``, ``*.egg-info/``), when it is regenerated anyway (a nested
 ``__pycache__``/``node_modules``), or when it is a live build output the swap carries over by
 hardlink (``preserved``: a source archive ships none of them). The check runs twice: before
-the download against the tracked top-level entries, and just before the swap against the set
-the archive really replaces.
+the download against the tracked top-level entries, and just before the swap (after the
+graft) against the set the archive really replaces. An archive cut from an ancestor of the
+installed code is refused as a downgrade, when git can tell.
 
 The swap renames each replaced top-level entry out of the tree and the archive's in, all on
 one filesystem (the staging area lives in the git directory). It is journaled: a failure
 rolls it back in-process, and a swap cut short by a crash is rolled back by the next update
-before it does anything else. The commit point is the end of the swap. HEAD stays where it
+(whichever way it applies) before it does anything else, unless HEAD moved since the crash:
+then it is left to the operator. The commit point is the end of the swap. HEAD stays where it
 was; a code stamp (``shared.version``) names the archive's commit, and the index is rebuilt
 from the new tree so that the next update can tell local edits from the swap's own changes.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -69,6 +71,18 @@ class SwapFailed(HermesError):
     """A rename of the swap failed; the tree was put back as it was."""
 
     code = "swap_failed"
+
+
+class SwapRecoveryNeeded(HermesError):
+    """A swap cut short by a crash cannot be rolled back safely: HEAD moved since. Left as it was."""
+
+    code = "swap_recovery_needed"
+
+
+class ArchiveIsOlder(HermesError):
+    """The archive was cut from an ancestor of the code in the tree: installing it is a downgrade."""
+
+    code = "archive_is_older"
 
 
 def should_fall_back(exc: BaseException) -> bool:
@@ -161,10 +175,12 @@ def apply_archive(
     preserved: Iterable[str] = PRESERVED_NESTED,
     on_step: StepCallback | None = None,
     timeout: float = GIT_TIMEOUT,
+    should_stop: Callable[[], bool] | None = None,
 ) -> ApplyResult:
     """Install ``branch``'s source archive over ``repo``. Before the commit point every
     failure leaves the tree as it was; ``on_step("moving", ...)`` comes just before the swap,
-    ``on_step("moved", ...)`` marks the commit point."""
+    ``on_step("moved", ...)`` marks the commit point. ``should_stop`` can cut the download
+    short (``DownloadStopped``)."""
     repo = Path(repo)
     emit: StepCallback = on_step or (lambda name, detail: None)
     preserved = tuple(preserved)
@@ -187,17 +203,20 @@ def apply_archive(
     work = git_dir / STAGING / work_id
     work.mkdir(parents=True)
     try:
-        size = download(url, work / "archive")
+        size = download(url, work / "archive", should_stop=should_stop)
         emit("downloaded", {"url": redact(url), "bytes": size})
         unpacked = unpack(work / "archive", work / "new")
         if unpacked.commit == before:
             shutil.rmtree(work, ignore_errors=True)
             return ApplyResult(before=before or "", after=unpacked.commit, branch=branch, fetched_sha=unpacked.commit,
                                up_to_date=True, via="archive")  # fmt: skip
+        ancestry = _refuse_if_older(repo, unpacked.commit, before, timeout)
         replaced = unpacked.roots | tracked
-        check = check_tree(repo, replaced, preserved, timeout=timeout)  # the real set, just before the swap
-        _refuse_unless_clean(repo, check)
         carried = _graft(repo, unpacked.tree, preserved, replaced)
+        # Again, against the real set, and after the graft: hardlinking large build outputs
+        # takes a while, and whatever appears meanwhile would go with the old tree.
+        check = check_tree(repo, replaced, preserved, timeout=timeout)
+        _refuse_unless_clean(repo, check)
         journal = {
             "state": "swapping",
             "replaced": sorted(replaced),
@@ -237,6 +256,7 @@ def apply_archive(
             "replaced": sorted(replaced),
             "carried": carried,
             "admitted": check.to_dict()["admitted"],
+            "ancestry": ancestry,
             "index_error": index_error,
         },
     )
@@ -252,6 +272,38 @@ def _refuse_unless_clean(repo: Path, check: TreeCheck) -> None:
         "commit, stash or remove them, or repair git so the update can fast-forward",
         detail=check.to_dict(),
     )
+
+
+def _refuse_if_older(repo: Path, commit: str, current: str | None, timeout: float) -> str:
+    """How ``commit`` relates to the code in the tree: ``newer``, ``diverged`` or ``unknown``
+    (git cannot tell: it is broken here, or the commit was never fetched); an older one is refused."""
+    if current is None:
+        return "unknown"
+    try:
+        known = run(repo, ["cat-file", "-e", f"{commit}^{{commit}}"], stage="ancestry", timeout=timeout,
+                    ok=(0, 1, 128), read_only=True).returncode == 0  # fmt: skip
+        if not known:
+            return "unknown"
+        older = _is_ancestor(repo, commit, current, timeout)
+        newer = _is_ancestor(repo, current, commit, timeout)
+    except GitFailed:
+        return "unknown"
+    if older:
+        raise ArchiveIsOlder(
+            f"the archive was cut from {commit[:12]}, an ancestor of the installed {current[:12]}: "
+            "refusing to downgrade; check the archive URL, or repair git so the update can fast-forward",
+            detail={"archive_commit": commit, "installed": current},
+        )
+    return "newer" if newer else "diverged"
+
+
+def _is_ancestor(repo: Path, ancestor: str, of: str, timeout: float) -> bool:
+    """Strictly: a commit is not its own ancestor here."""
+    if ancestor == of:
+        return False
+    done = run(repo, ["merge-base", "--is-ancestor", ancestor, of], stage="ancestry", timeout=timeout, ok=(0, 1),
+               read_only=True)  # fmt: skip
+    return done.returncode == 0
 
 
 def _graft(repo: Path, tree: Path, preserved: tuple[str, ...], replaced: frozenset[str]) -> list[str]:
@@ -342,6 +394,8 @@ def recover_interrupted_swap(repo: Path) -> list[str]:
 
     A swap cut short is rolled back (nothing was committed); a swap that completed but died
     before its stamp gets the stamp. Staging left by a run that never began a swap is removed.
+    A swap cut short over a HEAD that has moved since is not rolled back blindly: someone
+    worked on the tree in between, so ``SwapRecoveryNeeded`` leaves it all for the operator.
     """
     git_dir = git_dir_of(repo)
     staging = git_dir / STAGING if git_dir else None
@@ -351,6 +405,15 @@ def recover_interrupted_swap(repo: Path) -> list[str]:
     for work in sorted(p for p in staging.iterdir() if p.is_dir()):
         journal = read_json(work / JOURNAL, default=None) if (work / JOURNAL).exists() else None
         if journal and journal.get("state") == "swapping":
+            if journal.get("over_head") != head_commit(repo):
+                raise SwapRecoveryNeeded(
+                    f"an archive update (update {journal.get('work_id')}) was cut short in the middle of its "
+                    f"swap over commit {str(journal.get('over_head'))[:12]}, but HEAD has moved since: it was not "
+                    f"rolled back. The entries it moved out of {repo} are in {work / 'old'}, the ones it moved in "
+                    f"came from {work / 'new'} (the journal is {work / JOURNAL}). Put the entries of old/ back "
+                    f"in place of the ones it moved in (or check out a clean tree), remove {work}, then update again",
+                    detail={"staging": str(work), "journal": journal, "head": head_commit(repo)},
+                )
             _roll_back(repo, work, journal)
             done.append(f"rolled back the interrupted swap of update {journal.get('work_id')}")
         elif journal and journal.get("state") == "swapped":

@@ -4,7 +4,7 @@ Only the archive fallback of the apply stage uses this. The archive comes from a
 root home's config, so everything in it is outside input: a member may not leave the tree
 (absolute paths, ``..``, symlinks pointing out), may not be a device, a fifo or a hard link,
 and may not touch ``.git``; the download and the unpacked size are capped, so a hostile or
-broken server cannot fill the disk.
+broken server cannot fill the disk, and the download has a deadline no server can stretch.
 
 The commit an archive was cut from is read from the archive itself: ``git archive`` (and the
 forges that serve it) writes it as the ZIP comment or as the tar's pax global ``comment``.
@@ -49,6 +49,18 @@ class ArchiveFailed(HermesError):
     code = "archive_failed"
 
 
+class DownloadTimedOut(ArchiveFailed):
+    """The download did not finish within its deadline (all attempts included)."""
+
+    code = "download_timed_out"
+
+
+class DownloadStopped(ArchiveFailed):
+    """The caller asked the download to stop (a stop signal): nothing was installed."""
+
+    code = "download_stopped"
+
+
 class ArchiveUnsafe(ArchiveFailed):
     """A member would land outside the tree, or is something a source tree never holds."""
 
@@ -74,20 +86,25 @@ def download(
     attempts: int = ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
     timeout: httpx.Timeout | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> int:
     """Stream ``url`` into ``dest``; the number of bytes. 429, 5xx and transport errors are
-    retried (``Retry-After`` honoured, capped) up to ``attempts`` times within ``deadline``."""
+    retried (``Retry-After`` honoured, capped) up to ``attempts`` times within ``deadline``.
+    ``should_stop`` is asked on every piece received and between attempts."""
     shown = redact(url)
-    ends = time.monotonic() + deadline
+    clock = _Clock(time.monotonic() + deadline, deadline, shown, should_stop or (lambda: False))
     timeout = timeout or httpx.Timeout(30.0, connect=10.0)
     last = "no attempt was made"
     with httpx.Client(follow_redirects=True, timeout=timeout, max_redirects=5) as client:
         for attempt in range(1, attempts + 1):
+            clock.check()
             wait = 0.0
             try:
-                with client.stream("GET", url) as response:
+                # No single read may outlast the deadline: a server that keeps the connection
+                # alive byte by byte resets a plain read timeout forever.
+                with client.stream("GET", url, timeout=clock.bound(timeout)) as response:
                     if response.status_code == 200:
-                        return _save(response, dest, ends, shown)
+                        return _save(response, dest, clock)
                     last = f"HTTP {response.status_code}"
                     if response.status_code != 429 and response.status_code < 500:
                         raise ArchiveFailed(
@@ -97,25 +114,46 @@ def download(
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {redact(str(exc))}" if str(exc) else type(exc).__name__
             wait = max(wait, 0.5 * 2 ** (attempt - 1))
-            if attempt == attempts or time.monotonic() + wait >= ends:
+            if attempt == attempts or time.monotonic() + wait >= clock.ends:
                 break
             sleep(wait)
+    clock.check()  # a stop that came during the last attempt is a stop, not a failure
     raise ArchiveFailed(f"downloading {shown} failed after {attempt} attempt(s): {last}", detail={"url": shown})
 
 
-def _save(response: httpx.Response, dest: Path, ends: float, shown: str) -> int:
+@dataclass(frozen=True)
+class _Clock:
+    ends: float
+    deadline: float
+    shown: str
+    should_stop: Callable[[], bool]
+
+    def check(self) -> None:
+        if self.should_stop():
+            raise DownloadStopped(f"downloading {self.shown} was stopped", detail={"url": self.shown})
+        if time.monotonic() > self.ends:
+            raise DownloadTimedOut(f"downloading {self.shown} took longer than {self.deadline:g}s",
+                                   detail={"url": self.shown, "deadline": self.deadline})  # fmt: skip
+
+    def bound(self, timeout: httpx.Timeout) -> httpx.Timeout:
+        """``timeout`` with every phase cut to the time left."""
+        left = max(self.ends - time.monotonic(), 0.001)
+        phases = {name: getattr(timeout, name) for name in ("connect", "read", "write", "pool")}
+        return httpx.Timeout(**{name: left if t is None else min(t, left) for name, t in phases.items()})
+
+
+def _save(response: httpx.Response, dest: Path, clock: _Clock) -> int:
     declared = response.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_DOWNLOAD:
-        raise ArchiveFailed(f"{shown} is {int(declared)} bytes, over the {MAX_DOWNLOAD}-byte limit")
+        raise ArchiveFailed(f"{clock.shown} is {int(declared)} bytes, over the {MAX_DOWNLOAD}-byte limit")
     size = 0
     with open(dest, "wb") as out:
-        for chunk in response.iter_bytes(CHUNK):
-            size += len(chunk)
+        for piece in response.iter_bytes():  # as it arrives: a fixed chunk size would wait to fill it
+            clock.check()
+            size += len(piece)
             if size > MAX_DOWNLOAD:
-                raise ArchiveFailed(f"{shown} is over the {MAX_DOWNLOAD}-byte limit")
-            if time.monotonic() > ends:
-                raise ArchiveFailed(f"downloading {shown} took longer than {DOWNLOAD_DEADLINE:g}s")
-            out.write(chunk)
+                raise ArchiveFailed(f"{clock.shown} is over the {MAX_DOWNLOAD}-byte limit")
+            out.write(piece)
         out.flush()
         os.fsync(out.fileno())
     return size

@@ -9,8 +9,9 @@ pass ``read_only=True`` so that ``GIT_OPTIONAL_LOCKS=0`` keeps ``git status`` fr
 refreshing the index behind their back.
 
 A failure — a non-zero exit the caller did not accept, a timeout, or a spawn failure — is
-raised as ``GitFailed`` tagged with the caller's ``stage``. Credentials in URLs are
-redacted from both the command and git's output before either reaches the error.
+raised as ``GitFailed`` tagged with the caller's ``stage``. Credentials in URLs (userinfo and
+query values) are redacted from both the command and git's output before either reaches the
+error.
 """
 
 from __future__ import annotations
@@ -42,11 +43,19 @@ _REPO_ENV = frozenset(
 )
 # The userinfo of a URL (greedy up to the last "@" of the authority: passwords may hold "@").
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s'\"<>]+@")
+# A URL's query: signed and token URLs carry their secret there (``?token=``, ``&X-Amz-Signature=``).
+_URL_QUERY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^?#\s'\"<>]*\?)([^#\s'\"<>]*)")
 
 
 def redact(text: str) -> str:
-    """``https://user:token@host`` → ``https://***@host``."""
-    return _URL_USERINFO.sub(r"\1***@", text)
+    """``https://user:token@host/a?token=t`` → ``https://***@host/a?token=***``: the userinfo
+    and every query value go, the path and the query's names stay."""
+    return _URL_QUERY.sub(_redact_query, _URL_USERINFO.sub(r"\1***@", text))
+
+
+def _redact_query(match: re.Match[str]) -> str:
+    params = (p.split("=", 1)[0] + "=***" if "=" in p else "***" if p else p for p in match[2].split("&"))
+    return match[1] + "&".join(params)
 
 
 class GitFailed(HermesError):

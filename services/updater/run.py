@@ -22,9 +22,17 @@ from typing import Any
 import trio
 
 from services.updater import obligations, ops
-from services.updater.apply_archive import DirtyTree, SwapFailed, apply_archive, should_fall_back
+from services.updater.apply_archive import (
+    ArchiveIsOlder,
+    DirtyTree,
+    SwapFailed,
+    SwapRecoveryNeeded,
+    apply_archive,
+    recover_interrupted_swap,
+    should_fall_back,
+)
 from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply
-from services.updater.archive import ArchiveFailed
+from services.updater.archive import ArchiveFailed, DownloadStopped
 from services.updater.handoff import ENTRY_MODULE, Request, read_result
 from services.updater.lock import UpdateLock
 from services.updater.plan import DEFAULT_BRANCH, plan_update, refusal
@@ -262,7 +270,8 @@ class UpdateRun:
         before = plan_data["code"]["code_sha"]
         try:
             result = self._apply(branch, settings)
-        except (NotFastForward, WrongBranch, GitFailed, ValueError, ArchiveFailed, DirtyTree, SwapFailed) as exc:
+        except (NotFastForward, WrongBranch, GitFailed, ValueError, ArchiveFailed, DirtyTree, SwapFailed,
+                ArchiveIsOlder) as exc:
             detail = exc.to_dict() if isinstance(exc, HermesError) else str(exc)
             receipt.step("apply", False, detail)
             self.emit("apply", "fail", getattr(exc, "message", str(exc)))
@@ -306,6 +315,7 @@ class UpdateRun:
     def _apply(self, branch: str, settings: UpdateSettings) -> ApplyResult:
         """Fast-forward with git; when git itself fails before the commit point and an archive
         URL is configured, install the branch's source archive instead."""
+        self._recover_swap()
         try:
             return apply(self.install_root, branch, on_step=self._applied)
         except BaseException as exc:
@@ -324,10 +334,32 @@ class UpdateRun:
                 work_id=self.update_id,
                 preserved=settings.preserved_nested,
                 on_step=self._applied,
+                should_stop=self._stop.is_set,
             )
+        except DownloadStopped:  # before the commit point: nothing changed
+            self._withdraw()
+            raise Interrupted from None
         except BaseException:
             self._withdraw()
             raise
+
+    def _recover_swap(self) -> None:
+        """Whichever way this run applies, an archive swap a crash cut short is undone first:
+        git would otherwise fast-forward (and stash) a half-swapped tree. One that cannot be
+        undone safely fails the run before anything is changed, telling the operator what to do."""
+        receipt = self.receipt
+        assert receipt is not None
+        try:
+            done = recover_interrupted_swap(self.install_root)
+        except SwapRecoveryNeeded as exc:
+            receipt.step("recover", False, exc.to_dict())
+            receipt.user_action(exc.message)
+            self.emit("apply", "fail", exc.message)
+            raise _Finish("failed") from None
+        if done:
+            receipt.step("recover", True, {"done": done})
+            self.emit("recover", "done", "; ".join(done))
+            self._write()
 
     def _applied(self, name: str, detail: Any) -> None:
         if name == "moving":
