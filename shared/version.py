@@ -23,12 +23,28 @@ _SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 CODE_STAMP = "hermes-code-stamp.json"
+_VERSION_RE = re.compile(r"""^__version__\s*=\s*["']([^"'\s]+)["']""", re.MULTILINE)
+_PROJECT_VERSION_RE = re.compile(r"""^version\s*=\s*["']([^"'\s]+)["']""", re.MULTILINE)
 
 
 def code_sha(root: Path = INSTALL_ROOT) -> str | None:
     """The commit whose code is at ``root``, or ``None`` when it is not a git checkout."""
     stamp = code_stamp(root)
     return stamp["code_sha"] if stamp else head_commit(root)
+
+
+def read_version(root: Path) -> str | None:
+    """The version of the code at ``root``, read from its files, never imported: an updater
+    asks this of a tree it moved, whose modules its own interpreter must not load. This
+    module's ``__version__`` line, else pyproject.toml's first ``version =``; None if neither."""
+    for relative, pattern in (("shared/version.py", _VERSION_RE), ("pyproject.toml", _PROJECT_VERSION_RE)):
+        try:
+            found = pattern.search((Path(root) / relative).read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+        if found:
+            return found.group(1)
+    return None
 
 
 def code_stamp(root: Path = INSTALL_ROOT) -> dict[str, Any] | None:

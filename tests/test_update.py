@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from services.gateway import ops
-from services.updater.completion import environment_owner
 from shared.sync_client import SyncClient
 from tests.conftest import ROOT, GatewayProcess, python_env, read_state, wait_for
 
@@ -93,10 +93,19 @@ def mark_completion(dev: Path) -> None:
     path = dev / "services" / "updater" / "completion.py"
     text = path.read_text()
     text = text.replace(
-        '"completion": {"pid": me.pid, "start_time": me.start_time, "code_sha": code_sha()},',
-        '"completion": {"pid": me.pid, "start_time": me.start_time, "code_sha": code_sha(), "marker": "new-tree"},',
+        '"completion": {"pid": me.pid, ',
+        '"completion": {"marker": "new-tree", "pid": me.pid, ',
     )
     path.write_text(text)
+
+
+def bump_version(dev: Path) -> str:
+    """A release with a new version string; returns it."""
+    path = dev / "shared" / "version.py"
+    text = path.read_text()
+    old = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
+    path.write_text(text.replace(f'__version__ = "{old}"', f'__version__ = "{old}.post1"'))
+    return f"{old}.post1"
 
 
 def test_update_moves_every_gateway_onto_the_new_commit(install):
@@ -108,7 +117,8 @@ def test_update_moves_every_gateway_onto_the_new_commit(install):
     old = install.head()
     supervised_before = {p: read_state(install.root / "profiles" / p)["pid"] for p in ("coder", "writer")}
 
-    new = install.release("release 2", edit=mark_completion)
+    versions = []
+    new = install.release("release 2", edit=lambda dev: (mark_completion(dev), versions.append(bump_version(dev))))
     result = install.hermes("update", "--yes", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
@@ -122,6 +132,9 @@ def test_update_moves_every_gateway_onto_the_new_commit(install):
     assert receipt["completion"]["marker"] == "new-tree"  # the completion ran the NEW code
     assert receipt["completion"]["code_sha"] == new
     assert receipt["before"]["code_sha"] == old and receipt["after"]["code_sha"] == new
+    # The new code's version, as the completion imported it: not the old updater's own.
+    assert receipt["completion"]["code_version"] == receipt["after"]["code_version"] == versions[0]
+    assert receipt["before"]["code_version"] != versions[0]
     # Supervised gateways are fresh processes; the unmanaged one re-executed itself.
     for profile, pid in supervised_before.items():
         assert read_state(install.root / "profiles" / profile)["pid"] != pid
@@ -171,13 +184,18 @@ def test_a_completion_that_dies_is_an_owed_followup_not_a_failure(install):
         path = dev / "services" / "updater" / "completion.py"
         path.write_text(path.read_text().replace("    result = Completion(request).run()", "    os._exit(9)\n    result = Completion(request).run()").replace("import argparse", "import argparse\nimport os"))
 
-    new = install.release("release with a broken completion", edit=crash_completion)
+    versions = []
+    new = install.release("release with a broken completion",
+                          edit=lambda dev: (crash_completion(dev), versions.append(bump_version(dev))))  # fmt: skip
     result = install.hermes("update", "--yes", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert install.head() == new
     assert report["outcome"] == "success"
     assert [f["step"] for f in report["followups"]] == ["completion"]
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert receipt["completion"] is None  # no result: the new version is read from the new tree's files
+    assert receipt["after"] == {"code_sha": new, "code_version": versions[0]}
 
 
 def test_an_install_that_is_not_updated_in_place_is_refused_with_the_right_command(install):
@@ -246,6 +264,7 @@ def test_an_updater_killed_mid_run_is_marked_interrupted_by_the_next_update(inst
 
 
 def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(install):
+    from services.updater import obligations
     from tests.archive_origin import ArchiveOrigin
 
     server = ArchiveOrigin(install.origin)
@@ -279,11 +298,14 @@ def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(i
         assert receipt["after"]["code_sha"] == new and install.head() == old  # HEAD stays; the stamp speaks
         assert built.read_text() == "built\n"  # carried over by the swap
         assert len(server.requests) == 1
-        # An archive cannot say whether the dependency spec changed, but the test interpreter's
-        # environment belongs to this checkout, not to the install: owed, never re-pointed.
-        [owed] = report["followups"]
-        assert owed["step"] == "dependencies" and "by hand" in owed["reason"]
-        assert environment_owner() is not None and environment_owner().resolve() == ROOT.resolve()
+        # The archive's commit is not in the install's .git, so the commits cannot be diffed;
+        # the spec's digest from before the swap says pyproject.toml did not change: nothing
+        # to sync, nothing owed, and no later "already up to date" run re-runs the completion.
+        assert report["followups"] == []
+        skipped = [s["reason"] for s in receipt["skips"] if s["name"] == "dependencies"]
+        assert skipped == ["the dependency spec did not change"]
+        assert not any(s["name"] == "dependencies" for s in receipt["steps"])
+        assert obligations.read_completion(install.root) is None
     finally:
         server.close()
 
@@ -533,6 +555,55 @@ def test_sigint_after_the_commit_point_keeps_what_is_owed_until_it_is_repaired(i
     assert {(row["profile"], row["verdict"]) for row in repaired["fleet"]} == {("coder", "current"), ("writer", "current")}
     assert obligations.read_completion(install.root) is None and obligations.read_fleet(install.root) == {}
     assert owed_warnings(install) == []
+
+
+def test_a_stopped_completion_takes_its_whole_process_group_along(install):
+    import psutil
+
+    def hang_with_a_grandchild(dev: Path) -> None:
+        """A completion that starts a long sleep (a pip, say), names it, and hangs."""
+        path = dev / "services" / "updater" / "completion.py"
+        hang = (
+            "    import time\n"
+            "    grandchild = subprocess.Popen(['sleep', '600'])\n"
+            "    named = Path(request.root) / 'grandchild.pid'\n"
+            "    named.with_suffix('.tmp').write_text(str(grandchild.pid))\n"
+            "    named.with_suffix('.tmp').rename(named)\n"
+            "    while True:\n"
+            "        time.sleep(0.05)\n"
+        )
+        text = path.read_text()
+        path.write_text(text.replace("    result = Completion(request).run()", hang + "    result = Completion(request).run()"))
+
+    install.release("release whose completion hangs over a grandchild", edit=hang_with_a_grandchild)
+    named = install.root / "grandchild.pid"
+    proc = start_update(install)
+    grandchild = None
+    try:
+        wait_for(named.exists, timeout=120, what="the completion to start its grandchild")
+        grandchild = int(named.read_text())
+        assert psutil.pid_exists(grandchild)
+        os.kill(updater_pid(install), signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, out + err
+        assert [f["step"] for f in json.loads(out)["followups"]] == ["completion"]
+
+        def gone() -> bool:
+            try:
+                return psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return True
+
+        wait_for(gone, timeout=30, what="the completion's grandchild to be stopped with it")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if grandchild is not None:
+            try:
+                if psutil.Process(grandchild).name() == "sleep":
+                    os.kill(grandchild, signal.SIGKILL)
+            except (psutil.NoSuchProcess, ProcessLookupError):
+                pass
 
 
 def test_a_completion_that_outlives_its_killed_updater_is_taken_by_the_next_update(install):

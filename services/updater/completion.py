@@ -22,16 +22,21 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from services.updater.handoff import RESULT_SCHEMA, Request
+from services.updater.handoff import RESULT_SCHEMA, UNKNOWN_SPEC, Request, dependency_digest
 from services.updater.restart import restart_fleet
 from services.updater.verify import fleet_matrix, followups_for
 from shared.errors import HermesError
 from shared.files import write_json_atomic
 from shared.identity import current_identity
-from shared.version import code_sha
+from shared.version import __version__, code_sha
 
 DEPENDENCY_SPECS = ("pyproject.toml",)
 PIP_TIMEOUT = 600
+
+# Taken at import, the moment this interpreter loaded the new tree's code: the result says
+# what the completion itself ran, not what the tree holds by the time it answers.
+IMPORTED_CODE_SHA = code_sha()
+IMPORTED_CODE_VERSION = __version__
 
 
 def _now() -> str:
@@ -72,7 +77,7 @@ class Completion:
             "schema": RESULT_SCHEMA,
             "update_id": request.update_id,
             "nonce": request.nonce,
-            "completion": {"pid": me.pid, "start_time": me.start_time, "code_sha": code_sha()},
+            "completion": {"pid": me.pid, "start_time": me.start_time, "code_sha": IMPORTED_CODE_SHA, "code_version": IMPORTED_CODE_VERSION},
             "steps": self.steps,
             "skips": self.skips,
             "restart": restart,
@@ -107,8 +112,7 @@ class Completion:
         self.step("migrations", not failed, detail)
 
     def sync_dependencies(self, install_root: Path) -> None:
-        changed = _changed_files(install_root, self.request.before, self.request.after)
-        if changed is not None and not set(changed) & set(DEPENDENCY_SPECS):
+        if not spec_changed(self.request, install_root):
             self.skip("dependencies", "the dependency spec did not change")
             return
         owner = environment_owner()
@@ -153,12 +157,31 @@ def environment_owner() -> Path | None:
     return Path(url2pathname(url.path)) if url.scheme == "file" else None
 
 
+def spec_changed(request: Request, install_root: Path) -> bool:
+    """Whether the dependency spec may have changed across the update; when in doubt, it did.
+
+    The spec's digest from before the swap (request schema 2) against the spec on disk now:
+    this works for a tree laid down from a source archive, whose commit the local .git does
+    not have. Without that digest (schema 1, or an update owed by an older release): the
+    commits' diff."""
+    if request.dependency_spec != UNKNOWN_SPEC:
+        try:
+            return dependency_digest(install_root) != request.dependency_spec
+        except OSError:
+            return True
+    changed = _changed_files(install_root, request.before, request.after)
+    return changed is None or bool(set(changed) & set(DEPENDENCY_SPECS))
+
+
 def _changed_files(repo: Path, before: str | None, after: str | None) -> list[str] | None:
     if not before or not after:
         return None
-    done = subprocess.run(
-        ["git", "diff", "--name-only", before, after], cwd=repo, capture_output=True, text=True, timeout=60
-    )
+    try:
+        done = subprocess.run(
+            ["git", "diff", "--name-only", before, after], cwd=repo, capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):  # no git, or a git that hangs: unknown
+        return None
     return done.stdout.split() if done.returncode == 0 else None
 
 

@@ -7,8 +7,9 @@ replaced atomically under a lock:
 - ``source-completion-pending.json``: the tree moved and no completion has yet delivered a
   correlated result that owes nothing of the tail (dependencies, config migrations). Armed by
   the updater just ahead of the commit point (and withdrawn if the tree does not move after
-  all), so no kill can leave a moved tree owing nothing, with the update id and the code
-  before and after; it also
+  all), so no kill can leave a moved tree owing nothing, with the update id, the code
+  before and after and the dependency spec's digest from before the move (a retry decides
+  from it whether to sync the dependencies); it also
   names the last completion started for it, so a result that completion delivered after its
   updater died is still taken.
 - ``fleet-restart.json``: the gateways owed a restart onto the new code, profile -> the
@@ -48,6 +49,10 @@ NOT_RESTARTED = "not-restarted"  # the code moved and nothing has restarted it y
 STALE = "stale"  # it runs other code than expected
 DOWN = "down"  # it should run and does not
 STATES = frozenset({NOT_RESTARTED, STALE, DOWN})
+
+# A pending completion's ``dependency_spec`` when nobody knows it (armed by an older release,
+# which did not record it): not a digest, so it never matches one.
+UNKNOWN_SPEC = "unknown"
 
 # shared.homes.PROFILE_NAME_RE, matched (and so compiled) only when a profile's home is given.
 _NAMED_PROFILE = r"[a-z0-9][a-z0-9_-]{0,63}"
@@ -114,9 +119,12 @@ def _sha(value: object) -> bool:
 
 
 def read_completion(root: Path) -> dict[str, Any] | None:
-    """``{schema, update_id, armed_at, before, after, attempt}`` while a completion is owed, else None.
+    """``{schema, update_id, armed_at, before, after, dependency_spec, attempt}`` while a completion
+    is owed, else None.
 
     ``attempt`` is None or ``{update_id, request, result}``: the last completion started for it.
+    ``dependency_spec`` is the spec's digest before the move, None (there was no spec) or
+    ``UNKNOWN_SPEC`` (also when an older release armed it without one).
     """
     path = completion_path(root)
     data = _load(path)
@@ -127,6 +135,7 @@ def read_completion(root: Path) -> dict[str, Any] | None:
         isinstance(data.get("update_id"), str)
         and _sha(data.get("before"))
         and _sha(data.get("after"))
+        and _sha(data.setdefault("dependency_spec", UNKNOWN_SPEC))
         and (attempt is None or (isinstance(attempt, dict) and all(isinstance(attempt.get(k), str) for k in ("update_id", "request", "result"))))
     )  # fmt: skip
     if not shaped:
@@ -193,13 +202,20 @@ def _put(path: Path, data: dict[str, Any] | None) -> None:
 
 
 def arm_completion(
-    root: Path, *, update_id: str, before: str | None, after: str | None, attempt: dict[str, str] | None = None
+    root: Path,
+    *,
+    update_id: str,
+    before: str | None,
+    after: str | None,
+    attempt: dict[str, str] | None = None,
+    dependency_spec: str | None = UNKNOWN_SPEC,
 ) -> None:
     """A completion of ``before`` -> ``after`` is owed (for update ``update_id``); ``attempt``
-    names the completion last started for it (``{update_id, request, result}``)."""
+    names the completion last started for it (``{update_id, request, result}``);
+    ``dependency_spec`` is the spec's digest before the move."""
     path = completion_path(root)
     record = {"schema": SCHEMA, "update_id": update_id, "armed_at": _now(), "before": before, "after": after,
-              "attempt": attempt}  # fmt: skip
+              "dependency_spec": dependency_spec, "attempt": attempt}  # fmt: skip
     _locked(path, lambda: _put(path, record))
 
 

@@ -199,6 +199,9 @@ def _check_completion(value: Any, what: str) -> None:
         raise ReceiptError(f"{what}.pid must be a positive int, got {pid!r}")
     if sha is not None and not isinstance(sha, str):
         raise ReceiptError(f"{what}.code_sha must be a string or null, got {sha!r}")
+    version = value.get("code_version")  # absent from the results of older completions
+    if version is not None and not isinstance(version, str):
+        raise ReceiptError(f"{what}.code_version must be a string or null, got {version!r}")
 
 
 # What ``set`` accepts; every one of these is null until set.

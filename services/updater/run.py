@@ -33,10 +33,10 @@ from services.updater.apply_archive import (
 )
 from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply
 from services.updater.archive import ArchiveFailed, DownloadStopped
-from services.updater.handoff import ENTRY_MODULE, Request, read_result
+from services.updater.handoff import ENTRY_MODULE, UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
 from services.updater.lock import UpdateLock
 from services.updater.plan import DEFAULT_BRANCH, plan_update, refusal
-from services.updater.receipt import Receipt, ReceiptStore, exit_code_for
+from services.updater.receipt import Receipt, ReceiptStore, exit_code_for, redact
 from services.updater.restart import restart_fleet
 from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
@@ -45,7 +45,7 @@ from shared import homes
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.service import Call, Service
-from shared.version import current_branch
+from shared.version import code_sha, current_branch, read_version
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,8 @@ class UpdateRun:
         self.pending: dict[str, Any] | None = None
         self.fleet_owed: dict[str, dict[str, Any]] = {}
         self.expected: list[str] = []
+        # The dependency spec's digest as the plan found it, before anything moved.
+        self.dependency_spec: str | None = UNKNOWN_SPEC
         self._events: list[dict[str, Any]] = []
         self._new_event = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
@@ -179,7 +181,7 @@ class UpdateRun:
             if self.committed:
                 self.receipt.followup(self.stage, f"{type(exc).__name__}: {exc}")
         code = exit_code_for(outcome, committed=self.committed)
-        self.receipt.set("after", self._code())
+        self.receipt.set("after", self._after())
         self.receipt.finish(outcome, code)
         self._write()
         # Only now: followers are answered as soon as exit_code is set, and must find the
@@ -204,9 +206,22 @@ class UpdateRun:
             self.emit("recover", "interrupted", f"{gone}; what it owes is retried")
 
     def _code(self) -> dict[str, Any]:
-        from shared.version import __version__, code_sha
+        """The code this interpreter runs: the tree's, before anything moves it."""
+        from shared.version import __version__
 
         return {"code_sha": code_sha(self.install_root), "code_version": __version__}
+
+    def _after(self) -> dict[str, Any]:
+        """The code the tree holds at the end: as the completion reported what it imported, else
+        read from the tree's files. Never this interpreter's ``__version__``, which is the old
+        code's, and never by importing the new tree here."""
+        assert self.receipt is not None
+        reported = self.receipt["completion"] or {}
+        sha, version = reported.get("code_sha"), reported.get("code_version")
+        return {
+            "code_sha": sha if isinstance(sha, str) else code_sha(self.install_root),
+            "code_version": version if isinstance(version, str) else read_version(self.install_root),
+        }
 
     def _write(self) -> None:
         assert self.receipt is not None
@@ -232,6 +247,7 @@ class UpdateRun:
         plan = plan_update(self.root, self.install_root, self.options, settings)
         plan_data = plan.to_dict()
         receipt.set("plan", plan_data)
+        self.dependency_spec = self._spec_digest()
         receipt.step("plan", True)
         self.emit("plan", "done", _plan_summary(plan_data))
         install = plan_data["install"]
@@ -299,6 +315,17 @@ class UpdateRun:
         if result.stash == "parked":
             self.outcome = "partial"  # committed, but only the user can re-apply their changes
         self._completion_done(completion)
+
+    def _spec_digest(self) -> str | None:
+        """The dependency spec's digest, taken at plan time: before every way the tree can move
+        (git, the archive fallback), which a "moving" hook is not (a move not announced ahead
+        is armed only once it happened), and outside apply's hooks, which must not raise."""
+        try:
+            return dependency_digest(self.install_root)
+        except OSError as exc:
+            assert self.receipt is not None
+            self.receipt.skip("dependency-spec", f"could not read it ({exc}): the completion compares commits instead")
+            return UNKNOWN_SPEC
 
     def _completion_done(self, completion: dict[str, Any] | None) -> None:
         if completion is None:
@@ -417,7 +444,8 @@ class UpdateRun:
                 obligations.clear_completion(self.root)
             else:
                 obligations.arm_completion(self.root, update_id=pending["update_id"], before=pending["before"],
-                                           after=pending["after"], attempt=pending.get("attempt"))  # fmt: skip
+                                           after=pending["after"], attempt=pending.get("attempt"),
+                                           dependency_spec=pending.get("dependency_spec", UNKNOWN_SPEC))  # fmt: skip
             obligations.settle_fleet(self.root, fleet)
         except (OSError, HermesError) as exc:
             assert self.receipt is not None
@@ -429,15 +457,21 @@ class UpdateRun:
         update's whole move (its dependency spec may have changed there), not only this one."""
         return self.pending["before"] if self.pending is not None else before
 
+    def _owed_spec(self) -> str | None:
+        """The dependency spec's digest from before the move the owed completion covers: the
+        owed update's (a retry runs after nothing moved), else this run's from its plan."""
+        return self.pending.get("dependency_spec", UNKNOWN_SPEC) if self.pending is not None else self.dependency_spec
+
     def _arm(self, before: str | None, after: str) -> None:
         """The commit point (armed just ahead of it): a completion is owed, and every gateway that
         should run the new code is owed a restart onto it. Both stay armed until done (apply's
         hook must not raise)."""
         assert self.receipt is not None
-        before = self._owed_before(before)
+        before, spec = self._owed_before(before), self._owed_spec()
         try:
-            obligations.arm_completion(self.root, update_id=self.update_id, before=before, after=after)
-            self.pending = {"update_id": self.update_id, "before": before, "after": after, "attempt": None}
+            obligations.arm_completion(self.root, update_id=self.update_id, before=before, after=after, dependency_spec=spec)
+            self.pending = {"update_id": self.update_id, "before": before, "after": after, "dependency_spec": spec,
+                            "attempt": None}  # fmt: skip
             why = f"the code moved to {after[:12]}; not restarted yet"
             parts = {p: obligations.owed_part(after, obligations.NOT_RESTARTED, why, self.update_id) for p in self.expected}
             obligations.settle_fleet(self.root, parts)
@@ -527,29 +561,40 @@ class UpdateRun:
             result_path=str(base) + ".result.json",
             live_profiles=self.expected,
             options={k: v for k, v in self.options.items() if isinstance(v, (str, bool, int, type(None)))},
+            plan=redact(receipt["plan"]) if receipt["plan"] is not None else None,
+            dependency_spec=self._owed_spec(),
         )
         request_path = Path(str(base) + ".request.json")
         try:
             request.write(request_path)
             self._note_attempt(request_path, Path(request.result_path))
             # A fresh interpreter started from the new tree: nothing of it is imported here.
+            # Its own session: a stop or a timeout signals its whole process group, so a pip
+            # it runs does not outlive it (nothing signals the updater's group: the updater
+            # is in a session of its own, away from the CLI's terminal).
             child = subprocess.Popen(
                 [sys.executable, "-m", ENTRY_MODULE, str(request_path)],
                 cwd=self.install_root,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONPATH": str(self.install_root)},
                 pass_fds=(self.lock.fileno(),),  # the completion shares the update lock
+                start_new_session=True,
             )
         except OSError as exc:
             self._owe_unfinished(f"the completion could not be started: {exc}")
             return None
         self.emit("completion", "started", {"pid": child.pid})
         stopped = self._wait(child)
-        result = read_result(Path(request.result_path), request)
-        if result is None:
-            self._owe_unfinished(f"the completion (pid {child.pid}) exited {child.returncode} without a result")
+        try:
+            result = read_result(Path(request.result_path), request)
+        except BadResult as exc:  # taken as no result: owed, never half-accepted
+            result = None
+            self._owe_unfinished(f"the completion (pid {child.pid}) answered, but not usably: {exc.message}")
         else:
-            self._accept(result)
+            if result is None:
+                self._owe_unfinished(f"the completion (pid {child.pid}) exited {child.returncode} without a result")
+            else:
+                self._accept(result)
         if stopped:
             raise Interrupted
         return result
@@ -562,25 +607,28 @@ class UpdateRun:
         attempt = {"update_id": self.update_id, "request": str(request), "result": str(result)}
         try:
             obligations.arm_completion(self.root, update_id=pending["update_id"], before=pending["before"],
-                                       after=pending["after"], attempt=attempt)  # fmt: skip
+                                       after=pending["after"], attempt=attempt,
+                                       dependency_spec=pending.get("dependency_spec", UNKNOWN_SPEC))  # fmt: skip
         except (OSError, HermesError) as exc:  # only the adoption of a late result is lost
             assert self.receipt is not None
             self.receipt.step("obligations", False, f"could not note the completion started: {exc}")
 
     def _wait(self, child: subprocess.Popen) -> bool:
-        """Wait for the completion; True if a stop request ended it first (SIGTERM, then SIGKILL)."""
+        """Wait for the completion; True if a stop request ended it first (SIGTERM, then SIGKILL,
+        each to its whole process group: a pip it runs goes with it)."""
         deadline = time.monotonic() + COMPLETION_TIMEOUT
         while child.poll() is None:
             if self._stop.is_set():
-                child.terminate()
+                _signal_group(child, signal.SIGTERM)
                 try:
                     child.wait(timeout=COMPLETION_STOP_GRACE)
                 except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait()
+                    pass
+                _signal_group(child, signal.SIGKILL)  # and whatever of its group is left
+                child.wait()
                 return True
             if time.monotonic() > deadline:
-                child.kill()
+                _signal_group(child, signal.SIGKILL)
                 child.wait()
                 return False
             time.sleep(POLL_INTERVAL)
@@ -596,7 +644,10 @@ class UpdateRun:
             request = Request.read(Path(attempt["request"]))
         except (OSError, HermesError):
             return
-        result = read_result(Path(attempt["result"]), request)
+        try:
+            result = read_result(Path(attempt["result"]), request)
+        except BadResult:  # as if it had not answered: the owed completion is run again
+            return
         if result is None:
             return
         assert self.receipt is not None
@@ -614,10 +665,10 @@ class UpdateRun:
         receipt.set("completion", result["completion"])
         receipt.set("restart", result.get("restart", []))
         receipt.set("fleet", result.get("fleet", []))
-        for step in result.get("steps", []):
-            receipt.step(step["name"], bool(step["ok"]), step.get("detail"))
+        for step in result.get("steps", []):  # at the completion's own times, not this moment's
+            receipt.step(step["name"], step["ok"], step.get("detail"), at=_moment(step.get("at")))
         for skip in result.get("skips", []):
-            receipt.skip(skip["name"], skip["reason"])
+            receipt.skip(skip["name"], skip["reason"], at=_moment(skip.get("at")))
         owed: dict[str, list[str]] = {}
         for entry in result.get("followups", []):
             owed.setdefault(entry["step"], []).append(entry["reason"])
@@ -634,6 +685,19 @@ class _Finish(Exception):
     def __init__(self, outcome: str):
         super().__init__(outcome)
         self.outcome = outcome
+
+
+def _moment(at: str | None) -> datetime | None:
+    """A result's timestamp (``read_result`` checked it is ISO with a timezone); None: now."""
+    return datetime.fromisoformat(at) if at is not None else None
+
+
+def _signal_group(child: subprocess.Popen, signum: int) -> None:
+    """``signum`` to the completion's process group (it leads its own session)."""
+    try:
+        os.killpg(child.pid, signum)
+    except (ProcessLookupError, PermissionError):  # the group is gone already
+        pass
 
 
 def _plan_summary(plan: dict[str, Any]) -> dict[str, Any]:

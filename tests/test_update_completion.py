@@ -1,0 +1,255 @@
+"""The hand-over to the completion, in-process: what the updater asks (request schema 2), how
+the completion decides whether the dependency spec changed, and how the updater takes, or
+refuses, what comes back. No completion process is started: ``Popen`` is replaced."""
+
+from __future__ import annotations
+
+import errno
+import json
+import subprocess
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from services.updater import obligations
+from services.updater import run as run_module
+from services.updater.completion import spec_changed
+from services.updater.handoff import UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
+from services.updater.receipt import Receipt
+from services.updater.run import UpdateRun
+from shared.identity import current_identity
+
+COMPAT = Path(__file__).parent / "compat"
+OLD, NEW = "a" * 40, "b" * 40
+
+
+def bare_run(tmp_path: Path) -> UpdateRun:
+    """An UpdateRun with a begun receipt and a plan, outside trio: its events go nowhere."""
+    root, install = tmp_path / "home", tmp_path / "install"
+    root.mkdir(exist_ok=True)
+    install.mkdir(exist_ok=True)
+    lock = SimpleNamespace(recovered=None, fileno=lambda: -1)
+    run = UpdateRun(root, install, "u1", {}, lock, threading.Event())  # type: ignore[arg-type]
+    run.emit = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    run.receipt = Receipt.begin("u1", ["hermes", "update"], current_identity(), run._code())
+    run.receipt.set("plan", {"install": {"kind": "git", "in_place": True}, "archive_url": "https://u:hunter2@x/{branch}"})
+    run._write()
+    return run
+
+
+def pinned_answer(request: Request) -> dict:
+    """The pinned result, as the answer to ``request``."""
+    result = json.loads((COMPAT / "completion_result_v1.json").read_text())
+    return {**result, "update_id": request.update_id, "nonce": request.nonce}
+
+
+class Completions:
+    """Stands in for ``subprocess.Popen``: each "completion" answers at once with what
+    ``answer`` makes of its request (None: no result at all)."""
+
+    def __init__(self, answer=pinned_answer):
+        self.answer = answer
+        self.requests: list[dict] = []
+        self.kwargs: list[dict] = []
+
+    def __call__(self, argv, **kwargs):
+        path = Path(argv[-1])
+        self.requests.append(json.loads(path.read_text()))
+        self.kwargs.append(kwargs)
+        request = Request.read(path)
+        result = self.answer(request)
+        if result is not None:
+            Path(request.result_path).write_text(json.dumps(result))
+        return SimpleNamespace(pid=4343, returncode=0, poll=lambda: 0)
+
+
+# --- request schema 2: the plan and the dependency spec's digest from before the swap ------------
+
+
+def test_the_request_carries_the_plan_and_the_spec_digest_from_before_the_swap(tmp_path, monkeypatch):
+    run = bare_run(tmp_path)
+    spec = run.install_root / "pyproject.toml"
+    spec.write_text("[project]\nname = 'old'\n")
+    run.dependency_spec = run._spec_digest()  # at plan time
+    spec.write_text("[project]\nname = 'new'\n")  # the swap
+    completions = Completions()
+    monkeypatch.setattr(run_module.subprocess, "Popen", completions)
+    run._arm(OLD, NEW)
+    # What the completion owes carries the digest, for a retry after nothing moved.
+    assert obligations.read_completion(run.root)["dependency_spec"] == run.dependency_spec
+    run._complete(OLD, NEW)
+    [sent] = completions.requests
+    assert sent["schema"] == 2
+    assert sent["plan"]["install"] == {"kind": "git", "in_place": True}
+    assert "hunter2" not in json.dumps(sent["plan"])  # the request file is no place for a secret
+    assert sent["dependency_spec"] == run.dependency_spec != dependency_digest(run.install_root)
+    assert completions.kwargs[0]["start_new_session"] is True  # its process group is its own
+
+
+def test_a_retry_sends_the_owed_updates_digest_and_an_older_obligation_sends_none(tmp_path, monkeypatch):
+    run = bare_run(tmp_path)
+    completions = Completions()
+    monkeypatch.setattr(run_module.subprocess, "Popen", completions)
+    run.dependency_spec = dependency_digest(run.install_root)  # this run's: nothing moved
+    run.pending = {"update_id": "u0", "before": OLD, "after": NEW, "dependency_spec": "c" * 64, "attempt": None}
+    run._complete(run.pending["before"], NEW)
+    assert completions.requests[-1]["dependency_spec"] == "c" * 64
+    run.pending = {"update_id": "u0", "before": OLD, "after": NEW, "attempt": None}  # armed by an older release
+    run._complete(run.pending["before"], NEW)
+    assert "dependency_spec" not in completions.requests[-1]
+    request = Request.read(Path(str(run.receipt_path.with_suffix("")) + ".request.json"))
+    assert request.dependency_spec == UNKNOWN_SPEC  # the completion diffs the commits
+
+
+# --- the completion's decision -----------------------------------------------------------------
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args], cwd=repo,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def commit(repo: Path, name: str, text: str) -> str:
+    (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", name)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def asking(**fields) -> Request:
+    base = {"update_id": "u", "root": "/r", "install_root": "/i", "before": None, "after": None, "result_path": "/x"}
+    return Request.new(**{**base, **fields})
+
+
+def test_the_digest_from_before_the_swap_decides_when_the_request_carries_it(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    digest = dependency_digest(tmp_path)
+    assert not spec_changed(asking(dependency_spec=digest), tmp_path)
+    assert spec_changed(asking(dependency_spec="0" * 64), tmp_path)
+    assert spec_changed(asking(dependency_spec=None), tmp_path)  # there was none before the swap
+    (tmp_path / "pyproject.toml").unlink()
+    assert not spec_changed(asking(dependency_spec=None), tmp_path)
+    assert spec_changed(asking(dependency_spec=digest), tmp_path)
+
+
+def test_an_archive_commit_unknown_to_git_is_decided_by_the_digest(tmp_path):
+    git(tmp_path, "init", "-q", "-b", "main")
+    head = commit(tmp_path, "pyproject.toml", "[project]\nname = 'x'\n")
+    archived = "f" * 40  # laid down from a source archive: not in the local .git
+    assert spec_changed(asking(before=head, after=archived), tmp_path)  # the diff fails: changed, in doubt
+    unchanged = asking(before=head, after=archived, dependency_spec=dependency_digest(tmp_path))
+    assert not spec_changed(unchanged, tmp_path)
+
+
+def test_without_a_digest_the_commits_diff_decides(tmp_path):
+    git(tmp_path, "init", "-q", "-b", "main")
+    first = commit(tmp_path, "pyproject.toml", "[project]\nname = 'x'\n")
+    docs = commit(tmp_path, "README.md", "docs\n")
+    deps = commit(tmp_path, "pyproject.toml", "[project]\nname = 'x'\ndependencies = ['trio']\n")
+    assert not spec_changed(asking(before=first, after=docs), tmp_path)
+    assert spec_changed(asking(before=docs, after=deps), tmp_path)
+    v1 = Request.read(COMPAT / "completion_request_v1.json")
+    assert v1.dependency_spec == UNKNOWN_SPEC  # so a schema 1 request is decided by the diff
+
+
+# --- the result: checked whole at the boundary --------------------------------------------------
+
+
+def _broken(**changes):
+    def answer(request: Request) -> dict:
+        result = pinned_answer(request)
+        for key, value in changes.items():
+            result[key] = value(result) if callable(value) else value
+        return result
+
+    return answer
+
+
+MALFORMED = {
+    "steps-not-a-list": _broken(steps="restart"),
+    "ok-not-a-bool": _broken(steps=lambda r: [{**r["steps"][0], "ok": "yes"}]),
+    "step-without-a-name": _broken(steps=lambda r: [{"ok": True}]),
+    "step-time-without-a-zone": _broken(steps=lambda r: [{**r["steps"][0], "at": "2026-11-30T00:00:03"}]),
+    "skip-without-a-reason": _broken(skips=[{"name": "migrations"}]),
+    "followup-not-an-object": _broken(followups=["dependencies"]),
+    "restart-without-ok": _broken(restart=[{"profile": "default"}]),
+    "fleet-row-without-a-verdict": _broken(fleet=lambda r: [{k: v for k, v in r["fleet"][0].items() if k != "verdict"}]),
+    "no-pid": _broken(completion={"code_sha": NEW}),
+    "another-schema": _broken(schema=99),
+}
+
+
+@pytest.mark.parametrize("answer", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_result_is_taken_as_none_and_the_completion_stays_owed(answer, tmp_path, monkeypatch):
+    run = bare_run(tmp_path)
+    monkeypatch.setattr(run_module.subprocess, "Popen", Completions(answer))
+    run._arm(OLD, NEW)
+    assert run._complete(OLD, NEW) is None
+    receipt = run.receipt.to_dict()
+    [owed] = [f for f in receipt["followups"] if f["step"] == "completion"]
+    assert "not usably" in owed["reason"]
+    assert receipt["completion"] is None and receipt["restart"] is None  # nothing of it was taken
+    assert not {"dependencies", "restart", "verify"} & {s["name"] for s in receipt["steps"]}
+    assert obligations.read_completion(run.root)["update_id"] == "u1"
+
+
+def test_read_result_ignores_what_is_not_for_this_request_and_refuses_a_bad_shape(tmp_path):
+    request = Request.read(COMPAT / "completion_request_v2.json")
+    path = tmp_path / "result.json"
+    assert read_result(path, request) is None  # no answer
+    path.write_text("{torn")
+    assert read_result(path, request) is None
+    path.write_text(json.dumps({**pinned_answer(request), "nonce": "0" * 32}))
+    assert read_result(path, request) is None  # someone else's
+    path.write_text(json.dumps(MALFORMED["ok-not-a-bool"](request)))
+    with pytest.raises(BadResult):
+        read_result(path, request)
+
+
+def test_an_accepted_result_keeps_the_completions_own_times_and_code(tmp_path, monkeypatch):
+    run = bare_run(tmp_path)
+    monkeypatch.setattr(run_module.subprocess, "Popen", Completions())
+    run._complete(OLD, NEW)
+    steps = {s["name"]: s["at"] for s in run.receipt["steps"]}
+    assert steps["restart"].startswith("2026-11-30T00:00:09")
+    assert [s["at"][:19] for s in run.receipt["skips"]] == ["2026-11-30T00:00:04"]
+    assert run._after() == {"code_sha": "2" * 40, "code_version": "0.2.0"}  # what the completion imported
+
+
+def test_without_a_result_the_code_version_is_read_from_the_new_trees_files(tmp_path):
+    run = bare_run(tmp_path)
+    version = run.install_root / "shared" / "version.py"
+    version.parent.mkdir()
+    version.write_text('"""v"""\n\n__version__ = "7.3.1"\n')
+    assert run._after()["code_version"] == "7.3.1"
+    version.unlink()
+    (run.install_root / "pyproject.toml").write_text('[project]\nname = "hermes-mesh"\nversion = "7.3.2"\n')
+    assert run._after()["code_version"] == "7.3.2"
+
+
+# --- a completion that cannot be started ---------------------------------------------------------
+
+
+def test_a_completion_that_cannot_be_started_is_owed_and_the_update_succeeds(tmp_path, monkeypatch):
+    run = bare_run(tmp_path)
+
+    def cannot(*args, **kwargs):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    def stages() -> None:  # the tree moved; then the completion cannot be spawned
+        run.receipt.set("plan", {"install": {"kind": "git"}})
+        run._arm(OLD, NEW)
+        run.committed = True
+        run._completion_done(run._complete(OLD, NEW))
+
+    monkeypatch.setattr(run_module.subprocess, "Popen", cannot)
+    run._stages = stages  # type: ignore[method-assign]
+    assert run.pipeline() == 0
+    receipt = json.loads(run.receipt_path.read_text())
+    assert (receipt["outcome"], receipt["exit_code"]) == ("success", 0)
+    [owed] = receipt["followups"]
+    assert owed["step"] == "completion" and "could not be started" in owed["reason"]
+    assert obligations.read_completion(run.root)["update_id"] == "u1"  # the next update runs it
