@@ -477,6 +477,7 @@ def test_a_gateway_that_never_comes_back_is_down_and_stays_owed(install):
         assert restarted[profile]["ok"] and restarted[profile]["new_pid"] not in (None, before[profile])
         assert running_on(install, profile, new)
     assert not restarted["c"]["ok"] and restarted["c"]["old_pid"] == before["c"]
+    assert restarted["c"]["reason"].startswith("supervisord gave up on it"), restarted["c"]  # not a 60 s wait
     assert obligations.read_completion(install.root) is None  # the completion itself delivered
     owed = obligations.read_fleet(install.root)
     assert {p: (part["state"], part["expected"]) for p, part in owed.items()} == {"c": (obligations.DOWN, new)}

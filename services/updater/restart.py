@@ -163,13 +163,13 @@ def _restart_as_list(root: Path, gateway: GatewayRecord, expected_sha: str | Non
 def restart_one(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
     """Never raises: whatever goes wrong with one gateway is that gateway's outcome."""
     try:
-        return _restart(gateway, expected_sha)
+        return _restart(root, gateway, expected_sha)
     except Exception as exc:  # isolation: one gateway's fault must not stop the others
         method = "drain" if gateway.supervisor in MANAGED else "reexec"
         return _failed(gateway, method, f"{type(exc).__name__}: {exc}")
 
 
-def _restart(gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
+def _restart(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
     managed = gateway.supervisor in MANAGED
     method = "drain" if managed else "reexec"
     address = homes.endpoint(gateway.home, ops.SERVICE, create=False).control
@@ -178,7 +178,7 @@ def _restart(gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome
             client.call(ops.STATUS, timeout=PROBE_SECONDS)
     except RemoteError as exc:
         if gateway.supervisor == "supervisord" and exc.code in UNANSWERED:
-            return _through_supervisord(gateway, address, expected_sha, f"its control socket did not answer ({exc.code})")
+            return _through_supervisord(root, gateway, address, expected_sha, f"its control socket did not answer ({exc.code})")
         return _failed(gateway, method, f"its control socket did not answer: {exc.code}: {exc.message}")
     try:
         with SyncClient(address, retry=NO_RETRY) as client:
@@ -188,7 +188,8 @@ def _restart(gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome
                 answer = client.call(ops.REEXEC, {"deadline": DRAIN_SECONDS}, timeout=DRAIN_SECONDS + 10)
     except RemoteError as exc:
         return _failed(gateway, method, f"{method} was refused: {exc.code}: {exc.message}")
-    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed)
+    gave_up = partial(_supervisord_gave_up, root, gateway.profile) if gateway.supervisor == "supervisord" else None
+    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed, gave_up=gave_up)
     return RestartOutcome(
         profile=gateway.profile,
         supervisor=gateway.supervisor,
@@ -202,7 +203,9 @@ def _restart(gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome
     )
 
 
-def _through_supervisord(gateway: GatewayRecord, address: str, expected_sha: str | None, why: str) -> RestartOutcome:
+def _through_supervisord(
+    root: Path, gateway: GatewayRecord, address: str, expected_sha: str | None, why: str
+) -> RestartOutcome:
     """A gateway the mesh supervisor runs that cannot be asked to drain: supervisord stops it
     (SIGTERM, the gateway's own drain, then SIGKILL after its stop wait) and starts the new code."""
     from shared.errors import HermesError
@@ -215,7 +218,8 @@ def _through_supervisord(gateway: GatewayRecord, address: str, expected_sha: str
         kind.restart(unit)
     except HermesError as exc:
         return _failed(gateway, "drain", f"{why}; supervisord could not restart it: {exc.message}")
-    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=False)
+    gave_up = partial(_supervisord_gave_up, root, gateway.profile)
+    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=False, gave_up=gave_up)
     return RestartOutcome(gateway.profile, gateway.supervisor, gateway.pid, new_pid, "drain", reason is None, reason,
                           unit=unit.name, fallback="blunt", note=f"{why}; restarted through supervisord")  # fmt: skip
 
@@ -224,14 +228,41 @@ def _failed(gateway: GatewayRecord, method: str, reason: str) -> RestartOutcome:
     return RestartOutcome(gateway.profile, gateway.supervisor, gateway.pid, None, method, False, reason)
 
 
+def _supervisord_gave_up(root: Path, profile: str) -> str | None:
+    """Why the mesh supervisor will not start ``profile``'s gateway again (its retries are used
+    up, or it exited with a code that means "do not restart"); None while a start may come."""
+    from shared.supervisors.supervisord.config import EXPECTED_EXIT_CODES
+    from shared.supervisors.supervisord.names import unit_name
+    from shared.supervisors.supervisord.paths import mesh_paths
+    from shared.supervisors.supervisord.rpc import process_infos
+
+    try:
+        info = process_infos(mesh_paths(root)).get(unit_name(profile)) or {}
+    except Exception:  # the supervisor cannot be asked now: the gateway's own answer decides
+        return None
+    state = info.get("statename")
+    if state == "FATAL" or (state == "EXITED" and info.get("exitstatus") in EXPECTED_EXIT_CODES):
+        return f"supervisord gave up on it ({state}: {info.get('spawnerr') or info.get('description') or 'no detail'})"
+    return None
+
+
 def _wait_for_fresh(
-    gateway: GatewayRecord, address: str, expected_sha: str | None, *, reexec: bool
+    gateway: GatewayRecord,
+    address: str,
+    expected_sha: str | None,
+    *,
+    reexec: bool,
+    gave_up: Callable[[], str | None] | None = None,
 ) -> tuple[int | None, str | None]:
     """Poll until a gateway that is not the old process (or, after a re-exec, the same pid
-    with the new code) answers as running; the reason it did not, otherwise."""
+    with the new code) answers as running; the reason it did not, otherwise. ``gave_up``
+    ends the wait early once its supervisor will not start it again."""
     deadline = time.monotonic() + COME_BACK_SECONDS
     last: dict[str, Any] | None = None
     while time.monotonic() < deadline:
+        why = gave_up() if gave_up is not None and last is None else None
+        if why is not None:
+            return None, why
         try:
             with SyncClient(address, retry=NO_RETRY) as client:
                 last = client.call(ops.STATUS, timeout=2.0)
