@@ -88,6 +88,13 @@ def install(short_dir):
     )
 
 
+def before_completion_runs(dev: Path, code: str) -> None:
+    """A release whose completion runs ``code`` (indented lines; ``request`` is in scope) first."""
+    path = dev / "services" / "updater" / "completion.py"
+    run = "    result = Completion(request).run()"
+    path.write_text(path.read_text().replace(run, code + run))
+
+
 def mark_completion(dev: Path) -> None:
     """A release whose completion says so in its result: proof it ran from the new tree."""
     path = dev / "services" / "updater" / "completion.py"
@@ -181,8 +188,7 @@ def test_a_second_update_is_refused_while_one_runs(install):
 
 def test_a_completion_that_dies_is_an_owed_followup_not_a_failure(install):
     def crash_completion(dev: Path) -> None:
-        path = dev / "services" / "updater" / "completion.py"
-        path.write_text(path.read_text().replace("    result = Completion(request).run()", "    os._exit(9)\n    result = Completion(request).run()").replace("import argparse", "import argparse\nimport os"))
+        before_completion_runs(dev, "    os._exit(9)\n")
 
     versions = []
     new = install.release("release with a broken completion",
@@ -415,15 +421,12 @@ def test_sigint_during_an_archive_download_ends_the_update_interrupted(install):
 def hold_completion(dev: Path) -> None:
     """A release whose completion waits while ``<root>/hold-completion`` exists, saying so in
     ``<root>/completion-holding``: a test acts mid-update, after the commit point, at a known moment."""
-    path = dev / "services" / "updater" / "completion.py"
-    hold = (
+    before_completion_runs(dev, (
         "    import time\n"
         "    (Path(request.root) / 'completion-holding').touch()\n"
         "    while (Path(request.root) / 'hold-completion').exists():\n"
         "        time.sleep(0.05)\n"
-    )
-    text = path.read_text()
-    path.write_text(text.replace("    result = Completion(request).run()", hold + "    result = Completion(request).run()"))
+    ))  # fmt: skip
 
 
 def owed_warnings(install: Install) -> list[str]:
@@ -450,15 +453,12 @@ def test_a_completion_that_died_is_run_again_by_the_next_update(install):
     from services.updater import obligations
 
     def crash_once(dev: Path) -> None:
-        path = dev / "services" / "updater" / "completion.py"
-        crash = (
+        before_completion_runs(dev, (
             "    crashed = Path(request.root) / 'completion-crashed'\n"
             "    if not crashed.exists():\n"
             "        crashed.touch()\n"
             "        os._exit(9)\n"
-        )
-        text = path.read_text()
-        path.write_text(text.replace("    result = Completion(request).run()", crash + "    result = Completion(request).run()"))
+        ))  # fmt: skip
 
     gateway = install.gateway("default")
     old = install.head()
@@ -562,8 +562,7 @@ def test_a_stopped_completion_takes_its_whole_process_group_along(install):
 
     def hang_with_a_grandchild(dev: Path) -> None:
         """A completion that starts a long sleep (a pip, say), names it, and hangs."""
-        path = dev / "services" / "updater" / "completion.py"
-        hang = (
+        before_completion_runs(dev, (
             "    import time\n"
             "    grandchild = subprocess.Popen(['sleep', '600'])\n"
             "    named = Path(request.root) / 'grandchild.pid'\n"
@@ -571,9 +570,7 @@ def test_a_stopped_completion_takes_its_whole_process_group_along(install):
             "    named.with_suffix('.tmp').rename(named)\n"
             "    while True:\n"
             "        time.sleep(0.05)\n"
-        )
-        text = path.read_text()
-        path.write_text(text.replace("    result = Completion(request).run()", hang + "    result = Completion(request).run()"))
+        ))  # fmt: skip
 
     install.release("release whose completion hangs over a grandchild", edit=hang_with_a_grandchild)
     named = install.root / "grandchild.pid"

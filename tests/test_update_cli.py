@@ -25,12 +25,17 @@ from services.updater.snapshot import SNAPSHOTS_DIR
 from tests.test_update import Install, git, install  # noqa: F401 (the fixture)
 
 
-def check(install: Install, *args: str, **env: str) -> tuple[int, dict]:
+def hermes_json(install: Install, *args: str, **env: str) -> tuple[int, dict]:
+    """``hermes ARGS --json`` in the install with ``env`` added: its exit code and document."""
     done = subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", "update", "--check", "--json", *args],
-        cwd=install.path, env=install.env(**env), capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "hermes_cli.main", *args, "--json"],
+        cwd=install.path, env=install.env(**env), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     return done.returncode, json.loads(done.stdout)
+
+
+def check(install: Install, *args: str, **env: str) -> tuple[int, dict]:
+    return hermes_json(install, "update", "--check", *args, **env)
 
 
 def test_check_says_whether_newer_code_exists_and_changes_nothing(install):
@@ -116,11 +121,7 @@ def test_a_prompt_answered_no_or_with_ctrl_d_changes_nothing(install):
 
 
 def update(install: Install, *args: str, **env: str) -> tuple[int, dict]:
-    done = subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json", *args],
-        cwd=install.path, env=install.env(**env), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    return done.returncode, json.loads(done.stdout)
+    return hermes_json(install, "update", "--yes", *args, **env)
 
 
 def steps(report: dict) -> list[dict]:
