@@ -194,7 +194,7 @@ def hold_restart(dev: Path) -> None:
         "        while gate.exists():\n"
         "            time.sleep(0.05)\n"
     )
-    anchor = "    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed)\n"
+    anchor = "    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed, gave_up=gave_up)\n"
     text = path.read_text()
     assert anchor in text
     path.write_text(text.replace(anchor, hold + anchor))
