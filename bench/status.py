@@ -46,7 +46,10 @@ def start_gateways(root: Path, count: int) -> dict[str, subprocess.Popen]:
         env = {**_base_env(), "HERMES_HOME": str(home)}
         procs[profile] = subprocess.Popen(
             [sys.executable, "-m", "services.gateway"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
     return procs
 
@@ -137,7 +140,9 @@ def main() -> int:
         print(f"  sockets  discover(root, scan=False)  {sockets_s * 1000:8.2f} ms")
         print(f"  scan     scan_gateways(root)         {scan_s * 1000:8.2f} ms")
         ratio = scan_s / sockets_s
-        print(f"  ratio    scan / sockets              {ratio:8.2f}x  (target >= 5x: {'met' if ratio >= 5 else 'NOT met'})")
+        print(
+            f"  ratio    scan / sockets              {ratio:8.2f}x  (target >= 5x: {'met' if ratio >= 5 else 'NOT met'})"
+        )
         print("exactness:")
         exactness("sockets", by_socket, expected)
         exactness("scan", by_scan, expected)

@@ -108,8 +108,12 @@ def isolated_env(**extra: str) -> dict[str, str]:
 def git(cwd: Path, *args: str) -> str:
     done = subprocess.run(
         ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.invalid", *args],
-        cwd=cwd, env=isolated_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=cwd,
+        env=isolated_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout.strip()
@@ -137,8 +141,12 @@ class Install:
     def hermes(self, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
         done = subprocess.run(
             [sys.executable, "-m", "hermes_cli.main", *args],
-            cwd=self.path, env=self.env(), capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
+            cwd=self.path,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         return done
 
     def checked(self, *args: str, timeout: float = CLI_TIMEOUT) -> str:
@@ -512,10 +520,13 @@ def _timeline(
     for profile, starts in processes.items():
         new = starts[-1] if len(starts) > 1 else None
         serving = min(
-            (t.started_at for t in load.tally.numbered
-             if t.profile == profile and t.started_at and new and t.started_at >= new),
+            (
+                t.started_at
+                for t in load.tally.numbered
+                if t.profile == profile and t.started_at and new and t.started_at >= new
+            ),
             default=None,
-        )  # fmt: skip
+        )
         rows[profile] = {
             "drain": rel(load.tally.drain_seen(profile)),
             "exit": rel(load.exits.get(profile)),
@@ -631,9 +642,13 @@ async def _drive(install: Install, load: Load, old_pids: dict[str, int], after: 
         started = trio.current_time()
         with trio.fail_after(UPDATE_TIMEOUT):
             done = await trio.run_process(
-                install.update_argv(), cwd=install.path, env=install.env(),
-                capture_stdout=True, capture_stderr=True, check=False,
-            )  # fmt: skip
+                install.update_argv(),
+                cwd=install.path,
+                env=install.env(),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
         run["seconds"] = trio.current_time() - started
         run["cpu"] = {
             "machine_percent": psutil.cpu_percent(),  # of all cores, over the update
@@ -715,13 +730,17 @@ def print_text(doc: dict[str, Any]) -> None:
     for name, s in scenarios:
         t = s["turns"]
         if t["lost"] or t["number_gaps"] or t["lost_answers_by_code"]:
-            print(f"  {name}: LOST: answers {t['lost_answers_by_code']}, number gaps {t['number_gaps']}, "
-                  f"unanswered and maybe accepted {t['unanswered_maybe_accepted']}")  # fmt: skip
+            print(
+                f"  {name}: LOST: answers {t['lost_answers_by_code']}, number gaps {t['number_gaps']}, "
+                f"unanswered and maybe accepted {t['unanswered_maybe_accepted']}"
+            )
             for example in t["examples"]:
                 print(f"    {example}")
         if t["cut_by_drains"] != t["lost_answers_by_code"].get(TURN_CUT, 0):
-            print(f"  {name}: the drains cut {t['cut_by_drains']} turn(s), "
-                  f"{t['lost_answers_by_code'].get(TURN_CUT, 0)} turn_cut answer(s) arrived")  # fmt: skip
+            print(
+                f"  {name}: the drains cut {t['cut_by_drains']} turn(s), "
+                f"{t['lost_answers_by_code'].get(TURN_CUT, 0)} turn_cut answer(s) arrived"
+            )
         for u in t["unanswered_calls"]:
             print(
                 f"  {name}: no answer ({u['code']}) to turn {u['tag']} sent at {u['sent']:.3f}; its gateway was "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from hermes_cli.parser import build_top_level_parser
 

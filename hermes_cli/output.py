@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable, Sequence, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
 from shared.errors import HermesError
 
@@ -61,7 +62,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Aligned columns; on a terminal the header row takes the skin's title color."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells]
     lines[0] = painter(sys.stdout).paint(lines[0], "banner_title")  # painted after padding: widths stay true
     return "\n".join(lines)
 

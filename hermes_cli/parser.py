@@ -16,7 +16,7 @@ from shared.version import __version__
 class _VersionAction(argparse.Action):
     """``--version``: the version and the commit of the code this command runs."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002 (argparse passes help=)
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
@@ -43,8 +43,8 @@ def _json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
 
 
-def _command(sub, name: str, target: str, help: str, *, json: bool = True) -> argparse.ArgumentParser:
-    parser = sub.add_parser(name, help=help, description=help)
+def _command(sub, name: str, target: str, summary: str, *, json: bool = True) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=summary, description=summary)
     _profile_option(parser, top=False)
     if json:
         _json_option(parser)
@@ -99,13 +99,19 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _command(skin_actions, "list", "hermes_cli.commands.skin:cmd_list", "every skin, built in and in <home>/skins/")
     show = _command(skin_actions, "show", "hermes_cli.commands.skin:cmd_show", "one skin's colors, glyphs and words")
     show.add_argument("name", nargs="?", help="skin name (default: the active one)")
-    choose = _command(skin_actions, "set", "hermes_cli.commands.skin:cmd_set", "use a skin for this profile (display.skin)")
+    choose = _command(
+        skin_actions, "set", "hermes_cli.commands.skin:cmd_set", "use a skin for this profile (display.skin)"
+    )
     choose.add_argument("name", help="skin name")
     operator = commands.add_parser("operator", help="the operator daemon integration: lifecycle hooks")
     _profile_option(operator, top=False)
     operator_actions = operator.add_subparsers(dest="operator_command", metavar="ACTION", required=True)
-    _command(operator_actions, "doctor", "hermes_cli.commands.operator:cmd_doctor",
-             "a payload-free dry run of the hooks: session, identity, reporter, daemon")  # fmt: skip
+    _command(
+        operator_actions,
+        "doctor",
+        "hermes_cli.commands.operator:cmd_doctor",
+        "a payload-free dry run of the hooks: session, identity, reporter, daemon",
+    )
     demo = _command(
         commands,
         "demo",
@@ -123,7 +129,13 @@ def _gateway_commands(commands) -> None:
     # Bare ``hermes gateway`` runs the gateway, as the process matchers expect.
     gateway.set_defaults(target="hermes_cli.commands.gateway:cmd_run")
     actions = gateway.add_subparsers(dest="gateway_command", metavar="ACTION")
-    _command(actions, "run", "hermes_cli.commands.gateway:cmd_run", "run the active profile's gateway in the foreground", json=False)
+    _command(
+        actions,
+        "run",
+        "hermes_cli.commands.gateway:cmd_run",
+        "run the active profile's gateway in the foreground",
+        json=False,
+    )
     _command(actions, "status", "hermes_cli.commands.gateway_status:cmd_status", "every live gateway of this install")
     _command(actions, "list", "hermes_cli.commands.gateway_status:cmd_list", "every profile, with or without a gateway")
     drain = _command(
@@ -181,9 +193,13 @@ def _auth_commands(commands) -> None:
     login.add_argument("provider", choices=("nous",), help="the provider to sign in to")
     login.add_argument("--replace", action="store_true", help="sign in again even when already signed in")
     login.add_argument("--no-browser", action="store_true", help="do not open the sign-in page in a browser")
-    status = _command(actions, "status", "hermes_cli.commands.auth:cmd_status", "whether and as whom this install is signed in")
+    status = _command(
+        actions, "status", "hermes_cli.commands.auth:cmd_status", "whether and as whom this install is signed in"
+    )
     status.add_argument("provider", choices=("nous",), help="the provider")
-    guest = _command(actions, "guest", "hermes_cli.commands.auth:cmd_guest", "start the free tier as a guest (apps move on sign-in)")
+    guest = _command(
+        actions, "guest", "hermes_cli.commands.auth:cmd_guest", "start the free tier as a guest (apps move on sign-in)"
+    )
     guest.add_argument("provider", choices=("nous",), help="the provider")
     logout = _command(actions, "logout", "hermes_cli.commands.auth:cmd_logout", "forget this install's sign-in")
     logout.add_argument("provider", choices=("nous",), help="the provider")

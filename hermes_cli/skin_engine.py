@@ -34,34 +34,72 @@ _BUILTIN_SKINS: dict[str, dict[str, Any]] = {
     "default": {
         "name": "default",
         "description": "classic gold",
-        "colors": {"banner_border": "#CD7F32", "banner_title": "#FFD700", "banner_accent": "#FFBF00",
-                   "banner_dim": "#B8860B", "banner_text": "#FFF8DC", "response_border": "#FFD700"},
-        "spinner": {"waiting_faces": ["(｡◕‿◕｡)", "(◕‿◕✿)", "٩(◕‿◕｡)۶"], "thinking_faces": ["(◔_◔)", "(¬‿¬)", "(•̀ᴗ•́)و"],
-                    "thinking_verbs": ["pondering", "weaving", "musing"], "wings": []},
-        "branding": {"agent_name": "Hermes", "welcome": "Welcome to Hermes.", "response_label": "Hermes",
-                     "prompt_symbol": "❯"},
+        "colors": {
+            "banner_border": "#CD7F32",
+            "banner_title": "#FFD700",
+            "banner_accent": "#FFBF00",
+            "banner_dim": "#B8860B",
+            "banner_text": "#FFF8DC",
+            "response_border": "#FFD700",
+        },
+        "spinner": {
+            "waiting_faces": ["(｡◕‿◕｡)", "(◕‿◕✿)", "٩(◕‿◕｡)۶"],
+            "thinking_faces": ["(◔_◔)", "(¬‿¬)", "(•̀ᴗ•́)و"],
+            "thinking_verbs": ["pondering", "weaving", "musing"],
+            "wings": [],
+        },
+        "branding": {
+            "agent_name": "Hermes",
+            "welcome": "Welcome to Hermes.",
+            "response_label": "Hermes",
+            "prompt_symbol": "❯",
+        },
         "tool_prefix": "┊",
         "tool_emojis": {"terminal": "💻", "web": "🌐", "file": "📄", "update": "⬆"},
     },
     "ares": {
         "name": "ares",
         "description": "crimson and bronze, with its own wings",
-        "colors": {"banner_border": "#8B0000", "banner_title": "#DC143C", "banner_accent": "#CD7F32",
-                   "banner_dim": "#6B2C1A", "banner_text": "#F5DEB3", "response_border": "#B22222"},
-        "spinner": {"waiting_faces": ["⚔", "🛡"], "thinking_faces": ["(ง'̀-'́)ง", "ᕦ(ò_óˇ)ᕤ"],
-                    "thinking_verbs": ["forging", "marching", "striking"], "wings": [["⟪", "⟫"], ["⟨⚔", "⚔⟩"]]},
-        "branding": {"agent_name": "Ares", "welcome": "Ares stands ready.", "response_label": "Ares",
-                     "prompt_symbol": "⚔"},
+        "colors": {
+            "banner_border": "#8B0000",
+            "banner_title": "#DC143C",
+            "banner_accent": "#CD7F32",
+            "banner_dim": "#6B2C1A",
+            "banner_text": "#F5DEB3",
+            "response_border": "#B22222",
+        },
+        "spinner": {
+            "waiting_faces": ["⚔", "🛡"],
+            "thinking_faces": ["(ง'̀-'́)ง", "ᕦ(ò_óˇ)ᕤ"],
+            "thinking_verbs": ["forging", "marching", "striking"],
+            "wings": [["⟪", "⟫"], ["⟨⚔", "⚔⟩"]],
+        },
+        "branding": {
+            "agent_name": "Ares",
+            "welcome": "Ares stands ready.",
+            "response_label": "Ares",
+            "prompt_symbol": "⚔",
+        },
         "tool_prefix": "╎",
         "tool_emojis": {"terminal": "🗡", "web": "🏹", "file": "📜", "update": "🔥"},
     },
     "mono": {
         "name": "mono",
         "description": "grayscale",
-        "colors": {"banner_border": "#808080", "banner_title": "#FFFFFF", "banner_accent": "#C0C0C0",
-                   "banner_dim": "#696969", "banner_text": "#DCDCDC", "response_border": "#A9A9A9"},
-        "spinner": {"waiting_faces": ["·", "•", "●"], "thinking_faces": ["◐", "◓", "◑", "◒"],
-                    "thinking_verbs": ["thinking"], "wings": []},
+        "colors": {
+            "banner_border": "#808080",
+            "banner_title": "#FFFFFF",
+            "banner_accent": "#C0C0C0",
+            "banner_dim": "#696969",
+            "banner_text": "#DCDCDC",
+            "response_border": "#A9A9A9",
+        },
+        "spinner": {
+            "waiting_faces": ["·", "•", "●"],
+            "thinking_faces": ["◐", "◓", "◑", "◒"],
+            "thinking_verbs": ["thinking"],
+            "wings": [],
+        },
         "branding": {"agent_name": "Hermes", "welcome": "Hermes.", "response_label": "Hermes", "prompt_symbol": ">"},
         "tool_prefix": "|",
         "tool_emojis": {},
@@ -69,16 +107,30 @@ _BUILTIN_SKINS: dict[str, dict[str, Any]] = {
     "slate": {
         "name": "slate",
         "description": "cool blue",
-        "colors": {"banner_border": "#4682B4", "banner_title": "#87CEEB", "banner_accent": "#5F9EA0",
-                   "banner_dim": "#2F4F4F", "banner_text": "#E0FFFF", "response_border": "#6495ED"},
-        "spinner": {"waiting_faces": ["◌", "○", "◎"], "thinking_faces": ["≋", "∿", "≈"],
-                    "thinking_verbs": ["charting", "sounding", "drifting"], "wings": []},
-        "branding": {"agent_name": "Hermes", "welcome": "Hermes, at your service.", "response_label": "Hermes",
-                     "prompt_symbol": "›"},
+        "colors": {
+            "banner_border": "#4682B4",
+            "banner_title": "#87CEEB",
+            "banner_accent": "#5F9EA0",
+            "banner_dim": "#2F4F4F",
+            "banner_text": "#E0FFFF",
+            "response_border": "#6495ED",
+        },
+        "spinner": {
+            "waiting_faces": ["◌", "○", "◎"],
+            "thinking_faces": ["≋", "∿", "≈"],
+            "thinking_verbs": ["charting", "sounding", "drifting"],
+            "wings": [],
+        },
+        "branding": {
+            "agent_name": "Hermes",
+            "welcome": "Hermes, at your service.",
+            "response_label": "Hermes",
+            "prompt_symbol": "›",
+        },
         "tool_prefix": "│",
         "tool_emojis": {"terminal": "🖥", "web": "🌊", "file": "🗂", "update": "⇡"},
     },
-}  # fmt: skip
+}
 
 
 class SkinError(HermesError):
@@ -122,7 +174,9 @@ def skins_dir(home: Path) -> Path:
 
 def user_names(home: Path) -> list[str]:
     try:
-        return sorted(p.stem for p in skins_dir(home).glob("*.yaml") if NAME_RE.match(p.stem) and p.stem not in _BUILTIN_SKINS)
+        return sorted(
+            p.stem for p in skins_dir(home).glob("*.yaml") if NAME_RE.match(p.stem) and p.stem not in _BUILTIN_SKINS
+        )
     except OSError:
         return []
 
@@ -195,20 +249,28 @@ def _checked(data: dict[str, Any], path: Path | None, source: str) -> Skin:
     spinner = _section(path, "spinner", data.get("spinner"), SPINNER_KEYS)
     for key in ("waiting_faces", "thinking_faces", "thinking_verbs"):
         value = spinner[key]
-        if not isinstance(value, list) or len(value) > 64 or not all(isinstance(v, str) and 0 < len(v) <= 40 for v in value):
+        if (
+            not isinstance(value, list)
+            or len(value) > 64
+            or not all(isinstance(v, str) and 0 < len(v) <= 40 for v in value)
+        ):
             raise SkinError(path, f"spinner.{key}", "must be a list of short strings")
     for key in ("waiting_faces", "thinking_faces"):
         if not spinner[key]:
             raise SkinError(path, f"spinner.{key}", "needs at least one face")
     wings = spinner["wings"]
-    if not isinstance(wings, list) or not all(isinstance(w, list) and len(w) == 2 and all(isinstance(x, str) and len(x) <= 12 for x in w) for w in wings):
+    if not isinstance(wings, list) or not all(
+        isinstance(w, list) and len(w) == 2 and all(isinstance(x, str) and len(x) <= 12 for x in w) for w in wings
+    ):
         raise SkinError(path, "spinner.wings", "must be a list of [left, right] pairs")
     branding = _section(path, "branding", data.get("branding"), BRANDING_KEYS)
     for key, value in branding.items():
         _text(path, f"branding.{key}", value, 200)
     _text(path, "tool_prefix", data.get("tool_prefix"), 8)
     emojis = data.get("tool_emojis")
-    if not isinstance(emojis, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(v) <= 8 for k, v in emojis.items()):
+    if not isinstance(emojis, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and len(v) <= 8 for k, v in emojis.items()
+    ):
         raise SkinError(path, "tool_emojis", "must map tool names to short glyphs")
     return Skin(data["name"], data["description"], colors, spinner, branding, data["tool_prefix"], emojis, source)
 

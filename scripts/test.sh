@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Install what the suite needs, then run the whole test suite.
+# Install what the suite needs, check lint and format, then run the whole test suite.
+# Extra arguments go to pytest.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
 cd "$root"
+.venv/bin/ruff check --quiet .
+.venv/bin/ruff format --check --quiet .
 exec .venv/bin/python -m pytest "$@"

@@ -10,8 +10,8 @@ import errno
 import itertools
 import secrets
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from shared import protocol
 from shared.protocol import Code, OpSpec, RemoteError

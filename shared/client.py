@@ -17,9 +17,10 @@ from __future__ import annotations
 import collections
 import inspect
 import logging
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import Any
 
 import trio
 import zmq
@@ -58,7 +59,9 @@ class _Mailbox:
         if self._failure is not None:
             return
         if reply.kind == "event" and not self.op.streaming:
-            reply = _local_error(reply.id, Code.MALFORMED_REPLY, f"an event for {self.op.name!r}, which does not stream")
+            reply = _local_error(
+                reply.id, Code.MALFORMED_REPLY, f"an event for {self.op.name!r}, which does not stream"
+            )
         elif len(self._replies) >= MAX_PENDING_EVENTS:
             self.fail(RemoteError(Code.CONNECTION_RESET, f"{self.op.name!r} fell {MAX_PENDING_EVENTS} events behind"))
             return

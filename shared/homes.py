@@ -61,8 +61,7 @@ def validate_profile_name(name: object) -> str:
     # fullmatch, because "$" alone would also accept a trailing newline.
     if not isinstance(name, str) or not PROFILE_NAME_RE.fullmatch(name):
         raise InvalidProfileName(
-            f"invalid profile name {name!r}: use 1-64 of a-z, 0-9, '_' and '-', "
-            "starting with a letter or digit",
+            f"invalid profile name {name!r}: use 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit",
             detail={"name": name if isinstance(name, str) else repr(name)},
         )
     return name
@@ -268,9 +267,7 @@ def _endpoint_in(directory: Path, service: str, *, fallback: bool) -> Endpoint:
 
 
 def _sockets_fit(directory: Path, service: str) -> bool:
-    return all(
-        len(os.fsencode(directory / f"{service}{suffix}")) <= IPC_PATH_MAX for suffix in (".ctl", ".pub")
-    )
+    return all(len(os.fsencode(directory / f"{service}{suffix}")) <= IPC_PATH_MAX for suffix in (".ctl", ".pub"))
 
 
 def _home_digest(home: Path) -> str:

@@ -126,7 +126,7 @@ _INTERPRETER_EXE = re.compile(r"pythonw?(\d+(\.\d+)?)?\.exe", re.IGNORECASE)
 _MODULES = {"hermes_cli.main": "hermes", "hermes_cli": "hermes", "services.gateway": "gateway"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def value_flags(subcommand: str | None = None) -> frozenset[str]:
     """Option strings that take a value, for the top-level parser or one subcommand's parser.
 
@@ -144,7 +144,7 @@ def value_flags(subcommand: str | None = None) -> frozenset[str]:
     return frozenset(s for a in parser._actions if a.option_strings and a.nargs != 0 for s in a.option_strings)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def profile_flags() -> frozenset[str]:
     """The profile selector's option strings. Hermes accepts them before and after the
     command, so they are skipped anywhere after the entry. Derived like ``value_flags``."""

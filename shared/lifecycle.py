@@ -53,8 +53,12 @@ class Lifecycle:
                 return
 
 
-async def serve_until_stopped(service: Service, life: Lifecycle, *tasks: Callable[[], Awaitable[None]],
-                              before_stop: Callable[[], None] = lambda: None) -> int:  # fmt: skip
+async def serve_until_stopped(
+    service: Service,
+    life: Lifecycle,
+    *tasks: Callable[[], Awaitable[None]],
+    before_stop: Callable[[], None] = lambda: None,
+) -> int:
     """Serve ``service`` and run ``tasks`` until ``life`` says stop; then ``before_stop``, the
     service's last answers (bounded), and the tasks cancelled."""
     async with trio.open_nursery() as nursery:

@@ -19,8 +19,9 @@ are checked before a handler sees it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import msgpack
 
@@ -279,7 +280,10 @@ def decode_request(
     spec = ops.get(op_name)
     if spec is None:
         raise ProtocolError(
-            Code.UNKNOWN_OP, f"unknown op {op_name!r}", detail={"op": op_name, "known": sorted(ops)}, request_id=request_id
+            Code.UNKNOWN_OP,
+            f"unknown op {op_name!r}",
+            detail={"op": op_name, "known": sorted(ops)},
+            request_id=request_id,
         )
     args = frame.get("args", {})
     if not isinstance(args, dict):
@@ -300,7 +304,12 @@ def _with_id(exc: ProtocolError, request_id: str) -> ProtocolError:
 
 
 def encode_request(
-    request_id: str, op: str, args: Mapping[str, Any], *, deadline_ms: int | None = None, version: int = PROTOCOL_VERSION
+    request_id: str,
+    op: str,
+    args: Mapping[str, Any],
+    *,
+    deadline_ms: int | None = None,
+    version: int = PROTOCOL_VERSION,
 ) -> bytes:
     frame: dict[str, Any] = {"v": version, "id": request_id, "op": op, "args": dict(args)}
     if deadline_ms is not None:
@@ -325,9 +334,7 @@ def encode_error(request_id: str | None, error: HermesError, *, version: int = P
     return encode_reply(request_id, "error", error_payload(error.code, error.message, error.detail), version=version)
 
 
-def decode_reply(
-    raw: bytes, *, window: tuple[int, int] = PROTOCOL_WINDOW, max_bytes: int = MAX_FRAME_BYTES
-) -> Reply:
+def decode_reply(raw: bytes, *, window: tuple[int, int] = PROTOCOL_WINDOW, max_bytes: int = MAX_FRAME_BYTES) -> Reply:
     """Validate a service's answer. Raises ``ProtocolError`` (code ``malformed_reply`` or
     ``protocol_incompatible``) when it cannot be trusted."""
     try:

@@ -12,9 +12,10 @@ tell that it missed something.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Iterable
+from typing import Any
 
 import trio
 import zmq
@@ -105,7 +106,9 @@ class Subscriber:
 
 
 @asynccontextmanager
-async def open_subscriber(address: str, topics: Iterable[str] = ("",), *, queue: int = 256) -> AsyncIterator[Subscriber]:
+async def open_subscriber(
+    address: str, topics: Iterable[str] = ("",), *, queue: int = 256
+) -> AsyncIterator[Subscriber]:
     """Connect to a publisher and subscribe to ``topics`` (prefixes; "" is everything)."""
     options = [(zmq.SUBSCRIBE, topic.encode()) for topic in topics]
     async with open_socket(zmq.SUB, connect=[address], inbound=queue, outbound=1, options=options) as sock:

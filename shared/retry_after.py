@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import email.utils
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def retry_after_seconds(value: str | None, *, cap: float) -> float:
@@ -19,5 +19,5 @@ def retry_after_seconds(value: str | None, *, cap: float) -> float:
     except (TypeError, ValueError):
         return 0.0
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return min(max((when - datetime.now(timezone.utc)).total_seconds(), 0.0), cap)
+        when = when.replace(tzinfo=UTC)
+    return min(max((when - datetime.now(UTC)).total_seconds(), 0.0), cap)

@@ -9,9 +9,10 @@ handler that raises answers ``internal_error`` without taking the service down.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import trio
 import zmq

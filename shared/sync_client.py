@@ -9,14 +9,15 @@ the disconnect), after reading every answer the service did send.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from shared import protocol
-from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
 from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_unreachable, request_ids
+from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
 
 
 class SyncClient:
@@ -88,7 +89,9 @@ class SyncClient:
             left |= parse_monitor_message(self._monitor.recv_multipart())["event"] == zmq.EVENT_DISCONNECTED
         return left
 
-    def _attempt(self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None) -> Any:
+    def _attempt(
+        self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None
+    ) -> Any:
         if self._sock is None and ipc_unreachable(self.address):  # probed once per connection
             raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
         request_id = self._next_id()

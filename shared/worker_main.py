@@ -36,7 +36,9 @@ def worker_main(service: str, factory: str, description: str, what: str) -> int:
     return run_install_worker(service, f"services.{service}", build, what)
 
 
-def run_install_worker(service: str, module: str, build: Callable[[Path, homes.Endpoint, FileLock], Any], what: str) -> int:
+def run_install_worker(
+    service: str, module: str, build: Callable[[Path, homes.Endpoint, FileLock], Any], what: str
+) -> int:
     logging.basicConfig(
         level=os.environ.get("HERMES_LOG_LEVEL", "INFO"),
         format=f"%(asctime)s {service}[%(process)d] %(levelname)s %(message)s",

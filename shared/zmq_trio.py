@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Iterable
 
 import trio
 import zmq
@@ -274,9 +274,7 @@ class Socket:
         self._zsock.close(linger=linger_ms)
 
 
-def _configure(
-    zsock: zmq.Socket, sock_type: int, max_frame: int, options: Iterable[tuple[int, int | bytes]]
-) -> None:
+def _configure(zsock: zmq.Socket, sock_type: int, max_frame: int, options: Iterable[tuple[int, int | bytes]]) -> None:
     zsock.setsockopt(zmq.LINGER, 0)
     zsock.setsockopt(zmq.MAXMSGSIZE, max_frame * TRANSPORT_SIZE_FACTOR)
     if sock_type == zmq.ROUTER:

@@ -38,7 +38,7 @@ class ArchiveOrigin:
         origin = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 origin.requests.append(self.path)
                 if origin.faults:
                     fault = origin.faults.popleft()
@@ -98,10 +98,18 @@ class ArchiveOrigin:
             if name.endswith(suffix):
                 branch = name[: -len(suffix)]
                 done = subprocess.run(
-                    ["git", "-C", str(self.repo), "archive", f"--format={fmt}", f"--prefix=hermes-{branch}/",
-                     f"refs/heads/{branch}"],
-                    capture_output=True, timeout=60,
-                )  # fmt: skip
+                    [
+                        "git",
+                        "-C",
+                        str(self.repo),
+                        "archive",
+                        f"--format={fmt}",
+                        f"--prefix=hermes-{branch}/",
+                        f"refs/heads/{branch}",
+                    ],
+                    capture_output=True,
+                    timeout=60,
+                )
                 return done.stdout if done.returncode == 0 else None
         return None
 

@@ -103,7 +103,9 @@ def clean_git_env() -> dict[str, str]:
 def release(code: Path) -> str:
     """A new commit in the clone: the code a restart must bring the gateways onto."""
     git = ["git", "-C", str(code), "-c", "user.name=dev", "-c", "user.email=dev@example.invalid"]
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "release"], check=True, timeout=60, env=clean_git_env())
+    subprocess.run(
+        [*git, "commit", "-q", "--allow-empty", "-m", "release"], check=True, timeout=60, env=clean_git_env()
+    )
     return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -152,7 +154,9 @@ class GatewayProcess:
     def wait_running(self, timeout: float = 20) -> dict:
         def running():
             if self.proc.poll() is not None:
-                raise AssertionError(f"gateway exited {self.proc.returncode}: {self.proc.stderr.read().decode()[-2000:]}")
+                raise AssertionError(
+                    f"gateway exited {self.proc.returncode}: {self.proc.stderr.read().decode()[-2000:]}"
+                )
             state = read_state(self.home)
             return state if state and state["pid"] == self.pid and state["gateway_state"] == "running" else None
 
@@ -191,3 +195,21 @@ def sim(tmp_path):
     with PortalSim(tmp_path / "portal") as sim:
         sim.configure(interval=0)
         yield sim
+
+
+@pytest.fixture
+def install(short_dir):
+    """An install, its origin and its home; every gateway it started is killed and its mesh stopped."""
+    from tests.installs import Install  # it builds on this module
+
+    built = Install(short_dir)
+    yield built
+    for gateway in built.gateways:
+        gateway.kill()
+    subprocess.run(
+        [sys.executable, "-m", "hermes_cli.main", "mesh", "down"],
+        cwd=built.path,
+        env=built.env(),
+        capture_output=True,
+        timeout=120,
+    )

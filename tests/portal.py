@@ -31,8 +31,14 @@ class SimControlError(AssertionError):
 
 
 class PortalSim:
-    def __init__(self, directory: Path, *, tls: tuple[Path, Path] | None = None,
-                 verify: ssl.SSLContext | bool = True, state: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        tls: tuple[Path, Path] | None = None,
+        verify: ssl.SSLContext | bool = True,
+        state: bool = True,
+    ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.tls = tls
@@ -117,9 +123,18 @@ class PortalSim:
     def deny(self, user_code: str) -> None:
         self._call("POST", "/_sim/device/deny", json={"user_code": user_code})
 
-    def fault(self, path: str, *, status: int | None = None, headers: dict[str, str] | None = None,
-              body: Any = None, delay: float = 0.0, drop: bool = False, count: int = 1,
-              method: str = "POST") -> int:  # fmt: skip
+    def fault(
+        self,
+        path: str,
+        *,
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+        body: Any = None,
+        delay: float = 0.0,
+        drop: bool = False,
+        count: int = 1,
+        method: str = "POST",
+    ) -> int:
         """Queue ``count`` faults for the next ``method path`` requests; how many are queued now."""
         spec: dict[str, Any] = {"path": path, "method": method, "delay": delay, "drop": drop, "count": count}
         for name, value in (("status", status), ("headers", headers), ("body", body)):
@@ -153,8 +168,11 @@ class PortalSim:
         assert self.client is not None, "the simulator is stopped"
         code = self.client.post("/api/oauth/device/code", data={"client_id": "hermes-cli"}).json()
         self.approve(code["user_code"], email, tier=tier)
-        form = {"grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": code["device_code"],
-                "client_id": "hermes-cli"}  # fmt: skip
+        form = {
+            "grant_type": "urn:ietf:params:oauth:grant-type:device_code",
+            "device_code": code["device_code"],
+            "client_id": "hermes-cli",
+        }
         answer = self.client.post("/api/oauth/token", data=form)
         if answer.status_code != 200:
             raise SimControlError(f"the token answer was {answer.status_code}: {answer.text}")

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import zmq
 
+from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
 from services.auth_worker import ops, store
 from shared import homes
 from shared.call_rules import NO_RETRY
-from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
 from shared.locks import probe
 from shared.spawn import stop_service
 from shared.sync_client import SyncClient
@@ -49,8 +49,14 @@ class Hermes:
         return python_env(HERMES_HOME=str(self.root), HERMES_PORTAL_URL=self.sim.url)
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "hermes_cli.main", *args], cwd=ROOT, env=self.env(),
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "hermes_cli.main", *args],
+            cwd=ROOT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         self.outputs += [done.stdout, done.stderr]
         return done
 
@@ -65,7 +71,9 @@ class Login:
     def __init__(self, hermes: Hermes, extra: tuple[str, ...]):
         self.hermes = hermes
         argv = [sys.executable, "-m", "hermes_cli.main", "auth", "login", "nous", "--json", "--no-browser", *extra]
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=hermes.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            argv, cwd=ROOT, env=hermes.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         self.states: list[dict] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -85,7 +93,6 @@ class Login:
     def until(self, name: str) -> dict:
         while (state := self.next_state()).get("state") != name:
             assert "error" not in state, state
-            pass
         return state
 
     def finish(self) -> tuple[int, dict]:
@@ -160,7 +167,9 @@ def test_the_worker_keeps_the_token_alive(hermes, sim, root):
     assert login.finish()[0] == 0
     saved = store.read_account(root)
     fresh = wait_for(
-        lambda: (a := store.read_account(root))["refreshed_at"] > saved["refreshed_at"] and a, timeout=30, what="a refresh"
+        lambda: (a := store.read_account(root))["refreshed_at"] > saved["refreshed_at"] and a,
+        timeout=30,
+        what="a refresh",
     )
     assert fresh["refresh_token"] != saved["refresh_token"] and not fresh["needs_sign_in"]
     # The revoked account is noticed by the next refresh (asked for now: the keepalive's own
@@ -245,12 +254,20 @@ def test_the_worker_moves_onto_new_code_by_itself(code, sim, short_dir):
     root = short_dir / "clone-home"
     root.mkdir()
     env = {**python_env(HERMES_HOME=str(root), HERMES_PORTAL_URL=sim.url), "PYTHONPATH": str(code)}
-    worker = subprocess.Popen([sys.executable, "-m", "services.auth_worker"], cwd=code, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "services.auth_worker"],
+        cwd=code,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     address = homes.endpoint(root, ops.SERVICE, create=False).control
     try:
         first = wait_for(lambda: _status(address), timeout=20, what="the worker")
-        assert first["code_sha"] == subprocess.check_output(["git", "-C", str(code), "rev-parse", "HEAD"], text=True).strip()
+        assert (
+            first["code_sha"]
+            == subprocess.check_output(["git", "-C", str(code), "rev-parse", "HEAD"], text=True).strip()
+        )
         new = release(code)
         moved = wait_for(lambda: (s := _status(address)) and s["code_sha"] == new and s, timeout=30, what="the restart")
         assert moved["pid"] == first["pid"] == worker.pid

@@ -25,10 +25,16 @@ def signed_in(root, sim, email="ada@example.com", tier="plus"):
     tokens = sim.grant(email, tier)
     claims = read_claims(tokens["access_token"])
     record = store.account_record(
-        sub=claims.sub, email=claims.email, tier=claims.tier, host=claims.host,
-        access_token=tokens["access_token"], refresh_token=tokens["refresh_token"],
-        expires_in=tokens["expires_in"], portal=sim.url, ca_bundle=None,
-    )  # fmt: skip
+        sub=claims.sub,
+        email=claims.email,
+        tier=claims.tier,
+        host=claims.host,
+        access_token=tokens["access_token"],
+        refresh_token=tokens["refresh_token"],
+        expires_in=tokens["expires_in"],
+        portal=sim.url,
+        ca_bundle=None,
+    )
     store.save_account(root, root, record)
     return record
 
@@ -64,7 +70,11 @@ def test_a_reused_refresh_token_marks_the_account_for_sign_in(sim, root):
     outcome = keepalive.refresh_account(root, force=True)
     assert (outcome.result, outcome.reason) == ("needs_sign_in", "refresh_token_reused")
     view = store.public_view(store.read_account(root))
-    assert (view["signed_in"], view["email"], view["needs_sign_in_reason"]) == (False, "ada@example.com", "refresh_token_reused")
+    assert (view["signed_in"], view["email"], view["needs_sign_in_reason"]) == (
+        False,
+        "ada@example.com",
+        "refresh_token_reused",
+    )
     assert set(sim.accounts()[0]["families"].values()) == {"revoked"}  # the portal revoked the family
     count = len(refreshes(sim))
     assert keepalive.refresh_account(root, force=True).result == "needs_sign_in"
@@ -110,8 +120,14 @@ def test_concurrent_refreshers_never_lose_a_rotated_token(sim, root):
     signed_in(root, sim)
     rounds, workers = 4, 4
     procs = [
-        subprocess.Popen([sys.executable, "-c", REFRESHER, str(root), str(rounds)], cwd=ROOT, env=python_env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", REFRESHER, str(root), str(rounds)],
+            cwd=ROOT,
+            env=python_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(workers)
     ]
     outputs = [p.communicate(timeout=120) for p in procs]

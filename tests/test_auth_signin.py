@@ -53,11 +53,20 @@ def approve_as(sim, email, tier="free", **kw):
 async def test_a_sign_in_completes_saves_the_account_and_settles_once(sim, root):
     work = root / "profiles" / "work"
     (work / "config.yaml").write_text("model:\n  route: welcome\n")
-    seen, terminal = await sign_in(request(root, sim, profile_home=work), on_code=approve_as(sim, "ada@example.com", "pro"))
+    seen, terminal = await sign_in(
+        request(root, sim, profile_home=work), on_code=approve_as(sim, "ada@example.com", "pro")
+    )
 
     assert [s.name for s in seen] == ["Code", "Waiting"]
-    assert seen[0].verification_uri_complete.startswith(sim.url) and seen[0].user_code in seen[0].verification_uri_complete
-    assert (terminal.name, terminal.email, terminal.tier, terminal.settled) == ("Completed", "ada@example.com", "pro", "moved")
+    assert (
+        seen[0].verification_uri_complete.startswith(sim.url) and seen[0].user_code in seen[0].verification_uri_complete
+    )
+    assert (terminal.name, terminal.email, terminal.tier, terminal.settled) == (
+        "Completed",
+        "ada@example.com",
+        "pro",
+        "moved",
+    )
     account = store.read_account(root)
     assert (account["email"], account["tier"], account["portal"]) == ("ada@example.com", "pro", sim.url)
     assert stat.S_IMODE(os.stat(store.store_path(root)).st_mode) == 0o600
@@ -130,7 +139,7 @@ async def test_a_cancel_racing_the_save_either_wins_or_loses_whole(sim, root):
         flag = CancelFlag()
         answer = {}
 
-        def approve_then_cancel(code, flag=flag, answer=answer) -> None:
+        def approve_then_cancel(code, flag=flag, answer=answer, attempt=attempt) -> None:
             import time
 
             sim.approve(code.user_code, f"user{attempt}@example.com")
@@ -138,7 +147,10 @@ async def test_a_cancel_racing_the_save_either_wins_or_loses_whole(sim, root):
             answer["cancel_won"] = flag.cancel()
 
         _, terminal = await sign_in(
-            request(root, sim, replace=True, sign_in_id=f"s{attempt}"), on_code=approve_then_cancel, cancel=flag, guard=flag.commit
+            request(root, sim, replace=True, sign_in_id=f"s{attempt}"),
+            on_code=approve_then_cancel,
+            cancel=flag,
+            guard=flag.commit,
         )
         saved = (store.read_account(root) or {}).get("email") == f"user{attempt}@example.com"
         if answer["cancel_won"]:
@@ -250,7 +262,9 @@ async def test_tls_is_verified_against_the_configured_ca(tls_sim, root, tmp_path
     bundle = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(bundle))
     assert tls_sim.url.startswith("https://")
-    _, terminal = await sign_in(request(root, tls_sim, ca_bundle=str(bundle)), on_code=approve_as(tls_sim, "ada@example.com"))
+    _, terminal = await sign_in(
+        request(root, tls_sim, ca_bundle=str(bundle)), on_code=approve_as(tls_sim, "ada@example.com")
+    )
     assert terminal.name == "Completed"
 
     wrong = tmp_path / "other-ca.pem"

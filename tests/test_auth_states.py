@@ -118,7 +118,12 @@ def test_a_config_on_the_welcome_route_moves_to_the_account(tmp_path):
     text = (tmp_path / "config.yaml").read_text()
     assert "# operator notes stay" in text and "skin: dark" in text
     model = config.load_config(tmp_path)["model"]
-    assert model == {"route": "account", "provider": "nous", "base_url": "https://acct.example/v1", "default": "Hermes-4-70B"}
+    assert model == {
+        "route": "account",
+        "provider": "nous",
+        "base_url": "https://acct.example/v1",
+        "default": "Hermes-4-70B",
+    }
 
 
 def test_a_fresh_home_without_a_config_is_on_the_welcome_route(tmp_path):
@@ -134,7 +139,9 @@ def test_a_config_the_operator_pointed_elsewhere_is_kept_byte_for_byte(tmp_path)
 
 
 def test_the_recommended_default_follows_the_tier():
-    assert {t: settle.recommended_nous_default_model(t) for t in ("free", "plus", "pro")} == settle.RECOMMENDED_NOUS_DEFAULT_MODEL
+    assert {
+        t: settle.recommended_nous_default_model(t) for t in ("free", "plus", "pro")
+    } == settle.RECOMMENDED_NOUS_DEFAULT_MODEL
     assert settle.recommended_nous_default_model("unknown") == settle.RECOMMENDED_NOUS_DEFAULT_MODEL["free"]
 
 

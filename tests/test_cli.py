@@ -18,7 +18,12 @@ def hermes(*args: str, home, stdin=subprocess.DEVNULL, env_extra=None) -> subpro
     env = python_env(HERMES_HOME=str(home), **(env_extra or {}))
     return subprocess.run(
         [sys.executable, "-m", "hermes_cli.main", *args],
-        capture_output=True, text=True, env=env, cwd=ROOT, stdin=stdin, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        stdin=stdin,
+        timeout=60,
     )
 
 

@@ -126,7 +126,19 @@ def test_an_alias_is_shared_not_expanded(tmp_path):
         ("toolsets: [web, !!binary aGk=]\n", "toolsets[1]", "bytes is not a config value"),
         ("limits:\n  1: x\n", "limits", "the key 1 is not a string"),
     ],
-    ids=["syntax", "list", "scalar", "undecodable", "duplicate", "python-tag", "custom-tag", "recursive", "date", "binary", "int-key"],
+    ids=[
+        "syntax",
+        "list",
+        "scalar",
+        "undecodable",
+        "duplicate",
+        "python-tag",
+        "custom-tag",
+        "recursive",
+        "date",
+        "binary",
+        "int-key",
+    ],
 )
 def test_an_invalid_file_is_a_config_error_naming_the_file_and_the_key(tmp_path, content, key, why):
     path = write(tmp_path, content)
@@ -200,7 +212,15 @@ def test_edits_keep_comments_and_order(tmp_path):
         assert comment in text
     assert text.index("# keep this header") < text.index("config_version: 1") < text.index("model:")
     assert "  - shell\n" in text and "  branch: stable\n" in text
-    assert list(load_config(tmp_path)) == ["config_version", "model", "toolsets", "update", "limits", "enabled", "nothing"]
+    assert list(load_config(tmp_path)) == [
+        "config_version",
+        "model",
+        "toolsets",
+        "update",
+        "limits",
+        "enabled",
+        "nothing",
+    ]
 
 
 def test_removing_a_key_keeps_the_comment_lines_after_it(tmp_path):

@@ -16,7 +16,11 @@ from tests.conftest import ROOT, python_env
 def demo(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hermes_cli.main", "demo", "--json", *args],
-        capture_output=True, text=True, cwd=ROOT, env=python_env(), timeout=600,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=python_env(),
+        timeout=600,
     )
 
 
@@ -43,7 +47,11 @@ def test_demo_updates_a_three_gateway_fleet_and_stops_it():
     before = report["before"]
     assert sorted(g["profile"] for g in before) == ["coder", "research", "writer"]
     assert {(g["state"], g["supervisor"], g["source"]) for g in before} == {("running", "supervisord", "socket")}
-    assert sorted(t["text"] for t in report["turns"]) == ["hello from coder", "hello from research", "hello from writer"]
+    assert sorted(t["text"] for t in report["turns"]) == [
+        "hello from coder",
+        "hello from research",
+        "hello from writer",
+    ]
     update = report["update"]
     assert update["outcome"] == "success" and report["exit_code"] == 0
     fleet = {row["profile"]: row for row in update["fleet"]}
@@ -54,7 +62,10 @@ def test_demo_updates_a_three_gateway_fleet_and_stops_it():
     assert reports["activity:working"] >= 3 and reports["activity:idle"] >= 3, reports
     sign_in = report["sign_in"]
     assert (sign_in["state"], sign_in["email"], sign_in["tier"], sign_in["settled"]) == (
-        "Completed", "operator@demo.invalid", "plus", "moved"
+        "Completed",
+        "operator@demo.invalid",
+        "plus",
+        "moved",
     )
     pids = [g["pid"] for g in before] + [row["pid"] for row in update["fleet"] if row["pid"]]
     assert not any(alive(pid) for pid in pids)  # nothing left running
@@ -79,7 +90,11 @@ def test_demo_keep_leaves_the_mesh_up_until_mesh_down(short_dir):
     finally:
         down = subprocess.run(
             [sys.executable, "-m", "hermes_cli.main", "mesh", "down"],
-            capture_output=True, text=True, cwd=ROOT, env=python_env(HERMES_HOME=report["home"]), timeout=120,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=python_env(HERMES_HOME=report["home"]),
+            timeout=120,
         )
     assert down.returncode == 0, down.stderr
     assert "stopped the auth_worker" in down.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -108,7 +109,9 @@ def test_drain_cuts_turns_past_the_deadline_and_refuses_new_ones(root, gateways)
             return result, exc.code
         return result, None
 
-    long_turn, (drained, late) = parallel([lambda: call(gateway, ops.TURN, {"text": "long", "seconds": 60}), drain_then_try_a_turn])
+    long_turn, (drained, late) = parallel(
+        [lambda: call(gateway, ops.TURN, {"text": "long", "seconds": 60}), drain_then_try_a_turn]
+    )
     assert isinstance(long_turn, RemoteError) and long_turn.code == "turn_cut"
     assert drained["cut"] == [long_turn.detail["turn_id"]]
     assert (drained["finished"], drained["exit_code"]) == ([], None)
@@ -142,7 +145,11 @@ def test_a_second_gateway_for_the_profile_is_refused_and_touches_nothing(root, g
 def test_missing_profile_is_a_config_error(root):
     env = python_env(HERMES_HOME=str(root))
     result = subprocess.run(
-        [sys.executable, "-m", "services.gateway", "--profile", "ghost"], env=env, cwd=ROOT, capture_output=True, timeout=30
+        [sys.executable, "-m", "services.gateway", "--profile", "ghost"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=30,
     )
     assert result.returncode == ops.EXIT_CONFIG
     assert b"no profile named 'ghost'" in result.stderr
@@ -217,7 +224,9 @@ def _commit(clone, message):
     (clone / "NOTES").write_text(message)
     subprocess.run(["git", "add", "NOTES"], cwd=clone, check=True)
     subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", message], cwd=clone, check=True
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", message],
+        cwd=clone,
+        check=True,
     )
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
 
@@ -264,7 +273,7 @@ def test_restart_storm_delays_the_start_and_says_so(root):
     home = root
     home.mkdir(parents=True)
     now = __import__("time").time()
-    (home / "gateway_starts.json").write_text('{"starts": [%s]}' % ", ".join(str(now - i) for i in range(6)))
+    (home / "gateway_starts.json").write_text(json.dumps({"starts": [now - i for i in range(6)]}))
     gateway = GatewayProcess(root, "default")
     try:
         state = wait_for(lambda: read_state(home), timeout=10, what="state file")
@@ -277,9 +286,14 @@ def test_restart_storm_delays_the_start_and_says_so(root):
 
 def test_hermes_gateway_run_is_the_same_gateway(root):
     env = python_env(HERMES_HOME=str(root))
-    subprocess.run([sys.executable, "-m", "hermes_cli.main", "profile", "create", "coder"], env=env, cwd=ROOT, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "hermes_cli.main", "profile", "create", "coder"], env=env, cwd=ROOT, check=True
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hermes_cli.main", "-p", "coder", "gateway", "run"], env=env, cwd=ROOT, stderr=subprocess.PIPE
+        [sys.executable, "-m", "hermes_cli.main", "-p", "coder", "gateway", "run"],
+        env=env,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
     )
     try:
         home = root / "profiles" / "coder"

@@ -28,8 +28,12 @@ def root(short_dir):
 def hermes(*args: str, home) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hermes_cli.main", *args],
-        capture_output=True, text=True, env=python_env(HERMES_HOME=str(home)), cwd=ROOT,
-        stdin=subprocess.DEVNULL, timeout=60,
+        capture_output=True,
+        text=True,
+        env=python_env(HERMES_HOME=str(home)),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
     )
 
 
@@ -62,8 +66,16 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
         assert g["code_sha"] == code_sha()
         assert g["home"] == str(gateway.home)
         assert set(g) == {
-            "profile", "pid", "start_time", "state", "code_sha", "code_version",
-            "active_turns", "supervisor", "source", "home",
+            "profile",
+            "pid",
+            "start_time",
+            "state",
+            "code_sha",
+            "code_version",
+            "active_turns",
+            "supervisor",
+            "source",
+            "home",
         }
 
 
@@ -101,7 +113,12 @@ def test_a_scanned_gateway_takes_its_fields_from_a_state_file_naming_it(root, ga
     os.unlink(gateway.endpoint.control.removeprefix("ipc://"))  # only the socket is gone
 
     [record] = fleet.scan_gateways(root)
-    assert (record.pid, record.profile, record.state, record.code_sha) == (gateway.pid, "default", "running", code_sha())
+    assert (record.pid, record.profile, record.state, record.code_sha) == (
+        gateway.pid,
+        "default",
+        "running",
+        code_sha(),
+    )
     assert record.source == "scan"
     [found] = fleet.discover(root, scan=True)
     assert (found.pid, found.source) == (gateway.pid, "state_file")  # listed once, by the better source
@@ -149,8 +166,10 @@ def test_processes_that_merely_mention_the_gateway_are_not_listed(root, gateways
     ]
     impostors = [subprocess.Popen(argv, env=env) for argv in argvs]
     try:
-        for proc, argv in zip(impostors, argvs):  # Popen may return before the new argv is visible
-            wait_for(lambda p=proc, a=argv: (read_cmdline(p.pid) or [])[1:] == a[1:], timeout=10, what="an impostor's argv")
+        for proc, argv in zip(impostors, argvs, strict=True):  # Popen may return before the new argv is visible
+            wait_for(
+                lambda p=proc, a=argv: (read_cmdline(p.pid) or [])[1:] == a[1:], timeout=10, what="an impostor's argv"
+            )
         assert {r.pid for r in fleet.discover(root)} == {gateway.pid}
         assert {r.pid for r in fleet.scan_gateways(root)} == {gateway.pid}
     finally:

@@ -47,9 +47,17 @@ def signed_in_record(root, sim, email="ada@example.com"):
     """An account saved directly over nothing, as another writer would: its record destination."""
     tokens = sim.grant(email)
     claims = read_claims(tokens["access_token"])
-    record = store.account_record(sub=claims.sub, email=email, tier=claims.tier, host=claims.host,
-                                  access_token=tokens["access_token"], refresh_token=tokens["refresh_token"],
-                                  expires_in=tokens["expires_in"], portal=sim.url, ca_bundle=None)  # fmt: skip
+    record = store.account_record(
+        sub=claims.sub,
+        email=email,
+        tier=claims.tier,
+        host=claims.host,
+        access_token=tokens["access_token"],
+        refresh_token=tokens["refresh_token"],
+        expires_in=tokens["expires_in"],
+        portal=sim.url,
+        ca_bundle=None,
+    )
     return record
 
 
@@ -79,7 +87,9 @@ async def test_a_flaky_claim_is_retried_on_the_ladder_until_it_lands(sim, root):
     sim.fault("/api/anonymous/claim", status=503, headers={"Retry-After": "120"})
     done = await sign_in(root, sim)
     assert done.name == "Completed"  # the sign-in itself is not held up by the handoff
-    assert done.handoff == ("Moving your guest apps to ada@example.com is taking longer than usual; it will keep trying.",)
+    assert done.handoff == (
+        "Moving your guest apps to ada@example.com is taking longer than usual; it will keep trying.",
+    )
     (record,) = records.read_records(root).values()
     assert record["next_attempt_at"] - record["updated_at"] == pytest.approx(120)  # Retry-After over the 30 s rung
     assert claim.drain(root).attempted == []  # not due yet
@@ -152,8 +162,17 @@ def test_racing_drains_send_one_claim(sim, root):
     account = signed_in_record(root, sim)
     store.write_shared_nous_state(root, lambda s: {**s, "account": account})  # noted, not drained
     start = str(time.time() + 1.0)
-    racers = [subprocess.Popen([sys.executable, "-c", RACER, str(root), start], cwd=ROOT, env=python_env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]  # fmt: skip
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(root), start],
+            cwd=ROOT,
+            env=python_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     outcomes = [r.communicate(timeout=60)[0].split() for r in racers]
     assert sorted(o for out in outcomes for o in out).count("claimed") == 1, outcomes
     assert len(claims_sent(sim)) == 1 and account_apps(sim) == ["github"]
@@ -172,7 +191,9 @@ def test_a_crash_between_the_claim_and_its_answer_reads_as_probably_moved(sim, r
     store.save_guest(root, sim.guest("github"), "guest_1")
     account = signed_in_record(root, sim)
     store.write_shared_nous_state(root, lambda s: {**s, "account": account})
-    crashed = subprocess.run([sys.executable, "-c", CRASH_AFTER_SEND, str(root)], cwd=ROOT, env=python_env(), timeout=60)
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASH_AFTER_SEND, str(root)], cwd=ROOT, env=python_env(), timeout=60
+    )
     assert crashed.returncode == 9
     (record,) = records.read_records(root).values()
     assert record["state"] == "reserved" and account_apps(sim) == ["github"]  # it moved; nobody wrote it down

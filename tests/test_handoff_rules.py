@@ -139,7 +139,9 @@ def test_already_retired_is_gone_and_probably_moved_even_first_time():
     assert out["state"] == "gone" and out["probably_moved"] is True and out["last_code"] == "already_retired"
 
 
-@pytest.mark.parametrize("code,status", [("client_not_allowed", 403), ("account_locked", 423), ("invalid_request", 400)])
+@pytest.mark.parametrize(
+    "code,status", [("client_not_allowed", 403), ("account_locked", 423), ("invalid_request", 400)]
+)
 def test_final_codes_fail_for_good(code, status):
     out = settle(reserved(), Answer(status, code), now=T0 + 1)
     assert out["state"] == "failed" and out["last_code"] == code
@@ -318,7 +320,9 @@ def test_note_replacement_creates_a_missing_record_without_touching_the_input():
 
 def test_note_replacement_same_destination_leaves_the_record_alone():
     pending = settle(reserved(), TRANSIENT, now=T0 + 1)
-    after = note_replacement({KEY: pending}, key=KEY, profile="work", destination=ADA, email="ada@example.com", now=T0 + 2)
+    after = note_replacement(
+        {KEY: pending}, key=KEY, profile="work", destination=ADA, email="ada@example.com", now=T0 + 2
+    )
     assert after[KEY] is pending
 
 
@@ -350,7 +354,11 @@ def test_note_replacement_rebinds_to_whoever_signed_in_last(make):
 
 
 def test_rearm_reopens_an_older_builds_transient_failure():
-    old = {**settle(reserved(), Answer(403, "account_locked"), now=T0 + 1), "last_code": "rate_limited", "rules_version": 0}
+    old = {
+        **settle(reserved(), Answer(403, "account_locked"), now=T0 + 1),
+        "last_code": "rate_limited",
+        "rules_version": 0,
+    }
     out = rearm(old, now=T0 + 7200)
     assert out["state"] == "pending" and out["next_attempt_at"] == T0 + 7200 and out["attempts"] == 1
     assert out["rules_version"] == RULES_VERSION and out["updated_at"] == T0 + 7200
@@ -407,8 +415,15 @@ def test_public_view_hides_the_key_the_destination_and_the_code():
     out = settle(reserved(), Answer(429, "rate_limited"), now=T0 + 1)
     view = public_view(out)
     assert set(view) == {
-        "state", "email", "connectors", "probably_moved", "attempts",
-        "created_at", "updated_at", "next_attempt_at", "lines",
+        "state",
+        "email",
+        "connectors",
+        "probably_moved",
+        "attempts",
+        "created_at",
+        "updated_at",
+        "next_attempt_at",
+        "lines",
     }
     assert view["state"] == "pending" and view["attempts"] == 1 and view["email"] == "ada@example.com"
     assert KEY not in repr(view) and "rate_limited" not in repr(view) and ADA not in repr(view)

@@ -32,17 +32,30 @@ def guest_replaced_by_account(root, sim, *apps):
     store.save_guest(root, sim.guest(*apps), "guest_1")
     tokens = sim.grant("ada@example.com")
     claims = read_claims(tokens["access_token"])
-    account = store.account_record(sub=claims.sub, email=claims.email, tier=claims.tier, host=claims.host,
-                                   access_token=tokens["access_token"], refresh_token=tokens["refresh_token"],
-                                   expires_in=tokens["expires_in"], portal=sim.url, ca_bundle=None)  # fmt: skip
+    account = store.account_record(
+        sub=claims.sub,
+        email=claims.email,
+        tier=claims.tier,
+        host=claims.host,
+        access_token=tokens["access_token"],
+        refresh_token=tokens["refresh_token"],
+        expires_in=tokens["expires_in"],
+        portal=sim.url,
+        ca_bundle=None,
+    )
     store.write_shared_nous_state(root, lambda s: {**s, "account": account})
     (key,) = records.read_records(root)
     return key
 
 
 def start_worker(root):
-    worker = subprocess.Popen([sys.executable, "-m", "services.handoff_retry"], cwd=ROOT,
-                              env=python_env(HERMES_HOME=str(root)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "services.handoff_retry"],
+        cwd=ROOT,
+        env=python_env(HERMES_HOME=str(root)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     address = homes.endpoint(root, ops.SERVICE, create=False).control
     wait_for(lambda: _answers(address), timeout=20, what="the handoff worker")
     return worker, address

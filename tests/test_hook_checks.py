@@ -49,14 +49,20 @@ def test_every_kind_parses_to_exactly_its_fields():
         frame("activity", state="typing"),
         frame("activity", state="working", text="the user's prompt"),  # a payload field: refused
         frame("native_id", native_id="rm -rf /", resumed=False, launch={"exe": None, "script": None, "root_pid": None}),
-        frame("native_id", native_id="x", resumed=False, launch={"exe": "relative/py", "script": None, "root_pid": None}),
+        frame(
+            "native_id", native_id="x", resumed=False, launch={"exe": "relative/py", "script": None, "root_pid": None}
+        ),
         frame("continuation", continuation_ids=[]),
         frame("continuation", continuation_ids=["a b"]),
         frame("continuation", continuation_ids=[f"c{i}" for i in range(17)]),
         frame("release", reason="crashed"),
         frame("nonsense", x=1),
-        msgpack.packb({"v": 1, "kind": "activity", "session": "s", "pid": True, "start_time": 1, "at": 1.0, "state": "idle"}),
-        msgpack.packb({"v": 1, "kind": "activity", "session": "has space", "pid": 1, "start_time": 1, "at": 1.0, "state": "idle"}),
+        msgpack.packb(
+            {"v": 1, "kind": "activity", "session": "s", "pid": True, "start_time": 1, "at": 1.0, "state": "idle"}
+        ),
+        msgpack.packb(
+            {"v": 1, "kind": "activity", "session": "has space", "pid": 1, "start_time": 1, "at": 1.0, "state": "idle"}
+        ),
         b"\x81" + b"\xa1a" * 2000,
     ],
 )
@@ -108,7 +114,9 @@ def test_a_really_recycled_pid_is_not_taken_for_the_reporter():
     time.sleep(0.05)
     second = _spawn_with_pid(reported.pid)
     if second is None:
-        pytest.skip("this machine does not let a test choose the next pid (needs root and /proc/sys/kernel/ns_last_pid)")
+        pytest.skip(
+            "this machine does not let a test choose the next pid (needs root and /proc/sys/kernel/ns_last_pid)"
+        )
     try:
         assert process_identity(second.pid).start_time != reported.start_time
         assert identity_refusal(report_for(reported.pid, reported.start_time)) == "identity_mismatch"

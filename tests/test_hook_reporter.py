@@ -46,8 +46,13 @@ def call(address, spec, args=None, timeout=5.0):
 
 def start_reporter(root, daemon):
     env = python_env(HERMES_HOME=str(root), **({ops.DAEMON_ENV: daemon} if daemon else {}))
-    subprocess.Popen([sys.executable, "-m", "services.hook_reporter"], cwd=ROOT, env=env,
-                     stdout=subprocess.DEVNULL, stderr=open(root / "reporter.log", "ab"))  # fmt: skip
+    subprocess.Popen(
+        [sys.executable, "-m", "services.hook_reporter"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(root / "reporter.log", "ab"),
+    )
     address = homes.endpoint(root, ops.SERVICE, create=False).control
     wait_for(lambda: _try(lambda: call(address, ops.STATUS)), timeout=20, what="the reporter")
     return address
@@ -70,15 +75,26 @@ def managed_env(root, **extra):
 
 def test_gateway_turns_report_activity_with_the_gateways_identity(root, daemon, spawn):
     reporter = start_reporter(root, daemon)
-    gateway = subprocess.Popen([sys.executable, "-m", "services.gateway"], cwd=ROOT, env=managed_env(root),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    gateway = subprocess.Popen(
+        [sys.executable, "-m", "services.gateway"],
+        cwd=ROOT,
+        env=managed_env(root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         control = homes.endpoint(root, gateway_ops.SERVICE, create=False).control
-        wait_for(lambda: (_try(lambda: call(control, gateway_ops.STATUS)) or {}).get("state") == "running", timeout=20,
-                 what="the gateway")  # fmt: skip
+        wait_for(
+            lambda: (_try(lambda: call(control, gateway_ops.STATUS)) or {}).get("state") == "running",
+            timeout=20,
+            what="the gateway",
+        )
         call(control, gateway_ops.TURN, {"text": "a secret prompt", "seconds": 0.1})
-        seen = wait_for(lambda: [r["state"] for r in records(daemon)][-2:] == ["working", "idle"] and records(daemon),
-                        timeout=20, what="the turn's reports")  # fmt: skip
+        seen = wait_for(
+            lambda: [r["state"] for r in records(daemon)][-2:] == ["working", "idle"] and records(daemon),
+            timeout=20,
+            what="the turn's reports",
+        )
         ident = process_identity(gateway.pid)
         assert {(r["pid"], r["start_time"], r["session"]) for r in seen} == {(ident.pid, ident.start_time, "sess-1")}
         assert all("secret" not in str(r) for r in seen)
@@ -106,11 +122,21 @@ def test_only_the_pty_root_on_its_launch_image_sets_the_native_reference(root, d
     entry.chmod(0o755)
     launch = {"POHUNEK_LAUNCH_EXE": os.path.realpath(sys.executable), "POHUNEK_LAUNCH_SCRIPT": str(entry)}
     # The PTY root: the launcher's shell exec's the entrypoint, so $$ is the root's own pid.
-    root_proc = subprocess.Popen(["sh", "-c", f'export POHUNEK_PTY_ROOT_PID=$$; exec "{entry}" conv_root'], cwd=ROOT,
-                                 env=managed_env(root, **launch), stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    root_proc = subprocess.Popen(
+        ["sh", "-c", f'export POHUNEK_PTY_ROOT_PID=$$; exec "{entry}" conv_root'],
+        cwd=ROOT,
+        env=managed_env(root, **launch),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     # Another process of the session, same script and interpreter, claiming too.
-    other = subprocess.Popen([str(entry), "conv_other"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             env=managed_env(root, POHUNEK_PTY_ROOT_PID=str(root_proc.pid), **launch))  # fmt: skip
+    other = subprocess.Popen(
+        [str(entry), "conv_other"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=managed_env(root, POHUNEK_PTY_ROOT_PID=str(root_proc.pid), **launch),
+    )
     try:
         for process in (root_proc, other):
             assert process.stdout.readline().strip() == b"reported"
@@ -143,12 +169,20 @@ while accepted < 2000 and time.monotonic() < deadline:
 print(accepted, hooks.counters()["not_accepted"], flush=True)
 sys.stdin.read()
 """
-    sender = subprocess.Popen([sys.executable, "-c", flood], cwd=ROOT, env=managed_env(root), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    sender = subprocess.Popen(
+        [sys.executable, "-c", flood],
+        cwd=ROOT,
+        env=managed_env(root),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         sent, not_accepted = map(int, sender.stdout.readline().split())
         assert sent == 2000  # every call returned, none raised
-        status = wait_for(lambda: (s := call(reporter, ops.STATUS))["received"] == sent and s, timeout=30, what="intake")
+        status = wait_for(
+            lambda: (s := call(reporter, ops.STATUS))["received"] == sent and s, timeout=30, what="intake"
+        )
         assert status["dropped"].get("queue_full", 0) > 0  # the slow daemon's queue is bounded
         # Junk on the intake: counted, and the reporter keeps serving.
         junk = zmq.Context.instance().socket(zmq.PUSH)
@@ -165,25 +199,45 @@ sys.stdin.read()
 def test_with_no_daemon_reports_are_counted_and_the_check_says_so(root, short_dir):
     reporter = start_reporter(root, f"ipc://{short_dir}/nobody.ctl")
     assert call(reporter, ops.CHECK) == {"daemon": {"configured": True, "reachable": False, "error": "unavailable"}}
-    sender = subprocess.run([sys.executable, "-c", "from shared import hooks; import time; hooks.report_activity('idle');"
-                             " time.sleep(3)"], cwd=ROOT, env=managed_env(root), timeout=30)  # fmt: skip
+    sender = subprocess.run(
+        [sys.executable, "-c", "from shared import hooks; import time; hooks.report_activity('idle'); time.sleep(3)"],
+        cwd=ROOT,
+        env=managed_env(root),
+        timeout=30,
+    )
     assert sender.returncode == 0
     wait_for(lambda: call(reporter, ops.STATUS)["dropped"].get("daemon_unreachable") == 1, timeout=20, what="the drop")
 
 
 def doctor(root, **env):
-    done = subprocess.run([sys.executable, "-m", "hermes_cli.main", "operator", "doctor", "--json"], cwd=ROOT,
-                          env=managed_env(root, **env), capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "hermes_cli.main", "operator", "doctor", "--json"],
+        cwd=ROOT,
+        env=managed_env(root, **env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     report = json.loads(done.stdout)
     return done.returncode, {f["check"]: f["code"] for f in report["findings"]}
 
 
 def test_operator_doctor_reports_typed_findings(root, daemon, short_dir):
-    assert doctor(root) == (1, {"session": "managed", "identity": "readable", "dry_run": "report_valid",
-                                "reporter": "reporter_unreachable"})  # fmt: skip
+    assert doctor(root) == (
+        1,
+        {"session": "managed", "identity": "readable", "dry_run": "report_valid", "reporter": "reporter_unreachable"},
+    )
     start_reporter(root, daemon)
-    assert doctor(root) == (0, {"session": "managed", "identity": "readable", "dry_run": "report_valid",
-                                "reporter": "reporter_reachable", "daemon": "daemon_reachable"})  # fmt: skip
+    assert doctor(root) == (
+        0,
+        {
+            "session": "managed",
+            "identity": "readable",
+            "dry_run": "report_valid",
+            "reporter": "reporter_reachable",
+            "daemon": "daemon_reachable",
+        },
+    )
     stop_service(root, ops.SERVICE)
     start_reporter(root, None)
     assert doctor(root)[1]["daemon"] == "daemon_not_configured"

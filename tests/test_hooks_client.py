@@ -125,13 +125,22 @@ LAUNCH = {"exe": "/opt/python/bin/python3.11", "script": "/opt/hermes/bin/hermes
 @pytest.mark.parametrize(
     ("call", "kind", "fields"),
     [
-        (lambda c: c.report_native_id("20260101_abc-1"), "native_id",
-         {"native_id": "20260101_abc-1", "resumed": False, "launch": LAUNCH}),
-        (lambda c: c.report_native_id("x" * 128, resumed=True), "native_id",
-         {"native_id": "x" * 128, "resumed": True, "launch": LAUNCH}),
+        (
+            lambda c: c.report_native_id("20260101_abc-1"),
+            "native_id",
+            {"native_id": "20260101_abc-1", "resumed": False, "launch": LAUNCH},
+        ),
+        (
+            lambda c: c.report_native_id("x" * 128, resumed=True),
+            "native_id",
+            {"native_id": "x" * 128, "resumed": True, "launch": LAUNCH},
+        ),
         (lambda c: c.report_continuation(("a1", "b.2:3")), "continuation", {"continuation_ids": ["a1", "b.2:3"]}),
-        (lambda c: c.report_continuation([f"c{i}" for i in range(MAX_CONTINUATION_IDS)]), "continuation",
-         {"continuation_ids": [f"c{i}" for i in range(MAX_CONTINUATION_IDS)]}),
+        (
+            lambda c: c.report_continuation([f"c{i}" for i in range(MAX_CONTINUATION_IDS)]),
+            "continuation",
+            {"continuation_ids": [f"c{i}" for i in range(MAX_CONTINUATION_IDS)]},
+        ),
         (lambda c: c.report_activity("working"), "activity", {"state": "working"}),
         (lambda c: c.report_activity("idle"), "activity", {"state": "idle"}),
         (lambda c: c.report_attention(), "attention", {"reason": "owner_approval"}),
@@ -139,7 +148,7 @@ LAUNCH = {"exe": "/opt/python/bin/python3.11", "script": "/opt/hermes/bin/hermes
         (lambda c: c.report_release("agent_exit"), "release", {"reason": "agent_exit"}),
         (lambda c: c.report_release("handoff"), "release", {"reason": "handoff"}),
     ],
-)  # fmt: skip
+)
 def test_each_kind_sends_exactly_the_documented_frame(make, call, kind, fields, root, intake, bind):
     pull = bind(intake)
     client = make({**MANAGED, **LAUNCH_ENV}, root)
@@ -320,8 +329,12 @@ def test_a_forked_child_reports_through_its_own_socket(make, root, intake, bind)
 def _run_hooks(program: str, env: dict[str, str]) -> str:
     result = subprocess.run(
         [sys.executable, "-c", f"from shared import hooks\n{program}"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared import protocol
-from tests.conftest import Peer
 from shared.protocol import Code
+from tests.conftest import Peer
 
 KNOWN_CODES = {
     Code.MALFORMED_FRAME,
@@ -35,7 +35,11 @@ scalars = st.one_of(
     st.text(max_size=20),
     st.binary(max_size=20),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
 # Ops that answer at once: a junk frame that happens to be a valid ``slow`` call would
 # only test the clock.
 ops = st.sampled_from(["echo", "fail", "big", "hello", "nope", ""])
@@ -45,7 +49,10 @@ near_valid = st.fixed_dictionaries(
         "v": st.one_of(st.integers(-2, 3), values),
         "id": st.one_of(st.text(min_size=1, max_size=70), values),
         "op": st.one_of(ops, values),
-        "args": st.one_of(st.dictionaries(st.sampled_from(["text", "seconds", "to", "typed", "size", "x"]), values, max_size=3), values),
+        "args": st.one_of(
+            st.dictionaries(st.sampled_from(["text", "seconds", "to", "typed", "size", "x"]), values, max_size=3),
+            values,
+        ),
         "deadline_ms": st.one_of(st.integers(-5, 10**12), values),
         "junk": values,
     },

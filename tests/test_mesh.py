@@ -127,8 +127,16 @@ def test_program_names_and_their_exact_inverse():
     for profile in ("default", "foo", "foobar", "a-b_c", "0"):
         assert sv.profile_of(sv.unit_name(profile)) == profile
     assert sv.profile_of("hermes-gateway-foobar") == "foobar" != "foo"
-    for foreign in ("hermes-gateway-", "hermes-gatewayfoo", "hermes-gateway-default", "hermes-gateway-Foo",
-                    "hermes-gateway-foo:1", "xhermes-gateway", "hermes-gateway-foo\n", "hermes"):
+    for foreign in (
+        "hermes-gateway-",
+        "hermes-gatewayfoo",
+        "hermes-gateway-default",
+        "hermes-gateway-Foo",
+        "hermes-gateway-foo:1",
+        "xhermes-gateway",
+        "hermes-gateway-foo\n",
+        "hermes",
+    ):
         assert sv.profile_of(foreign) is None, foreign
     with pytest.raises(homes.InvalidProfileName):
         sv.unit_name("Foo")
@@ -403,8 +411,9 @@ def test_cli_concurrent_up_starts_one_supervisord_then_status_and_down(mesh_root
     argv = [sys.executable, "-m", "hermes_cli.main", "mesh", "up", "--profiles", "a,b", "--json"]
     env = python_env(HERMES_HOME=str(mesh_root))
     procs = [
-        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
-                         stdin=subprocess.DEVNULL)
+        subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, stdin=subprocess.DEVNULL
+        )
         for _ in range(2)
     ]
     outputs = [p.communicate(timeout=90) for p in procs]
@@ -439,7 +448,6 @@ def test_cli_concurrent_up_starts_one_supervisord_then_status_and_down(mesh_root
     assert hermes("mesh", "down", root=mesh_root).stdout.strip() == "the mesh was not running"
 
 
-
 def test_a_hung_gateway_is_restarted_through_supervisord_and_the_others_drain(mesh_root):
     from services.updater.restart import restart_fleet
     from shared.version import code_sha
@@ -447,7 +455,9 @@ def test_a_hung_gateway_is_restarted_through_supervisord_and_the_others_drain(me
     sv.up(mesh_root, ["a", "b"])
     old = {p: running_pid(mesh_root, p) for p in ("a", "b")}
     for profile, pid in old.items():
-        wait_for(lambda: gateway_ready(homes.profile_home(profile, mesh_root), pid), f"gateway {profile} to serve")
+        wait_for(
+            lambda p=profile, i=pid: gateway_ready(homes.profile_home(p, mesh_root), i), f"gateway {profile} to serve"
+        )
     os.kill(old["a"], signal.SIGSTOP)  # hung: its socket takes requests but nothing answers
     try:
         outcomes = {o.profile: o for o in restart_fleet(mesh_root, code_sha(ROOT))}

@@ -38,9 +38,14 @@ DEVICE_CODE = "/api/oauth/device/code"
 TOKEN = "/api/oauth/token"
 RECOMMENDED = "/api/model/recommended-default"
 CLAIM = "/api/anonymous/claim"
-DEFAULTS = {"interval": 0, "slow_down_step": 5, "device_ttl": 900, "access_ttl": 3600,
-            "recommended": {"free": "Hermes-4-14B", "plus": "Hermes-4-70B", "pro": "Hermes-4-405B"},
-            "clients": [CLIENT]}  # fmt: skip
+DEFAULTS = {
+    "interval": 0,
+    "slow_down_step": 5,
+    "device_ttl": 900,
+    "access_ttl": 3600,
+    "recommended": {"free": "Hermes-4-14B", "plus": "Hermes-4-70B", "pro": "Hermes-4-405B"},
+    "clients": [CLIENT],
+}
 
 
 @pytest.fixture(scope="module")
@@ -294,8 +299,14 @@ def test_bad_bearer_tokens_are_401(sim: PortalSim, web: httpx.Client) -> None:
     tampered = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
     sim.configure(access_ttl=0)
     expired = sign_in(web, sim, "ada@example.com")["access_token"]
-    for headers in ({"Authorization": "Basic YTpi"}, bearer("garbage"), bearer(forged), bearer(tampered),
-                    bearer(expired), {"Authorization": "Bearer"}):  # fmt: skip
+    for headers in (
+        {"Authorization": "Basic YTpi"},
+        bearer("garbage"),
+        bearer(forged),
+        bearer(tampered),
+        bearer(expired),
+        {"Authorization": "Bearer"},
+    ):
         answer = web.get(RECOMMENDED, headers=headers)
         assert (answer.status_code, error(answer)) == (401, "invalid_token"), headers
         assert answer.headers["www-authenticate"].startswith("Bearer")
@@ -442,8 +453,12 @@ def test_request_log(sim: PortalSim, web: httpx.Client) -> None:
 
     log = sim.requests()
     assert [(entry["method"], entry["path"]) for entry in log] == [
-        ("POST", DEVICE_CODE), ("POST", TOKEN), ("GET", RECOMMENDED), ("POST", CLAIM), ("GET", "/nowhere"),
-    ]  # fmt: skip
+        ("POST", DEVICE_CODE),
+        ("POST", TOKEN),
+        ("GET", RECOMMENDED),
+        ("POST", CLAIM),
+        ("GET", "/nowhere"),
+    ]
     assert log[0]["form"] == {"client_id": CLIENT, "scope": "inference"}
     assert log[1]["form"]["device_code"] == code["device_code"]
     assert log[3]["json"] == {"token": "anon_x"}
@@ -509,10 +524,12 @@ def test_framing_errors(sim: PortalSim, web: httpx.Client) -> None:
     assert (answer.status_code, error(answer), answer.headers["allow"]) == (405, "method_not_allowed", "POST")
 
     host, port = web.base_url.host, web.base_url.port
-    for raw in (b"POST /api/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: lots\r\n\r\n",
-                b"POST /api/oauth/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-                b"\x16\x03\x01 not http at all\r\n\r\n",
-                b"POST /api/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npartial"):  # fmt: skip
+    for raw in (
+        b"POST /api/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: lots\r\n\r\n",
+        b"POST /api/oauth/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"\x16\x03\x01 not http at all\r\n\r\n",
+        b"POST /api/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npartial",
+    ):
         with socket.create_connection((host, port), timeout=10) as sock:
             sock.sendall(raw)
             sock.shutdown(socket.SHUT_WR)
@@ -529,8 +546,12 @@ def test_keep_alive_survives_error_answers(sim: PortalSim) -> None:
         first = conn.getresponse()
         assert (first.status, json.loads(first.read())["model"]) == (200, "Hermes-4-70B")
         sock = conn.sock
-        for method, path, status in (("GET", "/missing", 404), ("HEAD", RECOMMENDED, 405),
-                                     ("POST", DEVICE_CODE, 400), ("GET", RECOMMENDED, 200)):  # fmt: skip
+        for method, path, status in (
+            ("GET", "/missing", 404),
+            ("HEAD", RECOMMENDED, 405),
+            ("POST", DEVICE_CODE, 400),
+            ("GET", RECOMMENDED, 200),
+        ):
             conn.request(method, path)
             answer = conn.getresponse()
             body = answer.read()
@@ -621,8 +642,14 @@ def test_tls_with_a_test_ca(tmp_path: Path) -> None:
 
 
 def _run_sim(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "services.portal_sim", *argv], cwd=ROOT, env=python_env(),
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "services.portal_sim", *argv],
+        cwd=ROOT,
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_command_line(tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ class FakeLaunchd:
         with self._lock:
             if self._closed:
                 return None
-            gateway = GatewayProcess(self.root, profile, env=python_env(**{"HERMES_SUPERVISOR": "launchd"}))
+            gateway = GatewayProcess(self.root, profile, env=python_env(HERMES_SUPERVISOR="launchd"))
             self.processes.append(gateway)
             return gateway
 
@@ -139,7 +139,9 @@ def live(root: Path) -> dict:
 
 def labels_named(calls: list[list[str]]) -> set[str]:
     """Every job label that appears in a recorded launchctl argv, as a target or a plist."""
-    return {word.rsplit("/", 1)[-1].removesuffix(".plist") for argv in calls for word in argv[2:] if "ai.hermes" in word}
+    return {
+        word.rsplit("/", 1)[-1].removesuffix(".plist") for argv in calls for word in argv[2:] if "ai.hermes" in word
+    }
 
 
 def status(gateway: GatewayProcess) -> dict:
@@ -154,7 +156,10 @@ def mixed_fleet(root: Path, dirs: dict[str, Path], tmp_path: Path) -> None:
     write_job(dirs, "system", "batch", root / "profiles" / "batch")
     # Lookalikes: a label that only starts like ours, a prefix sibling running work's home,
     # "default" spelled with a suffix, a sibling install's job, a second job for work's home.
-    write_plist(dirs["user"] / "ai.hermes.gatewayd.plist", {"Label": "ai.hermes.gatewayd", "EnvironmentVariables": {"HERMES_HOME": str(root)}})
+    write_plist(
+        dirs["user"] / "ai.hermes.gatewayd.plist",
+        {"Label": "ai.hermes.gatewayd", "EnvironmentVariables": {"HERMES_HOME": str(root)}},
+    )
     write_job(dirs, "user", "workbench", root / "profiles" / "work")
     write_job(dirs, "user", "default", root, label="ai.hermes.gateway-default")
     write_job(dirs, "user", "ops", tmp_path / "other-install" / "profiles" / "ops")
@@ -197,14 +202,16 @@ def test_commands_name_only_our_jobs_each_in_its_own_domain(root, dirs, tmp_path
         ("work", "kickstart", True, 0),
         ("batch", "kickstart", True, 0),
     ]
-    assert sorted(fake.calls) == sorted([
-        ["launchctl", "print", f"gui/{UID}/ai.hermes.gateway"],
-        ["launchctl", "bootstrap", f"gui/{UID}", str(dirs["user"] / "ai.hermes.gateway.plist")],
-        ["launchctl", "print", f"gui/{UID}/ai.hermes.gateway-work"],
-        ["launchctl", "kickstart", "-k", f"gui/{UID}/ai.hermes.gateway-work"],
-        ["launchctl", "print", "system/ai.hermes.gateway-batch"],
-        ["launchctl", "kickstart", "-k", "system/ai.hermes.gateway-batch"],
-    ])
+    assert sorted(fake.calls) == sorted(
+        [
+            ["launchctl", "print", f"gui/{UID}/ai.hermes.gateway"],
+            ["launchctl", "bootstrap", f"gui/{UID}", str(dirs["user"] / "ai.hermes.gateway.plist")],
+            ["launchctl", "print", f"gui/{UID}/ai.hermes.gateway-work"],
+            ["launchctl", "kickstart", "-k", f"gui/{UID}/ai.hermes.gateway-work"],
+            ["launchctl", "print", "system/ai.hermes.gateway-batch"],
+            ["launchctl", "kickstart", "-k", "system/ai.hermes.gateway-batch"],
+        ]
+    )
     assert labels_named(fake.calls) == {"ai.hermes.gateway", "ai.hermes.gateway-work", "ai.hermes.gateway-batch"}
 
 

@@ -43,15 +43,19 @@ class Systemd:
         self.state_path = base / "systemctl.json"
         self.log = base / "systemctl.log"
         self.log.touch()
-        self.state_path.write_text(json.dumps({
-            "log": str(self.log),
-            "dir": str(base),
-            "exec": [sys.executable, "-m", "services.gateway"],
-            "cwd": str(code),
-            "units": {"user": {}, "system": {}},
-            "jobs": {},
-            "pids": [],
-        }))  # fmt: skip
+        self.state_path.write_text(
+            json.dumps(
+                {
+                    "log": str(self.log),
+                    "dir": str(base),
+                    "exec": [sys.executable, "-m", "services.gateway"],
+                    "cwd": str(code),
+                    "units": {"user": {}, "system": {}},
+                    "jobs": {},
+                    "pids": [],
+                }
+            )
+        )
 
     def _update(self, change) -> None:
         with open(f"{self.state_path}.lock", "a") as lock:
@@ -65,11 +69,19 @@ class Systemd:
 
     def add(self, scope: str, name: str, home: Path | str, *, stop=90 * SECOND, start=90 * SECOND, env=None, **props):
         unit = {
-            "Type": "notify", "TimeoutStartUSec": start, "TimeoutStopUSec": stop, "MainPID": 0,
-            "Result": "success", "NRestarts": 0, "ExecMainStatus": 0,
+            "Type": "notify",
+            "TimeoutStartUSec": start,
+            "TimeoutStopUSec": stop,
+            "MainPID": 0,
+            "Result": "success",
+            "NRestarts": 0,
+            "ExecMainStatus": 0,
             "Environment": {**gateway_environment(Path(home), systemd.KIND), **(env or {})},
-            "LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead", **props,
-        }  # fmt: skip
+            "LoadState": "loaded",
+            "ActiveState": "inactive",
+            "SubState": "dead",
+            **props,
+        }
         self._update(lambda state: state["units"][scope].__setitem__(name, unit))
 
     def systemctl(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -161,7 +173,11 @@ def transcript(name: str) -> list[tuple[str, list[str], int]]:
 CAPTURED_UNITS = {  # the README's table, as systemd 252 reported it
     "hermes-gateway.service": ("/home/op/.hermes", 90 * SECOND, 90 * SECOND, 59, {}),
     "hermes-gateway-work.service": (
-        "/home/op/.hermes/profiles/work", 70 * SECOND, 90 * SECOND, 62, {"HERMES_LABEL": "a b"}
+        "/home/op/.hermes/profiles/work",
+        70 * SECOND,
+        90 * SECOND,
+        62,
+        {"HERMES_LABEL": "a b"},
     ),
     "hermes-gateway-workbench.service": ("/home/op/.hermes/profiles/workbench", "infinity", 90 * SECOND, 64, {}),
     "hermes-gateway-ops.service": ("/srv/other/.hermes/profiles/ops", 30 * 3600 * SECOND, "infinity", 66, {}),
@@ -248,8 +264,11 @@ def test_without_systemd_both_managers_are_skipped_at_once(tmp_path, monkeypatch
 def test_the_fleet_drains_onto_the_new_code_and_nothing_else_is_touched(fake_systemd, code, root, short_dir):
     other = short_dir / "other"
     (other / "profiles" / "ops").mkdir(parents=True)
-    names = {"default": "hermes-gateway.service", "work": "hermes-gateway-work.service",
-             "workbench": "hermes-gateway-workbench.service"}  # fmt: skip
+    names = {
+        "default": "hermes-gateway.service",
+        "work": "hermes-gateway-work.service",
+        "workbench": "hermes-gateway-workbench.service",
+    }
     for profile, name in names.items():
         fake_systemd.add("user", name, homes.profile_home(profile, root), env={"HERMES_LABEL": "a b"})
     fake_systemd.add("user", "hermes-gateway-ops.service", other / "profiles" / "ops")
@@ -301,13 +320,27 @@ def test_without_a_fresh_main_process_the_unit_is_reset_and_restarted_in_its_own
     fake_systemd, code, root, short_dir
 ):
     # StartLimitBurst=0: the restart after the drain hits the start limit and the unit fails.
-    fake_systemd.add("system", "hermes-gateway-work.service", root / "profiles" / "work",
-                     stop=70 * SECOND, start=2_500_000, StartLimitBurst=0)  # fmt: skip
-    fake_systemd.add("user", "hermes-gateway-work.service", short_dir / "other" / "profiles" / "work",
-                     stop=604800 * SECOND, start=86400 * SECOND, ActiveState="failed")  # fmt: skip
+    fake_systemd.add(
+        "system",
+        "hermes-gateway-work.service",
+        root / "profiles" / "work",
+        stop=70 * SECOND,
+        start=2_500_000,
+        StartLimitBurst=0,
+    )
+    fake_systemd.add(
+        "user",
+        "hermes-gateway-work.service",
+        short_dir / "other" / "profiles" / "work",
+        stop=604800 * SECOND,
+        start=86400 * SECOND,
+        ActiveState="failed",
+    )
     fake_systemd.add("user", "hermes-gateway.service", root, start=30 * SECOND, StartLimitBurst=0)
-    old = {scope: fake_systemd.start(scope, name) for scope, name in
-           (("system", "hermes-gateway-work.service"), ("user", "hermes-gateway.service"))}  # fmt: skip
+    old = {
+        scope: fake_systemd.start(scope, name)
+        for scope, name in (("system", "hermes-gateway-work.service"), ("user", "hermes-gateway.service"))
+    }
     new = release(code)
     fake_systemd.clear_log()
 
@@ -326,11 +359,13 @@ def test_without_a_fresh_main_process_the_unit_is_reset_and_restarted_in_its_own
     assert work.budget == restart_budget("1min 10s", "2.500000s", start_only=True) == 2.5 + systemd.CLIENT_SLACK
     assert default.budget == 30 + systemd.CLIENT_SLACK
     argv = fake_systemd.argv()
-    for flags, name in ((["--no-ask-password"], "hermes-gateway-work.service"),
-                        (["--user", "--no-ask-password"], "hermes-gateway.service")):  # fmt: skip
+    for flags, name in (
+        (["--no-ask-password"], "hermes-gateway-work.service"),
+        (["--user", "--no-ask-password"], "hermes-gateway.service"),
+    ):
         assert argv.index([*flags, "reset-failed", name]) < argv.index([*flags, "restart", name])
     assert ("user", "restart", "hermes-gateway-work.service") not in fake_systemd.calls()
-    for name, home in (("hermes-gateway-work.service", root / "profiles" / "work"), ("hermes-gateway.service", root)):
+    for home in (root / "profiles" / "work", root):
         assert status(home)["code_sha"] == new
 
 
@@ -355,14 +390,19 @@ def test_a_systemctl_that_gives_up_waiting_is_reported_and_the_unit_checked(fake
 
 def test_a_unit_whose_gateway_is_down_is_started(fake_systemd, code, root):
     down = {"ActiveState": "failed", "SubState": "failed", "Result": "exit-code"}
-    fake_systemd.add("user", "hermes-gateway-work.service", root / "profiles" / "work",
-                     stop=70 * SECOND, start=20 * SECOND, **down)  # fmt: skip
+    fake_systemd.add(
+        "user", "hermes-gateway-work.service", root / "profiles" / "work", stop=70 * SECOND, start=20 * SECOND, **down
+    )
     new = release(code)
 
     (outcome,) = restart_fleet(root, new)
 
     assert (outcome.unit, outcome.method, outcome.fallback, outcome.ok, outcome.old_pid) == (
-        "hermes-gateway-work.service", "start", "blunt", True, 0
+        "hermes-gateway-work.service",
+        "start",
+        "blunt",
+        True,
+        0,
     )
     assert outcome.budget == 20 + systemd.CLIENT_SLACK  # nothing to stop
     assert outcome.new_pid == status(root / "profiles" / "work")["pid"]
@@ -390,8 +430,11 @@ def test_system_units_are_left_running_without_privilege(fake_systemd, code, roo
 
 
 def test_one_unit_failing_leaves_the_others_restarted(fake_systemd, code, root):
-    names = {"default": "hermes-gateway.service", "work": "hermes-gateway-work.service",
-             "workbench": "hermes-gateway-workbench.service"}  # fmt: skip
+    names = {
+        "default": "hermes-gateway.service",
+        "work": "hermes-gateway-work.service",
+        "workbench": "hermes-gateway-workbench.service",
+    }
     for profile, name in names.items():
         fake_systemd.add("user", name, homes.profile_home(profile, root))
         fake_systemd.start("user", name)

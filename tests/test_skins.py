@@ -94,8 +94,14 @@ def test_the_painter_uses_the_skins_colors_and_honours_no_color_and_pipes(tmp_pa
 
 
 def hermes(home, *args):
-    return subprocess.run([sys.executable, "-m", "hermes_cli.main", *args], cwd=ROOT, env=python_env(HERMES_HOME=str(home)),
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "hermes_cli.main", *args],
+        cwd=ROOT,
+        env=python_env(HERMES_HOME=str(home)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_skin_commands_list_show_and_set_and_refuse_a_broken_skin(tmp_path):
@@ -120,8 +126,14 @@ def on_a_terminal(home, *args, **env):
 
     master, slave = pty.openpty()
     try:
-        done = subprocess.run([sys.executable, "-m", "hermes_cli.main", *args], cwd=ROOT, stdout=slave, stderr=slave,
-                              env=python_env(HERMES_HOME=str(home), **env), timeout=60)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "hermes_cli.main", *args],
+            cwd=ROOT,
+            stdout=slave,
+            stderr=slave,
+            env=python_env(HERMES_HOME=str(home), **env),
+            timeout=60,
+        )
         os.close(slave)
         chunks = []
         while True:

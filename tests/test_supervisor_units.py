@@ -307,7 +307,7 @@ def test_find_reads_drop_ins_like_systemd(user_dirs, profile, tmp_path):
 def test_unreadable_unit_is_not_ours(user_dirs, profile, tmp_path):
     path = systemd.unit_path(profile, scope="user")
     path.parent.mkdir(parents=True)
-    path.write_bytes(b"[Service]\nEnvironment=\"HERMES_HOME=/x\xff\"\n")
+    path.write_bytes(b'[Service]\nEnvironment="HERMES_HOME=/x\xff"\n')
     assert systemd.find(profile, Path("/x")) is None
 
 
@@ -319,7 +319,7 @@ def test_unit_file_words_follow_systemd_escapes(tmp_path):
         "Environment=A=1 'B=two words' \"C=\\x41\\t\\101\\\\\" D=%%h\n"
         "Environment=A=replaced \\\n"
         "  E=continued\n"
-        "Environment=H=kept \"F=bad \\q escape\" G=skipped-with-its-line\n"
+        'Environment=H=kept "F=bad \\q escape" G=skipped-with-its-line\n'
         "Environment=not-an-assignment 9X=bad-name\n"
     )
     assert systemd.unit_file_environment(path) == {
@@ -334,8 +334,12 @@ def test_unit_file_words_follow_systemd_escapes(tmp_path):
 
 def test_systemctl_command_lines():
     assert systemd.systemctl_argv("user", "start", "hermes-gateway.service") == [
-        "systemctl", "--user", "--no-ask-password", "start", "hermes-gateway.service",
-    ]  # fmt: skip
+        "systemctl",
+        "--user",
+        "--no-ask-password",
+        "start",
+        "hermes-gateway.service",
+    ]
     assert systemd.systemctl_argv("system", "daemon-reload") == ["systemctl", "--no-ask-password", "daemon-reload"]
 
 
@@ -646,8 +650,13 @@ def hermes(*args: str, tmp_path: Path, root: Path) -> subprocess.CompletedProces
     env = python_env(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"), HERMES_HOME=str(root))
     return subprocess.run(
         [sys.executable, "-m", "hermes_cli.main", *args],
-        capture_output=True, text=True, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
 
 
 def test_cli_installs_a_systemd_unit(tmp_path):

@@ -498,7 +498,9 @@ def test_call_all_asks_many_services_at_once(spawn, short_dir):
     from shared.sync_client import call_all
 
     addresses = [f"ipc://{short_dir}/s{i}.ctl" for i in range(3)]
-    peers = [spawn("-m", "tests.peers.echo_service", a, str(short_dir / f"s{i}.lock")) for i, a in enumerate(addresses[:2])]
+    peers = [
+        spawn("-m", "tests.peers.echo_service", a, str(short_dir / f"s{i}.lock")) for i, a in enumerate(addresses[:2])
+    ]
     os.kill(peers[1].pid, signal.SIGSTOP)
     try:
         outcomes = call_all(addresses, ECHO, {"text": "all"}, timeout=0.5)

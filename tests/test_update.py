@@ -16,76 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from services.gateway import ops
 from shared.sync_client import SyncClient
-from tests.conftest import ROOT, GatewayProcess, python_env, read_state, wait_for
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.invalid", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-class Install:
-    def __init__(self, base: Path):
-        self.origin = base / "origin.git"
-        self.path = base / "install"
-        self.dev = base / "dev"
-        self.root = base / "home"
-        self.gateways: list[GatewayProcess] = []
-        git(base, "clone", "-q", "--bare", str(ROOT), str(self.origin))
-        git(base, "clone", "-q", str(self.origin), str(self.path))
-        git(base, "clone", "-q", str(self.origin), str(self.dev))
-        self.root.mkdir()
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = python_env(HERMES_HOME=str(self.root), **extra)
-        env["PYTHONPATH"] = str(self.path)  # the install's code, not this checkout's
-        return env
-
-    def head(self) -> str:
-        return git(self.path, "rev-parse", "HEAD")
-
-    def release(self, message: str, edit=None) -> str:
-        (self.dev / "RELEASE").write_text(message)
-        if edit:
-            edit(self.dev)
-        git(self.dev, "add", "-A")
-        git(self.dev, "commit", "-qm", message)
-        git(self.dev, "push", "-q", "origin", "HEAD")
-        return git(self.dev, "rev-parse", "HEAD")
-
-    def hermes(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "hermes_cli.main", *args],
-            cwd=self.path, env=self.env(), capture_output=True, text=True, timeout=timeout,
-        )
-
-    def gateway(self, profile: str) -> GatewayProcess:
-        if profile != "default":
-            (self.root / "profiles" / profile).mkdir(parents=True, exist_ok=True)
-        gateway = GatewayProcess(self.root, profile, env=self.env(), cwd=self.path)
-        self.gateways.append(gateway)
-        gateway.wait_running()
-        return gateway
-
-
-@pytest.fixture
-def install(short_dir):
-    built = Install(short_dir)
-    yield built
-    for gateway in built.gateways:
-        gateway.kill()
-    subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", "mesh", "down"],
-        cwd=built.path, env=built.env(), capture_output=True, timeout=120,
-    )
+from tests.conftest import ROOT, python_env, read_state, wait_for
+from tests.installs import Install, git
 
 
 def before_completion_runs(dev: Path, code: str) -> None:
@@ -132,7 +66,9 @@ def test_update_moves_every_gateway_onto_the_new_commit(install):
     assert report["outcome"] == "success"
     assert install.head() == new != old
     assert {(row["profile"], row["verdict"]) for row in report["fleet"]} == {
-        ("default", "current"), ("coder", "current"), ("writer", "current")
+        ("default", "current"),
+        ("coder", "current"),
+        ("writer", "current"),
     }
     receipt = json.loads(Path(report["receipt"]).read_text())
     assert receipt["outcome"] == "success" and receipt["exit_code"] == 0
@@ -175,7 +111,9 @@ def test_a_second_update_is_refused_while_one_runs(install):
         "import sys, time; from pathlib import Path; from services.updater.lock import UpdateLock\n"
         "lock = UpdateLock(Path(sys.argv[1])); lock.acquire('other'); print('ready', flush=True); time.sleep(60)"
     )
-    holder = subprocess.Popen([sys.executable, "-c", program, str(install.root)], cwd=ROOT, env=python_env(), stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", program, str(install.root)], cwd=ROOT, env=python_env(), stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout.readline().strip() == b"ready"
         result = install.hermes("update", "--yes", "--json")
@@ -191,8 +129,9 @@ def test_a_completion_that_dies_is_an_owed_followup_not_a_failure(install):
         before_completion_runs(dev, "    os._exit(9)\n")
 
     versions = []
-    new = install.release("release with a broken completion",
-                          edit=lambda dev: (crash_completion(dev), versions.append(bump_version(dev))))  # fmt: skip
+    new = install.release(
+        "release with a broken completion", edit=lambda dev: (crash_completion(dev), versions.append(bump_version(dev)))
+    )
     result = install.hermes("update", "--yes", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
@@ -207,7 +146,11 @@ def test_a_completion_that_dies_is_an_owed_followup_not_a_failure(install):
 def test_an_install_that_is_not_updated_in_place_is_refused_with_the_right_command(install):
     result = subprocess.run(
         [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
-        cwd=install.path, env=install.env(HERMES_INSTALL_KIND="docker"), capture_output=True, text=True, timeout=120,
+        cwd=install.path,
+        env=install.env(HERMES_INSTALL_KIND="docker"),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2, result.stdout + result.stderr
     report = json.loads(result.stdout)
@@ -243,13 +186,18 @@ def test_an_updater_killed_mid_run_is_marked_interrupted_by_the_next_update(inst
     install.release("release 2")
     proc = subprocess.Popen(
         [sys.executable, "-m", "hermes_cli.main", "update", "--yes"],
-        cwd=install.path, env=install.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=install.path,
+        env=install.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         # Kill the updater (not the CLI) once the completion is running: after the commit point.
         def completion_started():
             line = proc.stderr.readline()
             return "completion" in line and "started" in line
+
         wait_for(completion_started, timeout=60, interval=0, what="the completion to start")
         from services.updater.lock import holder
 
@@ -421,12 +369,15 @@ def test_sigint_during_an_archive_download_ends_the_update_interrupted(install):
 def hold_completion(dev: Path) -> None:
     """A release whose completion waits while ``<root>/hold-completion`` exists, saying so in
     ``<root>/completion-holding``: a test acts mid-update, after the commit point, at a known moment."""
-    before_completion_runs(dev, (
-        "    import time\n"
-        "    (Path(request.root) / 'completion-holding').touch()\n"
-        "    while (Path(request.root) / 'hold-completion').exists():\n"
-        "        time.sleep(0.05)\n"
-    ))  # fmt: skip
+    before_completion_runs(
+        dev,
+        (
+            "    import time\n"
+            "    (Path(request.root) / 'completion-holding').touch()\n"
+            "    while (Path(request.root) / 'hold-completion').exists():\n"
+            "        time.sleep(0.05)\n"
+        ),
+    )
 
 
 def owed_warnings(install: Install) -> list[str]:
@@ -439,8 +390,12 @@ def owed_warnings(install: Install) -> list[str]:
 def start_update(install: Install) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
-        cwd=install.path, env=install.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=install.path,
+        env=install.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def updater_pid(install: Install) -> int:
@@ -453,16 +408,21 @@ def test_a_completion_that_died_is_run_again_by_the_next_update(install):
     from services.updater import obligations
 
     def crash_once(dev: Path) -> None:
-        before_completion_runs(dev, (
-            "    crashed = Path(request.root) / 'completion-crashed'\n"
-            "    if not crashed.exists():\n"
-            "        crashed.touch()\n"
-            "        os._exit(9)\n"
-        ))  # fmt: skip
+        before_completion_runs(
+            dev,
+            (
+                "    crashed = Path(request.root) / 'completion-crashed'\n"
+                "    if not crashed.exists():\n"
+                "        crashed.touch()\n"
+                "        os._exit(9)\n"
+            ),
+        )
 
     gateway = install.gateway("default")
     old = install.head()
-    new = install.release("release whose completion dies once", edit=lambda dev: (crash_once(dev), mark_completion(dev)))
+    new = install.release(
+        "release whose completion dies once", edit=lambda dev: (crash_once(dev), mark_completion(dev))
+    )
     first = install.hermes("update", "--yes", "--json")
     assert first.returncode == 0, first.stdout + first.stderr
     report = json.loads(first.stdout)
@@ -538,7 +498,8 @@ def test_sigint_after_the_commit_point_keeps_what_is_owed_until_it_is_repaired(i
     assert (pending["update_id"], pending["before"], pending["after"]) == (report["update_id"], old, new)
     owed = obligations.read_fleet(install.root)
     assert {p: (part["state"], part["expected"]) for p, part in owed.items()} == {
-        "coder": (obligations.NOT_RESTARTED, new), "writer": (obligations.NOT_RESTARTED, new)
+        "coder": (obligations.NOT_RESTARTED, new),
+        "writer": (obligations.NOT_RESTARTED, new),
     }
     assert owed_warnings(install) == ["⚠ 2 gateways still run old code (coder, writer): run `hermes update`"]
 
@@ -552,7 +513,10 @@ def test_sigint_after_the_commit_point_keeps_what_is_owed_until_it_is_repaired(i
     assert second.returncode == 0, second.stdout + second.stderr
     repaired = json.loads(second.stdout)
     assert repaired["retried"] == [{"owed": "completion", "update_id": report["update_id"], "how": "re-run"}]
-    assert {(row["profile"], row["verdict"]) for row in repaired["fleet"]} == {("coder", "current"), ("writer", "current")}
+    assert {(row["profile"], row["verdict"]) for row in repaired["fleet"]} == {
+        ("coder", "current"),
+        ("writer", "current"),
+    }
     assert obligations.read_completion(install.root) is None and obligations.read_fleet(install.root) == {}
     assert owed_warnings(install) == []
 
@@ -562,15 +526,18 @@ def test_a_stopped_completion_takes_its_whole_process_group_along(install):
 
     def hang_with_a_grandchild(dev: Path) -> None:
         """A completion that starts a long sleep (a pip, say), names it, and hangs."""
-        before_completion_runs(dev, (
-            "    import time\n"
-            "    grandchild = subprocess.Popen(['sleep', '600'])\n"
-            "    named = Path(request.root) / 'grandchild.pid'\n"
-            "    named.with_suffix('.tmp').write_text(str(grandchild.pid))\n"
-            "    named.with_suffix('.tmp').rename(named)\n"
-            "    while True:\n"
-            "        time.sleep(0.05)\n"
-        ))  # fmt: skip
+        before_completion_runs(
+            dev,
+            (
+                "    import time\n"
+                "    grandchild = subprocess.Popen(['sleep', '600'])\n"
+                "    named = Path(request.root) / 'grandchild.pid'\n"
+                "    named.with_suffix('.tmp').write_text(str(grandchild.pid))\n"
+                "    named.with_suffix('.tmp').rename(named)\n"
+                "    while True:\n"
+                "        time.sleep(0.05)\n"
+            ),
+        )
 
     install.release("release whose completion hangs over a grandchild", edit=hang_with_a_grandchild)
     named = install.root / "grandchild.pid"

@@ -15,7 +15,6 @@ from services.updater.apply_git import NotFastForward, WrongBranch, apply, is_di
 from services.updater.git import GitFailed
 from tests.conftest import git
 
-
 pytestmark = pytest.mark.usefixtures("isolated_git")
 
 

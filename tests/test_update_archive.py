@@ -58,12 +58,14 @@ class World:
             git(path, "config", "user.name", "Test")
             git(path, "config", "user.email", "test@example.invalid")
             git(path, "checkout", "-q", "-B", "main")
-        self.push({
-            ".gitignore": "node_modules/\n__pycache__/\n*.egg-info/\ndist/\n*.log\n",
-            "src/app.py": "one\n",
-            "web/index.html": "<p>one</p>\n",
-            "docs/old.md": "to be deleted upstream\n",
-        })  # fmt: skip
+        self.push(
+            {
+                ".gitignore": "node_modules/\n__pycache__/\n*.egg-info/\ndist/\n*.log\n",
+                "src/app.py": "one\n",
+                "web/index.html": "<p>one</p>\n",
+                "docs/old.md": "to be deleted upstream\n",
+            }
+        )
         git(self.install, "pull", "-q", "origin", "main")
         git(self.install, "branch", "-q", "--set-upstream-to=origin/main")
         self.server = ArchiveOrigin(self.origin)
@@ -88,15 +90,20 @@ class World:
         git(self.install, "remote", "set-url", "origin", str(self.origin))
 
     def build_outputs(self) -> None:
-        for rel in ("web/node_modules/lib/index.js", "web/dist/app.js", "src/__pycache__/app.pyc",
-                    "hermes.egg-info/PKG-INFO"):  # fmt: skip
+        for rel in (
+            "web/node_modules/lib/index.js",
+            "web/dist/app.js",
+            "src/__pycache__/app.pyc",
+            "hermes.egg-info/PKG-INFO",
+        ):
             path = self.install / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(rel)
 
     def fall_back(self, suffix: str = ".zip", **kw) -> object:
-        return apply_archive(self.install, "main", url_template=self.server.url(suffix), work_id="u1",
-                             preserved=PRESERVED, **kw)  # fmt: skip
+        return apply_archive(
+            self.install, "main", url_template=self.server.url(suffix), work_id="u1", preserved=PRESERVED, **kw
+        )
 
 
 @pytest.fixture
@@ -114,8 +121,13 @@ def manifest(root: Path) -> dict[str, tuple]:
         for name in dirnames + filenames:
             path = Path(dirpath, name)
             rel = str(path.relative_to(root))
-            out[rel] = ("link", os.readlink(path)) if path.is_symlink() else ("dir",) if path.is_dir() else (
-                "file", path.read_bytes(), path.stat().st_ino)
+            out[rel] = (
+                ("link", os.readlink(path))
+                if path.is_symlink()
+                else ("dir",)
+                if path.is_dir()
+                else ("file", path.read_bytes(), path.stat().st_ino)
+            )
     return out
 
 
@@ -152,15 +164,17 @@ def test_a_forge_archive_unpacks_with_its_commit_modes_and_links(world, tmp_path
     assert os.readlink(tmp_path / "tree/bin/app") == "../src/app.py"
 
 
-def _zip(tmp_path: Path, members: dict[str, bytes], *, comment: bytes = b"a" * 40, links: dict[str, str] = {}) -> Path:
+def _zip(
+    tmp_path: Path, members: dict[str, bytes], *, comment: bytes = b"a" * 40, links: dict[str, str] | None = None
+) -> Path:
     path = tmp_path / "evil.zip"
     with zipfile.ZipFile(path, "w") as zf:
         zf.comment = comment
         for name, data in members.items():
             zf.writestr(name, data)
-        for name, target in links.items():
+        for name, target in (links or {}).items():
             info = zipfile.ZipInfo(name)
-            info.external_attr = (0o120777 << 16)
+            info.external_attr = 0o120777 << 16
             zf.writestr(info, target)
     return path
 
@@ -248,8 +262,13 @@ def test_only_http_urls_and_credentials_never_show(world, tmp_path, monkeypatch)
     template = world.server.url().replace("://", "://user:pa55word@") + "?sig=s1gnature&token=t0ken"
     journals: list[str] = []
     real_commit = swap_mod._commit
-    monkeypatch.setattr(swap_mod, "_commit", lambda repo, work, journal: (
-        journals.append((work / JOURNAL).read_text()), real_commit(repo, work, journal))[1])  # fmt: skip
+    monkeypatch.setattr(
+        swap_mod,
+        "_commit",
+        lambda repo, work, journal: (journals.append((work / JOURNAL).read_text()), real_commit(repo, work, journal))[
+            1
+        ],
+    )
     world.break_git()
     world.push({"src/app.py": "two\n"})
     result = apply_archive(world.install, "main", url_template=template, work_id="u1", preserved=PRESERVED)
@@ -440,8 +459,11 @@ def crash_mid_swap(install: Path, url_template: str, renames_done: int, branch: 
     """An archive update of ``install`` killed (like kill -9) after ``renames_done`` renames of its swap."""
     crashed = subprocess.run(
         [sys.executable, "-c", CRASH_MID_SWAP, str(install), url_template, str(renames_done + 1), branch],
-        env=python_env(), cwd=ROOT, capture_output=True, timeout=60,
-    )  # fmt: skip
+        env=python_env(),
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     assert crashed.returncode == 9, crashed.stderr
 
 

@@ -15,22 +15,25 @@ import select
 import subprocess
 import sys
 import time
-
 from pathlib import Path
 
 import pytest
 
 from services.updater.plan import EXTERNAL_COMMANDS
 from services.updater.snapshot import SNAPSHOTS_DIR
-from tests.test_update import Install, git, install  # noqa: F401 (the fixture)
+from tests.installs import Install, git
 
 
 def hermes_json(install: Install, *args: str, **env: str) -> tuple[int, dict]:
     """``hermes ARGS --json`` in the install with ``env`` added: its exit code and document."""
     done = subprocess.run(
         [sys.executable, "-m", "hermes_cli.main", *args, "--json"],
-        cwd=install.path, env=install.env(**env), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=install.path,
+        env=install.env(**env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return done.returncode, json.loads(done.stdout)
 
 
@@ -83,8 +86,12 @@ def _prompted(install: Install, keys: bytes) -> tuple[int, str]:
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "hermes_cli.main", "update"],
-        cwd=install.path, env=install.env(), stdin=follower, stdout=follower, stderr=follower,
-    )  # fmt: skip
+        cwd=install.path,
+        env=install.env(),
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+    )
     os.close(follower)
     seen = b""
     try:

@@ -34,7 +34,9 @@ def bare_run(tmp_path: Path) -> UpdateRun:
     run = UpdateRun(root, install, "u1", {}, lock, threading.Event())  # type: ignore[arg-type]
     run.emit = lambda *args, **kwargs: None  # type: ignore[method-assign]
     run.receipt = Receipt.begin("u1", ["hermes", "update"], current_identity(), run._code())
-    run.receipt.set("plan", {"install": {"kind": "git", "in_place": True}, "archive_url": "https://u:hunter2@x/{branch}"})
+    run.receipt.set(
+        "plan", {"install": {"kind": "git", "in_place": True}, "archive_url": "https://u:hunter2@x/{branch}"}
+    )
     run._write()
     return run
 
@@ -107,8 +109,13 @@ def test_a_retry_sends_the_owed_updates_digest_and_an_older_obligation_sends_non
 
 
 def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args], cwd=repo,
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -176,7 +183,9 @@ MALFORMED = {
     "skip-without-a-reason": _broken(skips=[{"name": "migrations"}]),
     "followup-not-an-object": _broken(followups=["dependencies"]),
     "restart-without-ok": _broken(restart=[{"profile": "default"}]),
-    "fleet-row-without-a-verdict": _broken(fleet=lambda r: [{k: v for k, v in r["fleet"][0].items() if k != "verdict"}]),
+    "fleet-row-without-a-verdict": _broken(
+        fleet=lambda r: [{k: v for k, v in r["fleet"][0].items() if k != "verdict"}]
+    ),
     "no-pid": _broken(completion={"code_sha": NEW}),
     "another-schema": _broken(schema=99),
 }

@@ -29,7 +29,8 @@ from services.updater.snapshot import MANIFEST, SNAPSHOTS_DIR
 from shared.files import lock_path_for, locked
 from tests import test_update as e2e
 from tests.conftest import read_state, wait_for
-from tests.test_update import Install, git, hold_completion, mark_completion, owed_warnings
+from tests.installs import Install, git
+from tests.test_update import hold_completion, mark_completion, owed_warnings
 
 install = e2e.install  # the fixture: an origin, an install cloned from it, a dev clone, a home
 
@@ -89,8 +90,12 @@ class Update:
     def __init__(self, install: Install, *args: str):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "hermes_cli.main", "update", "--yes", *args],
-            cwd=install.path, env=install.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            cwd=install.path,
+            env=install.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.stderr: list[str] = []
         self.events: list[tuple[str, str, str]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -110,8 +115,9 @@ class Update:
         """The detail of the first ``stage status`` event, once it has come."""
         found = wait_for(
             lambda: next((e for e in list(self.events) if e[:2] == (stage, status)), None),
-            timeout=WAIT, what=f"progress `{stage} {status}`",
-        )  # fmt: skip
+            timeout=WAIT,
+            what=f"progress `{stage} {status}`",
+        )
         return found[2]
 
     def finish(self) -> tuple[int, str, str]:
@@ -148,7 +154,7 @@ def kill(pid: int) -> list[int]:
     orphaned by the kill, for the caller to wait on once it has let them go."""
     orphans = [child.pid for child in psutil.Process(pid).children(recursive=True)]
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: gone(pid), timeout=WAIT, what=f"pid {pid} to die")
+    wait_for(lambda p=pid: gone(p), timeout=WAIT, what=f"pid {pid} to die")
     return orphans
 
 
@@ -177,8 +183,10 @@ def running_on(install: Install, profile: str, code: str) -> bool:
     from shared.identity import ProcessIdentity, is_alive
 
     state = read_state(homes.profile_home(profile, install.root))
-    return bool(state) and (state["gateway_state"], state["code_sha"]) == ("running", code) and is_alive(
-        ProcessIdentity.from_dict(state)
+    return (
+        bool(state)
+        and (state["gateway_state"], state["code_sha"]) == ("running", code)
+        and is_alive(ProcessIdentity.from_dict(state))
     )
 
 
@@ -194,7 +202,9 @@ def hold_restart(dev: Path) -> None:
         "        while gate.exists():\n"
         "            time.sleep(0.05)\n"
     )
-    anchor = "    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed, gave_up=gave_up)\n"
+    anchor = (
+        "    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed, gave_up=gave_up)\n"
+    )
     text = path.read_text()
     assert anchor in text
     path.write_text(text.replace(anchor, hold + anchor))
@@ -279,7 +289,7 @@ def test_a_kill_at_any_stage_is_repaired_by_the_next_update(install, point):
         orphans = kill(victim)
         (install.root / "hold-restart").unlink()
     for pid in orphans:
-        wait_for(lambda: gone(pid), timeout=WAIT, what=f"orphan {pid} to finish")
+        wait_for(lambda p=pid: gone(p), timeout=WAIT, what=f"orphan {pid} to finish")
     wait_for(lambda: holder(install.root) is None, timeout=WAIT, what="the update lock to be free")
 
     code, out, err = update.finish()
@@ -293,8 +303,13 @@ def test_a_kill_at_any_stage_is_repaired_by_the_next_update(install, point):
         assert code == 130, out + err  # the follower saw its updater die mid-run
         assert (killed["outcome"], killed["pid"]) == ("running", victim)  # as it was left: the repair marks it
     # Where it died: the last stage it announced.
-    stage_at_kill = {"plan": ("plan", "start"), "snapshot": ("plan", "done"), "apply": ("apply", "start"),
-                     "moved": ("apply", "moving"), "completion": ("completion", "started")}  # fmt: skip
+    stage_at_kill = {
+        "plan": ("plan", "start"),
+        "snapshot": ("plan", "done"),
+        "apply": ("apply", "start"),
+        "moved": ("apply", "moving"),
+        "completion": ("completion", "started"),
+    }
     if point in stage_at_kill:
         assert update.events[-1][:2] == stage_at_kill[point], update.events
     if point in BEFORE_THE_COMMIT_POINT:
@@ -309,14 +324,19 @@ def test_a_kill_at_any_stage_is_repaired_by_the_next_update(install, point):
         assert set(obligations.read_fleet(install.root)) == set(PROFILES)  # only a verify clears a part
         assert owed_warnings(install) == ["⚠ 3 gateways still run old code (a, b, default): run `hermes update`"]
     # The killed run's snapshots: every profile's, or none (it died before the snapshot stage).
-    taken = {p: [n for n in names if n.endswith("_" + killed["update_id"])] for p, names in snapshots(install, PROFILES).items()}
+    taken = {
+        p: [n for n in names if n.endswith("_" + killed["update_id"])]
+        for p, names in snapshots(install, PROFILES).items()
+    }
     assert all(len(names) == (0 if point in ("plan", "snapshot") else 1) for names in taken.values()), taken
 
     if point == "completion-process":
         # Its gateways had left when it died; their supervisor (or their own re-exec) brings
         # them back, on the new code. The repair runs once they are back: a gateway still on
         # its way up is rightly owed, and is not what this test is about.
-        wait_for(lambda: all(running_on(install, p, new) for p in PROFILES), timeout=WAIT, what="the fleet to come back")
+        wait_for(
+            lambda: all(running_on(install, p, new) for p in PROFILES), timeout=WAIT, what="the fleet to come back"
+        )
 
     # The repair.
     repair = install.hermes("update", "--yes", "--json")
@@ -328,7 +348,9 @@ def test_a_kill_at_any_stage_is_repaired_by_the_next_update(install, point):
         assert report["retried"] == []
     else:
         how = "adopted" if point == "completion" else "re-run"
-        assert [(r["owed"], r["update_id"], r["how"]) for r in report["retried"]] == [("completion", killed["update_id"], how)]
+        assert [(r["owed"], r["update_id"], r["how"]) for r in report["retried"]] == [
+            ("completion", killed["update_id"], how)
+        ]
     assert install.head() == new
     assert report["after"]["code_sha"] == new
     assert [(row["profile"], row["running"], row["verdict"]) for row in report["fleet"]] == [
@@ -362,7 +384,12 @@ def test_a_kill_at_any_stage_is_repaired_by_the_next_update(install, point):
     third = install.hermes("update", "--yes", "--json")
     assert third.returncode == 0, third.stdout + third.stderr
     again = json.loads(third.stdout)
-    assert (again["outcome"], again["found_interrupted"], again["retried"], again["followups"]) == ("success", [], [], [])
+    assert (again["outcome"], again["found_interrupted"], again["retried"], again["followups"]) == (
+        "success",
+        [],
+        [],
+        [],
+    )
     assert [r["outcome"] for r in receipts(install)][:2] == ["success", "success"]
     assert not any(r["outcome"] == "running" for r in receipts(install))
 
@@ -372,7 +399,9 @@ def test_a_gateway_whose_code_cannot_be_read_stays_owed(install):
     wedged = install.gateway("x")
     head = install.head()
     # What an earlier update left owed: a restart of x onto the code now on disk.
-    obligations.settle_fleet(install.root, {"x": obligations.owed_part(head, obligations.NOT_RESTARTED, "not restarted yet", "earlier")})
+    obligations.settle_fleet(
+        install.root, {"x": obligations.owed_part(head, obligations.NOT_RESTARTED, "not restarted yet", "earlier")}
+    )
     # x lives, but says nothing of what it runs (as a gateway caught mid-start): no socket to
     # answer, no state file naming it; only the process scan finds it.
     os.unlink(wedged.endpoint.control.removeprefix("ipc://"))
@@ -426,8 +455,12 @@ def test_three_updates_at_once_one_runs_and_the_others_are_refused_naming_it(ins
     runs = [
         subprocess.Popen(
             [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
-            cwd=install.path, env=install.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            cwd=install.path,
+            env=install.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(3)
     ]
     done = [(run.returncode, out, err) for run in runs for out, err in [run.communicate(timeout=WAIT)]]
@@ -470,7 +503,11 @@ def test_a_gateway_that_never_comes_back_is_down_and_stays_owed(install):
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["outcome"] == "success" and install.head() == new
-    assert [(row["profile"], row["verdict"]) for row in report["fleet"]] == [("a", "current"), ("b", "current"), ("c", "down")]
+    assert [(row["profile"], row["verdict"]) for row in report["fleet"]] == [
+        ("a", "current"),
+        ("b", "current"),
+        ("c", "down"),
+    ]
     assert [(f["step"], f["reason"]) for f in report["followups"]] == [("fleet-restart", "gateway c is down")]
     restarted = {r["profile"]: r for r in json.loads(Path(report["receipt"]).read_text())["restart"]}
     for profile in ("a", "b"):  # drained; supervisord started the new code

@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_update import Install, install  # noqa: F401 (the fixture)
-
 PACKAGES = ("services", "shared", "hermes_cli")
 MARKER = (
     "\nimport os as _marker_os\n"
@@ -35,8 +33,12 @@ def test_the_updater_never_imports_a_module_of_the_new_tree(install, tmp_path):
     install.release("release that notes every import", edit=mark_every_module)
     done = subprocess.run(
         [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
-        cwd=install.path, env=install.env(HERMES_IMPORT_MARKERS=str(markers)), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=install.path,
+        env=install.env(HERMES_IMPORT_MARKERS=str(markers)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     receipt = json.loads(Path(json.loads(done.stdout)["receipt"]).read_text())
     noted = {int(p.name): p.read_text().split() for p in markers.iterdir()}

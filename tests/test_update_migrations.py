@@ -90,7 +90,10 @@ def test_an_empty_update_key_becomes_the_mapping(tmp_path):
 
 
 def test_a_nested_value_wins_and_the_conflicting_flat_one_is_kept_and_reported(tmp_path):
-    write(tmp_path, "update:\n  branch: main   # the real one\n  # retries: 3\nupdate_branch: dev\nupdate_archive_url: u\n")
+    write(
+        tmp_path,
+        "update:\n  branch: main   # the real one\n  # retries: 3\nupdate_branch: dev\nupdate_archive_url: u\n",
+    )
     outcome = migrate_home(tmp_path)
     assert outcome.status == "migrated"
     assert len(outcome.notes) == 1
@@ -213,7 +216,9 @@ def test_every_home_is_migrated_on_its_own(tmp_path):
 
 def _completion(root: Path, tmp_path: Path) -> dict:
     # before == after: the dependency spec did not change, so nothing is pip-installed.
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     request = Request.new(
         update_id="test-migrations",
         root=str(root),
@@ -235,7 +240,10 @@ def test_the_completion_migrates_every_home_and_owes_the_failed_ones(tmp_path):
     [step] = [s for s in result["steps"] if s["name"] == "migrations"]
     assert step["ok"] is False
     assert (step["detail"]["migrated"], step["detail"]["failed"]) == (1, 1)
-    assert {Path(h["home"]).name: h["status"] for h in step["detail"]["homes"]} == {"coder": "migrated", "broken": "failed"}
+    assert {Path(h["home"]).name: h["status"] for h in step["detail"]["homes"]} == {
+        "coder": "migrated",
+        "broken": "failed",
+    }
     assert load_config(root / "profiles" / "coder")["update"] == {
         "branch": "stable",
         "archive_url": "https://example.com/{branch}.zip",
@@ -280,9 +288,13 @@ def test_the_completion_without_ruamel_still_restarts_and_owes_the_migrations(tm
 
 def test_the_entry_module_checks_a_request_without_ruamel(tmp_path):
     request = Request.new(
-        update_id="check", root=str(tmp_path), install_root=str(ROOT), before=None, after=None,
+        update_id="check",
+        root=str(tmp_path),
+        install_root=str(ROOT),
+        before=None,
+        after=None,
         result_path=str(tmp_path / "result.json"),
-    )  # fmt: skip
+    )
     request.write(tmp_path / "request.json")
     program = (
         "import runpy, sys; sys.modules['ruamel'] = sys.modules['ruamel.yaml'] = None; "

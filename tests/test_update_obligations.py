@@ -95,7 +95,12 @@ def test_a_gateway_part_clears_only_on_the_code_expected_of_it(tmp_path):
 def test_a_pending_completion_round_trips_and_clears(tmp_path):
     obligations.arm_completion(tmp_path, update_id="u1", before="a" * 40, after=NEW)
     pending = obligations.read_completion(tmp_path)
-    assert (pending["update_id"], pending["before"], pending["after"], pending["attempt"]) == ("u1", "a" * 40, NEW, None)
+    assert (pending["update_id"], pending["before"], pending["after"], pending["attempt"]) == (
+        "u1",
+        "a" * 40,
+        NEW,
+        None,
+    )
     attempt = {"update_id": "u2", "request": "/r/u2.request.json", "result": "/r/u2.result.json"}
     obligations.arm_completion(tmp_path, update_id="u1", before="a" * 40, after=NEW, attempt=attempt)
     assert obligations.read_completion(tmp_path)["attempt"] == attempt
@@ -133,8 +138,12 @@ print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
 def run_cli(root: Path, *argv: str) -> tuple[subprocess.CompletedProcess, dict]:
     done = subprocess.run(
         [sys.executable, "-c", CHEAP_CHECK, json.dumps(argv)],
-        capture_output=True, text=True, cwd=ROOT, env=python_env(HERMES_HOME=str(root)), timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=python_env(HERMES_HOME=str(root)),
+        timeout=60,
+    )
     *lines, last = done.stderr.strip().splitlines()
     return done, {**json.loads(last), "warnings": [line for line in lines if line.startswith("⚠")]}
 

@@ -354,9 +354,13 @@ def test_a_sibling_install_gateway_is_named_foreign_and_a_gateways_child_still_s
     )
     entry.chmod(0o755)
     parent = subprocess.run(
-        [str(entry), "gateway", "run", "--profile", "coder"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [str(entry), "gateway", "run", "--profile", "coder"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env=python_env(HERMES_HOME=str(ours), ROOT=str(ours)),
-    )  # fmt: skip
+    )
     assert parent.returncode == 0, parent.stderr
     report = json.loads(parent.stdout)
     assert report["me"] in report["seen"] and mine.pid in report["seen"], report["err"]

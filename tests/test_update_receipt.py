@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ from services.updater.receipt import (
 from shared.files import StateFileCorrupt
 from shared.identity import ProcessIdentity, current_identity, is_alive, process_identity
 
-T0 = datetime(2026, 8, 1, 12, 30, 45, tzinfo=timezone.utc)
+T0 = datetime(2026, 8, 1, 12, 30, 45, tzinfo=UTC)
 JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 ANON = "anon_4f9a1c2e8b7d6a5f3e2d1c0b"
 BEFORE = {"code_sha": "a" * 40, "code_version": "0.1.0"}

@@ -14,7 +14,6 @@ import pytest
 
 from services.auth_worker.store import store_path
 from services.handoff_retry.records import records_path
-
 from services.updater.snapshot import (
     KEEP,
     MANIFEST,
@@ -126,7 +125,7 @@ def test_keep_one_after_two_snapshots(root):
     first = snapshot_all(root, "u1")
     second = snapshot_all(root, "u2")
     assert KEEP == 1
-    for old, new in zip(first, second):
+    for old, new in zip(first, second, strict=True):
         base = Path(new["path"]).parent
         assert [p.name for p in base.iterdir()] == [Path(new["path"]).name]
         assert new["pruned"] == [Path(old["path"]).name]
@@ -222,4 +221,3 @@ def test_full_backup_archives_the_root_but_runtime_dirs(root):
         parts = Path(name).parts
         home_level = parts[2:3] if parts[:1] == ("profiles",) else parts[:1]
         assert not set(home_level) & set(excluded), name
-

@@ -23,8 +23,8 @@ import webbrowser
 from typing import Any
 
 from hermes_cli import output
-from shared.spawn import ensure_service
 from shared import homes
+from shared.spawn import ensure_service
 
 EXIT_BY_STATE = {"Completed": 0, "AlreadySignedIn": 2, "Cancelled": 130, "TimedOut": 1, "Failed": 1}
 
@@ -175,7 +175,11 @@ def cmd_guest(args) -> int:
     account = store.read_store(root)
     if account.get("account") is not None or account.get("guest") is not None:
         state = "signed_in" if account.get("account") is not None else "guest"
-        output.emit(args, {"started": False, "state": state}, lambda r: f"Nothing to do: this install is already {r['state'].replace('_', ' ')}.")
+        output.emit(
+            args,
+            {"started": False, "state": state},
+            lambda r: f"Nothing to do: this install is already {r['state'].replace('_', ' ')}.",
+        )
         return 0
     tls = portal.tls_context(portal.ca_bundle())
     answer = portal.send_blocking(portal.portal_url(), tls, "POST", "/api/anonymous/register")
@@ -183,7 +187,9 @@ def cmd_guest(args) -> int:
     if not (isinstance(anon, str) and anon.startswith("anon_") and isinstance(guest_id, str)):
         raise portal.PortalInvalidAnswer("the portal's guest answer has no usable token")
     started = store.save_guest(root, anon, guest_id)
-    output.emit(args, {"started": started, "state": "guest", "id": guest_id}, lambda r: "Started the free tier as a guest.")
+    output.emit(
+        args, {"started": started, "state": "guest", "id": guest_id}, lambda r: "Started the free tier as a guest."
+    )
     return 0
 
 

@@ -61,8 +61,11 @@ class DemoInstall:
     def git(self, cwd: Path, *args: str) -> str:
         done = subprocess.run(
             ["git", "-c", "user.name=hermes demo", "-c", "user.email=demo@hermes.invalid", *args],
-            cwd=cwd, capture_output=True, text=True, timeout=STEP_TIMEOUT,
-        )  # fmt: skip
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=STEP_TIMEOUT,
+        )
         if done.returncode != 0:
             raise DemoFailed(f"git {args[0]} failed: {done.stderr.strip()[-400:]}")
         return done.stdout.strip()
@@ -71,9 +74,13 @@ class DemoInstall:
         """Run the demo install's ``hermes``; its progress goes to our stderr when ``show``."""
         return subprocess.run(
             [sys.executable, "-m", "hermes_cli.main", *args],
-            cwd=self.path, env=self.env(), stdout=subprocess.PIPE, text=True, timeout=STEP_TIMEOUT,
+            cwd=self.path,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            text=True,
+            timeout=STEP_TIMEOUT,
             stderr=None if show else subprocess.PIPE,
-        )  # fmt: skip
+        )
 
     def release(self) -> str:
         notes = self.dev / "RELEASE_NOTES.md"

@@ -55,7 +55,12 @@ def sign_in(install: Path, env: dict[str, str], portal: PortalSimulator, say: Ca
     """Run ``hermes auth login nous --json`` against ``portal``, approving its code; the terminal state."""
     argv = [sys.executable, "-m", "hermes_cli.main", "auth", "login", "nous", "--json", "--no-browser"]
     login = subprocess.Popen(
-        argv, cwd=install, env={**env, "HERMES_PORTAL_URL": portal.url}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        argv,
+        cwd=install,
+        env={**env, "HERMES_PORTAL_URL": portal.url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=lambda: [*map(lines.put, login.stdout), lines.put(None)], daemon=True).start()
@@ -73,7 +78,9 @@ def sign_in(install: Path, env: dict[str, str], portal: PortalSimulator, say: Ca
             if state["state"] == "Code":
                 say(state["copy_terminal"].replace("\n", " "))
                 say(f"(the demo approves it on the portal as {DEMO_EMAIL})")
-                portal.control("/_sim/device/approve", {"user_code": state["user_code"], "email": DEMO_EMAIL, "tier": DEMO_TIER})
+                portal.control(
+                    "/_sim/device/approve", {"user_code": state["user_code"], "email": DEMO_EMAIL, "tier": DEMO_TIER}
+                )
             elif state["state"] != "Waiting":
                 login.wait(timeout=STEP_TIMEOUT)
                 return state

@@ -68,7 +68,12 @@ def _home(root: Path) -> Check:
     try:
         st = os.stat(root)
     except FileNotFoundError:
-        return Check("root home", WARN, f"{root} does not exist yet (created by the first profile or service)", {"path": str(root)})
+        return Check(
+            "root home",
+            WARN,
+            f"{root} does not exist yet (created by the first profile or service)",
+            {"path": str(root)},
+        )
     mode = stat.S_IMODE(st.st_mode)
     writable = os.access(root, os.W_OK | os.X_OK)
     status = OK if writable else FAIL
@@ -84,10 +89,22 @@ def _profile_checks(root: Path, name: str) -> list[Check]:
     prefix = f"profile {name}"
     checks = []
     if not run.exists:
-        checks.append(Check(f"{prefix}: run dir", OK, f"{run.path} not created yet (made 0700 on first use)", {"path": str(run.path)}))
+        checks.append(
+            Check(
+                f"{prefix}: run dir",
+                OK,
+                f"{run.path} not created yet (made 0700 on first use)",
+                {"path": str(run.path)},
+            )
+        )
     elif run.problems:
         checks.append(
-            Check(f"{prefix}: run dir", FAIL, f"{run.path} {'; '.join(run.problems)}", {"path": str(run.path), "problems": list(run.problems)})
+            Check(
+                f"{prefix}: run dir",
+                FAIL,
+                f"{run.path} {'; '.join(run.problems)}",
+                {"path": str(run.path), "problems": list(run.problems)},
+            )
         )
     else:
         checks.append(Check(f"{prefix}: run dir", OK, f"{run.path} is private", {"path": str(run.path)}))

@@ -135,7 +135,9 @@ def _run_text(d: dict[str, Any]) -> str:
     if owed["cleared"]:
         return f"{text}\n  it runs {running}, the code an update owed it: no longer owed a restart"
     if owed["running"] is None:
-        return f"{text}\n⚠ it did not answer as running within {ANSWER_SECONDS:g}s: still owed a restart onto {expected}"
+        return (
+            f"{text}\n⚠ it did not answer as running within {ANSWER_SECONDS:g}s: still owed a restart onto {expected}"
+        )
     return f"{text}\n⚠ it runs {running}, not {expected}: still owed a restart onto it"
 
 

@@ -42,7 +42,9 @@ class StartProgress:
             paint = output.painter(self._stream)
             face = paint.skin.spinner["waiting_faces"][int(elapsed * 4) % len(paint.skin.spinner["waiting_faces"])]
             summary = ", ".join(f"{paint.paint(name, 'banner_accent')} {state}" for name, state in states.items())
-            self._stream.write(f"\r\033[K{paint.paint(face, 'banner_border')} starting gateways ({elapsed:.1f}s): {summary}")
+            self._stream.write(
+                f"\r\033[K{paint.paint(face, 'banner_border')} starting gateways ({elapsed:.1f}s): {summary}"
+            )
             self._drawn = True
         else:
             for name, state in states.items():

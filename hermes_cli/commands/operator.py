@@ -37,11 +37,24 @@ def cmd_doctor(args) -> int:
     else:
         findings.append(_finding("session", True, "unmanaged", "not in a managed session: the hooks report nothing"))
     ident = process_identity(os.getpid())
-    findings.append(_finding("identity", ident is not None, "readable" if ident else "identity_unreadable",
-                             ident.to_dict() if ident else None))  # fmt: skip
+    findings.append(
+        _finding(
+            "identity",
+            ident is not None,
+            "readable" if ident else "identity_unreadable",
+            ident.to_dict() if ident else None,
+        )
+    )
     if ident is not None:
-        dry = {"v": 1, "kind": "activity", "session": session if findings[0]["code"] == "managed" else "dry-run",
-               "pid": ident.pid, "start_time": ident.start_time, "at": time.time(), "state": "idle"}  # fmt: skip
+        dry = {
+            "v": 1,
+            "kind": "activity",
+            "session": session if findings[0]["code"] == "managed" else "dry-run",
+            "pid": ident.pid,
+            "start_time": ident.start_time,
+            "at": time.time(),
+            "state": "idle",
+        }
         try:
             parse_report(protocol.pack(dry))
             findings.append(_finding("dry_run", True, "report_valid"))
@@ -58,7 +71,9 @@ def cmd_doctor(args) -> int:
         counters = {k: status[k] for k in ("received", "forwarded", "dropped", "queued")}
         findings.append(_finding("reporter", True, "reporter_reachable", counters))
         if not check["configured"]:
-            findings.append(_finding("daemon", False, "daemon_not_configured", f"set {ops.DAEMON_ENV} for the reporter"))
+            findings.append(
+                _finding("daemon", False, "daemon_not_configured", f"set {ops.DAEMON_ENV} for the reporter")
+            )
         else:
             code = "daemon_reachable" if check["reachable"] else "daemon_unreachable"
             findings.append(_finding("daemon", check["reachable"], code, status["daemon"]))
@@ -68,5 +83,8 @@ def cmd_doctor(args) -> int:
 
 
 def _text(data: dict[str, Any]) -> str:
-    rows = [("ok" if f["ok"] else "FAIL", f["check"], f["code"], "" if f["detail"] is None else f["detail"]) for f in data["findings"]]
+    rows = [
+        ("ok" if f["ok"] else "FAIL", f["check"], f["code"], "" if f["detail"] is None else f["detail"])
+        for f in data["findings"]
+    ]
     return output.table(("", "CHECK", "FINDING", "DETAIL"), rows)

@@ -16,8 +16,15 @@ def cmd_list(args) -> int:
     for name in [*skins.builtin_names(), *skins.user_names(home)]:
         try:
             skin = skins.load_skin(name, home)
-            rows.append({"name": name, "description": skin.description, "source": skin.source,
-                         "active": name == active.name and warning is None, "error": None})  # fmt: skip
+            rows.append(
+                {
+                    "name": name,
+                    "description": skin.description,
+                    "source": skin.source,
+                    "active": name == active.name and warning is None,
+                    "error": None,
+                }
+            )
         except skins.HermesError as exc:
             rows.append({"name": name, "description": "", "source": "user", "active": False, "error": exc.message})
     data = {"skins": rows, "active": active.name, "warning": warning}
@@ -26,7 +33,10 @@ def cmd_list(args) -> int:
 
 
 def _list_text(data: dict[str, Any]) -> str:
-    rows = [("*" if r["active"] else "", r["name"], r["description"] or f"(broken: {r['error']})", r["source"]) for r in data["skins"]]
+    rows = [
+        ("*" if r["active"] else "", r["name"], r["description"] or f"(broken: {r['error']})", r["source"])
+        for r in data["skins"]
+    ]
     text = output.table(("", "SKIN", "DESCRIPTION", "SOURCE"), rows)
     return text + (f"\nwarning: {data['warning']}" if data["warning"] else "")
 

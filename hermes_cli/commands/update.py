@@ -85,7 +85,13 @@ def _plan(args, root: Path) -> int:
         available, why = availability(data)
         output.emit(
             args,
-            {"update_available": available, "reason": why, "install": data["install"], "git": data["git"], "owed": owed},
+            {
+                "update_available": available,
+                "reason": why,
+                "install": data["install"],
+                "git": data["git"],
+                "owed": owed,
+            },
             lambda d: _with_owed(why, owed),
         )
         return 0 if available is not None else 2 if plan.refused else 1
@@ -127,7 +133,12 @@ def _spawn(root: Path, update_id: str, args) -> subprocess.Popen:
     with open(logs / "update.log", "ab") as log:
         # Its own session: a Ctrl-C here, or the death of whatever started us, does not reach it.
         return subprocess.Popen(
-            argv, cwd=INSTALL_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            cwd=INSTALL_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 
@@ -149,7 +160,9 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
     deadline = time.monotonic() + START_TIMEOUT
     while not socket.exists() and updater_alive():
         if time.monotonic() > deadline:
-            raise HermesError(f"the updater did not start within {START_TIMEOUT:g}s; see {root / 'logs' / 'update.log'}")
+            raise HermesError(
+                f"the updater did not start within {START_TIMEOUT:g}s; see {root / 'logs' / 'update.log'}"
+            )
         time.sleep(0.05)
     view = _Progress(args)
     retry_codes = {Code.TIMEOUT, Code.DEADLINE_EXCEEDED, Code.UNAVAILABLE, Code.SHUTTING_DOWN, Code.CONNECTION_RESET}
@@ -158,7 +171,10 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
             try:
                 # The socket is the install's, not this run's: an updater this command did not
                 # start (one that holds the lock ours was refused by) may be the one answering.
-                if update_id is not None and client.call(ops.STATUS, timeout=FOLLOW_SLICE).get("update_id") != update_id:
+                if (
+                    update_id is not None
+                    and client.call(ops.STATUS, timeout=FOLLOW_SLICE).get("update_id") != update_id
+                ):
                     if not updater_alive():
                         return _finished(args, root, updater, update_id)
                     time.sleep(0.05)
@@ -194,8 +210,12 @@ def _finished(args, root: Path, updater: subprocess.Popen | None, update_id: str
             f"the updater exited ({code}) before it wrote a receipt; see {root / 'logs' / 'update.log'}",
             detail={"update_id": update_id, "exit_code": code},
         )
-    terminal = {"update_id": receipt.update_id, "outcome": receipt.outcome, "exit_code": receipt.exit_code,
-                "receipt": str(store.path_for(receipt))}  # fmt: skip
+    terminal = {
+        "update_id": receipt.update_id,
+        "outcome": receipt.outcome,
+        "exit_code": receipt.exit_code,
+        "receipt": str(store.path_for(receipt)),
+    }
     if not receipt.finished:  # its updater died mid-run: the next update marks it and retries what it owes
         terminal.update(outcome="interrupted", exit_code=130)
     return _report(args, terminal)
@@ -224,7 +244,9 @@ def _report(args, terminal: dict[str, Any]) -> int:
 
 
 def _summary_text(d: dict[str, Any]) -> str:
-    lines = [f"! update {update_id} had been interrupted; marked so in its receipt" for update_id in d["found_interrupted"]]
+    lines = [
+        f"! update {update_id} had been interrupted; marked so in its receipt" for update_id in d["found_interrupted"]
+    ]
     for retry in d["retried"]:
         if retry["owed"] == "completion":
             lines.append(f"↻ retried the completion of update {retry['update_id']} ({retry['how']})")
@@ -232,10 +254,17 @@ def _summary_text(d: dict[str, Any]) -> str:
             lines.append(f"↻ retried the restart of {', '.join(retry['gateways'])}")
     if d["fleet"]:
         rows = [
-            (r["profile"], r["supervisor"] or "-", r["pid"] or "-", r["state"], (r["running"] or "-")[:12],
-             (r["expected"] or "-")[:12], r["verdict"])
+            (
+                r["profile"],
+                r["supervisor"] or "-",
+                r["pid"] or "-",
+                r["state"],
+                (r["running"] or "-")[:12],
+                (r["expected"] or "-")[:12],
+                r["verdict"],
+            )
             for r in d["fleet"]
-        ]  # fmt: skip
+        ]
         lines += [output.table(("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "EXPECTED", "VERDICT"), rows), ""]
     for owed in d["followups"]:
         lines.append(f"⚠ {owed['step']}: {owed['reason']}")
@@ -250,8 +279,18 @@ class _Progress:
     place and each finished stage stays as a line with its mark; elsewhere (a pipe, a log)
     every event is a plain line with no control characters."""
 
-    MARKS = {"done": "✓", "skip": "-", "fail": "✗", "refused": "✗", "parked": "!", "fallback": "!", "owed": "!",
-             "interrupted": "!", "retry": "↻", "adopted": "↻"}  # fmt: skip
+    MARKS = {
+        "done": "✓",
+        "skip": "-",
+        "fail": "✗",
+        "refused": "✗",
+        "parked": "!",
+        "fallback": "!",
+        "owed": "!",
+        "interrupted": "!",
+        "retry": "↻",
+        "adopted": "↻",
+    }
 
     def __init__(self, args, stream=sys.stderr) -> None:
         self.quiet = output.wants_json(args)
@@ -313,10 +352,16 @@ def cmd_logs(args) -> int:
 
 def _list_text(d: dict[str, Any]) -> str:
     rows = [
-        (r["started_at"], r["update_id"], r["outcome"], r.get("exit_code"),
-         str((r.get("before") or {}).get("code_sha") or "-")[:12], str((r.get("after") or {}).get("code_sha") or "-")[:12])
+        (
+            r["started_at"],
+            r["update_id"],
+            r["outcome"],
+            r.get("exit_code"),
+            str((r.get("before") or {}).get("code_sha") or "-")[:12],
+            str((r.get("after") or {}).get("code_sha") or "-")[:12],
+        )
         for r in d["receipts"]
-    ]  # fmt: skip
+    ]
     text = output.table(("STARTED", "UPDATE", "OUTCOME", "EXIT", "BEFORE", "AFTER"), rows)
     return text + "".join(f"\nunreadable: {p['path']}: {p['reason']}" for p in d["unreadable"])
 

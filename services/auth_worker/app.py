@@ -22,8 +22,8 @@ from services.auth_worker.states import Completed
 from shared import homes
 from shared.errors import HermesError
 from shared.homes import Endpoint
-from shared.locks import FileLock
 from shared.lifecycle import Lifecycle, serve_until_stopped
+from shared.locks import FileLock
 from shared.service import Call, Service
 from shared.spawn import ensure_service
 

@@ -62,7 +62,9 @@ class PortalRefused(PortalError):
     code = "portal_refused"
 
     def __init__(self, error: str, status: int):
-        super().__init__(f"the portal refused the request: {error} (HTTP {status})", detail={"error": error, "status": status})
+        super().__init__(
+            f"the portal refused the request: {error} (HTTP {status})", detail={"error": error, "status": status}
+        )
         self.error = error
         self.status = status
 
@@ -124,7 +126,10 @@ class Portal:
         self.base_url = base_url
         self.client_id = client_id
         self._http = httpx.AsyncClient(
-            base_url=base_url, verify=tls, timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)), follow_redirects=False
+            base_url=base_url,
+            verify=tls,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            follow_redirects=False,
         )
 
     async def __aenter__(self) -> Portal:
@@ -173,7 +178,14 @@ def refresh_blocking(base_url: str, tls: ssl.SSLContext, refresh_token: str, *, 
 
 
 def send_blocking(
-    base_url: str, tls: ssl.SSLContext, method: str, path: str, *, bearer: str | None = None, timeout: float = 15.0, **kwargs: Any
+    base_url: str,
+    tls: ssl.SSLContext,
+    method: str,
+    path: str,
+    *,
+    bearer: str | None = None,
+    timeout: float = 15.0,
+    **kwargs: Any,
 ) -> dict[str, Any]:
     """One request, blocking, checked like every other: the answer's JSON map or a typed error."""
     limits = httpx.Timeout(timeout, connect=min(timeout, 5.0))

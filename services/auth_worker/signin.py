@@ -21,7 +21,6 @@ import trio
 from services.auth_worker import portal as portal_api
 from services.auth_worker import settle, store
 from services.auth_worker.claims import InvalidAccessToken, read_claims
-from services.handoff_retry.claim import DrainReport, drain
 from services.auth_worker.states import (
     AlreadySignedIn,
     Cancelled,
@@ -33,6 +32,7 @@ from services.auth_worker.states import (
     TimedOut,
     Waiting,
 )
+from services.handoff_retry.claim import DrainReport, drain
 from shared.errors import HermesError
 
 log = logging.getLogger(__name__)

@@ -72,8 +72,7 @@ _FAILED_COPY: dict[str, tuple[str, str]] = {
     ),
     Reason.INVALID_TOKEN: (
         "Nous sent back a sign-in that could not be read. Try again.",
-        "Sign-in failed: the access token from the portal could not be read. "
-        "Run `hermes auth login nous` again.",
+        "Sign-in failed: the access token from the portal could not be read. Run `hermes auth login nous` again.",
     ),
 }
 

@@ -34,7 +34,18 @@ STORE_VERSION = 1
 # A refresh holds the lock across one bounded request (see keepalive).
 LOCK_TIMEOUT = 30.0
 # The fields of an account that are not secret.
-PUBLIC_FIELDS = ("sub", "email", "tier", "host", "portal", "expires_at", "saved_at", "refreshed_at", "needs_sign_in", "needs_sign_in_reason")
+PUBLIC_FIELDS = (
+    "sub",
+    "email",
+    "tier",
+    "host",
+    "portal",
+    "expires_at",
+    "saved_at",
+    "refreshed_at",
+    "needs_sign_in",
+    "needs_sign_in_reason",
+)
 SECRET_FIELDS = ("access_token", "refresh_token")
 
 
@@ -126,7 +137,9 @@ def _hand_off_guest(root: Path, profile: str, before: Any, new: dict[str, Any], 
     new["retired_guests"] = retired
     if new.get("guest") == before:  # the guest identity this account replaced
         new.pop("guest", None)
-    note_replacement(root, anon=anon, profile=profile, destination=account["sub"], email=str(account.get("email") or ""))
+    note_replacement(
+        root, anon=anon, profile=profile, destination=account["sub"], email=str(account.get("email") or "")
+    )
 
 
 def _root_and_profile(home: Path) -> tuple[Path, str]:
@@ -140,7 +153,16 @@ def _root_and_profile(home: Path) -> tuple[Path, str]:
 
 
 def account_record(
-    *, sub: str, email: str, tier: str, host: str, access_token: str, refresh_token: str, expires_in: float, portal: str, ca_bundle: str | None
+    *,
+    sub: str,
+    email: str,
+    tier: str,
+    host: str,
+    access_token: str,
+    refresh_token: str,
+    expires_in: float,
+    portal: str,
+    ca_bundle: str | None,
 ) -> dict[str, Any]:
     now = time.time()
     return {
@@ -219,7 +241,9 @@ def _checked(store: Any) -> dict[str, Any]:
     if not isinstance(store, dict):
         raise StoreError("the Nous account store is not a JSON map")
     account = store.get("account")
-    if account is not None and not (isinstance(account, dict) and all(isinstance(account.get(k), str) for k in SECRET_FIELDS)):
+    if account is not None and not (
+        isinstance(account, dict) and all(isinstance(account.get(k), str) for k in SECRET_FIELDS)
+    ):
         raise StoreError("the Nous account store holds an account without its tokens")
     return store
 

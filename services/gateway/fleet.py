@@ -157,7 +157,13 @@ def _from_state_file(profile: str, home: Path) -> GatewayRecord | None:
 
 
 def _record_from_state(
-    profile: str, home: Path, ident: ProcessIdentity, state: Mapping[str, Any], *, source: Source, supervisor: str | None = None
+    profile: str,
+    home: Path,
+    ident: ProcessIdentity,
+    state: Mapping[str, Any],
+    *,
+    source: Source,
+    supervisor: str | None = None,
 ) -> GatewayRecord:
     return GatewayRecord(
         profile=profile,
@@ -206,8 +212,15 @@ def scan_foreign(root: Path) -> list[dict[str, Any]]:
     for pid, environ in _gateway_processes():
         other = homes.root_home(environ)
         if os.path.realpath(other) != real_root:
-            foreign.append({"kind": "process", "name": f"pid {pid}", "pid": pid, "home": str(homes.active_home(environ)),
-                            "root": str(other)})  # fmt: skip
+            foreign.append(
+                {
+                    "kind": "process",
+                    "name": f"pid {pid}",
+                    "pid": pid,
+                    "home": str(homes.active_home(environ)),
+                    "root": str(other),
+                }
+            )
     return foreign
 
 
@@ -246,7 +259,9 @@ def _scanned_record(
     supervisor = detect_supervisor(dict(environ))
     if ident in by_identity:
         profile, state = by_identity[ident]
-        return _record_from_state(profile, homes.profile_home(profile, root), ident, state, source="scan", supervisor=supervisor)
+        return _record_from_state(
+            profile, homes.profile_home(profile, root), ident, state, source="scan", supervisor=supervisor
+        )
     profile = homes.active_profile(environ)
     return GatewayRecord(
         profile=profile,

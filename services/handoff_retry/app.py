@@ -68,8 +68,11 @@ class HandoffWorker:
             pending = [rules.rearm(r, now=now) for r in records.read_records(self.root).values()]
         except Exception:
             return TICK_MAX
-        due = [r["next_attempt_at"] if r["state"] == "pending" else r["reserved_until"] for r in pending
-               if r["state"] in ("pending", "reserved")]  # fmt: skip
+        due = [
+            r["next_attempt_at"] if r["state"] == "pending" else r["reserved_until"]
+            for r in pending
+            if r["state"] in ("pending", "reserved")
+        ]
         return max(TICK_MIN, min([d - now for d in due if d is not None] + [TICK_MAX]))
 
     async def _status(self, call: Call) -> dict[str, Any]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from services.auth_worker import keepalive, store
 from services.auth_worker import portal as portal_api
@@ -139,9 +140,14 @@ def _claim(root: Path, account: dict[str, Any], anon: str, deadline: float) -> r
     try:
         tls = portal_api.tls_context(account.get("ca_bundle"))
         answer = portal_api.send_blocking(
-            account["portal"], tls, "POST", CLAIM_PATH, bearer=account["access_token"], json={"token": anon},
+            account["portal"],
+            tls,
+            "POST",
+            CLAIM_PATH,
+            bearer=account["access_token"],
+            json={"token": anon},
             timeout=max(_left(deadline), 0.5),
-        )  # fmt: skip
+        )
     except portal_api.PortalRefused as exc:
         return rules.Answer(status=exc.status, code=exc.error)
     except portal_api.PortalBusy as exc:

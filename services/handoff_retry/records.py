@@ -51,7 +51,9 @@ def note_replacement(root: Path, *, anon: str, profile: str, destination: str, e
     now = time.time()
     change_records(
         root,
-        lambda records: rules.note_replacement(records, key=key, profile=profile, destination=destination, email=email, now=now),
+        lambda records: rules.note_replacement(
+            records, key=key, profile=profile, destination=destination, email=email, now=now
+        ),
     )
 
 

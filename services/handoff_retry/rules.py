@@ -122,9 +122,7 @@ def is_due(record: dict[str, Any], *, now: float) -> bool:
     return record["state"] == "pending" and now >= record["next_attempt_at"]
 
 
-def reserve(
-    record: dict[str, Any], *, now: float, holder: str, token_sub: str
-) -> tuple[dict[str, Any], str | None]:
+def reserve(record: dict[str, Any], *, now: float, holder: str, token_sub: str) -> tuple[dict[str, Any], str | None]:
     """Reserve one attempt for ``holder``, about to send a Bearer whose ``sub`` is ``token_sub``.
 
     ``(reserved record, None)``, or ``(record, reason)`` when nothing may be sent. Run it inside

@@ -17,10 +17,9 @@ from typing import Any
 import trio
 import zmq
 
-from services.hook_reporter import ops
+from services.hook_reporter import daemon_protocol, ops
 from services.hook_reporter.checks import identity_refusal, launch_refusal
 from services.hook_reporter.reports import Report, ReportRefused, parse_report
-from services.hook_reporter import daemon_protocol
 from shared.call_rules import NO_RETRY
 from shared.client import open_client
 from shared.homes import Endpoint
@@ -84,7 +83,9 @@ class HookReporter:
         if report.launch is not None:
             refusal = await trio.to_thread.run_sync(launch_refusal, report)
             if refusal is not None:
-                log.warning("worker.launch_identity.rejected: session %s pid %d: %s", report.session, report.pid, refusal)
+                log.warning(
+                    "worker.launch_identity.rejected: session %s pid %d: %s", report.session, report.pid, refusal
+                )
                 self.dropped[f"launch_{refusal}"] += 1
                 return None
         return report

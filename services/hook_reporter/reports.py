@@ -54,8 +54,14 @@ class Report:
 
     def to_wire(self) -> dict[str, Any]:
         """What is forwarded to the daemon (the launch claim stays here: the reporter judged it)."""
-        return {"kind": self.kind, "session": self.session, "pid": self.pid, "start_time": self.start_time,
-                "at": self.at, **self.fields}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "session": self.session,
+            "pid": self.pid,
+            "start_time": self.start_time,
+            "at": self.at,
+            **self.fields,
+        }
 
 
 def parse_report(raw: bytes) -> Report:

@@ -25,5 +25,9 @@ def invalid_request(description: str) -> ApiError:
 
 def invalid_token() -> ApiError:
     # RFC 6750 3.1: a rejected bearer token is answered with a challenge naming the error.
-    return ApiError(401, "invalid_token", "missing, invalid, expired or revoked access token",
-                    headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})  # fmt: skip
+    return ApiError(
+        401,
+        "invalid_token",
+        "missing, invalid, expired or revoked access token",
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+    )

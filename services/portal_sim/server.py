@@ -38,8 +38,9 @@ _LENGTH = re.compile(r"[0-9]{1,15}")
 class PortalServer(ThreadingHTTPServer):
     daemon_threads = True  # a stuck connection never holds up shutdown
 
-    def __init__(self, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None,
-                 state_path: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None, state_path: Path | None = None
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), Handler)
         try:
@@ -66,8 +67,13 @@ class PortalServer(ThreadingHTTPServer):
 
 
 def parse_form(raw: bytes) -> dict[str, str]:
-    pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=True, errors="strict",
-                      max_num_fields=MAX_FORM_FIELDS)  # fmt: skip
+    pairs = parse_qsl(
+        raw.decode("utf-8"),
+        keep_blank_values=True,
+        strict_parsing=True,
+        errors="strict",
+        max_num_fields=MAX_FORM_FIELDS,
+    )
     form = dict(pairs)
     if len(form) != len(pairs):
         raise ValueError("a field is repeated")  # RFC 6749 3.2: parameters appear at most once
@@ -95,7 +101,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
         super().handle()
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+    def do_GET(self) -> None:
         self._serve()
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET  # noqa: N815

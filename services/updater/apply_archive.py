@@ -28,7 +28,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -124,8 +124,9 @@ def check_tree(
         tree = run(repo, ["write-tree"], stage="status", timeout=timeout).stdout.strip()
         if tree != stamp.get("tree"):
             return TreeCheck(("(the index changed since the last archive update)",), (), ())
-    out = run(repo, ["status", "--porcelain=v1", "-z", "-uall", "--ignored=matching"], stage="status",
-              timeout=timeout).stdout  # fmt: skip
+    out = run(
+        repo, ["status", "--porcelain=v1", "-z", "-uall", "--ignored=matching"], stage="status", timeout=timeout
+    ).stdout
     dirty: list[str] = []
     blocking: list[str] = []
     admitted: list[tuple[str, str]] = []
@@ -195,8 +196,9 @@ def apply_archive(
         tracked = tracked_roots(repo, timeout=timeout)
         check = check_tree(repo, tracked, preserved, timeout=timeout)
     except GitFailed as exc:
-        raise DirtyTree(f"cannot tell whether {repo} is clean ({exc.message}): refusing to swap it",
-                        detail={"git": exc.to_dict()}) from None  # fmt: skip
+        raise DirtyTree(
+            f"cannot tell whether {repo} is clean ({exc.message}): refusing to swap it", detail={"git": exc.to_dict()}
+        ) from None
     _refuse_unless_clean(repo, check)
 
     url = archive_url(url_template, branch)
@@ -208,8 +210,14 @@ def apply_archive(
         unpacked = unpack(work / "archive", work / "new")
         if unpacked.commit == before:
             shutil.rmtree(work, ignore_errors=True)
-            return ApplyResult(before=before or "", after=unpacked.commit, branch=branch, fetched_sha=unpacked.commit,
-                               up_to_date=True, via="archive")  # fmt: skip
+            return ApplyResult(
+                before=before or "",
+                after=unpacked.commit,
+                branch=branch,
+                fetched_sha=unpacked.commit,
+                up_to_date=True,
+                via="archive",
+            )
         ancestry = _refuse_if_older(repo, unpacked.commit, before, timeout)
         replaced = unpacked.roots | tracked
         carried = _graft(repo, unpacked.tree, preserved, replaced)
@@ -280,8 +288,17 @@ def _refuse_if_older(repo: Path, commit: str, current: str | None, timeout: floa
     if current is None:
         return "unknown"
     try:
-        known = run(repo, ["cat-file", "-e", f"{commit}^{{commit}}"], stage="ancestry", timeout=timeout,
-                    ok=(0, 1, 128), read_only=True).returncode == 0  # fmt: skip
+        known = (
+            run(
+                repo,
+                ["cat-file", "-e", f"{commit}^{{commit}}"],
+                stage="ancestry",
+                timeout=timeout,
+                ok=(0, 1, 128),
+                read_only=True,
+            ).returncode
+            == 0
+        )
         if not known:
             return "unknown"
         older = _is_ancestor(repo, commit, current, timeout)
@@ -301,8 +318,14 @@ def _is_ancestor(repo: Path, ancestor: str, of: str, timeout: float) -> bool:
     """Strictly: a commit is not its own ancestor here."""
     if ancestor == of:
         return False
-    done = run(repo, ["merge-base", "--is-ancestor", ancestor, of], stage="ancestry", timeout=timeout, ok=(0, 1),
-               read_only=True)  # fmt: skip
+    done = run(
+        repo,
+        ["merge-base", "--is-ancestor", ancestor, of],
+        stage="ancestry",
+        timeout=timeout,
+        ok=(0, 1),
+        read_only=True,
+    )
     return done.returncode == 0
 
 
@@ -371,7 +394,7 @@ def _commit(repo: Path, work: Path, journal: dict[str, Any]) -> dict[str, Any]:
         "over_head": journal["over_head"],
         "source": journal["source"],
         "update_id": journal["work_id"],
-        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     git_dir = git_dir_of(repo)
     assert git_dir is not None

@@ -233,8 +233,16 @@ def _untracked_in_the_way(repo: Path, before: str, target: str, timeout: float) 
     """Untracked files the fast-forward would have to overwrite (a diagnosis, never raises)."""
     try:
         added = run_git(
-            repo, "diff", "--name-only", "--no-renames", "--diff-filter=A", "-z", before, target,
-            stage="merge", timeout=timeout,
+            repo,
+            "diff",
+            "--name-only",
+            "--no-renames",
+            "--diff-filter=A",
+            "-z",
+            before,
+            target,
+            stage="merge",
+            timeout=timeout,
         )
         untracked = run_git(repo, "ls-files", "--others", "--exclude-standard", "-z", stage="merge", timeout=timeout)
     except GitFailed:
@@ -244,8 +252,7 @@ def _untracked_in_the_way(repo: Path, before: str, target: str, timeout: float) 
     return sorted(
         p
         for p in untracked.split("\0")
-        if p
-        and (p in incoming or p in incoming_dirs or any(str(parent) in incoming for parent in Path(p).parents))
+        if p and (p in incoming or p in incoming_dirs or any(str(parent) in incoming for parent in Path(p).parents))
     )
 
 
@@ -265,9 +272,7 @@ def _restore_after_failed_merge(repo: Path, sha: str, exc: BaseException, timeou
         exc.detail["stash"] = {"state": "parked", "sha": sha, "restore_failed": failure}
 
 
-def _restore_after_move(
-    repo: Path, moved: ApplyResult, sha: str, emit: StepCallback, timeout: float
-) -> ApplyResult:
+def _restore_after_move(repo: Path, moved: ApplyResult, sha: str, emit: StepCallback, timeout: float) -> ApplyResult:
     ref = _stash_ref(repo, sha, timeout)
     if ref is not None:
         popped = run(repo, ["stash", "pop", "--quiet", ref], stage="restore", timeout=timeout, ok=range(256))
@@ -282,8 +287,16 @@ def _restore_after_move(
     run_git(repo, "reset", "--quiet", "--hard", "HEAD", stage="restore", timeout=timeout)
     ref = _stash_ref(repo, sha, timeout)
     if ref is None:  # never leave the changes as a dangling commit only
-        run_git(repo, "stash", "store", "--message", f"hermes-update {moved.before[:12]}", sha, stage="restore",
-                timeout=timeout)
+        run_git(
+            repo,
+            "stash",
+            "store",
+            "--message",
+            f"hermes-update {moved.before[:12]}",
+            sha,
+            stage="restore",
+            timeout=timeout,
+        )
         ref = _stash_ref(repo, sha, timeout) or "stash@{0}"
     action = (
         f"Your local changes are kept in stash {sha}: run `git stash apply {sha}` in {repo} "

@@ -132,8 +132,10 @@ class _Clock:
         if self.should_stop():
             raise DownloadStopped(f"downloading {self.shown} was stopped", detail={"url": self.shown})
         if time.monotonic() > self.ends:
-            raise DownloadTimedOut(f"downloading {self.shown} took longer than {self.deadline:g}s",
-                                   detail={"url": self.shown, "deadline": self.deadline})  # fmt: skip
+            raise DownloadTimedOut(
+                f"downloading {self.shown} took longer than {self.deadline:g}s",
+                detail={"url": self.shown, "deadline": self.deadline},
+            )
 
     def bound(self, timeout: httpx.Timeout) -> httpx.Timeout:
         """``timeout`` with every phase cut to the time left."""
@@ -257,7 +259,7 @@ def _unpack(commit: str | None, members: Iterator[tuple[str, Member]], dest: Pat
     files: list[str] = []
     symlinks: list[tuple[PurePosixPath, str]] = []
     total = 0
-    for path, (_, member) in zip(paths, listed):
+    for path, (_, member) in zip(paths, listed, strict=True):
         path = PurePosixPath(*path.parts[prefix:])
         if not path.parts:
             continue  # the top directory itself

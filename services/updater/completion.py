@@ -16,7 +16,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,7 +40,7 @@ IMPORTED_CODE_VERSION = __version__
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class Completion:
@@ -77,7 +77,12 @@ class Completion:
             "schema": RESULT_SCHEMA,
             "update_id": request.update_id,
             "nonce": request.nonce,
-            "completion": {"pid": me.pid, "start_time": me.start_time, "code_sha": IMPORTED_CODE_SHA, "code_version": IMPORTED_CODE_VERSION},
+            "completion": {
+                "pid": me.pid,
+                "start_time": me.start_time,
+                "code_sha": IMPORTED_CODE_SHA,
+                "code_version": IMPORTED_CODE_VERSION,
+            },
             "steps": self.steps,
             "skips": self.skips,
             "restart": restart,
@@ -125,8 +130,17 @@ class Completion:
                 f"not {install_root}: install the dependencies by hand"
             )
             return
-        command = [sys.executable, "-m", "pip", "install", "--quiet", "-e", str(install_root),
-                   "--config-settings", "editable_mode=compat"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "-e",
+            str(install_root),
+            "--config-settings",
+            "editable_mode=compat",
+        ]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT)
         except subprocess.TimeoutExpired:

@@ -158,7 +158,9 @@ def check_result(result: dict[str, Any]) -> None:
     _entries(result, "fleet", {"profile": _text, "verdict": _text, "expected": _str_or_none, "running": _str_or_none})
 
 
-def _entries(result: dict[str, Any], key: str, required: dict[str, Any], optional: dict[str, Any] | None = None) -> None:
+def _entries(
+    result: dict[str, Any], key: str, required: dict[str, Any], optional: dict[str, Any] | None = None
+) -> None:
     entries = result.get(key, [])
     if not isinstance(entries, list):
         raise BadResult(f"result field {key!r} must be a list")

@@ -13,7 +13,7 @@ and removed before it is dropped, so a record with a free lock was left by a dea
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -74,7 +74,7 @@ class UpdateLock:
             # Holding the flock, any record still here belongs to a holder that died.
             self.recovered = _read_record(self.record_path)
             me = current_identity()
-            started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+            started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
             record = {"pid": me.pid, "start_time": me.start_time, "update_id": update_id, "started_at": started_at}
             write_json_atomic(self.record_path, record)
         except BaseException:

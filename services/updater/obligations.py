@@ -136,8 +136,14 @@ def read_completion(root: Path) -> dict[str, Any] | None:
         and _sha(data.get("before"))
         and _sha(data.get("after"))
         and _sha(data.setdefault("dependency_spec", UNKNOWN_SPEC))
-        and (attempt is None or (isinstance(attempt, dict) and all(isinstance(attempt.get(k), str) for k in ("update_id", "request", "result"))))
-    )  # fmt: skip
+        and (
+            attempt is None
+            or (
+                isinstance(attempt, dict)
+                and all(isinstance(attempt.get(k), str) for k in ("update_id", "request", "result"))
+            )
+        )
+    )
     if not shaped:
         raise _corrupt(path, "not a pending completion (update_id, before, after, attempt)")
     return data
@@ -151,7 +157,8 @@ def read_fleet(root: Path) -> dict[str, dict[str, Any]]:
         return {}
     gateways = data.get("gateways")
     if not isinstance(gateways, dict) or not all(
-        isinstance(part, dict) and _sha(part.get("expected")) and part.get("state") in STATES for part in gateways.values()
+        isinstance(part, dict) and _sha(part.get("expected")) and part.get("state") in STATES
+        for part in gateways.values()
     ):
         raise _corrupt(path, "not a fleet-restart obligation (gateways: profile -> {expected, state, ...})")
     return gateways
@@ -214,8 +221,15 @@ def arm_completion(
     names the completion last started for it (``{update_id, request, result}``);
     ``dependency_spec`` is the spec's digest before the move."""
     path = completion_path(root)
-    record = {"schema": SCHEMA, "update_id": update_id, "armed_at": _now(), "before": before, "after": after,
-              "dependency_spec": dependency_spec, "attempt": attempt}  # fmt: skip
+    record = {
+        "schema": SCHEMA,
+        "update_id": update_id,
+        "armed_at": _now(),
+        "before": before,
+        "after": after,
+        "dependency_spec": dependency_spec,
+        "attempt": attempt,
+    }
     _locked(path, lambda: _put(path, record))
 
 

@@ -13,5 +13,7 @@ from shared.protocol import Field, OpSpec
 SERVICE = "updater"
 MAX_RUN_SECONDS = 3600.0
 
-FOLLOW = OpSpec("follow", {"from": Field(int, required=False, min=0)}, idempotent=True, streaming=True, timeout=MAX_RUN_SECONDS)
+FOLLOW = OpSpec(
+    "follow", {"from": Field(int, required=False, min=0)}, idempotent=True, streaming=True, timeout=MAX_RUN_SECONDS
+)
 STATUS = OpSpec("status", idempotent=True, timeout=5.0)

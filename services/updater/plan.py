@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -227,7 +227,7 @@ class Plan:
     foreign: list[dict[str, Any]]  # runtimes of other homes on this machine: named, never touched
     backup: BackupMode
     actions: list[str]
-    created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
     def refused(self) -> bool:
@@ -413,7 +413,9 @@ def render_plan(plan: Plan) -> str:
     lines.append(f"  gateways  {len(plan.gateways)} live")
     for g in plan.gateways:
         version = f"{g['code_version'] or '?'} @ {_short(g['code_sha'])}"
-        lines.append(f"    {g['profile']:<16} pid {g['pid']:<8} {g['state']:<9} {g['supervisor']:<12} {version}  ({g['source']})")
+        lines.append(
+            f"    {g['profile']:<16} pid {g['pid']:<8} {g['state']:<9} {g['supervisor']:<12} {version}  ({g['source']})"
+        )
     if plan.foreign:
         lines.append(f"  foreign   {len(plan.foreign)} of other homes (never drained or restarted)")
         lines.extend(f"    {f['kind']:<9} {f['name']:<24} {f['home']}" for f in plan.foreign)

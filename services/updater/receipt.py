@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +76,18 @@ def exit_code_for(outcome: str, *, committed: bool) -> int:
 
 # A key that merely contains one of these is secret: "token_count" is redacted too, because a
 # lost count costs nothing and a leaked credential costs everything.
-SECRET_WORDS = ("token", "secret", "password", "passwd", "credential", "api_key", "apikey",
-                "authorization", "cookie", "private_key")  # fmt: skip
+SECRET_WORDS = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "api_key",
+    "apikey",
+    "authorization",
+    "cookie",
+    "private_key",
+)
 # "api_key" also matches "api-key", "Api Key" and "X-Api-Key".
 _SECRET_WORD = "|".join(word.replace("_", r"[\s_-]?") for word in SECRET_WORDS)
 _SECRET_KEY = re.compile(_SECRET_WORD, re.IGNORECASE)
@@ -151,10 +161,10 @@ def validate_update_id(update_id: object) -> str:
 
 
 def _iso(at: datetime | None) -> str:
-    moment = datetime.now(timezone.utc) if at is None else at
+    moment = datetime.now(UTC) if at is None else at
     if moment.tzinfo is None:
         raise ReceiptError("timestamps must be timezone-aware")
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
 def _parse_iso(value: object, what: str) -> datetime:
@@ -216,10 +226,24 @@ _SETTABLE: dict[str, Callable[[Any, str], None]] = {
     "after": _kinds(dict),
     "completion": _check_completion,
 }
-_FIELDS = frozenset({
-    "schema", "update_id", "started_at", "finished_at", "argv", "pid", "start_time", "outcome",
-    "steps", "skips", "followups", "user_action", "exit_code", *_SETTABLE,
-})  # fmt: skip
+_FIELDS = frozenset(
+    {
+        "schema",
+        "update_id",
+        "started_at",
+        "finished_at",
+        "argv",
+        "pid",
+        "start_time",
+        "outcome",
+        "steps",
+        "skips",
+        "followups",
+        "user_action",
+        "exit_code",
+        *_SETTABLE,
+    }
+)
 
 
 class Receipt:
@@ -259,7 +283,7 @@ class Receipt:
             "followups": [],
             "user_action": None,
             "exit_code": None,
-            **{key: None for key in _SETTABLE},
+            **dict.fromkeys(_SETTABLE),
         }
         data["before"] = _json(dict(before), "before")
         return cls(data)
@@ -350,7 +374,7 @@ class Receipt:
     def interrupt(self, *, by: str | None = None, at: datetime | None = None) -> None:
         """Finish a ``running`` record whose process is gone, saying who found it and when."""
         self._open("mark interrupted")
-        at = datetime.now(timezone.utc) if at is None else at
+        at = datetime.now(UTC) if at is None else at
         finder = f"update {by}" if by else "a later update"
         gone = f"pid {self._d['pid']} (start time {self._d['start_time']}) is gone"
         self.step("interrupted", False, f"found interrupted by {finder} at {_iso(at)}: {gone}", at=at)
@@ -460,7 +484,7 @@ class ReceiptStore:
         self.latest_path = self.directory / "latest.json"
 
     def path_for(self, receipt: Receipt) -> Path:
-        stamp = receipt.started_at.astimezone(timezone.utc).strftime("%Y%m%d_%H%M%S")
+        stamp = receipt.started_at.astimezone(UTC).strftime("%Y%m%d_%H%M%S")
         return self.directory / f"update_{stamp}_{receipt.identity.pid}_{receipt.update_id}.json"
 
     # --- writing --------------------------------------------------------------------------

@@ -87,7 +87,9 @@ def restart_fleet(root: Path, expected_sha: str | None, *, only: Collection[str]
     runs the update."""
     wanted: Callable[[str], bool] = (lambda profile: True) if only is None else set(only).__contains__
     gateways = [
-        g for g in discover(root, scan=False) if g.state in (ops.RUNNING, ops.DRAINING, ops.STARTING) and wanted(g.profile)
+        g
+        for g in discover(root, scan=False)
+        if g.state in (ops.RUNNING, ops.DRAINING, ops.STARTING) and wanted(g.profile)
     ]
     by_profile = {g.profile: g for g in gateways}
     parents = _ancestor_profiles(gateways)
@@ -100,9 +102,10 @@ def restart_fleet(root: Path, expected_sha: str | None, *, only: Collection[str]
         # A unit takes over its profile's gateway only if that gateway runs under it (or none
         # runs at all): a profile served by another supervisor is restarted through that one.
         units = [
-            u for u in ours
+            u
+            for u in ours
             if wanted(u.profile) and u.profile not in claimed and _runs_under(kind, by_profile.get(u.profile))
-        ]  # fmt: skip
+        ]
         claimed.update(unit.profile for unit in units)
         for batch, jobs in ((units_without(units, parents), first), ([u for u in units if u.profile in parents], last)):
             if batch:
@@ -115,11 +118,16 @@ def restart_fleet(root: Path, expected_sha: str | None, *, only: Collection[str]
             gateway = by_profile.get(profile) if profile else None
             if gateway is not None and gateway.profile not in claimed and gateway.supervisor == kind:
                 claimed.add(gateway.profile)
-                outcomes.append(RestartOutcome(gateway.profile, kind, gateway.pid, gateway.pid, "skip", False,
-                                               f"{name}: {reason}", unit=name))  # fmt: skip
+                outcomes.append(
+                    RestartOutcome(
+                        gateway.profile, kind, gateway.pid, gateway.pid, "skip", False, f"{name}: {reason}", unit=name
+                    )
+                )
     for gateway in gateways:
         if gateway.profile not in claimed:
-            (last if gateway.profile in parents else first).append(partial(_restart_as_list, root, gateway, expected_sha))
+            (last if gateway.profile in parents else first).append(
+                partial(_restart_as_list, root, gateway, expected_sha)
+            )
     outcomes += _run_all(first) + _run_all(last)
     return sorted(outcomes, key=lambda o: (o.profile != homes.DEFAULT_PROFILE, o.profile))
 
@@ -178,7 +186,9 @@ def _restart(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> Re
             client.call(ops.STATUS, timeout=PROBE_SECONDS)
     except RemoteError as exc:
         if gateway.supervisor == "supervisord" and exc.code in UNANSWERED:
-            return _through_supervisord(root, gateway, address, expected_sha, f"its control socket did not answer ({exc.code})")
+            return _through_supervisord(
+                root, gateway, address, expected_sha, f"its control socket did not answer ({exc.code})"
+            )
         return _failed(gateway, method, f"its control socket did not answer: {exc.code}: {exc.message}")
     try:
         with SyncClient(address, retry=NO_RETRY) as client:
@@ -220,8 +230,18 @@ def _through_supervisord(
         return _failed(gateway, "drain", f"{why}; supervisord could not restart it: {exc.message}")
     gave_up = partial(_supervisord_gave_up, root, gateway.profile)
     new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=False, gave_up=gave_up)
-    return RestartOutcome(gateway.profile, gateway.supervisor, gateway.pid, new_pid, "drain", reason is None, reason,
-                          unit=unit.name, fallback="blunt", note=f"{why}; restarted through supervisord")  # fmt: skip
+    return RestartOutcome(
+        gateway.profile,
+        gateway.supervisor,
+        gateway.pid,
+        new_pid,
+        "drain",
+        reason is None,
+        reason,
+        unit=unit.name,
+        fallback="blunt",
+        note=f"{why}; restarted through supervisord",
+    )
 
 
 def _failed(gateway: GatewayRecord, method: str, reason: str) -> RestartOutcome:

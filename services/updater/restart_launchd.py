@@ -130,7 +130,12 @@ def _restart_one(
 
 
 def _restart(
-    unit: Unit, gateway: GatewayRecord | None, drain: bool, expected_sha: str | None, run: launchd.Runner, uid: int | None
+    unit: Unit,
+    gateway: GatewayRecord | None,
+    drain: bool,
+    expected_sha: str | None,
+    run: launchd.Runner,
+    uid: int | None,
 ) -> restart.RestartOutcome:
     target = launchd.service_target(unit, uid=uid)
     address = homes.endpoint(unit.home, ops.SERVICE, create=False).control

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +63,18 @@ class Interrupted(Exception):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class UpdateRun:
     def __init__(
-        self, root: Path, install_root: Path, update_id: str, options: dict[str, Any], lock: UpdateLock, stop: threading.Event
+        self,
+        root: Path,
+        install_root: Path,
+        update_id: str,
+        options: dict[str, Any],
+        lock: UpdateLock,
+        stop: threading.Event,
     ):
         self.root, self.install_root = root, install_root
         self.lock = lock
@@ -166,10 +172,19 @@ class UpdateRun:
             outcome = self.outcome or "success"
         except Interrupted:
             outcome = "interrupted"
-            self.receipt.step("interrupted", False, "stopped by a signal" + (
-                " after the commit point: what is owed stays armed for the next update" if self.committed
-                else " before the commit point: nothing was changed"))  # fmt: skip
-            ran = self.receipt["completion"] is not None or any(f["step"] == "completion" for f in self.receipt["followups"])
+            self.receipt.step(
+                "interrupted",
+                False,
+                "stopped by a signal"
+                + (
+                    " after the commit point: what is owed stays armed for the next update"
+                    if self.committed
+                    else " before the commit point: nothing was changed"
+                ),
+            )
+            ran = self.receipt["completion"] is not None or any(
+                f["step"] == "completion" for f in self.receipt["followups"]
+            )
             if self.committed and not ran:
                 self._owe_unfinished("stopped before the completion ran: the next update runs it")
         except _Finish as finish:
@@ -286,8 +301,16 @@ class UpdateRun:
         before = plan_data["code"]["code_sha"]
         try:
             result = self._apply(branch, settings)
-        except (NotFastForward, WrongBranch, GitFailed, ValueError, ArchiveFailed, DirtyTree, SwapFailed,
-                ArchiveIsOlder) as exc:
+        except (
+            NotFastForward,
+            WrongBranch,
+            GitFailed,
+            ValueError,
+            ArchiveFailed,
+            DirtyTree,
+            SwapFailed,
+            ArchiveIsOlder,
+        ) as exc:
             detail = exc.to_dict() if isinstance(exc, HermesError) else str(exc)
             receipt.step("apply", False, detail)
             self.emit("apply", "fail", getattr(exc, "message", str(exc)))
@@ -332,12 +355,16 @@ class UpdateRun:
             self.emit("completion", "fail", "owed: see the receipt's follow-ups")
             return
         restarted = completion.get("restart", [])
-        self.emit("completion", "done", {
-            "restarted": sum(r["ok"] for r in restarted),
-            "gateways": len(restarted),
-            "current": sum(row["verdict"] == "current" for row in completion.get("fleet", [])),
-            "followups": len(completion.get("followups", [])),
-        })  # fmt: skip
+        self.emit(
+            "completion",
+            "done",
+            {
+                "restarted": sum(r["ok"] for r in restarted),
+                "gateways": len(restarted),
+                "current": sum(row["verdict"] == "current" for row in completion.get("fleet", [])),
+                "followups": len(completion.get("followups", [])),
+            },
+        )
 
     def _apply(self, branch: str, settings: UpdateSettings) -> ApplyResult:
         """Fast-forward with git; when git itself fails before the commit point and an archive
@@ -347,7 +374,12 @@ class UpdateRun:
             return apply(self.install_root, branch, on_step=self._applied)
         except BaseException as exc:
             self._withdraw()
-            if not isinstance(exc, GitFailed) or self.committed or not settings.archive_url or not should_fall_back(exc):
+            if (
+                not isinstance(exc, GitFailed)
+                or self.committed
+                or not settings.archive_url
+                or not should_fall_back(exc)
+            ):
                 raise
             assert self.receipt is not None
             self.receipt.step("apply", False, exc.to_dict())
@@ -443,9 +475,14 @@ class UpdateRun:
             if pending is None:
                 obligations.clear_completion(self.root)
             else:
-                obligations.arm_completion(self.root, update_id=pending["update_id"], before=pending["before"],
-                                           after=pending["after"], attempt=pending.get("attempt"),
-                                           dependency_spec=pending.get("dependency_spec", UNKNOWN_SPEC))  # fmt: skip
+                obligations.arm_completion(
+                    self.root,
+                    update_id=pending["update_id"],
+                    before=pending["before"],
+                    after=pending["after"],
+                    attempt=pending.get("attempt"),
+                    dependency_spec=pending.get("dependency_spec", UNKNOWN_SPEC),
+                )
             obligations.settle_fleet(self.root, fleet)
         except (OSError, HermesError) as exc:
             assert self.receipt is not None
@@ -469,11 +506,20 @@ class UpdateRun:
         assert self.receipt is not None
         before, spec = self._owed_before(before), self._owed_spec()
         try:
-            obligations.arm_completion(self.root, update_id=self.update_id, before=before, after=after, dependency_spec=spec)
-            self.pending = {"update_id": self.update_id, "before": before, "after": after, "dependency_spec": spec,
-                            "attempt": None}  # fmt: skip
+            obligations.arm_completion(
+                self.root, update_id=self.update_id, before=before, after=after, dependency_spec=spec
+            )
+            self.pending = {
+                "update_id": self.update_id,
+                "before": before,
+                "after": after,
+                "dependency_spec": spec,
+                "attempt": None,
+            }
             why = f"the code moved to {after[:12]}; not restarted yet"
-            parts = {p: obligations.owed_part(after, obligations.NOT_RESTARTED, why, self.update_id) for p in self.expected}
+            parts = {
+                p: obligations.owed_part(after, obligations.NOT_RESTARTED, why, self.update_id) for p in self.expected
+            }
             obligations.settle_fleet(self.root, parts)
             self.fleet_owed = parts
         except (OSError, HermesError) as exc:
@@ -488,12 +534,15 @@ class UpdateRun:
             row["profile"]: obligations.owed_part(
                 row["expected"],
                 states.get(row["verdict"], obligations.NOT_RESTARTED),
-                f"runs {str(row['running'])[:12]}" if row["verdict"] == STALE
-                else "down" if row["verdict"] == DOWN else "alive, but what it runs could not be read",
+                f"runs {str(row['running'])[:12]}"
+                if row["verdict"] == STALE
+                else "down"
+                if row["verdict"] == DOWN
+                else "alive, but what it runs could not be read",
                 self.update_id,
             )
             for row in owed
-        }  # fmt: skip
+        }
         obligations.settle_fleet(self.root, parts)
         self.fleet_owed = parts
         if owed:
@@ -507,7 +556,9 @@ class UpdateRun:
         if self.fleet_owed:
             expected = {str(part["expected"])[:12] for part in self.fleet_owed.values()}
             names = ", ".join(self.fleet_owed)
-            self.receipt.followup("fleet-restart", f"gateways {names} are not restarted onto {', '.join(sorted(expected))}")
+            self.receipt.followup(
+                "fleet-restart", f"gateways {names} are not restarted onto {', '.join(sorted(expected))}"
+            )
 
     def _retry_owed(self, code: str) -> None:
         """Already up to date: retry what earlier runs left owed, then verify the fleet."""
@@ -606,9 +657,14 @@ class UpdateRun:
             return
         attempt = {"update_id": self.update_id, "request": str(request), "result": str(result)}
         try:
-            obligations.arm_completion(self.root, update_id=pending["update_id"], before=pending["before"],
-                                       after=pending["after"], attempt=attempt,
-                                       dependency_spec=pending.get("dependency_spec", UNKNOWN_SPEC))  # fmt: skip
+            obligations.arm_completion(
+                self.root,
+                update_id=pending["update_id"],
+                before=pending["before"],
+                after=pending["after"],
+                attempt=attempt,
+                dependency_spec=pending.get("dependency_spec", UNKNOWN_SPEC),
+            )
         except (OSError, HermesError) as exc:  # only the adoption of a late result is lost
             assert self.receipt is not None
             self.receipt.step("obligations", False, f"could not note the completion started: {exc}")
@@ -651,9 +707,14 @@ class UpdateRun:
         if result is None:
             return
         assert self.receipt is not None
-        self.receipt.step("retry", True, {"owed": "completion", "update_id": pending["update_id"], "how": "adopted",
-                                          "result": attempt["result"]})  # fmt: skip
-        self.emit("completion", "adopted", f"the completion of update {attempt['update_id']} finished after its updater died")
+        self.receipt.step(
+            "retry",
+            True,
+            {"owed": "completion", "update_id": pending["update_id"], "how": "adopted", "result": attempt["result"]},
+        )
+        self.emit(
+            "completion", "adopted", f"the completion of update {attempt['update_id']} finished after its updater died"
+        )
         self._accept(result, verified=False)
 
     def _accept(self, result: dict[str, Any], *, verified: bool = True) -> None:

@@ -22,7 +22,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +111,7 @@ def snapshot_all(root: Path, update_id: str) -> list[dict[str, Any]]:
     """Snapshot every profile of ``root``; all or nothing. One summary per profile, default first."""
     _check_update_id(update_id)
     root = Path(root).absolute()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     name = f"{now:%Y%m%d_%H%M%S}_{update_id}"
     created_at = now.isoformat(timespec="seconds")
     taken: list[dict[str, Any]] = []
@@ -352,4 +352,3 @@ def _backup_members(root: Path) -> Iterator[tuple[Path, str]]:
         dirnames.sort()
         for name in [*dirnames, *sorted(filenames)]:
             yield Path(dirpath) / name, (rel / name).as_posix()
-

@@ -26,7 +26,9 @@ def verdict(running: str | None, expected: str | None, *, alive: bool) -> str:
     return CURRENT if running == expected else STALE
 
 
-def fleet_matrix(root: Path, expected_sha: str | None, *, expected_profiles: Iterable[str] = ()) -> list[dict[str, Any]]:
+def fleet_matrix(
+    root: Path, expected_sha: str | None, *, expected_profiles: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """A row per profile that runs a gateway now or should (``expected_profiles``: those
     that ran one before the update); a profile that never had one is not listed."""
     found = {}

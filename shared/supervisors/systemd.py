@@ -115,9 +115,7 @@ def _path_value(path: Path) -> str:
     # Path settings are not word-split: only specifiers need escaping, and lines cannot break.
     text = str(path)
     if _CONTROL_RE.search(text):
-        raise UnitValueInvalid(
-            f"a unit file path cannot contain control characters: {text!r}", detail={"value": text}
-        )
+        raise UnitValueInvalid(f"a unit file path cannot contain control characters: {text!r}", detail={"value": text})
     return _escape(text, exec_line=False)
 
 
@@ -212,9 +210,7 @@ def systemctl(scope: str, *args: str, timeout: float) -> subprocess.CompletedPro
     if shutil.which("systemctl") is None:
         raise SupervisorUnavailable("systemctl is not installed here", detail={"command": argv})
     if not BOOTED_MARKER.is_dir():
-        raise SupervisorUnavailable(
-            f"systemd is not running here (no {BOOTED_MARKER})", detail={"command": argv}
-        )
+        raise SupervisorUnavailable(f"systemd is not running here (no {BOOTED_MARKER})", detail={"command": argv})
     result = run_client(argv, timeout=timeout)
     if result.returncode != 0:
         if _BUS_UNREACHABLE.search(result.stderr):
@@ -393,9 +389,18 @@ def _assignments(words: Iterable[str]) -> dict[str, str]:
 
 
 _C_ESCAPES = {
-    "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-    "\\": "\\", '"': '"', "'": "'", "s": " ",
-}  # fmt: skip
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "s": " ",
+}
 _HEX_LENGTHS = {"x": 2, "u": 4, "U": 8}
 
 

@@ -42,7 +42,11 @@ def test_pinned_requests_are_read_by_this_release(pinned, tmp_path):
     copy = tmp_path / pinned.name
     shutil.copy(pinned, copy)
     done = subprocess.run(
-        [sys.executable, "-m", ENTRY_MODULE, str(copy), "--check"], cwd=ROOT, env=python_env(), capture_output=True, timeout=60
+        [sys.executable, "-m", ENTRY_MODULE, str(copy), "--check"],
+        cwd=ROOT,
+        env=python_env(),
+        capture_output=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
 
@@ -53,7 +57,11 @@ def test_an_unknown_schema_is_refused_by_the_entry_module(tmp_path):
     path = tmp_path / "future.json"
     path.write_text(json.dumps(data))
     done = subprocess.run(
-        [sys.executable, "-m", ENTRY_MODULE, str(path), "--check"], cwd=ROOT, env=python_env(), capture_output=True, timeout=60
+        [sys.executable, "-m", ENTRY_MODULE, str(path), "--check"],
+        cwd=ROOT,
+        env=python_env(),
+        capture_output=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert b"schema" in done.stderr
@@ -105,9 +113,14 @@ def test_this_releases_completion_writes_what_the_pinned_result_holds(tmp_path):
     from services.updater.completion import Completion
 
     request = Request.new(
-        update_id="compat", root=str(tmp_path / "home"), install_root=str(ROOT), before=None, after=None,
-        result_path=str(tmp_path / "result.json"), dependency_spec=dependency_digest(ROOT),  # unchanged: no pip
-    )  # fmt: skip
+        update_id="compat",
+        root=str(tmp_path / "home"),
+        install_root=str(ROOT),
+        before=None,
+        after=None,
+        result_path=str(tmp_path / "result.json"),
+        dependency_spec=dependency_digest(ROOT),  # unchanged: no pip
+    )
     (tmp_path / "home").mkdir()
     result = Completion(request).run()
     check_result(result)

@@ -18,7 +18,9 @@ from shared.service import Call, Service
 
 ECHO = OpSpec("echo", {"text": Field(str, max_len=1 << 21)}, idempotent=True)
 SLOW = OpSpec("slow", {"seconds": Field(float, min=0, max=60)}, timeout=60)
-STREAM = OpSpec("count", {"to": Field(int, min=0, max=10_000), "pause": Field(float, required=False, min=0, max=1)}, streaming=True)
+STREAM = OpSpec(
+    "count", {"to": Field(int, min=0, max=10_000), "pause": Field(float, required=False, min=0, max=1)}, streaming=True
+)
 FAIL = OpSpec("fail", {"typed": Field(bool)})
 BIG = OpSpec("big", {"size": Field(int, min=0, max=1 << 22)})
 OPS = (ECHO, SLOW, STREAM, FAIL, BIG)

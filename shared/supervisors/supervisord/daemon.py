@@ -138,9 +138,7 @@ def start_daemon(paths: MeshPaths) -> ProcessIdentity:
         )
     ident = wait_for(lambda: _socket_pid(paths), DAEMON_START_TIMEOUT)
     if ident is None:
-        raise SupervisorFailed(
-            f"supervisord started but does not answer on {paths.socket}", detail=_log_detail(paths)
-        )
+        raise SupervisorFailed(f"supervisord started but does not answer on {paths.socket}", detail=_log_detail(paths))
     _record(paths, ident)
     return ident
 

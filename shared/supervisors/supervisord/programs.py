@@ -86,8 +86,16 @@ def _start_failure(
         log = paths.program_log(name)
         tail = log_tail(log)
         description = infos.get(name, {}).get("description", "")
-        details.append({"name": name, "profile": profile_of(name), "state": states[name], "description": description,
-                        "log": str(log), "log_tail": tail})
+        details.append(
+            {
+                "name": name,
+                "profile": profile_of(name),
+                "state": states[name],
+                "description": description,
+                "log": str(log),
+                "log_tail": tail,
+            }
+        )
         last = "\n".join("    " + line for line in tail.splitlines()[-10:]) or "    (log is empty)"
         lines.append(f"  {name}: {states[name]} {description}\n  last lines of {log}:\n{last}")
     return GatewayStartFailed(
