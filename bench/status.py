@@ -32,9 +32,10 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from services.gateway.fleet import GatewayRecord, discover, scan_gateways  # noqa: E402
 from shared import homes  # noqa: E402
 from shared.files import read_json  # noqa: E402
+from shared.gateways.discovery import GatewayRecord, discover, scan_gateways  # noqa: E402
+from shared.layout import GATEWAY_STATE_FILE  # noqa: E402
 
 
 def start_gateways(root: Path, count: int) -> dict[str, subprocess.Popen]:
@@ -67,7 +68,7 @@ def wait_running(root: Path, procs: dict[str, subprocess.Popen], timeout: float 
         for profile, proc in list(waiting.items()):
             if proc.poll() is not None:
                 raise RuntimeError(f"gateway {profile} exited {proc.returncode} while starting")
-            state = read_json(homes.profile_home(profile, root) / "gateway_state.json", default=None)
+            state = read_json(homes.profile_home(profile, root) / GATEWAY_STATE_FILE, default=None)
             if state and state.get("pid") == proc.pid and state.get("gateway_state") == "running":
                 del waiting[profile]
         if time.monotonic() > deadline:

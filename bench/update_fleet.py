@@ -68,10 +68,10 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 import trio  # noqa: E402
 
-from services.gateway import ops  # noqa: E402
 from shared import homes  # noqa: E402
 from shared.call_rules import NO_RETRY  # noqa: E402
 from shared.client import open_client  # noqa: E402
+from shared.gateways import ops  # noqa: E402
 from shared.protocol import Code, RemoteError  # noqa: E402
 from shared.pubsub import open_subscriber  # noqa: E402
 from shared.sync_client import SyncClient  # noqa: E402

@@ -19,11 +19,11 @@ from typing import Any, TextIO
 
 from shared import config
 from shared.errors import HermesError
+from shared.layout import SKINS_DIR
 
-SKINS_DIR = "skins"
 DEFAULT = "default"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-COLOR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+COLOR_RE = re.compile(r"#[0-9a-fA-F]{6}")
 MAX_SKIN_BYTES = 64 * 1024
 COLOR_KEYS = ("banner_border", "banner_title", "banner_accent", "banner_dim", "banner_text", "response_border")
 SPINNER_KEYS = ("waiting_faces", "thinking_faces", "thinking_verbs", "wings")
@@ -175,7 +175,7 @@ def skins_dir(home: Path) -> Path:
 def user_names(home: Path) -> list[str]:
     try:
         return sorted(
-            p.stem for p in skins_dir(home).glob("*.yaml") if NAME_RE.match(p.stem) and p.stem not in _BUILTIN_SKINS
+            p.stem for p in skins_dir(home).glob("*.yaml") if NAME_RE.fullmatch(p.stem) and p.stem not in _BUILTIN_SKINS
         )
     except OSError:
         return []
@@ -185,7 +185,7 @@ def load_skin(name: str, home: Path) -> Skin:
     """The skin ``name``: built in, or ``<home>/skins/<name>.yaml`` over ``default``."""
     if name in _BUILTIN_SKINS:
         return _checked(copy.deepcopy(_BUILTIN_SKINS[name]), None, "builtin")
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise SkinNotFound(f"{name!r} is not a skin name")
     path = skins_dir(home) / f"{name}.yaml"
     try:
@@ -244,7 +244,7 @@ def _checked(data: dict[str, Any], path: Path | None, source: str) -> Skin:
     _text(path, "description", data.get("description"), 200)
     colors = _section(path, "colors", data.get("colors"), COLOR_KEYS)
     for key, value in colors.items():
-        if not isinstance(value, str) or not COLOR_RE.match(value):
+        if not isinstance(value, str) or not COLOR_RE.fullmatch(value):
             raise SkinError(path, f"colors.{key}", f"must be a #RRGGBB color, got {value!r}")
     spinner = _section(path, "spinner", data.get("spinner"), SPINNER_KEYS)
     for key in ("waiting_faces", "thinking_faces", "thinking_verbs"):

@@ -28,8 +28,8 @@ from ruamel.yaml.tokens import CommentToken
 
 from shared.errors import HermesError
 from shared.files import PUBLIC_MODE, write_bytes_atomic
+from shared.layout import CONFIG_FILE
 
-CONFIG_FILE = "config.yaml"
 MAX_BYTES = 1 << 20
 # Wide enough that no value the operator wrote on one line is folded onto two.
 _WIDTH = 4096

@@ -5,8 +5,8 @@ never raises, never starts a process, uses the network or opens a database. Outs
 Pohunek-managed session (no valid ``POHUNEK_SESSION_ID``) every call returns at once and
 reports nothing.
 
-A report is payload-free by construction: its only strings are ids matching ``ID_RE``
-and values from small fixed sets, so an argument that could hold what a user typed (a
+A report is payload-free by construction (``shared.hook_vocabulary``): its only strings are
+ids and values from small fixed sets, so an argument that could hold what a user typed (a
 prompt, a path, a command line) does not fit and the report is dropped. Every call
 returns whether the report was handed to zmq; each outcome is counted (``counters()``):
 
@@ -16,9 +16,7 @@ returns whether the report was handed to zmq; each outcome is counted (``counter
 - ``not_accepted``: zmq would not take it (no reporter, or one not keeping up);
 - ``error``: anything else, swallowed.
 
-The frame, one msgpack map sent over a PUSH socket to the reporter's intake::
-
-    {"v": 1, "kind": ..., "session": ..., "pid": ..., "start_time": ..., "at": ..., <kind fields>}
+The frame goes over a PUSH socket to the reporter's intake.
 """
 
 from __future__ import annotations
@@ -37,24 +35,17 @@ from typing import Any
 import zmq
 
 from shared import homes
+from shared import hook_vocabulary as vocabulary
 from shared.call_rules import ipc_unreachable
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.protocol import pack
 
-FRAME_VERSION = 1
 SESSION_ENV = "POHUNEK_SESSION_ID"
 ENDPOINT_ENV = "POHUNEK_HOOK_ENDPOINT"
 LAUNCH_EXE_ENV = "POHUNEK_LAUNCH_EXE"
 LAUNCH_SCRIPT_ENV = "POHUNEK_LAUNCH_SCRIPT"
 PTY_ROOT_PID_ENV = "POHUNEK_PTY_ROOT_PID"
-
-ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-MAX_CONTINUATION_IDS = 16
-MAX_REPORT_BYTES = 1024
-ACTIVITY_STATES = frozenset({"working", "idle"})
-ATTENTION_REASONS = frozenset({"owner_approval"})
-RELEASE_REASONS = frozenset({"session_end", "agent_exit", "handoff"})
 
 SNDHWM = 256
 LINGER_MS = 200  # reports still queued at exit get this long to leave
@@ -73,14 +64,13 @@ class RefusedReport(HermesError):
 
 
 def _id(value: object) -> str:
-    # type() rather than isinstance(): a str subclass may carry anything in its methods.
-    if type(value) is not str or not ID_RE.fullmatch(value):
+    if not vocabulary.is_id(value):
         raise RefusedReport("an id must be 1-128 of A-Z a-z 0-9 . _ : -")
     return value
 
 
 def _one_of(value: object, allowed: frozenset[str]) -> str:
-    if type(value) is not str or value not in allowed:
+    if not vocabulary.is_one_of(value, allowed):
         raise RefusedReport(f"expected one of {sorted(allowed)}")
     return value
 
@@ -112,7 +102,7 @@ class HookClient:
 
     def __init__(self, env: Mapping[str, str], root: Path | None = None) -> None:
         session = env.get(SESSION_ENV)
-        self._session = session if isinstance(session, str) and ID_RE.fullmatch(session) else None
+        self._session = session if vocabulary.is_id(session) else None
         self._env = dict(env)
         self._root = root
         self._launch = {
@@ -147,19 +137,19 @@ class HookClient:
             # A str is a Sequence too: "abc" must not pass as three one-letter ids.
             if isinstance(continuation_ids, str) or not isinstance(continuation_ids, Sequence):
                 raise RefusedReport("continuation_ids must be a sequence of ids")
-            if not 1 <= len(continuation_ids) <= MAX_CONTINUATION_IDS:
-                raise RefusedReport(f"continuation_ids must hold 1 to {MAX_CONTINUATION_IDS} ids")
+            if not 1 <= len(continuation_ids) <= vocabulary.MAX_CONTINUATION_IDS:
+                raise RefusedReport(f"continuation_ids must hold 1 to {vocabulary.MAX_CONTINUATION_IDS} ids")
             return {"continuation_ids": [_id(i) for i in continuation_ids]}
 
         return self._report("continuation", fields)
 
     def report_activity(self, state: str) -> bool:
         """Whether the agent is working or idle."""
-        return self._report("activity", lambda: {"state": _one_of(state, ACTIVITY_STATES)})
+        return self._report("activity", lambda: {"state": _one_of(state, vocabulary.ACTIVITY_STATES)})
 
     def report_attention(self, reason: str = "owner_approval") -> bool:
         """The agent waits for its owner (an approval)."""
-        return self._report("attention", lambda: {"reason": _one_of(reason, ATTENTION_REASONS)})
+        return self._report("attention", lambda: {"reason": _one_of(reason, vocabulary.ATTENTION_REASONS)})
 
     def report_release(self, reason: str) -> bool:
         """Final release evidence for the session's agent state.
@@ -168,7 +158,7 @@ class HookClient:
         report: the session ended, the process may well run on. ``agent_exit`` is the process
         leaving; ``handoff`` gives the session to another process.
         """
-        return self._report("release", lambda: {"reason": _one_of(reason, RELEASE_REASONS)})
+        return self._report("release", lambda: {"reason": _one_of(reason, vocabulary.RELEASE_REASONS)})
 
     def counters(self) -> dict[str, int]:
         """A copy of the outcome counts."""
@@ -206,7 +196,7 @@ class HookClient:
             body = fields()  # before any socket exists: a refused report opens nothing
             conn = self._connection()
             frame = {
-                "v": FRAME_VERSION,
+                "v": vocabulary.VERSION,
                 "kind": kind,
                 "session": self._session,
                 "pid": conn.pid,
@@ -218,8 +208,8 @@ class HookClient:
                 raw = pack(frame)
             except (TypeError, ValueError):  # e.g. a launch path that is not valid UTF-8
                 raise RefusedReport("the report cannot be encoded") from None
-            if len(raw) > MAX_REPORT_BYTES:
-                raise RefusedReport(f"a report is at most {MAX_REPORT_BYTES} bytes")
+            if len(raw) > vocabulary.MAX_REPORT_BYTES:
+                raise RefusedReport(f"a report is at most {vocabulary.MAX_REPORT_BYTES} bytes")
             conn.socket.send(raw, zmq.NOBLOCK)
         except RefusedReport:
             return "refused"

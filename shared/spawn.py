@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from shared import homes
+from shared import exit_codes, homes
 from shared.call_rules import ipc_unreachable
 from shared.errors import HermesError
 from shared.identity import is_alive
@@ -25,7 +25,6 @@ from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
-EXIT_DUPLICATE = 73  # another copy won the race for the endpoint
 
 
 class ServiceStartFailed(HermesError):
@@ -51,7 +50,7 @@ def ensure_service(root: Path, service: str, module: str, *, timeout: float = ST
     deadline = time.monotonic() + timeout
     while not _serving(endpoint):
         code = process.poll()
-        if code is not None and code != EXIT_DUPLICATE:
+        if code is not None and code != exit_codes.DUPLICATE:  # another copy won the race for the endpoint
             raise ServiceStartFailed(
                 f"the {service} exited with code {code} while starting; see {log_path}",
                 detail={"service": service, "exit_code": code, "log": str(log_path)},

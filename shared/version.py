@@ -19,7 +19,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 INSTALL_ROOT = Path(__file__).resolve().parent.parent
-_SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+_SHA_RE = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 CODE_STAMP = "hermes-code-stamp.json"
@@ -56,7 +56,9 @@ def code_stamp(root: Path = INSTALL_ROOT) -> dict[str, Any] | None:
         stamp = json.loads((git_dir / CODE_STAMP).read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(stamp, dict) or not all(_SHA_RE.match(str(stamp.get(k, ""))) for k in ("code_sha", "over_head")):
+    if not isinstance(stamp, dict) or not all(
+        _SHA_RE.fullmatch(str(stamp.get(k, ""))) for k in ("code_sha", "over_head")
+    ):
         return None
     return stamp if stamp["over_head"] == head_commit(root) else None
 
@@ -70,7 +72,7 @@ def head_commit(root: Path = INSTALL_ROOT) -> str | None:
         head = (git_dir / "HEAD").read_text().strip()
     except OSError:
         return None
-    if _SHA_RE.match(head):  # detached HEAD
+    if _SHA_RE.fullmatch(head):  # detached HEAD
         return head
     if not head.startswith("ref: "):
         return None
@@ -109,7 +111,7 @@ def _resolve_ref(git_dir: Path, ref: str) -> str | None:
             value = (base / ref).read_text().strip()
         except OSError:
             continue
-        if _SHA_RE.match(value):
+        if _SHA_RE.fullmatch(value):
             return value
     try:
         packed = (common / "packed-refs").read_text()
@@ -117,7 +119,7 @@ def _resolve_ref(git_dir: Path, ref: str) -> str | None:
         return None
     for line in packed.splitlines():
         parts = line.split(" ", 1)
-        if len(parts) == 2 and parts[1] == ref and _SHA_RE.match(parts[0]):
+        if len(parts) == 2 and parts[1] == ref and _SHA_RE.fullmatch(parts[0]):
             return parts[0]
     return None
 

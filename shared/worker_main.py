@@ -18,11 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared import homes
+from shared import exit_codes, homes
 from shared.locks import FileLock, take_or_report
-
-EXIT_DUPLICATE = 73
-EXIT_CONFIG = 78
 
 
 def worker_main(service: str, factory: str, description: str, what: str) -> int:
@@ -51,10 +48,10 @@ def run_install_worker(
         endpoint = homes.endpoint(root, service)
     except (homes.UnsafeRunDir, homes.EndpointPathTooLong) as exc:
         print(f"{service}: {exc.message}", file=sys.stderr)
-        return EXIT_CONFIG
+        return exit_codes.CONFIG
     lock = take_or_report(endpoint.lock_path, f"{service}: this install already has {what}")
     if lock is None:
-        return EXIT_DUPLICATE
+        return exit_codes.DUPLICATE
 
     import trio
 

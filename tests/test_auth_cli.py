@@ -201,10 +201,14 @@ def test_the_worker_survives_junk_and_a_worker_killed_mid_sign_in_is_replaced(he
         junk.send(frame)
     junk.close(linger=100)
     with SyncClient(endpoint.control, retry=NO_RETRY) as client:
-        for args in ({"sign_in_id": "x y", "profile": "default"}, {"sign_in_id": "ok", "profile": "no-such-profile"}):
+        for args, code in (
+            ({"sign_in_id": "x y", "profile": "default"}, "invalid_field"),
+            ({"sign_in_id": "ok\n", "profile": "default"}, "invalid_field"),  # an id is an id whole
+            ({"sign_in_id": "ok", "profile": "no-such-profile"}, "profile_not_found"),
+        ):
             with pytest.raises(Exception) as info:
                 client.call(ops.SIGN_IN, args, timeout=10)
-            assert info.value.code in ("invalid_field", "profile_not_found")
+            assert info.value.code == code
         assert client.call(ops.STATUS)["sign_ins"] == 1
     # kill -9 of the worker: the waiting CLI is told at once, not after the code's 15 minutes.
     os.kill(probe(endpoint.lock_path).holder.pid, signal.SIGKILL)

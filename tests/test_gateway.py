@@ -13,10 +13,11 @@ import threading
 import pytest
 import zmq
 
-from services.gateway import ops, storm
-from shared import protocol
+from services.gateway import storm
+from shared import exit_codes, protocol
 from shared.call_rules import NO_RETRY
 from shared.files import StateFileCorrupt, read_json
+from shared.gateways import ops
 from shared.identity import process_identity
 from shared.protocol import Code, RemoteError
 from shared.sync_client import SyncClient
@@ -151,7 +152,7 @@ def test_missing_profile_is_a_config_error(root):
         capture_output=True,
         timeout=30,
     )
-    assert result.returncode == ops.EXIT_CONFIG
+    assert result.returncode == exit_codes.CONFIG
     assert b"no profile named 'ghost'" in result.stderr
 
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from services.gateway import fleet, ops
+from shared.gateways import discovery, ops
 from shared.identity import process_identity, read_cmdline
 from shared.sync_client import SyncClient
 from shared.version import code_sha
@@ -85,7 +85,7 @@ def test_a_gateway_that_cannot_answer_is_found_through_its_state_file(root, gate
     stopped = gateways(root, "coder")
     os.kill(stopped.pid, signal.SIGSTOP)
     try:
-        records = by_pid(fleet.discover(root, timeout=0.5))
+        records = by_pid(discovery.discover(root, timeout=0.5))
     finally:
         os.kill(stopped.pid, signal.SIGCONT)
     assert set(records) == {awake.pid, stopped.pid}
@@ -101,18 +101,18 @@ def test_a_gateway_without_socket_or_state_file_is_found_by_the_scan(root, gatew
     os.unlink(orphan.endpoint.control.removeprefix("ipc://"))
     os.unlink(orphan.home / "gateway_state.json")
 
-    records = fleet.discover(root)
+    records = discovery.discover(root)
     assert [(r.pid, r.profile, r.source, r.state) for r in records] == [(orphan.pid, "coder", "scan", "unknown")]
     assert records[0].supervisor == "unmanaged"
     assert records[0].start_time == process_identity(orphan.pid).start_time
-    assert fleet.discover(root, scan=False) == []
+    assert discovery.discover(root, scan=False) == []
 
 
 def test_a_scanned_gateway_takes_its_fields_from_a_state_file_naming_it(root, gateways):
     gateway = gateways(root, "default")
     os.unlink(gateway.endpoint.control.removeprefix("ipc://"))  # only the socket is gone
 
-    [record] = fleet.scan_gateways(root)
+    [record] = discovery.scan_gateways(root)
     assert (record.pid, record.profile, record.state, record.code_sha) == (
         gateway.pid,
         "default",
@@ -120,7 +120,7 @@ def test_a_scanned_gateway_takes_its_fields_from_a_state_file_naming_it(root, ga
         code_sha(),
     )
     assert record.source == "scan"
-    [found] = fleet.discover(root, scan=True)
+    [found] = discovery.discover(root, scan=True)
     assert (found.pid, found.source) == (gateway.pid, "state_file")  # listed once, by the better source
 
 
@@ -132,7 +132,7 @@ def test_a_killed_gateway_is_gone_at_once_though_its_files_remain(root, gateways
     assert read_state(gateway.home)["gateway_state"] == "running"  # written by the dead process
 
     started = time.monotonic()
-    assert fleet.discover(root, timeout=30) == []
+    assert discovery.discover(root, timeout=30) == []
     # Its socket file is not waited on for the whole timeout: the free endpoint lock tells.
     assert time.monotonic() - started < 15
 
@@ -147,11 +147,11 @@ def test_gateways_of_another_install_are_never_listed(short_dir, gateways):
     os.unlink(foreign[1].endpoint.control.removeprefix("ipc://"))
     os.unlink(foreign[1].home / "gateway_state.json")
 
-    assert {r.pid for r in fleet.discover(ours)} == mine
-    assert {r.pid for r in fleet.scan_gateways(ours)} == mine
+    assert {r.pid for r in discovery.discover(ours)} == mine
+    assert {r.pid for r in discovery.scan_gateways(ours)} == mine
     listed = as_json(hermes("gateway", "status", "--json", home=ours))["gateways"]
     assert {g["pid"] for g in listed} == mine
-    assert {r.pid for r in fleet.discover(theirs)} == {g.pid for g in foreign}
+    assert {r.pid for r in discovery.discover(theirs)} == {g.pid for g in foreign}
 
 
 def test_processes_that_merely_mention_the_gateway_are_not_listed(root, gateways):
@@ -170,8 +170,8 @@ def test_processes_that_merely_mention_the_gateway_are_not_listed(root, gateways
             wait_for(
                 lambda p=proc, a=argv: (read_cmdline(p.pid) or [])[1:] == a[1:], timeout=10, what="an impostor's argv"
             )
-        assert {r.pid for r in fleet.discover(root)} == {gateway.pid}
-        assert {r.pid for r in fleet.scan_gateways(root)} == {gateway.pid}
+        assert {r.pid for r in discovery.discover(root)} == {gateway.pid}
+        assert {r.pid for r in discovery.scan_gateways(root)} == {gateway.pid}
     finally:
         for proc in impostors:
             proc.kill()

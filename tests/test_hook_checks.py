@@ -64,6 +64,17 @@ def test_every_kind_parses_to_exactly_its_fields():
             {"v": 1, "kind": "activity", "session": "has space", "pid": 1, "start_time": 1, "at": 1.0, "state": "idle"}
         ),
         b"\x81" + b"\xa1a" * 2000,
+        # An id is an id whole: a trailing newline (which `$` would let through) is not one.
+        msgpack.packb(
+            {"v": 1, "kind": "activity", "session": "sess-1\n", "pid": 1, "start_time": 1, "at": 1.0, "state": "idle"}
+        ),
+        frame("native_id", native_id="conv_1\n", resumed=False, launch={"exe": None, "script": None, "root_pid": None}),
+        frame("continuation", continuation_ids=["c1", "c2\n"]),
+        # Values that cannot even be looked up in a set of words.
+        frame("activity", state=["working"]),
+        frame("release", reason={"session_end": 1}),
+        # Over what a client ever sends, though every field is well-formed.
+        frame("native_id", native_id="x", resumed=False, launch={"exe": "/x" * 600, "script": None, "root_pid": None}),
     ],
 )
 def test_anything_else_is_refused_as_malformed(raw):

@@ -9,14 +9,15 @@ import os
 import subprocess
 import sys
 
+import msgpack
 import pytest
 import zmq
 
-from services.gateway import ops as gateway_ops
 from services.hook_reporter import ops
 from services.operator_sim.ops import CONFIGURE, RECORDS
 from shared import homes
 from shared.call_rules import NO_RETRY
+from shared.gateways import ops as gateway_ops
 from shared.hooks import intake_address
 from shared.identity import process_identity
 from shared.spawn import stop_service
@@ -194,6 +195,28 @@ sys.stdin.read()
     finally:
         sender.kill()
         sender.wait()
+
+
+def test_hostile_frames_are_counted_and_the_reporter_keeps_forwarding(root, daemon, short_dir):
+    reporter = start_reporter(root, daemon)
+    me = process_identity(os.getpid())
+    envelope = {"v": 1, "kind": "activity", "pid": me.pid, "start_time": me.start_time, "at": 1.0}
+    junk = zmq.Context.instance().socket(zmq.PUSH)
+    junk.connect(intake_address(root))
+    try:
+        for hostile in (
+            {**envelope, "session": "sess-1\n", "state": "idle"},  # an id with a trailing newline
+            {**envelope, "session": "sess-1", "state": ["idle"]},  # unhashable where a word goes
+            {**envelope, "session": "sess-1", "state": "idle", "pad": "x" * 2000},  # over the size
+        ):
+            junk.send(msgpack.packb(hostile))
+        junk.send(msgpack.packb({**envelope, "session": "sess-1", "state": "idle"}))
+    finally:
+        junk.close(linger=1000)
+    wait_for(lambda: len(records(daemon)) == 1, timeout=20, what="the well-formed report to be forwarded")
+    [record] = records(daemon)
+    assert (record["session"], record["state"], record["pid"]) == ("sess-1", "idle", me.pid)
+    assert call(reporter, ops.STATUS)["dropped"] == {"malformed": 3}
 
 
 def test_with_no_daemon_reports_are_counted_and_the_check_says_so(root, short_dir):

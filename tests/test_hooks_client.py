@@ -16,7 +16,8 @@ import pytest
 import zmq
 
 from shared import homes
-from shared.hooks import MAX_CONTINUATION_IDS, HookClient, intake_address
+from shared.hook_vocabulary import MAX_CONTINUATION_IDS
+from shared.hooks import HookClient, intake_address
 from shared.identity import current_identity, process_identity
 from shared.protocol import unpack
 from tests.conftest import ROOT, python_env

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway import ops
-from services.gateway.fleet import discover
 from services.updater import restart_launchd
-from shared import homes
+from shared import exit_codes, homes
+from shared.gateways import ops
+from shared.gateways.discovery import discover
 from shared.supervisors import Unit, launchd
 from shared.sync_client import SyncClient
 from shared.version import code_sha
@@ -110,7 +110,7 @@ class FakeLaunchd:
 
     def keep_alive(self, gateway: GatewayProcess) -> None:
         def watch() -> None:
-            if gateway.proc.wait() == ops.EXIT_PLANNED_RESTART:
+            if gateway.proc.wait() == exit_codes.PLANNED_RESTART:
                 self.spawn(gateway.profile)
 
         threading.Thread(target=watch, daemon=True).start()
@@ -288,7 +288,7 @@ def test_a_drained_gateway_that_launchd_brings_back_needs_no_kickstart(root, dir
     assert (outcome.method, outcome.ok, outcome.reason) == ("drain", True, None)
     assert (outcome.old_pid, outcome.finished, outcome.cut) == (old.pid, 1, 0)
     assert turn["text"] == "in flight"  # the drain let it finish
-    assert old.wait_exit() == ops.EXIT_PLANNED_RESTART
+    assert old.wait_exit() == exit_codes.PLANNED_RESTART
     new = fake.processes[-1]
     assert outcome.new_pid == new.pid != old.pid
     assert fake.calls == []

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway import ops
-from services.gateway.fleet import discover
 from services.updater import restart_systemd, systemd_budget
 from services.updater.restart import restart_fleet
 from services.updater.systemd_budget import restart_budget
 from shared import homes
+from shared.gateways import ops
+from shared.gateways.discovery import discover
 from shared.supervisors import gateway_environment, systemd
 from shared.sync_client import SyncClient
 from tests.conftest import release

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services.gateway import ops
+from shared.gateways import ops
 from shared.sync_client import SyncClient
 from tests.conftest import ROOT, python_env, read_state, wait_for
 from tests.installs import Install, git

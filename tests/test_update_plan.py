@@ -347,7 +347,7 @@ def test_a_sibling_install_gateway_is_named_foreign_and_a_gateways_child_still_s
         f"#!{sys.executable}\n"
         "import json, os, subprocess, sys\n"
         "child = subprocess.run([sys.executable, '-c', 'import json, sys; from pathlib import Path; "
-        "from services.gateway.fleet import scan_gateways; "
+        "from shared.gateways.discovery import scan_gateways; "
         "print(json.dumps([r.pid for r in scan_gateways(Path(sys.argv[1]))]))', os.environ['ROOT']],\n"
         "                       capture_output=True, text=True, timeout=60)\n"
         "print(json.dumps({'me': os.getpid(), 'seen': json.loads(child.stdout or 'null'), 'err': child.stderr}))\n"

@@ -161,8 +161,8 @@ def _receipt_path(demo: DemoInstall, receipt: dict[str, Any]) -> str | None:
 
 
 def _send_turns(demo: DemoInstall) -> list[dict[str, Any]]:
-    from services.gateway import ops
     from shared import homes
+    from shared.gateways import ops
     from shared.sync_client import SyncClient
 
     turns = []

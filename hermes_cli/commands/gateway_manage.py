@@ -157,8 +157,8 @@ def _settle_owed_restart(profile: str, home: Path) -> dict[str, Any] | None:
 
 def _running_code(home: Path) -> str | None:
     """The code the gateway at ``home`` runs, once it answers as running (bounded), else None."""
-    from services.gateway import ops
     from shared.call_rules import NO_RETRY
+    from shared.gateways import ops
     from shared.protocol import RemoteError
     from shared.sync_client import SyncClient
 

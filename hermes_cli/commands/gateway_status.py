@@ -1,15 +1,15 @@
 """``hermes gateway status|list|drain``: the install's gateways, found through their control
-sockets first (``services.gateway.fleet``), and a drain of the active profile's gateway."""
+sockets first (``shared.gateways.discovery``), and a drain of the active profile's gateway."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from hermes_cli import output
-from services.gateway import fleet, ops
-from shared import homes
+from shared import exit_codes, homes
 from shared.call_rules import NO_RETRY
 from shared.errors import HermesError
+from shared.gateways import discovery, ops
 from shared.locks import probe
 from shared.protocol import Code, RemoteError
 from shared.sync_client import SyncClient
@@ -27,7 +27,7 @@ def _dash(value: object) -> object:
 
 
 def cmd_status(args) -> int:
-    records = fleet.discover(homes.root_home())
+    records = discovery.discover(homes.root_home())
     data = {"gateways": [r.to_dict() for r in records]}
 
     def text(d: dict[str, Any]) -> str:
@@ -54,8 +54,8 @@ def cmd_status(args) -> int:
 
 def cmd_list(args) -> int:
     root = homes.root_home()
-    first: dict[str, fleet.GatewayRecord] = {}
-    for record in fleet.discover(root):  # best-informed record of a profile comes first
+    first: dict[str, discovery.GatewayRecord] = {}
+    for record in discovery.discover(root):  # best-informed record of a profile comes first
         first.setdefault(record.profile, record)
     data = {
         "profiles": [
@@ -107,12 +107,12 @@ def cmd_drain(args) -> int:
         "finished": answer["finished"],
         "cut": answer["cut"],
         "exit_code": answer["exit_code"],
-        "exits": answer["exit_code"] == ops.EXIT_PLANNED_RESTART,
+        "exits": answer["exit_code"] == exit_codes.PLANNED_RESTART,
     }
 
     def text(d: dict[str, Any]) -> str:
         after = (
-            f"it exits {ops.EXIT_PLANNED_RESTART} (planned restart) so its supervisor starts it again"
+            f"it exits {exit_codes.PLANNED_RESTART} (planned restart) so its supervisor starts it again"
             if d["exits"]
             else "it stays up, draining, and refuses new turns until restarted"
         )

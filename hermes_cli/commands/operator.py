@@ -23,8 +23,8 @@ def _finding(check: str, ok: bool, code: str, detail: Any = None) -> dict[str, A
 
 def cmd_doctor(args) -> int:
     from services.hook_reporter import ops
-    from services.hook_reporter.reports import ID_RE, ReportRefused, parse_report
-    from shared import protocol
+    from services.hook_reporter.reports import ReportRefused, parse_report
+    from shared import hook_vocabulary, protocol
     from shared.call_rules import NO_RETRY
     from shared.identity import process_identity
     from shared.protocol import RemoteError
@@ -32,7 +32,7 @@ def cmd_doctor(args) -> int:
 
     findings = []
     session = os.environ.get("POHUNEK_SESSION_ID")
-    if session and ID_RE.match(session):
+    if hook_vocabulary.is_id(session):
         findings.append(_finding("session", True, "managed", session))
     else:
         findings.append(_finding("session", True, "unmanaged", "not in a managed session: the hooks report nothing"))
@@ -47,7 +47,7 @@ def cmd_doctor(args) -> int:
     )
     if ident is not None:
         dry = {
-            "v": 1,
+            "v": hook_vocabulary.VERSION,
             "kind": "activity",
             "session": session if findings[0]["code"] == "managed" else "dry-run",
             "pid": ident.pid,

@@ -15,6 +15,7 @@ from hermes_cli.liveness import service_states
 from shared import homes
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json
+from shared.layout import GATEWAY_STATE_FILE
 from shared.locks import FileLock, LockHeld
 
 
@@ -92,7 +93,7 @@ def cmd_show(args) -> int:
     home = Path(data["home"])
     run = homes.check_run_dir(home)
     data["run_dir"] = {"path": str(run.path), "exists": run.exists, "problems": list(run.problems)}
-    data["gateway_state"] = _gateway_state(home / "gateway_state.json")
+    data["gateway_state"] = _gateway_state(home / GATEWAY_STATE_FILE)
 
     def text(d: dict[str, Any]) -> str:
         lines = [

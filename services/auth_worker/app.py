@@ -30,7 +30,7 @@ from shared.spawn import ensure_service
 log = logging.getLogger(__name__)
 
 MAX_SIGN_INS = 8
-SIGN_IN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+SIGN_IN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # How often the keepalive looks at the store when nothing wakes it (another process may sign in).
 KEEPALIVE_IDLE = 60.0
 # The wait after a failed refresh: doubling from the first to the last.
@@ -79,7 +79,7 @@ class AuthWorker:
     async def _sign_in(self, call: Call) -> dict[str, Any]:
         args = call.args
         sign_in_id = args["sign_in_id"]
-        if not SIGN_IN_ID_RE.match(sign_in_id):
+        if not SIGN_IN_ID_RE.fullmatch(sign_in_id):
             raise WorkerError("invalid_field", "sign_in_id must be 1-64 letters, digits, '-' or '_'")
         if sign_in_id in self._sign_ins:
             raise WorkerError(ops.SIGN_IN_EXISTS, f"a sign-in named {sign_in_id!r} is already running")

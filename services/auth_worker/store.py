@@ -25,10 +25,8 @@ from services.handoff_retry.rules import record_key
 from shared import files
 from shared.errors import HermesError
 from shared.homes import DEFAULT_PROFILE
+from shared.layout import NOUS_STORE_FILE, PROFILE_AUTH_FILE
 
-SHARED_DIR = "shared"
-STORE_FILE = "nous_auth.json"
-PROFILE_AUTH_FILE = "auth.json"
 PROVIDER = "nous"
 STORE_VERSION = 1
 # A refresh holds the lock across one bounded request (see keepalive).
@@ -60,7 +58,7 @@ class SaveAborted(HermesError):
 
 
 def store_path(root: Path) -> Path:
-    return Path(root) / SHARED_DIR / STORE_FILE
+    return Path(root) / NOUS_STORE_FILE
 
 
 def profile_auth_path(home: Path) -> Path:

@@ -14,10 +14,10 @@ from typing import Any
 
 import trio
 
-from services.gateway import ops
 from services.gateway.state import GatewayState, utc_now
-from shared import hooks, sd_notify
+from shared import exit_codes, hooks, sd_notify
 from shared.errors import HermesError
+from shared.gateways import ops
 from shared.homes import Endpoint
 from shared.locks import FileLock
 from shared.pubsub import Publisher, open_publisher
@@ -47,7 +47,7 @@ class Gateway:
     def __init__(self, state: GatewayState, endpoint: Endpoint, lock: FileLock, *, start_delay: float = 0.0):
         self.state = state
         self.endpoint = endpoint
-        self.exit_code = ops.EXIT_OK
+        self.exit_code = exit_codes.OK
         self.reexec_requested = False
         self._start_delay = start_delay
         self._turns: dict[str, trio.CancelScope] = {}
@@ -114,7 +114,7 @@ class Gateway:
         self.exit_code = code
         self.reexec_requested = reexec
         self.state.exit_reason = reason
-        self.state.restart_requested = code == ops.EXIT_PLANNED_RESTART or reexec
+        self.state.restart_requested = code == exit_codes.PLANNED_RESTART or reexec
         self._exit.set()
 
     async def _watch_signals(self) -> None:
@@ -123,12 +123,12 @@ class Gateway:
                 if signum == signal.SIGUSR1:
                     log.info("SIGUSR1: draining for a planned restart")
                     await self.drain(SIGNAL_DRAIN_SECONDS)
-                    self.request_exit(ops.EXIT_PLANNED_RESTART, "planned restart (SIGUSR1)")
+                    self.request_exit(exit_codes.PLANNED_RESTART, "planned restart (SIGUSR1)")
                 else:
                     name = signal.Signals(signum).name
                     log.info("%s: stopping", name)
                     await self.drain(STOP_DRAIN_SECONDS)
-                    self.request_exit(ops.EXIT_OK, f"stopped ({name})")
+                    self.request_exit(exit_codes.OK, f"stopped ({name})")
                 return
 
     # --- state ----------------------------------------------------------------------------
@@ -213,12 +213,12 @@ class Gateway:
         result = await self.drain(call.args["deadline"])
         stay = call.args.get("stay", False)
         if not stay:
-            self.request_exit(ops.EXIT_PLANNED_RESTART, "drained for a planned restart")
-        return {**result, "exit_code": None if stay else ops.EXIT_PLANNED_RESTART}
+            self.request_exit(exit_codes.PLANNED_RESTART, "drained for a planned restart")
+        return {**result, "exit_code": None if stay else exit_codes.PLANNED_RESTART}
 
     async def _reexec_op(self, call: Call) -> dict[str, Any]:
         result = await self.drain(call.args["deadline"])
-        self.request_exit(ops.EXIT_OK, "re-executing into the code on disk", reexec=True)
+        self.request_exit(exit_codes.OK, "re-executing into the code on disk", reexec=True)
         return {**result, "exit_code": None}
 
     # --- draining -------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Starting a gateway: ``python -m services.gateway [--profile NAME]`` or ``hermes gateway run``.
 
 The order matters. The endpoint lock is taken before anything of the profile is touched,
-so a second gateway for the same profile exits (73) and leaves the first one's files
+so a second gateway for the same profile exits 73 (``exit_codes.DUPLICATE``) and leaves the first one's files
 alone. A broken configuration exits 78, which supervisors are told not to restart.
 """
 
@@ -13,17 +13,17 @@ import os
 import sys
 import time
 
-from services.gateway import ops, storm
-from services.gateway.state import GatewayState, detect_supervisor
-from shared import homes
+from services.gateway import storm
+from services.gateway.state import GatewayState
+from shared import exit_codes, homes
 from shared.files import StateFileCorrupt, write_json_atomic
+from shared.gateways import ops
 from shared.identity import current_identity
+from shared.layout import GATEWAY_STARTS_FILE
 from shared.locks import take_or_report
+from shared.supervisors import detect_supervisor
 
 log = logging.getLogger("services.gateway")
-
-EXIT_DUPLICATE = 73  # EX_CANTCREAT: the profile's endpoint is held by a live gateway
-STORM_FILE = "gateway_starts.json"
 
 
 def run_gateway(profile: str | None = None) -> int:
@@ -39,10 +39,10 @@ def run_gateway(profile: str | None = None) -> int:
         endpoint = homes.endpoint(home, ops.SERVICE)
     except (homes.InvalidProfileName, homes.ProfileNotFound, homes.UnsafeRunDir, homes.EndpointPathTooLong) as exc:
         print(f"gateway: {exc.message}", file=sys.stderr)
-        return ops.EXIT_CONFIG
+        return exit_codes.CONFIG
     lock = take_or_report(endpoint.lock_path, f"gateway: profile {profile!r} already has a running gateway")
     if lock is None:
-        return EXIT_DUPLICATE
+        return exit_codes.DUPLICATE
 
     import trio  # after the checks above: a refused start stays cheap
 
@@ -60,7 +60,7 @@ def run_gateway(profile: str | None = None) -> int:
 
 
 def _storm_delay(home) -> float:
-    path = home / STORM_FILE
+    path = home / GATEWAY_STARTS_FILE
     try:
         return storm.record_start(path, time.time())
     except StateFileCorrupt as exc:

@@ -8,7 +8,6 @@ not change what a running gateway reports. The updater compares it with the new 
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,9 +16,8 @@ from typing import Any
 
 from shared.files import write_json_atomic
 from shared.identity import ProcessIdentity
+from shared.layout import GATEWAY_STATE_FILE
 from shared.version import __version__, code_sha
-
-STATE_FILE = "gateway_state.json"
 
 # Taken at import, the moment this interpreter loaded the gateway's code.
 IMPORTED_CODE_SHA = code_sha()
@@ -46,7 +44,7 @@ class GatewayState:
 
     @property
     def path(self) -> Path:
-        return self.home / STATE_FILE
+        return self.home / GATEWAY_STATE_FILE
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,19 +68,3 @@ class GatewayState:
     def write(self) -> None:
         """Blocking (fsync): call it from a worker thread in async code."""
         write_json_atomic(self.path, self.to_dict())
-
-
-def detect_supervisor(env: dict[str, str] | None = None) -> str:
-    """Who restarts this process: named by the unit we wrote, else read from what each
-    supervisor puts in its children's environment."""
-    env = os.environ if env is None else env
-    named = env.get("HERMES_SUPERVISOR", "")
-    if named in ("supervisord", "systemd", "launchd"):
-        return named
-    if env.get("SUPERVISOR_ENABLED"):
-        return "supervisord"
-    if env.get("INVOCATION_ID") or env.get("NOTIFY_SOCKET"):
-        return "systemd"
-    if env.get("XPC_SERVICE_NAME", "0") not in ("0", ""):
-        return "launchd"
-    return "unmanaged"

@@ -14,14 +14,13 @@ from typing import Any
 
 from services.handoff_retry import rules
 from shared import files
+from shared.layout import GUEST_HANDOFF_FILE
 
-HANDOFF_FILE = "guest_handoff.json"
-SHARED_DIR = "shared"
 VERSION = 1
 
 
 def records_path(root: Path) -> Path:
-    return Path(root) / SHARED_DIR / HANDOFF_FILE
+    return Path(root) / GUEST_HANDOFF_FILE
 
 
 def read_records(root: Path) -> dict[str, dict[str, Any]]:

@@ -1,28 +1,18 @@
 """A hook report at the reporter's boundary: one msgpack frame in, a checked ``Report`` out.
 
-Reports are payload-free by construction: every field is an enum, a number or an id that
-matches ``ID_RE`` (no spaces, no slashes: no prompt, path or command line fits), and a frame
-with any other key is refused. The wire shape is what ``shared.hooks`` sends.
+Reports are payload-free by construction: every field is one of ``shared.hook_vocabulary``'s
+words, and a frame with any other key is refused. The wire shape is what ``shared.hooks`` sends.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared import hook_vocabulary as vocabulary
 from shared import protocol
 from shared.errors import HermesError
 from shared.protocol import ProtocolError
-
-VERSION = 1
-MAX_FRAME = 2048
-ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-MAX_CONTINUATIONS = 16
-ENVELOPE = ("v", "kind", "session", "pid", "start_time", "at")
-ACTIVITY_STATES = frozenset({"working", "idle"})
-ATTENTION_REASONS = frozenset({"owner_approval"})
-RELEASE_REASONS = frozenset({"session_end", "agent_exit", "handoff"})
 
 
 class ReportRefused(HermesError):
@@ -66,16 +56,16 @@ class Report:
 
 def parse_report(raw: bytes) -> Report:
     """``raw`` as a ``Report``; ``ReportRefused`` (reason ``malformed``) for anything else."""
-    if len(raw) > MAX_FRAME:
-        raise ReportRefused("malformed", f"a report of {len(raw)} bytes is over {MAX_FRAME}")
+    if len(raw) > vocabulary.MAX_REPORT_BYTES:
+        raise ReportRefused("malformed", f"a report of {len(raw)} bytes is over {vocabulary.MAX_REPORT_BYTES}")
     try:
-        frame = protocol.unpack(raw, max_bytes=MAX_FRAME)
+        frame = protocol.unpack(raw, max_bytes=vocabulary.MAX_REPORT_BYTES)
     except ProtocolError as exc:
         raise ReportRefused("malformed", f"not a report frame: {exc.message}") from None
     if not isinstance(frame, dict):
         raise ReportRefused("malformed", "a report must be a map")
-    if frame.get("v") != VERSION:
-        raise ReportRefused("malformed", f"report version {frame.get('v')!r} is not {VERSION}")
+    if frame.get("v") != vocabulary.VERSION:
+        raise ReportRefused("malformed", f"report version {frame.get('v')!r} is not {vocabulary.VERSION}")
     kind = frame.get("kind")
     parse_fields = _KINDS.get(kind) if isinstance(kind, str) else None
     if parse_fields is None:
@@ -86,7 +76,7 @@ def parse_report(raw: bytes) -> Report:
         raise ReportRefused("malformed", "a report needs a positive pid and a start time")
     if isinstance(at, bool) or not isinstance(at, (int, float)):
         raise ReportRefused("malformed", "a report needs a time")
-    body = {k: v for k, v in frame.items() if k not in ENVELOPE}
+    body = {k: v for k, v in frame.items() if k not in vocabulary.ENVELOPE}
     fields, launch = parse_fields(body)
     return Report(kind, session, pid, start_time, float(at), fields, launch)
 
@@ -97,13 +87,13 @@ def _exactly(body: dict[str, Any], keys: set[str]) -> None:
 
 
 def _id(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not ID_RE.match(value):
+    if not vocabulary.is_id(value):
         raise ReportRefused("malformed", f"{name} is not an id")
     return value
 
 
 def _choice(name: str, value: Any, choices: frozenset[str]) -> str:
-    if value not in choices:
+    if not vocabulary.is_one_of(value, choices):
         raise ReportRefused("malformed", f"{name} must be one of {sorted(choices)}")
     return value
 
@@ -113,11 +103,13 @@ def _native_id(body: dict[str, Any]) -> tuple[dict[str, Any], Launch]:
     if not isinstance(body["resumed"], bool):
         raise ReportRefused("malformed", "resumed must be true or false")
     claim = body["launch"]
-    if not isinstance(claim, dict) or set(claim) != {"exe", "script", "root_pid"}:
+    if not isinstance(claim, dict) or set(claim) != vocabulary.LAUNCH_KEYS:
         raise ReportRefused("malformed", "a native id report carries the launch claim")
     exe, script, root_pid = claim["exe"], claim["script"], claim["root_pid"]
     for name, value in (("exe", exe), ("script", script)):
-        if value is not None and (not isinstance(value, str) or not value.startswith("/") or len(value) > 4096):
+        if value is not None and (
+            not isinstance(value, str) or not value.startswith("/") or len(value) > vocabulary.MAX_LAUNCH_PATH
+        ):
             raise ReportRefused("malformed", f"launch {name} must be an absolute path")
     if root_pid is not None and (type(root_pid) is not int or root_pid <= 0):
         raise ReportRefused("malformed", "launch root_pid must be a pid")
@@ -127,24 +119,24 @@ def _native_id(body: dict[str, Any]) -> tuple[dict[str, Any], Launch]:
 def _continuation(body: dict[str, Any]) -> tuple[dict[str, Any], None]:
     _exactly(body, {"continuation_ids"})
     ids = body["continuation_ids"]
-    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_CONTINUATIONS:
-        raise ReportRefused("malformed", f"continuation_ids must be 1 to {MAX_CONTINUATIONS} ids")
+    if not isinstance(ids, list) or not 1 <= len(ids) <= vocabulary.MAX_CONTINUATION_IDS:
+        raise ReportRefused("malformed", f"continuation_ids must be 1 to {vocabulary.MAX_CONTINUATION_IDS} ids")
     return {"continuation_ids": [_id("continuation id", i) for i in ids]}, None
 
 
 def _activity(body: dict[str, Any]) -> tuple[dict[str, Any], None]:
     _exactly(body, {"state"})
-    return {"state": _choice("state", body["state"], ACTIVITY_STATES)}, None
+    return {"state": _choice("state", body["state"], vocabulary.ACTIVITY_STATES)}, None
 
 
 def _attention(body: dict[str, Any]) -> tuple[dict[str, Any], None]:
     _exactly(body, {"reason"})
-    return {"reason": _choice("reason", body["reason"], ATTENTION_REASONS)}, None
+    return {"reason": _choice("reason", body["reason"], vocabulary.ATTENTION_REASONS)}, None
 
 
 def _release(body: dict[str, Any]) -> tuple[dict[str, Any], None]:
     _exactly(body, {"reason"})
-    return {"reason": _choice("reason", body["reason"], RELEASE_REASONS)}, None
+    return {"reason": _choice("reason", body["reason"], vocabulary.RELEASE_REASONS)}, None
 
 
 _KINDS = {

@@ -40,7 +40,7 @@ DOWNLOAD_DEADLINE = 600.0  # the whole download, all attempts included
 ATTEMPTS = 3
 RETRY_AFTER_CAP = 30.0
 CHUNK = 256 * 1024
-_COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+_COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 class ArchiveFailed(HermesError):
@@ -244,7 +244,7 @@ def _tar_members(tf: tarfile.TarFile) -> Iterator[tuple[str, Member]]:
 
 
 def _unpack(commit: str | None, members: Iterator[tuple[str, Member]], dest: Path) -> Unpacked:
-    if commit is None or not _COMMIT.match(commit):
+    if commit is None or not _COMMIT.fullmatch(commit):
         raise ArchiveFailed(
             "the archive does not say which commit it was cut from (no ZIP comment or pax comment): "
             "refusing to install code that cannot be identified"

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from services.gateway import fleet
 from services.updater.git import GitFailed, redact, run
 from shared import homes
+from shared.gateways import discovery
 from shared.version import __version__, code_sha, code_stamp
 
 if TYPE_CHECKING:
@@ -300,8 +300,8 @@ def make_plan(
         except GitFailed as exc:
             target_error = exc.to_dict()
     profiles = [{"name": name, "home": str(homes.profile_home(name, root))} for name in homes.list_profiles(root)]
-    gateways = [record.to_dict() for record in fleet.discover(root)]
-    foreign = fleet.scan_foreign(root) + _foreign_units(root)
+    gateways = [record.to_dict() for record in discovery.discover(root)]
+    foreign = discovery.scan_foreign(root) + _foreign_units(root)
     sha = code_sha(install_root)
     return Plan(
         root=root,

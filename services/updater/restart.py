@@ -25,10 +25,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from services.gateway import ops
-from services.gateway.fleet import GatewayRecord, discover
 from shared import homes
 from shared.call_rules import NO_RETRY
+from shared.gateways import ops
+from shared.gateways.discovery import GatewayRecord, discover
 from shared.protocol import Code, RemoteError
 from shared.sync_client import SyncClient
 

@@ -24,12 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from services.gateway import ops
-from services.gateway.fleet import GatewayRecord
 from services.updater import restart  # the module, not its names: it imports this one in turn
 from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.errors import HermesError
+from shared.gateways import ops
+from shared.gateways.discovery import GatewayRecord
 from shared.protocol import RemoteError
 from shared.supervisors import Unit, launchd
 from shared.supervisors.commands import command_failed

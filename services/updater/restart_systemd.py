@@ -23,13 +23,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from services.gateway import ops
-from services.gateway.fleet import GatewayRecord
 from services.updater.restart import COME_BACK_SECONDS, DRAIN_SECONDS, MAX_PARALLEL, POLL_INTERVAL, RestartOutcome
 from services.updater.systemd_budget import restart_budget
 from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.errors import HermesError
+from shared.gateways import ops
+from shared.gateways.discovery import GatewayRecord
 from shared.protocol import RemoteError
 from shared.supervisors import Unit, systemd
 from shared.supervisors.errors import SupervisorFailed, SupervisorTimeout

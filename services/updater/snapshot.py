@@ -26,25 +26,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from services.auth_worker.store import PROFILE_AUTH_FILE, SHARED_DIR, STORE_FILE
-from services.handoff_retry.records import HANDOFF_FILE
-from shared import homes
+from shared import homes, layout
 from shared.errors import HermesError
 from shared.files import write_json_atomic
 
 # The one definition of what a quick snapshot holds, relative to a profile home.
 # A trailing "/" marks a directory, copied recursively.
 SNAPSHOT_SET: tuple[str, ...] = (
-    "config.yaml",
+    layout.CONFIG_FILE,
     "config.json",
     ".env",
-    PROFILE_AUTH_FILE,
-    f"{SHARED_DIR}/{STORE_FILE}",  # the account store: only the root home has one
-    f"{SHARED_DIR}/{HANDOFF_FILE}",
-    "gateway_state.json",
-    "gateway_starts.json",
+    layout.PROFILE_AUTH_FILE,
+    layout.NOUS_STORE_FILE,  # the account store: only the root home has one
+    layout.GUEST_HANDOFF_FILE,
+    layout.GATEWAY_STATE_FILE,
+    layout.GATEWAY_STARTS_FILE,
     "cron/jobs.json",
-    "skins/",
+    f"{layout.SKINS_DIR}/",
 )
 MAX_FILE_BYTES = 1 << 30
 KEEP = 1

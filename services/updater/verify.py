@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from services.gateway.fleet import discover
 from shared import homes
+from shared.gateways.discovery import discover
 
 CURRENT, STALE, UNKNOWN, DOWN = "current", "stale", "unknown", "down"
 

@@ -10,7 +10,9 @@ client with a bounded timeout) and ``scopes`` (user or system, and who may use w
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,3 +77,19 @@ def gateway_environment(home: Path, kind: str) -> dict[str, str]:
 
 def working_directory() -> Path:
     return INSTALL_ROOT
+
+
+def detect_supervisor(env: Mapping[str, str] | None = None) -> str:
+    """Who restarts this process: named by the unit we wrote, else read from what each
+    supervisor puts in its children's environment."""
+    env = os.environ if env is None else env
+    named = env.get(SUPERVISOR_ENV, "")
+    if named in KINDS:
+        return named
+    if env.get("SUPERVISOR_ENABLED"):
+        return "supervisord"
+    if env.get("INVOCATION_ID") or env.get("NOTIFY_SOCKET"):
+        return "systemd"
+    if env.get("XPC_SERVICE_NAME", "0") not in ("0", ""):
+        return "launchd"
+    return "unmanaged"

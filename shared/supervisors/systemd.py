@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from services.gateway.ops import EXIT_CONFIG, EXIT_PLANNED_RESTART
+from shared import exit_codes
 from shared.errors import HermesError
 from shared.files import PUBLIC_MODE, write_bytes_atomic
 from shared.supervisors import (
@@ -155,8 +155,8 @@ def render(profile: str, home: Path, *, scope: str, python: str | None = None) -
         *(f"Environment={quote_word(f'{key}={value}', always=True)}" for key, value in environment.items()),
         "Restart=on-failure",
         # 75: a planned restart (drained, new code on disk); 78: broken config, do not loop.
-        f"RestartForceExitStatus={EXIT_PLANNED_RESTART}",
-        f"RestartPreventExitStatus={EXIT_CONFIG}",
+        f"RestartForceExitStatus={exit_codes.PLANNED_RESTART}",
+        f"RestartPreventExitStatus={exit_codes.CONFIG}",
         f"TimeoutStopSec={STOP_TIMEOUT:g}",
         "KillSignal=SIGTERM",
         "",

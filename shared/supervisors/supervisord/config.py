@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared import homes
+from shared import exit_codes, homes
 from shared.errors import HermesError
 from shared.files import write_bytes_atomic
 from shared.supervisors import gateway_command, gateway_environment, working_directory
@@ -22,7 +22,7 @@ STOP_WAIT_SECS = 30  # the gateway drains on SIGTERM; supervisord kills the grou
 
 # Exit codes after which a program stays down: a clean stop, and a broken config (78), which
 # a restart loop would not fix. Anything else (75 = planned restart, crashes) restarts it.
-EXPECTED_EXIT_CODES = (0, 78)
+EXPECTED_EXIT_CODES = (exit_codes.OK, exit_codes.CONFIG)
 
 
 class ConfigUnrepresentable(HermesError):

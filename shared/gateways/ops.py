@@ -1,6 +1,7 @@
 """The gateway's control protocol: its ops and the shapes of their answers.
 
 Light on purpose (no trio, no zmq): the CLI and the updater import it to talk to gateways.
+The exit codes a gateway ends with are ``shared.exit_codes``.
 
 - ``ping`` → ``{"pong": true, "pid"}``
 - ``status`` → ``{"pid", "start_time", "profile", "home", "state", "code_sha", "code_version",
@@ -29,11 +30,6 @@ STOPPING = "stopping"
 STOPPED = "stopped"
 STARTUP_FAILED = "startup_failed"
 STATES = (STARTING, RUNNING, DRAINING, STOPPING, STOPPED, STARTUP_FAILED)
-
-# Exit codes a supervisor acts on.
-EXIT_OK = 0
-EXIT_PLANNED_RESTART = 75  # EX_TEMPFAIL: systemd RestartForceExitStatus=75, supervisord autorestart
-EXIT_CONFIG = 78  # EX_CONFIG: do not restart in a loop on a broken configuration
 
 MAX_TURN_SECONDS = 300.0
 MAX_DRAIN_SECONDS = 3600.0

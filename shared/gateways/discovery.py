@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from services.gateway import ops
-from services.gateway.state import STATE_FILE, detect_supervisor
 from shared import homes
 from shared.files import StateFileCorrupt, read_json
+from shared.gateways import ops
 from shared.identity import ProcessIdentity, is_alive, looks_like_gateway_command_line, process_identity
+from shared.layout import GATEWAY_STATE_FILE
 from shared.locks import probe
 from shared.protocol import RemoteError
+from shared.supervisors import detect_supervisor
 from shared.sync_client import call_all
 
 Source = Literal["socket", "state_file", "scan"]
@@ -134,7 +135,7 @@ def _lock_held(path: Path) -> bool:
 
 def _read_state(home: Path) -> dict[str, Any] | None:
     try:
-        return read_json(home / STATE_FILE, default=None)
+        return read_json(home / GATEWAY_STATE_FILE, default=None)
     except (StateFileCorrupt, OSError):
         return None
 
