@@ -27,12 +27,9 @@ from services.updater import obligations
 from services.updater.lock import holder
 from services.updater.snapshot import MANIFEST, SNAPSHOTS_DIR
 from shared.files import lock_path_for, locked
-from tests import test_update as e2e
 from tests.conftest import read_state, wait_for
 from tests.installs import Install, git
 from tests.test_update import hold_completion, mark_completion, owed_warnings
-
-install = e2e.install  # the fixture: an origin, an install cloned from it, a dev clone, a home
 
 WAIT = 120  # generous bounds on waits for real processes; nothing asserts on time
 
