@@ -68,3 +68,11 @@ class Install:
         self.gateways.append(gateway)
         gateway.wait_running()
         return gateway
+
+
+def patch_release(path: Path, anchor: str, replacement: str) -> None:
+    """Replace ``anchor``, which must appear exactly once, in a release's source file: a patch
+    whose anchor moved fails here instead of quietly testing an unpatched release."""
+    text = path.read_text()
+    assert text.count(anchor) == 1, f"{path} holds {text.count(anchor)} copies of the patch anchor {anchor!r}"
+    path.write_text(text.replace(anchor, replacement))

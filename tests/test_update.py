@@ -19,25 +19,22 @@ from pathlib import Path
 from shared.gateways import ops
 from shared.sync_client import SyncClient
 from tests.conftest import ROOT, python_env, read_state, wait_for
-from tests.installs import Install, git
+from tests.installs import Install, git, patch_release
 
 
 def before_completion_runs(dev: Path, code: str) -> None:
     """A release whose completion runs ``code`` (indented lines; ``request`` is in scope) first."""
     path = dev / "services" / "updater" / "completion.py"
     run = "    result = Completion(request).run()"
-    path.write_text(path.read_text().replace(run, code + run))
+    patch_release(path, run, code + run)
 
 
 def mark_completion(dev: Path) -> None:
     """A release whose completion says so in its result: proof it ran from the new tree."""
     path = dev / "services" / "updater" / "completion.py"
-    text = path.read_text()
-    text = text.replace(
-        '"completion": {"pid": me.pid, ',
-        '"completion": {"marker": "new-tree", "pid": me.pid, ',
+    patch_release(
+        path, '            "completion": {\n', '            "completion": {\n                "marker": "new-tree",\n'
     )
-    path.write_text(text)
 
 
 def bump_version(dev: Path) -> str:
@@ -45,7 +42,7 @@ def bump_version(dev: Path) -> str:
     path = dev / "shared" / "version.py"
     text = path.read_text()
     old = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
-    path.write_text(text.replace(f'__version__ = "{old}"', f'__version__ = "{old}.post1"'))
+    patch_release(path, f'__version__ = "{old}"', f'__version__ = "{old}.post1"')
     return f"{old}.post1"
 
 
