@@ -11,7 +11,8 @@ import pytest
 import trio
 import trustme
 
-from services.auth_worker import settle, signin, store
+from nous import store
+from services.auth_worker import settle, signin
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
 from services.auth_worker.states import Reason
 from shared import config

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from services.handoff_retry.rules import (
+from nous.guest_handoff.rules import (
     FINAL_CODES,
     LADDER,
     LEASE,

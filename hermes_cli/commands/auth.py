@@ -30,8 +30,8 @@ EXIT_BY_STATE = {"Completed": 0, "AlreadySignedIn": 2, "Cancelled": 130, "TimedO
 
 
 def cmd_login(args) -> int:
+    from nous.portal import ca_bundle, portal_url
     from services.auth_worker import ops
-    from services.auth_worker.portal import ca_bundle, portal_url
     from shared.call_rules import NO_RETRY
     from shared.sync_client import SyncClient
 
@@ -61,8 +61,8 @@ def cmd_login(args) -> int:
 
 def _cancel(address: str, sign_in_id: str, root) -> dict[str, Any]:
     """Cancel the sign-in after a Ctrl-C; the terminal state to report."""
-    from services.auth_worker import ops, store
-    from services.auth_worker.states import Cancelled, Completed
+    from nous import store
+    from services.auth_worker import Cancelled, Completed, ops
     from shared.call_rules import NO_RETRY
     from shared.sync_client import SyncClient
 
@@ -132,8 +132,8 @@ def _has_browser() -> bool:
 
 
 def cmd_status(args) -> int:
-    from services.auth_worker import store
-    from services.handoff_retry.records import public_records
+    from nous import store
+    from nous.guest_handoff.records import public_records
 
     root = homes.root_home()
     view = store.public_view(store.read_account(root))
@@ -169,7 +169,7 @@ def _status_text(view: dict[str, Any]) -> str:
 
 def cmd_guest(args) -> int:
     """Start the free tier: a guest identity for the install, until it signs in."""
-    from services.auth_worker import portal, store
+    from nous import portal, store
 
     root = homes.root_home()
     account = store.read_store(root)
@@ -194,7 +194,7 @@ def cmd_guest(args) -> int:
 
 
 def cmd_logout(args) -> int:
-    from services.auth_worker import store
+    from nous import store
 
     removed = store.forget_account(homes.root_home(), homes.active_home())
     result = {"signed_out": removed is not None, "email": removed.get("email") if removed else None}

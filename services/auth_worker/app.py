@@ -15,8 +15,9 @@ from typing import Any
 
 import trio
 
-from services.auth_worker import keepalive, ops, store
-from services.auth_worker import portal as portal_api
+from nous import portal as portal_api
+from nous import refresh, store
+from services.auth_worker import ops
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
 from services.auth_worker.states import Completed
 from shared import homes
@@ -48,7 +49,7 @@ class AuthWorker:
         self.root = Path(root)
         self._sign_ins: dict[str, CancelFlag] = {}
         self._wake = trio.Event()
-        self._last_refresh: keepalive.RefreshOutcome | None = None
+        self._last_refresh: refresh.RefreshOutcome | None = None
         self._next_check: float | None = None
         self.life = Lifecycle(busy=lambda: bool(self._sign_ins))
         self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"root": str(self.root)})
@@ -142,8 +143,8 @@ class AuthWorker:
             raise WorkerError(ops.NEEDS_SIGN_IN, "the Nous sign-in lapsed; sign in again")
         return {"access_token": account["access_token"], "expires_at": account["expires_at"], "host": account["host"]}
 
-    async def _refresh_now(self, *, force: bool) -> keepalive.RefreshOutcome:
-        outcome = await trio.to_thread.run_sync(lambda: keepalive.refresh_account(self.root, force=force))
+    async def _refresh_now(self, *, force: bool) -> refresh.RefreshOutcome:
+        outcome = await trio.to_thread.run_sync(lambda: refresh.refresh_account(self.root, force=force))
         self._last_refresh = outcome if outcome.result != "fresh" else self._last_refresh
         if outcome.result in ("refreshed", "needs_sign_in"):
             log.info("keepalive: %s%s", outcome.result, f" ({outcome.reason})" if outcome.reason else "")
@@ -159,7 +160,7 @@ class AuthWorker:
                 account = None
             wait = KEEPALIVE_IDLE
             if account is not None and not account.get("needs_sign_in"):
-                due_in = keepalive.refresh_at(account) - time.time()
+                due_in = refresh.refresh_at(account) - time.time()
                 if due_in <= 0:
                     outcome = await self._refresh_now(force=False)
                     if outcome.result == "failed":

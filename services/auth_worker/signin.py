@@ -18,9 +18,11 @@ from pathlib import Path
 
 import trio
 
-from services.auth_worker import portal as portal_api
-from services.auth_worker import settle, store
-from services.auth_worker.claims import InvalidAccessToken, read_claims
+from nous import portal as portal_api
+from nous import store
+from nous.access_token import InvalidAccessToken, read_claims
+from nous.guest_handoff.attempts import DrainReport, drain
+from services.auth_worker import settle
 from services.auth_worker.states import (
     AlreadySignedIn,
     Cancelled,
@@ -32,7 +34,6 @@ from services.auth_worker.states import (
     TimedOut,
     Waiting,
 )
-from services.handoff_retry.claim import DrainReport, drain
 from shared.errors import HermesError
 
 log = logging.getLogger(__name__)

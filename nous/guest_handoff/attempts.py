@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.auth_worker import keepalive, store
-from services.auth_worker import portal as portal_api
-from services.auth_worker.claims import InvalidAccessToken, read_claims
-from services.handoff_retry import records as records_file
-from services.handoff_retry import rules
+from nous import portal as portal_api
+from nous import refresh, store
+from nous.access_token import InvalidAccessToken, read_claims
+from nous.guest_handoff import records as records_file
+from nous.guest_handoff import rules
 from shared import homes
 from shared.errors import HermesError
 
@@ -95,13 +95,13 @@ def _attempt(root: Path, key: str, deadline: float, clock: Clock) -> str:
         answer = rules.Answer(status=400, code="invalid_request")  # nothing left to claim with: final
     else:
         answer = _claim(root, account, anon, deadline)
-        if answer.status == 401 and keepalive.refresh_account(root, force=True).result == "refreshed":
+        if answer.status == 401 and refresh.refresh_account(root, force=True).result == "refreshed":
             account = store.read_account(root) or account
             if read_claims(account["access_token"]).sub == reserved["destination"]:
                 answer = _claim(root, account, anon, deadline)
     settled = _settle(root, key, answer, holder, deadline, clock)
     if settled.get("state") == "claimed" and settled.get("refresh_token_after"):
-        keepalive.refresh_account(root, force=True)  # the account now carries the guest's cohort
+        refresh.refresh_account(root, force=True)  # the account now carries the guest's cohort
     return settled.get("state", "unknown")
 
 

@@ -1,4 +1,4 @@
-"""Token keepalive: refresh the access token before it expires, never losing a rotation.
+"""The token refresh: a new access token before the old one expires, never losing a rotation.
 
 Refresh tokens are single-use: the portal rotates them and treats a second use as theft,
 revoking the whole family. So a refresh reads the account, spends its refresh token and
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.auth_worker import portal as portal_api
-from services.auth_worker import store
-from services.auth_worker.claims import InvalidAccessToken, read_claims
+from nous import portal as portal_api
+from nous import store
+from nous.access_token import InvalidAccessToken, read_claims
 from shared.errors import HermesError
 
 # Refresh this long before expiry, at most (a short-lived token refreshes at 4/5 of its life).
