@@ -182,7 +182,7 @@ CRASH_AFTER_SEND = """
 import os, sys, time
 from pathlib import Path
 from nous.guest_handoff import attempts
-attempts._settle = lambda *a, **k: os._exit(9)  # the process dies after the claim, before its answer is written
+attempts._record_answer = lambda *a, **k: os._exit(9)  # the process dies after the claim, before its answer is written
 attempts.drain(Path(sys.argv[1]))
 """
 

@@ -2,7 +2,7 @@
 
 An attempt is reserved in one locked read-modify-write of the records (still due, inside its
 window, and bound to the account whose Bearer is about to be sent), the claim goes out with
-no lock held, and the answer is settled in another locked read-modify-write. Two drains, or
+no lock held, and the answer is recorded in another locked read-modify-write. Two drains, or
 a drain and the retry worker, never send the same claim at once: the second finds the
 reservation. A 401 refreshes the account's token once and tries again; a claim that carried
 the cohort refreshes it afterwards. Everything blocks; async code uses a thread.
@@ -99,10 +99,10 @@ def _attempt(root: Path, key: str, deadline: float, clock: Clock) -> str:
             account = store.read_account(root) or account
             if read_claims(account["access_token"]).sub == reserved["destination"]:
                 answer = _claim(root, account, anon, deadline)
-    settled = _settle(root, key, answer, holder, deadline, clock)
-    if settled.get("state") == "claimed" and settled.get("refresh_token_after"):
+    recorded = _record_answer(root, key, answer, holder, deadline, clock)
+    if recorded.get("state") == "claimed" and recorded.get("refresh_token_after"):
         refresh.refresh_account(root, force=True)  # the account now carries the guest's cohort
-    return settled.get("state", "unknown")
+    return recorded.get("state", "unknown")
 
 
 def _reserve(root: Path, key: str, holder: str, token_sub: str, deadline: float, clock: Clock) -> dict[str, Any] | str:
@@ -121,14 +121,16 @@ def _reserve(root: Path, key: str, holder: str, token_sub: str, deadline: float,
     return outcome[0]
 
 
-def _settle(root: Path, key: str, answer: rules.Answer, holder: str, deadline: float, clock: Clock) -> dict[str, Any]:
+def _record_answer(
+    root: Path, key: str, answer: rules.Answer, holder: str, deadline: float, clock: Clock
+) -> dict[str, Any]:
     result: list[dict[str, Any]] = [{}]
 
     def change(current: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         record = current.get(key)
         if record is None:
             return current
-        result[0] = rules.settle(record, answer, now=clock(), holder=holder)
+        result[0] = rules.record_answer(record, answer, now=clock(), holder=holder)
         return {**current, key: result[0]}
 
     # The answer must be written even when the budget is spent: give the lock a moment more.

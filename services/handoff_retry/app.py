@@ -1,7 +1,8 @@
 """The handoff retry worker: finishes the guest handoffs that any process left to retry.
 
-Each tick drains every due record (``attempts.drain``: reserved, claimed, settled), then sleeps
-until the next record falls due, at most ``TICK_MAX``. A ``drain`` call wakes it at once.
+Each tick drains every due record (``nous.guest_handoff.attempts.drain``: reserved, claimed,
+the answer recorded), then sleeps until the next record falls due, at most ``TICK_MAX``. A
+``drain`` call wakes it at once.
 It follows new code on disk by itself (``shared.lifecycle``).
 """
 
@@ -66,15 +67,10 @@ class HandoffWorker:
     def _until_next_due(self) -> float:
         now = time.time()
         try:
-            pending = [rules.rearm(r, now=now) for r in records.read_records(self.root).values()]
+            due = [rules.due_at(rules.rearm(r, now=now)) for r in records.read_records(self.root).values()]
         except Exception:
             return TICK_MAX
-        due = [
-            r["next_attempt_at"] if r["state"] == "pending" else r["reserved_until"]
-            for r in pending
-            if r["state"] in ("pending", "reserved")
-        ]
-        return max(TICK_MIN, min([d - now for d in due if d is not None] + [TICK_MAX]))
+        return max(TICK_MIN, min([at - now for at in due if at is not None] + [TICK_MAX]))
 
     async def _status(self, call: Call) -> dict[str, Any]:
         views = await trio.to_thread.run_sync(records.public_records, self.root)
