@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from nous import refresh, store
+from nous import refresh, refresh_rules, store
 from nous.access_token import read_claims
 from tests.conftest import ROOT, python_env
 
@@ -57,7 +57,7 @@ def test_a_fresh_token_is_left_alone_and_a_due_one_refreshed(sim, root):
     account = signed_in(root, sim)
     assert refresh.refresh_account(root).result == "fresh"
     assert refreshes(sim) == []
-    due = refresh.refresh_at(account) + 1
+    due = refresh_rules.refresh_at(account) + 1
     assert refresh.refresh_account(root, now=due).result == "refreshed"
     assert len(refreshes(sim)) == 1
 
@@ -144,5 +144,5 @@ def test_refresh_timing_is_read_from_the_store_not_guessed(sim, root):
     sim.configure(access_ttl=2)
     account = signed_in(root, sim)
     assert account["expires_at"] - account["saved_at"] == pytest.approx(2, abs=0.1)
-    time.sleep(max(0.0, refresh.refresh_at(account) - time.time()) + 0.05)
+    time.sleep(max(0.0, refresh_rules.refresh_at(account) - time.time()) + 0.05)
     assert refresh.refresh_account(root).result == "refreshed"

@@ -37,8 +37,9 @@ def cmd_login(args) -> int:
 
     args.json_lines = True
     root = homes.root_home()
+    sign_in_id = secrets.token_hex(8)
     request = {
-        "sign_in_id": secrets.token_hex(8),
+        "sign_in_id": sign_in_id,
         "profile": homes.active_profile(),
         "replace_account": bool(args.replace),
         "portal_url": portal_url(),
@@ -53,7 +54,7 @@ def cmd_login(args) -> int:
             terminal = client.call(ops.SIGN_IN, request, on_event=view.state)
     except KeyboardInterrupt:
         view.stop()
-        terminal = _cancel(endpoint.control, request["sign_in_id"], root)
+        terminal = _cancel(endpoint.control, sign_in_id, root)
     view.stop()
     view.state(terminal)
     return EXIT_BY_STATE.get(terminal.get("state"), 1)
@@ -181,14 +182,10 @@ def cmd_guest(args) -> int:
             lambda r: f"Nothing to do: this install is already {r['state'].replace('_', ' ')}.",
         )
         return 0
-    tls = portal.tls_context(portal.ca_bundle())
-    answer = portal.send_blocking(portal.portal_url(), tls, "POST", "/api/anonymous/register")
-    anon, guest_id = answer.get("token"), answer.get("id")
-    if not (isinstance(anon, str) and anon.startswith("anon_") and isinstance(guest_id, str)):
-        raise portal.PortalInvalidAnswer("the portal's guest answer has no usable token")
-    started = store.save_guest(root, anon, guest_id)
+    guest = portal.register_guest_blocking(portal.portal_url(), portal.tls_context(portal.ca_bundle()))
+    started = store.save_guest(root, guest.anon, guest.id)
     output.emit(
-        args, {"started": started, "state": "guest", "id": guest_id}, lambda r: "Started the free tier as a guest."
+        args, {"started": started, "state": "guest", "id": guest.id}, lambda r: "Started the free tier as a guest."
     )
     return 0
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nous import portal as portal_api
-from nous import refresh, store
+from nous import portal, refresh, store
 from nous.access_token import InvalidAccessToken, read_claims
 from nous.guest_handoff import records as records_file
 from nous.guest_handoff import rules
+from nous.portal_errors import PortalBusy, PortalError, PortalRefused
 from shared import homes
 from shared.errors import HermesError
 
@@ -94,11 +94,11 @@ def _attempt(root: Path, key: str, deadline: float, clock: Clock) -> str:
     if anon is None:
         answer = rules.Answer(status=400, code="invalid_request")  # nothing left to claim with: final
     else:
-        answer = _claim(root, account, anon, deadline)
+        answer = _claim(account, anon, deadline)
         if answer.status == 401 and refresh.refresh_account(root, force=True).result == "refreshed":
             account = store.read_account(root) or account
             if read_claims(account["access_token"]).sub == reserved["destination"]:
-                answer = _claim(root, account, anon, deadline)
+                answer = _claim(account, anon, deadline)
     recorded = _record_answer(root, key, answer, holder, deadline, clock)
     if recorded.get("state") == "claimed" and recorded.get("refresh_token_after"):
         refresh.refresh_account(root, force=True)  # the account now carries the guest's cohort
@@ -138,10 +138,10 @@ def _record_answer(
     return result[0]
 
 
-def _claim(root: Path, account: dict[str, Any], anon: str, deadline: float) -> rules.Answer:
+def _claim(account: dict[str, Any], anon: str, deadline: float) -> rules.Answer:
     try:
-        tls = portal_api.tls_context(account.get("ca_bundle"))
-        answer = portal_api.send_blocking(
+        tls = portal.tls_context(account.get("ca_bundle"))
+        answer = portal.send_blocking(
             account["portal"],
             tls,
             "POST",
@@ -150,19 +150,21 @@ def _claim(root: Path, account: dict[str, Any], anon: str, deadline: float) -> r
             json={"token": anon},
             timeout=max(_left(deadline), 0.5),
         )
-    except portal_api.PortalRefused as exc:
+    except PortalRefused as exc:
         return rules.Answer(status=exc.status, code=exc.error)
-    except portal_api.PortalBusy as exc:
+    except PortalBusy as exc:
         return rules.Answer(status=exc.status, retry_after=exc.retry_after)
-    except portal_api.PortalError:
+    except PortalError:
         return rules.Answer(status=None)  # no usable answer: as good as none
     connectors = answer.get("connectors")
-    valid = isinstance(connectors, list) and all(isinstance(c, str) for c in connectors)
+    moved: list[str] | None = None  # no list of names: what moved is unknown, never "nothing"
+    if isinstance(connectors, list) and all(isinstance(c, str) for c in connectors):
+        moved = list(connectors)
     status = answer.get("status")
     return rules.Answer(
         status=200,
         code=status if isinstance(status, str) else None,
-        connectors=list(connectors) if valid else None,
+        connectors=moved,
         cohort_carried=answer.get("cohort_carried") is True,
     )
 
