@@ -147,7 +147,7 @@ def _root_and_profile(home: Path) -> tuple[Path, str]:
     return home, DEFAULT_PROFILE
 
 
-# --- what the sign-in, the keepalive and logout write -----------------------------------------
+# --- what the sign-in, logout and the free tier write -------------------------------------------
 
 
 def account_record(

@@ -19,12 +19,10 @@ import secrets
 import sys
 import threading
 import time
-import webbrowser
 from typing import Any
 
 from hermes_cli import output
 from shared import homes
-from shared.spawn import ensure_service
 
 EXIT_BY_STATE = {"Completed": 0, "AlreadySignedIn": 2, "Cancelled": 130, "TimedOut": 1, "Failed": 1}
 
@@ -33,6 +31,7 @@ def cmd_login(args) -> int:
     from nous.portal import ca_bundle, portal_url
     from services.auth_worker import ops
     from shared.call_rules import NO_RETRY
+    from shared.spawn import ensure_service
     from shared.sync_client import SyncClient
 
     args.json_lines = True
@@ -95,6 +94,8 @@ class _LoginView:
             self._expires = time.monotonic() + float(state.get("expires_in") or 0)
             print(state["copy_terminal"], flush=True)
             if self._browser and _has_browser():
+                import webbrowser
+
                 webbrowser.open(state["verification_uri_complete"])
         elif name == "Waiting":
             if sys.stderr.isatty():
