@@ -3,9 +3,10 @@
 ``run_sign_in`` emits ``Code`` and ``Waiting`` and returns exactly one terminal state; no
 failure escapes as an exception. The token poll runs on one deadline (the code's own
 expiry), and a watcher checks the cancel flag several times a second, so a cancel ends even
-a request in flight. The store's lock is held only around the precondition and the save,
-never across a network wait. A cancel always wins over a save that has not begun: with a
-persist guard the last check and the save are one step under the store's lock.
+a request in flight; what each of the portal's answers means is ``device_flow``'s to say.
+The store's lock is held only around the precondition and the save, never across a network
+wait. A cancel always wins over a save that has not begun: with a persist guard the last
+check and the save are one step under the store's lock.
 """
 
 from __future__ import annotations
