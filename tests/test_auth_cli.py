@@ -19,7 +19,8 @@ import pytest
 import zmq
 
 from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
-from services.auth_worker import ops, store
+from nous import store
+from services.auth_worker import ops
 from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.locks import probe

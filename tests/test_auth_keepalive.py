@@ -1,148 +1,40 @@
-"""Token keepalive against the real portal simulator: rotation, reuse, revocation, faults,
-and refreshers racing each other from several processes."""
+"""The keepalive's schedule: when the auth worker looks at the account again, and how it
+backs off after a failed refresh. Pure: outcomes and a clock in, seconds out."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
+from nous.refresh_rules import RefreshOutcome
+from services.auth_worker.keepalive import FIRST_RETRY, IDLE, LAST_RETRY, after_refresh, wait_before_refresh
 
-import pytest
-
-from services.auth_worker import keepalive, store
-from services.auth_worker.claims import read_claims
-from tests.conftest import ROOT, python_env
+ACCOUNT = {"saved_at": 1000.0, "refreshed_at": 1000.0, "expires_at": 4600.0}  # due at 4300
+FAILED = RefreshOutcome("failed", reason="portal_unreachable")
 
 
-@pytest.fixture
-def root(tmp_path):
-    root = tmp_path / "home"
-    root.mkdir()
-    return root
+def test_nothing_to_keep_alive_is_looked_at_again_after_the_idle_wait():
+    assert wait_before_refresh(None, now=5000.0) == IDLE
+    assert wait_before_refresh({**ACCOUNT, "needs_sign_in": True}, now=5000.0) == IDLE
 
 
-def signed_in(root, sim, email="ada@example.com", tier="plus"):
-    tokens = sim.grant(email, tier)
-    claims = read_claims(tokens["access_token"])
-    record = store.account_record(
-        sub=claims.sub,
-        email=claims.email,
-        tier=claims.tier,
-        host=claims.host,
-        access_token=tokens["access_token"],
-        refresh_token=tokens["refresh_token"],
-        expires_in=tokens["expires_in"],
-        portal=sim.url,
-        ca_bundle=None,
-    )
-    store.save_account(root, root, record)
-    return record
+def test_a_token_is_refreshed_when_due_and_looked_at_at_least_every_idle_wait():
+    assert wait_before_refresh(ACCOUNT, now=4290.0) == 10.0
+    assert wait_before_refresh(ACCOUNT, now=1000.0) == IDLE
+    assert wait_before_refresh(ACCOUNT, now=4300.0) <= 0
+    assert wait_before_refresh(ACCOUNT, now=9000.0) <= 0
 
 
-def refreshes(sim):
-    return [r for r in sim.requests("/api/oauth/token") if r["form"].get("grant_type") == "refresh_token"]
+def test_failed_refreshes_back_off_doubling_to_the_cap():
+    retry, waits = FIRST_RETRY, []
+    for _ in range(9):
+        wait, retry = after_refresh(FAILED, retry)
+        waits.append(wait)
+    assert waits == [5.0, 10.0, 20.0, 40.0, 80.0, 160.0, LAST_RETRY, LAST_RETRY, LAST_RETRY] and LAST_RETRY == 300.0
 
 
-def test_a_refresh_rotates_and_stores_the_successor(sim, root):
-    before = signed_in(root, sim)
-    outcome = keepalive.refresh_account(root, force=True)
-    after = store.read_account(root)
-    assert outcome.result == "refreshed"
-    assert after["refresh_token"] != before["refresh_token"] and after["access_token"] != before["access_token"]
-    assert after["refreshed_at"] >= before["refreshed_at"] and after["sub"] == before["sub"]
-    assert keepalive.refresh_account(root, force=True).result == "refreshed"  # the stored successor works
+def test_a_failed_refresh_honours_the_portals_retry_after_when_longer():
+    assert after_refresh(RefreshOutcome("failed", "portal_busy", retry_after=120.0), 5.0) == (120.0, 10.0)
+    assert after_refresh(RefreshOutcome("failed", "portal_busy", retry_after=1.0), 40.0) == (40.0, 80.0)
 
 
-def test_a_fresh_token_is_left_alone_and_a_due_one_refreshed(sim, root):
-    account = signed_in(root, sim)
-    assert keepalive.refresh_account(root).result == "fresh"
-    assert refreshes(sim) == []
-    due = keepalive.refresh_at(account) + 1
-    assert keepalive.refresh_account(root, now=due).result == "refreshed"
-    assert len(refreshes(sim)) == 1
-
-
-def test_a_reused_refresh_token_marks_the_account_for_sign_in(sim, root):
-    stale = signed_in(root, sim)
-    assert keepalive.refresh_account(root, force=True).result == "refreshed"
-    # A stale copy of the store comes back (a restored backup): its refresh token was spent.
-    store.write_shared_nous_state(root, lambda s: {**s, "account": stale})
-    outcome = keepalive.refresh_account(root, force=True)
-    assert (outcome.result, outcome.reason) == ("needs_sign_in", "refresh_token_reused")
-    view = store.public_view(store.read_account(root))
-    assert (view["signed_in"], view["email"], view["needs_sign_in_reason"]) == (
-        False,
-        "ada@example.com",
-        "refresh_token_reused",
-    )
-    assert set(sim.accounts()[0]["families"].values()) == {"revoked"}  # the portal revoked the family
-    count = len(refreshes(sim))
-    assert keepalive.refresh_account(root, force=True).result == "needs_sign_in"
-    assert len(refreshes(sim)) == count  # nothing more is sent for an account that needs a sign-in
-
-
-def test_a_revoked_account_needs_a_sign_in_and_nothing_raises(sim, root):
-    signed_in(root, sim)
-    sim.revoke("ada@example.com")
-    outcome = keepalive.refresh_account(root, force=True)
-    assert (outcome.result, outcome.reason) == ("needs_sign_in", "invalid_grant")
-
-
-@pytest.mark.parametrize("fault", [{"status": 503, "headers": {"Retry-After": "7"}}, {"drop": True}])
-def test_a_portal_fault_leaves_the_account_as_it_was(sim, root, fault):
-    before = signed_in(root, sim)
-    sim.fault("/api/oauth/token", **fault)
-    outcome = keepalive.refresh_account(root, force=True)
-    assert outcome.result == "failed"
-    if "status" in fault:
-        assert (outcome.reason, outcome.retry_after) == ("portal_busy", 7.0)
-    else:
-        assert outcome.reason == "portal_unreachable"
-    assert store.read_account(root) == before
-    assert keepalive.refresh_account(root, force=True).result == "refreshed"
-
-
-def test_a_signed_out_install_has_nothing_to_refresh(sim, root):
-    assert keepalive.refresh_account(root, force=True).result == "signed_out"
-    assert refreshes(sim) == []
-
-
-REFRESHER = """
-import sys
-from pathlib import Path
-from services.auth_worker.keepalive import refresh_account
-results = [refresh_account(Path(sys.argv[1]), force=True).result for _ in range(int(sys.argv[2]))]
-print(" ".join(results))
-"""
-
-
-def test_concurrent_refreshers_never_lose_a_rotated_token(sim, root):
-    signed_in(root, sim)
-    rounds, workers = 4, 4
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", REFRESHER, str(root), str(rounds)],
-            cwd=ROOT,
-            env=python_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(workers)
-    ]
-    outputs = [p.communicate(timeout=120) for p in procs]
-    results = " ".join(out for out, _ in outputs).split()
-    assert results == ["refreshed"] * (rounds * workers), outputs
-    # Each refresh spent the token the one before it stored: no reuse, the family lives on.
-    sent = [r["form"]["refresh_token"] for r in refreshes(sim)]
-    assert len(sent) == len(set(sent)) == rounds * workers
-    assert set(sim.accounts()[0]["families"].values()) == {"active"}
-    assert keepalive.refresh_account(root, force=True).result == "refreshed"
-
-
-def test_refresh_timing_is_read_from_the_store_not_guessed(sim, root):
-    sim.configure(access_ttl=2)
-    account = signed_in(root, sim)
-    assert account["expires_at"] - account["saved_at"] == pytest.approx(2, abs=0.1)
-    time.sleep(max(0.0, keepalive.refresh_at(account) - time.time()) + 0.05)
-    assert keepalive.refresh_account(root).result == "refreshed"
+def test_any_other_outcome_looks_again_at_once_and_starts_the_retries_over():
+    for result in ("refreshed", "needs_sign_in", "signed_out", "fresh"):
+        assert after_refresh(RefreshOutcome(result), 160.0) == (0.0, FIRST_RETRY)

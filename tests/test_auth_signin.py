@@ -11,7 +11,8 @@ import pytest
 import trio
 import trustme
 
-from services.auth_worker import settle, signin, store
+from nous import store
+from services.auth_worker import device_flow, settle
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
 from services.auth_worker.states import Reason
 from shared import config
@@ -182,19 +183,19 @@ async def test_the_poll_rides_out_portal_faults(sim, root, fault):
 
 
 async def test_slow_down_widens_the_poll_interval(sim, root, monkeypatch):
-    monkeypatch.setattr(signin, "SLOW_DOWN_STEP", 1.0)
+    monkeypatch.setattr(device_flow, "SLOW_DOWN_STEP", 1.0)
     sim.fault("/api/oauth/token", status=400, body={"error": "slow_down"})
     _, terminal = await sign_in(request(root, sim), on_code=approve_as(sim, "ada@example.com"))
     assert terminal.name == "Completed"
     polls = sim.requests("/api/oauth/token")
-    assert polls[1]["time"] - polls[0]["time"] >= 1.0 + signin.MIN_INTERVAL
+    assert polls[1]["time"] - polls[0]["time"] >= 1.0 + device_flow.MIN_INTERVAL
 
 
 async def test_device_code_faults_are_retried_then_fail_typed(sim, root, monkeypatch):
     sim.fault("/api/oauth/device/code", status=503)
     _, terminal = await sign_in(request(root, sim), on_code=approve_as(sim, "ada@example.com"))
     assert terminal.name == "Completed"
-    monkeypatch.setattr(signin, "DEVICE_CODE_BUDGET", 1.5)
+    monkeypatch.setattr(device_flow, "DEVICE_CODE_BUDGET", 1.5)
     sim.fault("/api/oauth/device/code", drop=True, count=50)
     _, terminal = await sign_in(request(root, sim, replace=True))
     assert (terminal.name, terminal.reason) == ("Failed", Reason.PORTAL_UNREACHABLE)
@@ -205,7 +206,7 @@ async def test_device_code_faults_are_retried_then_fail_typed(sim, root, monkeyp
 
 
 async def test_a_portal_that_is_not_there_fails_typed(root, monkeypatch):
-    monkeypatch.setattr(signin, "DEVICE_CODE_BUDGET", 1.0)
+    monkeypatch.setattr(device_flow, "DEVICE_CODE_BUDGET", 1.0)
 
     class Gone:
         url = "http://127.0.0.1:9"  # discard: nothing listens

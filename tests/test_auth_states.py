@@ -1,4 +1,4 @@
-"""The sign-in's states, claims, refresh timing and config settling: pure rules, no sockets."""
+"""The sign-in's states, claims and config settling: pure rules, no sockets."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from services.auth_worker import keepalive, settle
-from services.auth_worker.claims import Claims, InvalidAccessToken, read_claims
+from nous.access_token import Claims, InvalidAccessToken, read_claims
+from services.auth_worker import settle
 from services.auth_worker.states import (
     TERMINAL_STATES,
     AlreadySignedIn,
@@ -98,13 +98,6 @@ def test_a_malformed_access_token_is_refused_without_quoting_it(token):
         read_claims(token)
     if isinstance(token, str) and len(token) > 3:
         assert token not in info.value.message
-
-
-def test_refresh_comes_before_expiry_with_a_skew():
-    hour = {"saved_at": 1000.0, "refreshed_at": 1000.0, "expires_at": 4600.0}
-    assert keepalive.refresh_at(hour) == 4600.0 - keepalive.MAX_SKEW
-    short = {"refreshed_at": 1000.0, "expires_at": 1010.0}  # a 10 s token refreshes at 8 s
-    assert keepalive.refresh_at(short) == pytest.approx(1008.0)
 
 
 CLAIMS = Claims("acct_1", "ada@example.com", "plus", "https://acct.example/v1", 2e9)

@@ -10,10 +10,10 @@ import time
 import pytest
 import trio
 
-from services.auth_worker import store
-from services.auth_worker.claims import read_claims
+from nous import store
+from nous.access_token import read_claims
+from nous.guest_handoff import attempts, records, rules
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
-from services.handoff_retry import claim, records, rules
 from tests.conftest import ROOT, python_env
 
 
@@ -77,7 +77,7 @@ async def test_a_sign_in_over_a_guest_moves_its_apps_once(sim, root):
     # The claim carried the cohort: the account's token was refreshed after it.
     assert any(r["form"].get("grant_type") == "refresh_token" for r in sim.requests("/api/oauth/token"))
     # Nothing more is ever sent for it.
-    assert claim.drain(root, clock=lambda: time.time() + 20 * 86400).attempted == []
+    assert attempts.drain(root, clock=lambda: time.time() + 20 * 86400).attempted == []
     assert len(claims_sent(sim)) == 1
 
 
@@ -92,8 +92,8 @@ async def test_a_flaky_claim_is_retried_on_the_ladder_until_it_lands(sim, root):
     )
     (record,) = records.read_records(root).values()
     assert record["next_attempt_at"] - record["updated_at"] == pytest.approx(120)  # Retry-After over the 30 s rung
-    assert claim.drain(root).attempted == []  # not due yet
-    report = claim.drain(root, clock=lambda: time.time() + 121)
+    assert attempts.drain(root).attempted == []  # not due yet
+    report = attempts.drain(root, clock=lambda: time.time() + 121)
     assert report.attempted == ["claimed"] and account_apps(sim) == ["github"]
     assert [r["time"] for r in claims_sent(sim)] and len(claims_sent(sim)) == 2
 
@@ -128,7 +128,7 @@ async def test_a_token_of_another_account_sends_nothing(sim, root):
     anon = sim.guest("github")
     records.note_replacement(root, anon=anon, profile="default", destination="acct_someone_else", email="x@example.com")
     store.save_account(root, root, signed_in_record(root, sim))
-    report = claim.drain(root)
+    report = attempts.drain(root)
     assert report.attempted == ["wrong_account"]
     assert claims_sent(sim) == []
     assert account_apps(sim) == []
@@ -143,16 +143,16 @@ def test_two_profiles_sharing_one_identity_make_one_record_and_one_claim(sim, ro
     for home in homes:  # each profile moves onto the account
         store.save_account(root, home, account)
     assert len(records.read_records(root)) == 1
-    assert [claim.drain(root).attempted, claim.drain(root).attempted] == [["claimed"], []]
+    assert [attempts.drain(root).attempted, attempts.drain(root).attempted] == [["claimed"], []]
     assert len(claims_sent(sim)) == 1 and account_apps(sim) == ["github"]
 
 
 RACER = """
 import sys, time
 from pathlib import Path
-from services.handoff_retry import claim
+from nous.guest_handoff import attempts
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
-print(" ".join(claim.drain(Path(sys.argv[1])).attempted))
+print(" ".join(attempts.drain(Path(sys.argv[1])).attempted))
 """
 
 
@@ -181,9 +181,9 @@ def test_racing_drains_send_one_claim(sim, root):
 CRASH_AFTER_SEND = """
 import os, sys, time
 from pathlib import Path
-from services.handoff_retry import claim
-claim._settle = lambda *a, **k: os._exit(9)  # the process dies after the claim, before its answer is written
-claim.drain(Path(sys.argv[1]))
+from nous.guest_handoff import attempts
+attempts._record_answer = lambda *a, **k: os._exit(9)  # the process dies after the claim, before its answer is written
+attempts.drain(Path(sys.argv[1]))
 """
 
 
@@ -197,8 +197,8 @@ def test_a_crash_between_the_claim_and_its_answer_reads_as_probably_moved(sim, r
     assert crashed.returncode == 9
     (record,) = records.read_records(root).values()
     assert record["state"] == "reserved" and account_apps(sim) == ["github"]  # it moved; nobody wrote it down
-    assert claim.drain(root).attempted == []  # the lease is live: nothing is sent twice at once
-    later = claim.drain(root, clock=lambda: time.time() + rules.LEASE + 1)
+    assert attempts.drain(root).attempted == []  # the lease is live: nothing is sent twice at once
+    later = attempts.drain(root, clock=lambda: time.time() + rules.LEASE + 1)
     assert later.attempted == ["gone"]
     assert later.lines == ["Your guest apps were probably already moved to ada@example.com."]
     assert len(claims_sent(sim)) == 2

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from services.handoff_retry.rules import (
+from nous.guest_handoff.rules import (
     FINAL_CODES,
     LADDER,
     LEASE,
@@ -18,14 +18,15 @@ from services.handoff_retry.rules import (
     Answer,
     BadHandoffInput,
     copy_lines,
+    due_at,
     is_due,
     new_record,
     note_replacement,
     public_view,
     rearm,
+    record_answer,
     record_key,
     reserve,
-    settle,
 )
 from shared.errors import HermesError
 
@@ -96,46 +97,48 @@ def test_reserve_counts_the_attempt_and_holds_a_lease():
 
 
 def test_claimed_records_what_moved_and_whether_to_refresh_the_token():
-    out = settle(reserved(), Answer(200, "claimed", connectors=["github", "slack"], cohort_carried=True), now=T0 + 1)
+    out = record_answer(
+        reserved(), Answer(200, "claimed", connectors=["github", "slack"], cohort_carried=True), now=T0 + 1
+    )
     assert out["state"] == "claimed" and out["connectors"] == ["github", "slack"]
     assert out["refresh_token_after"] is True and out["last_code"] == "claimed"
     assert out["reserved_until"] is None and out["reserved_by"] is None and out["updated_at"] == T0 + 1
     assert out["lines"] == ["Moved your guest apps to ada@example.com: github, slack."]
 
-    plain = settle(reserved(), Answer(200, "claimed", connectors=["github"]), now=T0 + 1)
+    plain = record_answer(reserved(), Answer(200, "claimed", connectors=["github"]), now=T0 + 1)
     assert plain["refresh_token_after"] is False
 
 
 def test_claimed_without_a_connectors_list_is_unknown_never_nothing_moved():
-    unknown = settle(reserved(), Answer(200, "claimed"), now=T0 + 1)
+    unknown = record_answer(reserved(), Answer(200, "claimed"), now=T0 + 1)
     assert unknown["state"] == "claimed" and unknown["connectors"] is None
     assert unknown["lines"] == ["Your guest apps were moved to ada@example.com."]
-    empty = settle(reserved(), Answer(200, "claimed", connectors=[]), now=T0 + 1)
+    empty = record_answer(reserved(), Answer(200, "claimed", connectors=[]), now=T0 + 1)
     assert empty["connectors"] == []
     assert empty["lines"] == ["Your guest session had no connected apps to move."]
 
 
 def test_a_200_with_another_status_is_not_a_success():
-    out = settle(reserved(), Answer(200, "brand_new_code"), now=T0 + 1)
+    out = record_answer(reserved(), Answer(200, "brand_new_code"), now=T0 + 1)
     assert out["state"] == "pending" and out["next_attempt_at"] == T0 + 1 + LADDER[0]
 
 
 def test_unknown_token_on_the_first_attempt_is_gone_and_nothing_moved():
-    out = settle(reserved(), Answer(410, "unknown_token"), now=T0 + 1)
+    out = record_answer(reserved(), Answer(410, "unknown_token"), now=T0 + 1)
     assert out["state"] == "gone" and out["probably_moved"] is False
     assert out["lines"] == ["Your guest session had expired; there were no apps left to move."]
 
 
 def test_unknown_token_after_an_earlier_attempt_reads_probably_moved():
-    first = settle(reserved(), TRANSIENT, now=T0 + 1)
+    first = record_answer(reserved(), TRANSIENT, now=T0 + 1)
     second = reserved(first, now=first["next_attempt_at"])
-    out = settle(second, Answer(410, "unknown_token"), now=second["next_attempt_at"] + 2)
+    out = record_answer(second, Answer(410, "unknown_token"), now=second["next_attempt_at"] + 2)
     assert out["attempts"] == 2 and out["state"] == "gone" and out["probably_moved"] is True
     assert out["lines"] == ["Your guest apps were probably already moved to ada@example.com."]
 
 
 def test_already_retired_is_gone_and_probably_moved_even_first_time():
-    out = settle(reserved(), Answer(410, "already_retired"), now=T0 + 1)
+    out = record_answer(reserved(), Answer(410, "already_retired"), now=T0 + 1)
     assert out["state"] == "gone" and out["probably_moved"] is True and out["last_code"] == "already_retired"
 
 
@@ -143,7 +146,7 @@ def test_already_retired_is_gone_and_probably_moved_even_first_time():
     "code,status", [("client_not_allowed", 403), ("account_locked", 423), ("invalid_request", 400)]
 )
 def test_final_codes_fail_for_good(code, status):
-    out = settle(reserved(), Answer(status, code), now=T0 + 1)
+    out = record_answer(reserved(), Answer(status, code), now=T0 + 1)
     assert out["state"] == "failed" and out["last_code"] == code
     assert out["lines"] == [
         "Your guest apps could not be moved to ada@example.com. Reconnect them from the new account."
@@ -167,7 +170,7 @@ def test_final_codes_fail_for_good(code, status):
     ],
 )
 def test_everything_else_retries_on_the_ladder(answer, last_code):
-    out = settle(reserved(), answer, now=T0 + 1)
+    out = record_answer(reserved(), answer, now=T0 + 1)
     assert out["state"] == "pending" and out["last_code"] == last_code
     assert out["next_attempt_at"] == T0 + 1 + LADDER[0]
     assert out["reserved_until"] is None and out["reserved_by"] is None
@@ -179,29 +182,29 @@ def test_everything_else_retries_on_the_ladder(answer, last_code):
 
 
 def test_retry_after_is_honoured_only_when_longer_than_the_rung():
-    longer = settle(reserved(), Answer(429, "rate_limited", retry_after=500.0), now=T0 + 1)
+    longer = record_answer(reserved(), Answer(429, "rate_limited", retry_after=500.0), now=T0 + 1)
     assert longer["next_attempt_at"] == T0 + 1 + 500.0
-    shorter = settle(reserved(), Answer(429, "rate_limited", retry_after=5.0), now=T0 + 1)
+    shorter = record_answer(reserved(), Answer(429, "rate_limited", retry_after=5.0), now=T0 + 1)
     assert shorter["next_attempt_at"] == T0 + 1 + LADDER[0]
 
 
 def test_the_ladder_climbs_and_its_slowest_rung_repeats():
     record, now, waits = fresh(), T0, []
     for _ in range(len(LADDER) + 3):
-        record = settle(reserved(record, now=now), Answer(None), now=now)
+        record = record_answer(reserved(record, now=now), Answer(None), now=now)
         waits.append(record["next_attempt_at"] - now)
         now = record["next_attempt_at"]
     assert waits == [30, 120, 600, 3600, 6 * 3600, 24 * 3600, 24 * 3600, 24 * 3600, 24 * 3600]
 
 
 def test_a_retry_that_would_land_past_the_window_expires_the_record():
-    out = settle(reserved(), Answer(429, "rate_limited", retry_after=WINDOW), now=T0 + 1)
+    out = record_answer(reserved(), Answer(429, "rate_limited", retry_after=WINDOW), now=T0 + 1)
     assert out["state"] == "expired"
     assert out["lines"] == ["Moving your guest apps gave up after 13 days. Reconnect them from the new account."]
 
 
 def test_a_retry_landing_exactly_on_the_windows_end_is_still_made():
-    out = settle(reserved(), Answer(429, "rate_limited", retry_after=WINDOW - 1), now=T0 + 1)
+    out = record_answer(reserved(), Answer(429, "rate_limited", retry_after=WINDOW - 1), now=T0 + 1)
     assert out["state"] == "pending" and out["next_attempt_at"] == T0 + WINDOW
     assert reserve(out, now=T0 + WINDOW, holder="w1", token_sub=ADA)[1] is None
 
@@ -213,7 +216,7 @@ def test_the_whole_window_on_a_fake_clock():
         if reason is not None:
             break
         sent_at.append(now)
-        record = settle(record, Answer(503, "internal_error"), now=now + 0.5)
+        record = record_answer(record, Answer(503, "internal_error"), now=now + 0.5)
         now = record["next_attempt_at"]
     # Sends at 0, 30s, 2.5min, 12.5min, ~1.2h, ~7.2h, then daily: 12 more fit in 13 days.
     assert len(sent_at) == 18 == record["attempts"]
@@ -255,7 +258,7 @@ def test_a_crash_between_reservation_and_answer_is_due_again_after_the_lease():
     assert is_due(revived, now=T0 + LEASE)
     again, reason = reserve(held, now=T0 + LEASE, holder="w2", token_sub=ADA)
     assert reason is None and again["attempts"] == 2 and again["reserved_by"] == "w2"
-    out = settle(again, Answer(410, "unknown_token"), now=T0 + LEASE + 1)
+    out = record_answer(again, Answer(410, "unknown_token"), now=T0 + LEASE + 1)
     assert out["state"] == "gone" and out["probably_moved"] is True
 
 
@@ -272,8 +275,8 @@ def test_two_reservers_only_one_sends():
 def test_a_late_answer_to_a_lost_lease_is_dropped():
     first = reserved(now=T0, holder="w1")
     taken, _ = reserve(first, now=T0 + LEASE, holder="w2", token_sub=ADA)
-    assert settle(taken, Answer(410, "unknown_token"), now=T0 + LEASE + 1, holder="w1") is taken
-    out = settle(taken, CLAIMED, now=T0 + LEASE + 2, holder="w2")
+    assert record_answer(taken, Answer(410, "unknown_token"), now=T0 + LEASE + 1, holder="w1") is taken
+    out = record_answer(taken, CLAIMED, now=T0 + LEASE + 2, holder="w2")
     assert out["state"] == "claimed"
 
 
@@ -284,18 +287,35 @@ def test_wrong_account_sends_nothing():
     assert record["attempts"] == 0 and record["state"] == "pending"
 
 
+def test_a_record_is_due_at_its_next_attempt_or_its_leases_end_and_a_finished_one_never():
+    waiting = record_answer(reserved(), TRANSIENT, now=T0 + 1)
+    assert due_at(waiting) == T0 + 1 + LADDER[0]
+    assert due_at(reserved(now=T0 + 5)) == T0 + 5 + LEASE
+    finished = [
+        record_answer(reserved(), CLAIMED, now=T0 + 1),
+        record_answer(reserved(), Answer(410, "unknown_token"), now=T0 + 1),
+        record_answer(reserved(), Answer(403, "account_locked"), now=T0 + 1),
+        record_answer(reserved(), Answer(429, "rate_limited", retry_after=WINDOW), now=T0 + 1),
+    ]
+    assert [due_at(r) for r in finished] == [None] * 4
+    for record in (waiting, reserved(now=T0 + 5), *finished):
+        at = due_at(record)
+        for now in (T0, T0 + 1000, T0 + 20 * 86400):
+            assert is_due(record, now=now) == (at is not None and now >= at)
+
+
 def test_not_due_and_settled_reasons():
-    waiting = settle(reserved(), TRANSIENT, now=T0 + 1)
+    waiting = record_answer(reserved(), TRANSIENT, now=T0 + 1)
     assert reserve(waiting, now=T0 + 2, holder="w1", token_sub=ADA) == (waiting, "not_due")
-    done = settle(reserved(), CLAIMED, now=T0 + 1)
+    done = record_answer(reserved(), CLAIMED, now=T0 + 1)
     assert reserve(done, now=T0 + 2, holder="w1", token_sub=ADA) == (done, "settled")
 
 
 def test_claimed_is_never_reopened():
-    done = settle(reserved(), CLAIMED, now=T0 + 1)
+    done = record_answer(reserved(), CLAIMED, now=T0 + 1)
     for answer in (Answer(410, "unknown_token"), Answer(403, "account_locked"), Answer(None), CLAIMED):
-        assert settle(done, answer, now=T0 + 2) is done
-        assert settle(done, answer, now=T0 + 2, holder="w1") is done
+        assert record_answer(done, answer, now=T0 + 2) is done
+        assert record_answer(done, answer, now=T0 + 2, holder="w1") is done
     assert rearm(done, now=T0 + 2) is done
     assert rearm({**done, "rules_version": 0}, now=T0 + 2)["state"] == "claimed"
     records = {KEY: done}
@@ -304,7 +324,7 @@ def test_claimed_is_never_reopened():
 
 
 def test_gone_is_never_reopened_by_a_new_sign_in():
-    gone = settle(reserved(), Answer(410, "already_retired"), now=T0 + 1)
+    gone = record_answer(reserved(), Answer(410, "already_retired"), now=T0 + 1)
     after = note_replacement({KEY: gone}, key=KEY, profile="work", destination=BOB, email="b@x", now=T0 + 2)
     assert after[KEY] is gone
 
@@ -319,7 +339,7 @@ def test_note_replacement_creates_a_missing_record_without_touching_the_input():
 
 
 def test_note_replacement_same_destination_leaves_the_record_alone():
-    pending = settle(reserved(), TRANSIENT, now=T0 + 1)
+    pending = record_answer(reserved(), TRANSIENT, now=T0 + 1)
     after = note_replacement(
         {KEY: pending}, key=KEY, profile="work", destination=ADA, email="ada@example.com", now=T0 + 2
     )
@@ -329,10 +349,10 @@ def test_note_replacement_same_destination_leaves_the_record_alone():
 @pytest.mark.parametrize("make", ["pending", "reserved", "failed", "expired"])
 def test_note_replacement_rebinds_to_whoever_signed_in_last(make):
     record = {
-        "pending": lambda: settle(reserved(), TRANSIENT, now=T0 + 1),
+        "pending": lambda: record_answer(reserved(), TRANSIENT, now=T0 + 1),
         "reserved": lambda: reserved(),
-        "failed": lambda: settle(reserved(), Answer(423, "account_locked"), now=T0 + 1),
-        "expired": lambda: settle(reserved(), Answer(429, "rate_limited", retry_after=WINDOW), now=T0 + 1),
+        "failed": lambda: record_answer(reserved(), Answer(423, "account_locked"), now=T0 + 1),
+        "expired": lambda: record_answer(reserved(), Answer(429, "rate_limited", retry_after=WINDOW), now=T0 + 1),
     }[make]()
     records = {KEY: record}
     snapshot = copy.deepcopy(records)
@@ -349,13 +369,13 @@ def test_note_replacement_rebinds_to_whoever_signed_in_last(make):
     assert reserve(bound, now=now, holder="w1", token_sub=ADA)[1] == "wrong_account"
     assert reserve(bound, now=now, holder="w1", token_sub=BOB)[1] is None
     assert bound["lines"] == ["Moving your guest apps to bob@example.com…"]
-    # The old binding's in-flight answer no longer settles anything.
-    assert settle(bound, CLAIMED, now=now + 1) is bound
+    # The old binding's in-flight answer no longer changes anything.
+    assert record_answer(bound, CLAIMED, now=now + 1) is bound
 
 
 def test_rearm_reopens_an_older_builds_transient_failure():
     old = {
-        **settle(reserved(), Answer(403, "account_locked"), now=T0 + 1),
+        **record_answer(reserved(), Answer(403, "account_locked"), now=T0 + 1),
         "last_code": "rate_limited",
         "rules_version": 0,
     }
@@ -368,12 +388,12 @@ def test_rearm_reopens_an_older_builds_transient_failure():
     ]
     assert old["state"] == "failed"
     # Its ladder carries on where it stood.
-    retried = settle(reserved(out, now=T0 + 7200), Answer(None), now=T0 + 7201)
+    retried = record_answer(reserved(out, now=T0 + 7200), Answer(None), now=T0 + 7201)
     assert retried["next_attempt_at"] == T0 + 7201 + LADDER[1]
 
 
 def test_rearm_keeps_final_failures_current_failures_and_closed_windows():
-    failed = settle(reserved(), Answer(403, "client_not_allowed"), now=T0 + 1)
+    failed = record_answer(reserved(), Answer(403, "client_not_allowed"), now=T0 + 1)
     for code in FINAL_CODES:
         old_final = {**failed, "last_code": code, "rules_version": 0}
         assert rearm(old_final, now=T0 + 2) is old_final
@@ -398,7 +418,7 @@ def test_copy_never_shows_a_code_a_url_or_a_command():
         Answer(None),
         *(Answer(403, code) for code in FINAL_CODES),
     ]
-    records = [fresh(), reserved(), fresh(email=""), *(settle(reserved(), a, now=T0 + 1) for a in answers)]
+    records = [fresh(), reserved(), fresh(email=""), *(record_answer(reserved(), a, now=T0 + 1) for a in answers)]
     records.append(reserve(fresh(), now=T0 + WINDOW + 1, holder="w1", token_sub=ADA)[0])
     lines = [line for r in records for line in copy_lines(r)]
     assert {r["state"] for r in records} == {"pending", "reserved", "claimed", "gone", "failed", "expired"}
@@ -412,7 +432,7 @@ def test_copy_never_shows_a_code_a_url_or_a_command():
 
 
 def test_public_view_hides_the_key_the_destination_and_the_code():
-    out = settle(reserved(), Answer(429, "rate_limited"), now=T0 + 1)
+    out = record_answer(reserved(), Answer(429, "rate_limited"), now=T0 + 1)
     view = public_view(out)
     assert set(view) == {
         "state",

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from services.auth_worker import store
-from services.auth_worker.claims import read_claims
-from services.handoff_retry import ops, records
+from nous import store
+from nous.access_token import read_claims
+from nous.guest_handoff import records
+from services.handoff_retry import ops
 from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.spawn import stop_service

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from services.auth_worker.store import store_path
-from services.handoff_retry.records import records_path
+from nous.guest_handoff.records import records_path
+from nous.store import store_path
 from services.updater.snapshot import (
     KEEP,
     MANIFEST,

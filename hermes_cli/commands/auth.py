@@ -19,26 +19,26 @@ import secrets
 import sys
 import threading
 import time
-import webbrowser
 from typing import Any
 
 from hermes_cli import output
 from shared import homes
-from shared.spawn import ensure_service
 
 EXIT_BY_STATE = {"Completed": 0, "AlreadySignedIn": 2, "Cancelled": 130, "TimedOut": 1, "Failed": 1}
 
 
 def cmd_login(args) -> int:
+    from nous.portal import ca_bundle, portal_url
     from services.auth_worker import ops
-    from services.auth_worker.portal import ca_bundle, portal_url
     from shared.call_rules import NO_RETRY
+    from shared.spawn import ensure_service
     from shared.sync_client import SyncClient
 
     args.json_lines = True
     root = homes.root_home()
+    sign_in_id = secrets.token_hex(8)
     request = {
-        "sign_in_id": secrets.token_hex(8),
+        "sign_in_id": sign_in_id,
         "profile": homes.active_profile(),
         "replace_account": bool(args.replace),
         "portal_url": portal_url(),
@@ -53,7 +53,7 @@ def cmd_login(args) -> int:
             terminal = client.call(ops.SIGN_IN, request, on_event=view.state)
     except KeyboardInterrupt:
         view.stop()
-        terminal = _cancel(endpoint.control, request["sign_in_id"], root)
+        terminal = _cancel(endpoint.control, sign_in_id, root)
     view.stop()
     view.state(terminal)
     return EXIT_BY_STATE.get(terminal.get("state"), 1)
@@ -61,8 +61,8 @@ def cmd_login(args) -> int:
 
 def _cancel(address: str, sign_in_id: str, root) -> dict[str, Any]:
     """Cancel the sign-in after a Ctrl-C; the terminal state to report."""
-    from services.auth_worker import ops, store
-    from services.auth_worker.states import Cancelled, Completed
+    from nous import store
+    from services.auth_worker import Cancelled, Completed, ops
     from shared.call_rules import NO_RETRY
     from shared.sync_client import SyncClient
 
@@ -94,6 +94,8 @@ class _LoginView:
             self._expires = time.monotonic() + float(state.get("expires_in") or 0)
             print(state["copy_terminal"], flush=True)
             if self._browser and _has_browser():
+                import webbrowser
+
                 webbrowser.open(state["verification_uri_complete"])
         elif name == "Waiting":
             if sys.stderr.isatty():
@@ -132,8 +134,8 @@ def _has_browser() -> bool:
 
 
 def cmd_status(args) -> int:
-    from services.auth_worker import store
-    from services.handoff_retry.records import public_records
+    from nous import store
+    from nous.guest_handoff.records import public_records
 
     root = homes.root_home()
     view = store.public_view(store.read_account(root))
@@ -169,7 +171,7 @@ def _status_text(view: dict[str, Any]) -> str:
 
 def cmd_guest(args) -> int:
     """Start the free tier: a guest identity for the install, until it signs in."""
-    from services.auth_worker import portal, store
+    from nous import portal, store
 
     root = homes.root_home()
     account = store.read_store(root)
@@ -181,20 +183,16 @@ def cmd_guest(args) -> int:
             lambda r: f"Nothing to do: this install is already {r['state'].replace('_', ' ')}.",
         )
         return 0
-    tls = portal.tls_context(portal.ca_bundle())
-    answer = portal.send_blocking(portal.portal_url(), tls, "POST", "/api/anonymous/register")
-    anon, guest_id = answer.get("token"), answer.get("id")
-    if not (isinstance(anon, str) and anon.startswith("anon_") and isinstance(guest_id, str)):
-        raise portal.PortalInvalidAnswer("the portal's guest answer has no usable token")
-    started = store.save_guest(root, anon, guest_id)
+    guest = portal.register_guest_blocking(portal.portal_url(), portal.tls_context(portal.ca_bundle()))
+    started = store.save_guest(root, guest.anon, guest.id)
     output.emit(
-        args, {"started": started, "state": "guest", "id": guest_id}, lambda r: "Started the free tier as a guest."
+        args, {"started": started, "state": "guest", "id": guest.id}, lambda r: "Started the free tier as a guest."
     )
     return 0
 
 
 def cmd_logout(args) -> int:
-    from services.auth_worker import store
+    from nous import store
 
     removed = store.forget_account(homes.root_home(), homes.active_home())
     result = {"signed_out": removed is not None, "email": removed.get("email") if removed else None}

@@ -63,7 +63,7 @@ def sign_in(install: Path, env: dict[str, str], portal: PortalSimulator, say: Ca
         text=True,
     )
     lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=lambda: [*map(lines.put, login.stdout), lines.put(None)], daemon=True).start()
+    threading.Thread(target=_read_lines, args=(login, lines), daemon=True).start()
     try:
         while True:
             try:
@@ -88,3 +88,11 @@ def sign_in(install: Path, env: dict[str, str], portal: PortalSimulator, say: Ca
         if login.poll() is None:
             login.kill()
             login.wait(timeout=10)
+
+
+def _read_lines(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+    """Every line ``proc`` prints, then None once its output ends."""
+    if proc.stdout is not None:
+        for line in proc.stdout:
+            lines.put(line)
+    lines.put(None)

@@ -15,8 +15,10 @@ from typing import Any
 
 import trio
 
-from services.auth_worker import keepalive, ops, store
-from services.auth_worker import portal as portal_api
+from nous import refresh, store
+from nous.portal import ca_bundle, portal_url
+from nous.refresh_rules import RefreshOutcome
+from services.auth_worker import keepalive, ops
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
 from services.auth_worker.states import Completed
 from shared import homes
@@ -31,10 +33,6 @@ log = logging.getLogger(__name__)
 
 MAX_SIGN_INS = 8
 SIGN_IN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-# How often the keepalive looks at the store when nothing wakes it (another process may sign in).
-KEEPALIVE_IDLE = 60.0
-# The wait after a failed refresh: doubling from the first to the last.
-KEEPALIVE_RETRY = (5.0, 300.0)
 
 
 class WorkerError(HermesError):
@@ -48,7 +46,7 @@ class AuthWorker:
         self.root = Path(root)
         self._sign_ins: dict[str, CancelFlag] = {}
         self._wake = trio.Event()
-        self._last_refresh: keepalive.RefreshOutcome | None = None
+        self._last_refresh: RefreshOutcome | None = None
         self._next_check: float | None = None
         self.life = Lifecycle(busy=lambda: bool(self._sign_ins))
         self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"root": str(self.root)})
@@ -91,8 +89,8 @@ class AuthWorker:
             sign_in_id=sign_in_id,
             root=self.root,
             home=home,
-            portal_url=portal_api.portal_url(args.get("portal_url")),
-            ca_bundle=args.get("ca_bundle") or portal_api.ca_bundle(),
+            portal_url=portal_url(args.get("portal_url")),
+            ca_bundle=args.get("ca_bundle") or ca_bundle(),
             replace_account=bool(args.get("replace_account")),
         )
         flag = CancelFlag()
@@ -142,34 +140,27 @@ class AuthWorker:
             raise WorkerError(ops.NEEDS_SIGN_IN, "the Nous sign-in lapsed; sign in again")
         return {"access_token": account["access_token"], "expires_at": account["expires_at"], "host": account["host"]}
 
-    async def _refresh_now(self, *, force: bool) -> keepalive.RefreshOutcome:
-        outcome = await trio.to_thread.run_sync(lambda: keepalive.refresh_account(self.root, force=force))
+    async def _refresh_now(self, *, force: bool) -> RefreshOutcome:
+        outcome = await trio.to_thread.run_sync(lambda: refresh.refresh_account(self.root, force=force))
         self._last_refresh = outcome if outcome.result != "fresh" else self._last_refresh
         if outcome.result in ("refreshed", "needs_sign_in"):
             log.info("keepalive: %s%s", outcome.result, f" ({outcome.reason})" if outcome.reason else "")
         return outcome
 
     async def _keepalive(self) -> None:
-        retry = KEEPALIVE_RETRY[0]
+        retry = keepalive.FIRST_RETRY
         while True:
             try:
                 account = await trio.to_thread.run_sync(store.read_account, self.root)
             except (HermesError, OSError) as exc:
                 log.warning("keepalive: the account store is unreadable (%s)", getattr(exc, "code", type(exc).__name__))
                 account = None
-            wait = KEEPALIVE_IDLE
-            if account is not None and not account.get("needs_sign_in"):
-                due_in = keepalive.refresh_at(account) - time.time()
-                if due_in <= 0:
-                    outcome = await self._refresh_now(force=False)
-                    if outcome.result == "failed":
-                        wait = max(retry, outcome.retry_after)
-                        retry = min(retry * 2, KEEPALIVE_RETRY[1])
-                        log.warning("keepalive: refresh failed (%s); again in %gs", outcome.reason, wait)
-                    else:
-                        retry, wait = KEEPALIVE_RETRY[0], 0.0
-                else:
-                    wait = min(due_in, KEEPALIVE_IDLE)
+            wait = keepalive.wait_before_refresh(account, now=time.time())
+            if wait <= 0:
+                outcome = await self._refresh_now(force=False)
+                wait, retry = keepalive.after_refresh(outcome, retry)
+                if outcome.result == "failed":
+                    log.warning("keepalive: refresh failed (%s); again in %gs", outcome.reason, wait)
             self._next_check = time.time() + wait
             with trio.move_on_after(wait):
                 await self._wake.wait()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.auth_worker.claims import Claims
+from nous.access_token import Claims
 from shared import config, files
 
 WELCOME_ROUTE = "welcome"

@@ -3,9 +3,10 @@
 ``run_sign_in`` emits ``Code`` and ``Waiting`` and returns exactly one terminal state; no
 failure escapes as an exception. The token poll runs on one deadline (the code's own
 expiry), and a watcher checks the cancel flag several times a second, so a cancel ends even
-a request in flight. The store's lock is held only around the precondition and the save,
-never across a network wait. A cancel always wins over a save that has not begun: with a
-persist guard the last check and the save are one step under the store's lock.
+a request in flight; what each of the portal's answers means is ``device_flow``'s to say.
+The store's lock is held only around the precondition and the save, never across a network
+wait. A cancel always wins over a save that has not begun: with a persist guard the last
+check and the save are one step under the store's lock.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import trio
 
-from services.auth_worker import portal as portal_api
-from services.auth_worker import settle, store
-from services.auth_worker.claims import InvalidAccessToken, read_claims
+from nous import portal as portal_api
+from nous import store
+from nous.access_token import InvalidAccessToken, read_claims
+from nous.guest_handoff.attempts import DrainReport, drain
+from nous.portal_errors import PortalError, PortalTLSError
+from services.auth_worker import device_flow, settle
 from services.auth_worker.states import (
     AlreadySignedIn,
     Cancelled,
@@ -29,27 +34,18 @@ from services.auth_worker.states import (
     Failed,
     Reason,
     SignInState,
-    TimedOut,
     Waiting,
 )
-from services.handoff_retry.claim import DrainReport, drain
 from shared.errors import HermesError
 
 log = logging.getLogger(__name__)
 
-# The longest one sign-in waits for approval, whatever the code's own expiry says.
-MAX_POLL_SECONDS = 30 * 60.0
-# The shortest pause between two polls, whatever the portal asks for.
-MIN_INTERVAL = 0.2
-# What RFC 8628 adds to the interval after ``slow_down``.
-SLOW_DOWN_STEP = 5.0
-# How often the cancel flag is looked at while the poll runs (the rule: at least once a second).
+# How often the cancel flag is looked at while the portal is asked (the rule: at least once a second).
 CANCEL_CHECK = 0.2
-# Transport failures in a row before the wait between polls stops growing.
-BACKOFF_CAP = 30.0
-# How long asking for a device code may take, retries of a busy portal included.
-DEVICE_CODE_BUDGET = 30.0
+# How long asking for the tier's recommended model may take before the table's answer is used.
+RECOMMENDED_MODEL_SECONDS = 10.0
 
+T = TypeVar("T")
 Emit = Callable[[SignInState], Awaitable[None]]
 
 
@@ -119,14 +115,13 @@ async def _sign_in(
         return AlreadySignedIn(email=str(account.get("email")))
     try:
         tls = await trio.to_thread.run_sync(portal_api.tls_context, request.ca_bundle)
-    except portal_api.PortalTLSError:
+    except PortalTLSError:
         return Failed(Reason.TLS_FAILED)
 
     async with portal_api.Portal(request.portal_url, tls) as portal:
-        outcome = await _until_cancelled(cancel, lambda: _device_code(portal))
-        if isinstance(outcome, SignInState):
-            return outcome
-        code = outcome
+        code = await _until_cancelled(cancel, lambda: _device_code(portal))
+        if isinstance(code, SignInState):
+            return code
         await emit(
             Code(
                 sign_in_id=request.sign_in_id,
@@ -137,10 +132,9 @@ async def _sign_in(
             )
         )
         await emit(Waiting(sign_in_id=request.sign_in_id))
-        outcome = await _until_cancelled(cancel, lambda: _poll(portal, code))
-        if isinstance(outcome, SignInState):
-            return outcome
-        tokens = outcome
+        tokens = await _until_cancelled(cancel, lambda: _poll(portal, code))
+        if isinstance(tokens, SignInState):
+            return tokens
         try:
             claims = read_claims(tokens.access_token)
         except InvalidAccessToken:
@@ -185,9 +179,9 @@ async def _sign_in(
     )
 
 
-async def _until_cancelled(cancel: CancelFlag, work: Callable[[], Awaitable]) -> object:
+async def _until_cancelled(cancel: CancelFlag, work: Callable[[], Awaitable[T]]) -> T | Cancelled:
     """Run ``work`` until it returns, or ``Cancelled()`` once the flag is raised."""
-    result: list[object] = [Cancelled()]
+    result: list[T | Cancelled] = [Cancelled()]
     async with trio.open_nursery() as nursery:
 
         async def run() -> None:
@@ -204,56 +198,36 @@ async def _until_cancelled(cancel: CancelFlag, work: Callable[[], Awaitable]) ->
     return Cancelled() if cancel.cancelled() else result[0]
 
 
-async def _device_code(portal: portal_api.Portal) -> portal_api.DeviceCode | SignInState:
-    last: SignInState = Failed(Reason.PORTAL_UNREACHABLE)
-    with trio.move_on_after(DEVICE_CODE_BUDGET):
-        pause = 0.5
+async def _device_code(portal: portal_api.Portal) -> portal_api.DeviceCode | Failed:
+    """Ask for a device code, retrying a busy or unreachable portal within one budget."""
+    retries = device_flow.DeviceCodeRetries()
+    with trio.move_on_after(device_flow.DEVICE_CODE_BUDGET):
         while True:
             try:
                 return await portal.device_code()
-            except (portal_api.PortalBusy, portal_api.PortalUnreachable) as exc:
-                last = _failure(exc)
-                await trio.sleep(max(pause, getattr(exc, "retry_after", 0.0)))
-                pause = min(pause * 2, BACKOFF_CAP)
-            except portal_api.PortalError as exc:
-                return _failure(exc)
-    return last
+            except PortalError as exc:
+                step = device_flow.after_device_code_error(retries, exc)
+                if isinstance(step, Failed):
+                    return step
+                retries = step
+            await trio.sleep(retries.wait)
+    return retries.given_up
 
 
 async def _poll(portal: portal_api.Portal, code: portal_api.DeviceCode) -> portal_api.TokenSet | SignInState:
     """Poll the token endpoint until the code is approved, refused or expired (one deadline)."""
-    interval = max(code.interval, MIN_INTERVAL)
-    wait = interval
-    unreachable = False  # whether the last poll got no answer at all
-    with trio.move_on_after(min(code.expires_in, MAX_POLL_SECONDS)):
+    poll = device_flow.Poll.start(code.interval)
+    with trio.move_on_after(device_flow.poll_seconds(code.expires_in)):
         while True:
-            await trio.sleep(wait)
-            wait = interval
+            await trio.sleep(poll.wait)
             try:
-                tokens = await portal.poll_token(code.device_code)
-            except portal_api.PortalRefused as exc:
-                unreachable = False
-                if exc.error == "authorization_pending":
-                    continue
-                if exc.error == "slow_down":
-                    interval += SLOW_DOWN_STEP
-                    wait = interval
-                    continue
-                if exc.error == "expired_token":
-                    return TimedOut()
-                if exc.error == "access_denied":
-                    return Failed(Reason.ACCESS_DENIED)
-                return Failed(Reason.PORTAL_REFUSED)
-            except (portal_api.PortalBusy, portal_api.PortalUnreachable) as exc:
-                # Keep polling, backing off: the code is good until it expires.
-                unreachable = isinstance(exc, portal_api.PortalUnreachable)
-                wait = min(max(interval * 2, getattr(exc, "retry_after", 0.0)), BACKOFF_CAP)
-                continue
-            except portal_api.PortalError as exc:
-                return _failure(exc)
-            return tokens
-    # The one deadline passed: the code expired, or the portal was out of reach to the end.
-    return Failed(Reason.PORTAL_UNREACHABLE) if unreachable else TimedOut()
+                return await portal.poll_token(code.device_code)
+            except PortalError as exc:
+                step = device_flow.after_poll_error(poll, exc)
+                if isinstance(step, SignInState):
+                    return step
+                poll = step
+    return device_flow.poll_expired(poll)
 
 
 async def _drain_handoffs(request: SignInRequest) -> DrainReport:
@@ -268,21 +242,11 @@ async def _drain_handoffs(request: SignInRequest) -> DrainReport:
 
 async def _recommended(portal: portal_api.Portal, access_token: str, tier: str) -> str:
     try:
-        with trio.move_on_after(10):
+        with trio.move_on_after(RECOMMENDED_MODEL_SECONDS):
             return await portal.recommended_default(access_token)
-    except portal_api.PortalError:
+    except PortalError:
         pass
     return settle.recommended_nous_default_model(tier)
-
-
-def _failure(exc: HermesError) -> Failed:
-    if isinstance(exc, portal_api.PortalTLSError):
-        return Failed(Reason.TLS_FAILED)
-    if isinstance(exc, portal_api.PortalUnreachable):
-        return Failed(Reason.PORTAL_UNREACHABLE)
-    if isinstance(exc, portal_api.PortalInvalidAnswer):
-        return Failed(Reason.PORTAL_INVALID_ANSWER)
-    return Failed(Reason.PORTAL_REFUSED)
 
 
 def _safe(exc: BaseException) -> str:

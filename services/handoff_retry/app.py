@@ -1,7 +1,8 @@
 """The handoff retry worker: finishes the guest handoffs that any process left to retry.
 
-Each tick drains every due record (``claim.drain``: reserved, claimed, settled), then sleeps
-until the next record falls due, at most ``TICK_MAX``. A ``drain`` call wakes it at once.
+Each tick drains every due record (``nous.guest_handoff.attempts.drain``: reserved, claimed,
+the answer recorded), then sleeps until the next record falls due, at most ``TICK_MAX``. A
+``drain`` call wakes it at once.
 It follows new code on disk by itself (``shared.lifecycle``).
 """
 
@@ -15,7 +16,8 @@ from typing import Any
 
 import trio
 
-from services.handoff_retry import claim, ops, records, rules
+from nous.guest_handoff import attempts, records, rules
+from services.handoff_retry import ops
 from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
@@ -54,26 +56,21 @@ class HandoffWorker:
                 await self._wake.wait()
             self._wake = trio.Event()
 
-    async def _drain(self) -> claim.DrainReport:
+    async def _drain(self) -> attempts.DrainReport:
         async with self._draining:  # a tick and a drain call never run side by side here
             try:
-                return await trio.to_thread.run_sync(claim.drain, self.root)
+                return await trio.to_thread.run_sync(attempts.drain, self.root)
             except Exception:
                 log.exception("handoff drain failed; the records stay for the next tick")
-                return claim.DrainReport()
+                return attempts.DrainReport()
 
     def _until_next_due(self) -> float:
         now = time.time()
         try:
-            pending = [rules.rearm(r, now=now) for r in records.read_records(self.root).values()]
+            due = [rules.due_at(rules.rearm(r, now=now)) for r in records.read_records(self.root).values()]
         except Exception:
             return TICK_MAX
-        due = [
-            r["next_attempt_at"] if r["state"] == "pending" else r["reserved_until"]
-            for r in pending
-            if r["state"] in ("pending", "reserved")
-        ]
-        return max(TICK_MIN, min([d - now for d in due if d is not None] + [TICK_MAX]))
+        return max(TICK_MIN, min([at - now for at in due if at is not None] + [TICK_MAX]))
 
     async def _status(self, call: Call) -> dict[str, Any]:
         views = await trio.to_thread.run_sync(records.public_records, self.root)

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from services.handoff_retry.records import note_replacement
-from services.handoff_retry.rules import record_key
+from nous.guest_handoff.records import note_replacement
+from nous.guest_handoff.rules import record_key
 from shared import files
 from shared.errors import HermesError
 from shared.homes import DEFAULT_PROFILE
@@ -29,7 +29,7 @@ from shared.layout import NOUS_STORE_FILE, PROFILE_AUTH_FILE
 
 PROVIDER = "nous"
 STORE_VERSION = 1
-# A refresh holds the lock across one bounded request (see keepalive).
+# A refresh holds the lock across one bounded request (see ``nous.refresh``).
 LOCK_TIMEOUT = 30.0
 # The fields of an account that are not secret.
 PUBLIC_FIELDS = (
@@ -147,7 +147,7 @@ def _root_and_profile(home: Path) -> tuple[Path, str]:
     return home, DEFAULT_PROFILE
 
 
-# --- what the sign-in, the keepalive and logout write -----------------------------------------
+# --- what the sign-in, logout and the free tier write -------------------------------------------
 
 
 def account_record(

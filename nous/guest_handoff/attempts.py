@@ -2,7 +2,7 @@
 
 An attempt is reserved in one locked read-modify-write of the records (still due, inside its
 window, and bound to the account whose Bearer is about to be sent), the claim goes out with
-no lock held, and the answer is settled in another locked read-modify-write. Two drains, or
+no lock held, and the answer is recorded in another locked read-modify-write. Two drains, or
 a drain and the retry worker, never send the same claim at once: the second finds the
 reservation. A 401 refreshes the account's token once and tries again; a claim that carried
 the cohort refreshes it afterwards. Everything blocks; async code uses a thread.
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.auth_worker import keepalive, store
-from services.auth_worker import portal as portal_api
-from services.auth_worker.claims import InvalidAccessToken, read_claims
-from services.handoff_retry import records as records_file
-from services.handoff_retry import rules
+from nous import portal, refresh, store
+from nous.access_token import InvalidAccessToken, read_claims
+from nous.guest_handoff import records as records_file
+from nous.guest_handoff import rules
+from nous.portal_errors import PortalBusy, PortalError, PortalRefused
 from shared import homes
 from shared.errors import HermesError
 
@@ -94,15 +94,15 @@ def _attempt(root: Path, key: str, deadline: float, clock: Clock) -> str:
     if anon is None:
         answer = rules.Answer(status=400, code="invalid_request")  # nothing left to claim with: final
     else:
-        answer = _claim(root, account, anon, deadline)
-        if answer.status == 401 and keepalive.refresh_account(root, force=True).result == "refreshed":
+        answer = _claim(account, anon, deadline)
+        if answer.status == 401 and refresh.refresh_account(root, force=True).result == "refreshed":
             account = store.read_account(root) or account
             if read_claims(account["access_token"]).sub == reserved["destination"]:
-                answer = _claim(root, account, anon, deadline)
-    settled = _settle(root, key, answer, holder, deadline, clock)
-    if settled.get("state") == "claimed" and settled.get("refresh_token_after"):
-        keepalive.refresh_account(root, force=True)  # the account now carries the guest's cohort
-    return settled.get("state", "unknown")
+                answer = _claim(account, anon, deadline)
+    recorded = _record_answer(root, key, answer, holder, deadline, clock)
+    if recorded.get("state") == "claimed" and recorded.get("refresh_token_after"):
+        refresh.refresh_account(root, force=True)  # the account now carries the guest's cohort
+    return recorded.get("state", "unknown")
 
 
 def _reserve(root: Path, key: str, holder: str, token_sub: str, deadline: float, clock: Clock) -> dict[str, Any] | str:
@@ -121,14 +121,16 @@ def _reserve(root: Path, key: str, holder: str, token_sub: str, deadline: float,
     return outcome[0]
 
 
-def _settle(root: Path, key: str, answer: rules.Answer, holder: str, deadline: float, clock: Clock) -> dict[str, Any]:
+def _record_answer(
+    root: Path, key: str, answer: rules.Answer, holder: str, deadline: float, clock: Clock
+) -> dict[str, Any]:
     result: list[dict[str, Any]] = [{}]
 
     def change(current: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         record = current.get(key)
         if record is None:
             return current
-        result[0] = rules.settle(record, answer, now=clock(), holder=holder)
+        result[0] = rules.record_answer(record, answer, now=clock(), holder=holder)
         return {**current, key: result[0]}
 
     # The answer must be written even when the budget is spent: give the lock a moment more.
@@ -136,10 +138,10 @@ def _settle(root: Path, key: str, answer: rules.Answer, holder: str, deadline: f
     return result[0]
 
 
-def _claim(root: Path, account: dict[str, Any], anon: str, deadline: float) -> rules.Answer:
+def _claim(account: dict[str, Any], anon: str, deadline: float) -> rules.Answer:
     try:
-        tls = portal_api.tls_context(account.get("ca_bundle"))
-        answer = portal_api.send_blocking(
+        tls = portal.tls_context(account.get("ca_bundle"))
+        answer = portal.send_blocking(
             account["portal"],
             tls,
             "POST",
@@ -148,19 +150,21 @@ def _claim(root: Path, account: dict[str, Any], anon: str, deadline: float) -> r
             json={"token": anon},
             timeout=max(_left(deadline), 0.5),
         )
-    except portal_api.PortalRefused as exc:
+    except PortalRefused as exc:
         return rules.Answer(status=exc.status, code=exc.error)
-    except portal_api.PortalBusy as exc:
+    except PortalBusy as exc:
         return rules.Answer(status=exc.status, retry_after=exc.retry_after)
-    except portal_api.PortalError:
+    except PortalError:
         return rules.Answer(status=None)  # no usable answer: as good as none
     connectors = answer.get("connectors")
-    valid = isinstance(connectors, list) and all(isinstance(c, str) for c in connectors)
+    moved: list[str] | None = None  # no list of names: what moved is unknown, never "nothing"
+    if isinstance(connectors, list) and all(isinstance(c, str) for c in connectors):
+        moved = list(connectors)
     status = answer.get("status")
     return rules.Answer(
         status=200,
         code=status if isinstance(status, str) else None,
-        connectors=list(connectors) if valid else None,
+        connectors=moved,
         cohort_carried=answer.get("cohort_carried") is True,
     )
 

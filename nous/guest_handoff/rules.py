@@ -4,7 +4,7 @@ A record (built by ``new_record``) is a JSON-able dict that someone else persist
 here takes records and ``now`` (unix seconds) and returns new records; it never changes the one it
 was given, and returns that very object when nothing changes, so a caller can skip the write.
 The caller reserves an attempt inside one locked read-modify-write, sends the claim outside every
-lock, then settles the answer inside another. No I/O here: the whole 13-day window is tested on
+lock, then records the answer inside another. No I/O here: the whole 13-day window is tested on
 a fake clock.
 """
 
@@ -28,6 +28,7 @@ LADDER = (30, 120, 600, 3600, 6 * 3600, 24 * 3600)
 # Refusals no later attempt can change. Every other refusal, unknown codes included, retries.
 FINAL_CODES = frozenset({"client_not_allowed", "account_locked", "invalid_request"})
 
+# States whose outcome is known: no attempt is made for them (``reserve`` says "settled").
 SETTLED = frozenset({"claimed", "gone", "failed", "expired"})
 _KEY = re.compile(r"[0-9a-f]{64}\Z")
 
@@ -115,11 +116,20 @@ def rearm(record: dict[str, Any], *, now: float) -> dict[str, Any]:
     return record
 
 
+def due_at(record: dict[str, Any]) -> float | None:
+    """When ``record`` is next due (unix seconds; a reservation when its lease ends), or None
+    when no attempt will ever run for it again."""
+    if record["state"] == "reserved":
+        return record["reserved_until"] or 0.0
+    if record["state"] == "pending":
+        return record["next_attempt_at"]
+    return None
+
+
 def is_due(record: dict[str, Any], *, now: float) -> bool:
     """Whether an attempt (or, past the window, the expiry) should run for ``record`` now."""
-    if record["state"] == "reserved":
-        return _lease_lapsed(record, now)
-    return record["state"] == "pending" and now >= record["next_attempt_at"]
+    at = due_at(record)
+    return at is not None and now >= at
 
 
 def reserve(record: dict[str, Any], *, now: float, holder: str, token_sub: str) -> tuple[dict[str, Any], str | None]:
@@ -152,10 +162,10 @@ def reserve(record: dict[str, Any], *, now: float, holder: str, token_sub: str) 
     return reserved, None
 
 
-def settle(record: dict[str, Any], answer: Answer, *, now: float, holder: str | None = None) -> dict[str, Any]:
+def record_answer(record: dict[str, Any], answer: Answer, *, now: float, holder: str | None = None) -> dict[str, Any]:
     """``record`` after the answer to the attempt ``holder`` (any holder when None) reserved."""
     if record["state"] != "reserved" or (holder is not None and record["reserved_by"] != holder):
-        # A late answer: the record was settled, re-bound or re-reserved meanwhile (so a claimed
+        # A late answer: the record got its outcome, was re-bound or re-reserved meanwhile (so a claimed
         # record is never reopened). Dropping it is safe: a success lost this way reads as
         # "probably moved" on the next attempt.
         return record

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from services.handoff_retry import rules
+from nous.guest_handoff import rules
 from shared import files
 from shared.layout import GUEST_HANDOFF_FILE
 

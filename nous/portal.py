@@ -1,10 +1,10 @@
-"""The Nous portal's HTTP API, as this side uses it: device code, token, refresh, model.
+"""The Nous portal's HTTP API, as this side uses it: device code, token, refresh, model, guest.
 
-Every answer is checked at the boundary: a JSON map of bounded size with the fields and
-types the caller needs, else ``PortalInvalidAnswer``. Failures are typed so callers decide
-what to retry: ``PortalUnreachable`` (transport), ``PortalBusy`` (429/5xx, with the server's
-``Retry-After``), ``PortalTLSError``, ``PortalRefused`` (an OAuth error answer; ``.error`` is
-its code). No message ever carries a token: forms are never echoed, and URLs hold none.
+Where the portal is (``portal_url``) and how its certificate is checked (``ca_bundle``,
+``tls_context``) are read here too. Every answer is checked at the boundary: a JSON map of
+bounded size with the fields and types the caller needs, else ``PortalInvalidAnswer``. Every
+failure is one of ``nous.portal_errors``. No message ever carries a token: forms are never
+echoed, and URLs hold none.
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from shared.errors import HermesError
+from nous.portal_errors import (
+    PortalBusy,
+    PortalError,
+    PortalInvalidAnswer,
+    PortalRefused,
+    PortalTLSError,
+    PortalUnreachable,
+)
 from shared.retry_after import retry_after_seconds
 
 DEFAULT_PORTAL_URL = "https://portal.nousresearch.com"
@@ -29,44 +36,6 @@ MAX_ANSWER_BYTES = 64 * 1024
 RETRY_AFTER_CAP = 120.0
 # Where a CA bundle may be named, first match wins (HERMES_CA_BUNDLE and the usual friends).
 CA_BUNDLE_VARS = ("HERMES_CA_BUNDLE", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
-
-
-class PortalError(HermesError):
-    code = "portal_error"
-
-
-class PortalUnreachable(PortalError):
-    code = "portal_unreachable"
-
-
-class PortalBusy(PortalError):
-    code = "portal_busy"
-
-    def __init__(self, message: str, *, status: int, retry_after: float):
-        super().__init__(message, detail={"status": status, "retry_after": retry_after})
-        self.status = status
-        self.retry_after = retry_after
-
-
-class PortalTLSError(PortalError):
-    code = "tls_failed"
-
-
-class PortalInvalidAnswer(PortalError):
-    code = "portal_invalid_answer"
-
-
-class PortalRefused(PortalError):
-    """An OAuth error answer (4xx with ``{"error": ...}``)."""
-
-    code = "portal_refused"
-
-    def __init__(self, error: str, status: int):
-        super().__init__(
-            f"the portal refused the request: {error} (HTTP {status})", detail={"error": error, "status": status}
-        )
-        self.error = error
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -90,6 +59,17 @@ class TokenSet:
 
     def __repr__(self) -> str:
         return f"TokenSet(expires_in={self.expires_in})"
+
+
+@dataclass(frozen=True)
+class GuestIdentity:
+    """A free-tier identity the portal registered: ``anon`` is its credential."""
+
+    anon: str
+    id: str
+
+    def __repr__(self) -> str:
+        return f"GuestIdentity(id={self.id!r})"
 
 
 def portal_url(value: str | None = None) -> str:
@@ -175,6 +155,15 @@ def refresh_blocking(base_url: str, tls: ssl.SSLContext, refresh_token: str, *, 
     (a single-use refresh token must be spent and its successor stored under one lock)."""
     form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": CLIENT_ID}
     return _token_set(send_blocking(base_url, tls, "POST", "/api/oauth/token", data=form, timeout=timeout))
+
+
+def register_guest_blocking(base_url: str, tls: ssl.SSLContext, *, timeout: float = 15.0) -> GuestIdentity:
+    """A new free-tier identity for the install."""
+    answer = send_blocking(base_url, tls, "POST", "/api/anonymous/register", timeout=timeout)
+    anon, guest_id = answer.get("token"), answer.get("id")
+    if not (isinstance(anon, str) and anon.startswith("anon_") and isinstance(guest_id, str)):
+        raise PortalInvalidAnswer("the portal's guest answer has no usable token")
+    return GuestIdentity(anon=anon, id=guest_id)
 
 
 def send_blocking(

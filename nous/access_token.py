@@ -11,10 +11,12 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from shared.errors import HermesError
 
 MAX_TOKEN_LENGTH = 16 * 1024
+MAX_TEXT_CLAIM = 512
 TIERS = frozenset({"free", "plus", "pro"})
 
 
@@ -44,10 +46,8 @@ def read_claims(token: object) -> Claims:
         raise InvalidAccessToken("the access token's claims are not readable") from None
     if not isinstance(payload, dict):
         raise InvalidAccessToken("the access token's claims are not a map")
-    sub, email, tier, host, exp = (payload.get(k) for k in ("sub", "email", "tier", "host", "exp"))
-    for name, value in (("sub", sub), ("email", email), ("host", host)):
-        if not isinstance(value, str) or not value or len(value) > 512:
-            raise InvalidAccessToken(f"the access token has no usable {name!r} claim")
+    sub, email, host = (_text_claim(payload, name) for name in ("sub", "email", "host"))
+    tier, exp = payload.get("tier"), payload.get("exp")
     if tier not in TIERS:
         raise InvalidAccessToken("the access token names no known tier")
     if isinstance(exp, bool) or not isinstance(exp, (int, float)):
@@ -55,3 +55,10 @@ def read_claims(token: object) -> Claims:
     if not host.startswith(("https://", "http://")):
         raise InvalidAccessToken("the access token's host is not an http(s) URL")
     return Claims(sub=sub, email=email, tier=tier, host=host, exp=float(exp))
+
+
+def _text_claim(payload: dict[str, Any], name: str) -> str:
+    value = payload.get(name)
+    if not isinstance(value, str) or not value or len(value) > MAX_TEXT_CLAIM:
+        raise InvalidAccessToken(f"the access token has no usable {name!r} claim")
+    return value

@@ -1,0 +1,50 @@
+"""The portal's failures, typed so that a caller decides what to retry.
+
+``PortalUnreachable`` (transport), ``PortalBusy`` (429/5xx, with the server's
+``Retry-After``), ``PortalTLSError``, ``PortalInvalidAnswer`` (an answer this side cannot
+use) and ``PortalRefused`` (an OAuth error answer; ``.error`` is its code). No message ever
+carries a token. No HTTP client here: the rules that read these failures (the sign-in's
+device flow, the refresh) are imported and tested without one.
+"""
+
+from __future__ import annotations
+
+from shared.errors import HermesError
+
+
+class PortalError(HermesError):
+    code = "portal_error"
+
+
+class PortalUnreachable(PortalError):
+    code = "portal_unreachable"
+
+
+class PortalBusy(PortalError):
+    code = "portal_busy"
+
+    def __init__(self, message: str, *, status: int, retry_after: float):
+        super().__init__(message, detail={"status": status, "retry_after": retry_after})
+        self.status = status
+        self.retry_after = retry_after
+
+
+class PortalTLSError(PortalError):
+    code = "tls_failed"
+
+
+class PortalInvalidAnswer(PortalError):
+    code = "portal_invalid_answer"
+
+
+class PortalRefused(PortalError):
+    """An OAuth error answer (4xx with ``{"error": ...}``)."""
+
+    code = "portal_refused"
+
+    def __init__(self, error: str, status: int):
+        super().__init__(
+            f"the portal refused the request: {error} (HTTP {status})", detail={"error": error, "status": status}
+        )
+        self.error = error
+        self.status = status
