@@ -5,9 +5,9 @@ A pid alone is not an identity (pids are recycled), so every lock and state file
 
 Command lines are classified only by the matchers here, which tokenize the FULL argv and walk
 it the way the ``hermes`` parser would; never test argv for substrings (``kanban
---preserve-cache`` contains "serve", a flag value can equal a subcommand). The top-level flags
-that take a value are read from ``hermes_cli.parser.build_top_level_parser()``, so a flag added
-there is understood here without a second list.
+--preserve-cache`` contains "serve", a flag value can equal a subcommand). The flags that take
+a value are read from the CLI's own parser (``shared.cli_grammar.build_top_level_parser()``),
+so a flag added there is understood here without a second list.
 """
 
 from __future__ import annotations
@@ -133,14 +133,15 @@ def value_flags(subcommand: str | None = None) -> frozenset[str]:
     Derived from ``build_top_level_parser()``; cached, so call ``value_flags.cache_clear()``
     after changing the parser at runtime. A subcommand without its own parser has none.
     """
-    from hermes_cli import parser as hermes_parser  # lazy: scans must not import the CLI eagerly
+    from shared import cli_grammar  # lazy: only the scans need the grammar
 
-    parser: argparse.ArgumentParser | None = hermes_parser.build_top_level_parser()
+    parser = cli_grammar.build_top_level_parser()
     if subcommand is not None:
         subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        parser = subparsers[0].choices.get(subcommand) if subparsers else None
-    if parser is None:
-        return frozenset()
+        command = subparsers[0].choices.get(subcommand) if subparsers else None
+        if command is None:
+            return frozenset()
+        parser = command
     return frozenset(s for a in parser._actions if a.option_strings and a.nargs != 0 for s in a.option_strings)
 
 
@@ -148,9 +149,9 @@ def value_flags(subcommand: str | None = None) -> frozenset[str]:
 def profile_flags() -> frozenset[str]:
     """The profile selector's option strings. Hermes accepts them before and after the
     command, so they are skipped anywhere after the entry. Derived like ``value_flags``."""
-    from hermes_cli import parser as hermes_parser
+    from shared import cli_grammar
 
-    parser = hermes_parser.build_top_level_parser()
+    parser = cli_grammar.build_top_level_parser()
     return frozenset(s for a in parser._actions if a.dest == "profile" for s in a.option_strings)
 
 

@@ -172,7 +172,6 @@ KNOWN = {
     ("services.updater.restart", "shared.supervisors.supervisord.names"),
     ("services.updater.restart", "shared.supervisors.supervisord.paths"),
     ("services.updater.restart", "shared.supervisors.supervisord.rpc"),
-    ("shared.identity", "hermes_cli"),
 }
 
 
