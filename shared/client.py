@@ -27,7 +27,15 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from shared import protocol
-from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_unreachable, request_ids
+from shared.call_rules import (
+    DEFAULT_RETRY,
+    REPLY_GRACE,
+    RetryPolicy,
+    encode_call,
+    ipc_unreachable,
+    reply_frame,
+    request_ids,
+)
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError, Reply
 from shared.zmq_trio import Socket, open_socket
 
@@ -239,11 +247,11 @@ class Client:
             return
 
     def _dispatch(self, conn: _Connection, parts: list[bytes]) -> None:
-        if len(parts) != 1:
-            log.warning("dropping a %d-part reply from %s", len(parts), self.address)
+        raw = reply_frame(parts, self.address)
+        if raw is None:
             return
         try:
-            reply = protocol.decode_reply(parts[0], window=self._window, max_bytes=self._max_frame)
+            reply = protocol.decode_reply(raw, window=self._window, max_bytes=self._max_frame)
         except ProtocolError as exc:
             if exc.request_id is None or exc.request_id not in conn.pending:
                 log.warning("dropping a reply from %s: %s", self.address, exc.message)

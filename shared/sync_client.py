@@ -16,7 +16,15 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from shared import protocol
-from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_unreachable, request_ids
+from shared.call_rules import (
+    DEFAULT_RETRY,
+    REPLY_GRACE,
+    RetryPolicy,
+    encode_call,
+    ipc_unreachable,
+    reply_frame,
+    request_ids,
+)
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
 
 
@@ -131,11 +139,11 @@ class SyncClient:
                 if sock not in ready:
                     gone = self._peer_left()
                     continue
-            parts = sock.recv_multipart(zmq.NOBLOCK)
-            if len(parts) != 1:
+            raw = reply_frame(sock.recv_multipart(zmq.NOBLOCK), self.address)
+            if raw is None:
                 continue
             try:
-                reply = protocol.decode_reply(parts[0], window=self._window, max_bytes=self._max_frame)
+                reply = protocol.decode_reply(raw, window=self._window, max_bytes=self._max_frame)
             except ProtocolError as exc:
                 if exc.request_id == request_id:
                     raise RemoteError(exc.code, exc.message, detail=exc.detail) from None
@@ -207,8 +215,8 @@ def call_all(
                 break
             for sock, _ in poller.poll(int(remaining * 1000) + 1):
                 address, request_id = waiting[sock]
-                answer = _take_answer(sock, request_id, window, max_frame)
-                if answer is _EVENT_OR_STRAY:
+                answer = _take_answer(sock, address, request_id, window, max_frame)
+                if answer is _NO_ANSWER:
                     continue
                 outcomes[address] = answer
                 poller.unregister(sock)
@@ -221,19 +229,20 @@ def call_all(
     return outcomes
 
 
-_EVENT_OR_STRAY = object()
+# An event, a stray answer to another request, or a dropped message: keep waiting.
+_NO_ANSWER = object()
 
 
-def _take_answer(sock: zmq.Socket, request_id: str, window: tuple[int, int], max_frame: int) -> Any:
-    parts = sock.recv_multipart(zmq.NOBLOCK)
+def _take_answer(sock: zmq.Socket, address: str, request_id: str, window: tuple[int, int], max_frame: int) -> Any:
+    raw = reply_frame(sock.recv_multipart(zmq.NOBLOCK), address)
+    if raw is None:
+        return _NO_ANSWER
     try:
-        if len(parts) != 1:
-            raise ProtocolError(Code.MALFORMED_REPLY, "a reply is exactly one frame", request_id=request_id)
-        reply = protocol.decode_reply(parts[0], window=window, max_bytes=max_frame)
+        reply = protocol.decode_reply(raw, window=window, max_bytes=max_frame)
     except ProtocolError as exc:
         return RemoteError(exc.code, exc.message, detail=exc.detail)
     if reply.id != request_id or reply.kind == "event":
-        return _EVENT_OR_STRAY
+        return _NO_ANSWER
     try:
         return reply.raise_for_error()
     except RemoteError as exc:
