@@ -1,7 +1,9 @@
-"""A hook report at the reporter's boundary: one msgpack frame in, a checked ``Report`` out.
+"""A hook report as its receiver reads it: one msgpack frame in, a checked ``Report`` out.
 
-Reports are payload-free by construction: every field is one of ``shared.hook_vocabulary``'s
-words, and a frame with any other key is refused. The wire shape is what ``shared.hooks`` sends.
+The hook reporter parses every frame on its intake with ``parse_report``, and
+``hermes operator doctor`` passes its dry-run report through the same check. Reports are
+payload-free by construction: every field is one of ``shared.hook_vocabulary``'s words, and a
+frame with any other key is refused. The wire shape is what ``shared.hooks`` sends.
 """
 
 from __future__ import annotations
