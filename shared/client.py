@@ -48,7 +48,7 @@ DEADLINE_RESOLUTION = 0.02
 # Events a streaming call may have waiting before its consumer is judged stuck.
 MAX_PENDING_EVENTS = 1024
 # How long the answers a departed service sent may take to reach their calls.
-SETTLE_SECONDS = 1.0
+LAST_ANSWERS_SECONDS = 1.0
 
 
 class _Mailbox:
@@ -239,8 +239,8 @@ class Client:
         async for parts in conn.sock.events:
             if parse_monitor_message(parts)["event"] != zmq.EVENT_DISCONNECTED:
                 continue
-            with trio.move_on_after(SETTLE_SECONDS):
-                await conn.sock.input_settled()  # what the service answered before it left
+            with trio.move_on_after(LAST_ANSWERS_SECONDS):
+                await conn.sock.wait_input_consumed()  # what the service answered before it left
             if not conn.pending:
                 continue  # nothing was waiting: zmq reconnects by itself
             self._reset(conn, f"the service at {self.address} went away before answering")

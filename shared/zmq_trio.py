@@ -33,8 +33,8 @@ Message = list[bytes]
 
 # How many rounds of sends and receives the pump does before yielding to other tasks.
 _BATCH = 16
-# How often ``input_settled`` looks whether the pump and the receiver have caught up.
-SETTLE_POLL = 0.001
+# How often ``wait_input_consumed`` looks whether the pump and the receiver have caught up.
+INPUT_POLL = 0.001
 
 # Plain ints: pyzmq's flag enums cost an object per ``&`` on the hot path.
 _EVENTS = int(zmq.EVENTS)
@@ -148,13 +148,13 @@ class Socket:
         """Messages queued but not yet handed to zmq."""
         return self._queued + (self._head is not None)
 
-    async def input_settled(self) -> None:
+    async def wait_input_consumed(self) -> None:
         """Return once every message zmq holds for this socket now has been taken by a
         receiver. The pump is woken to re-read ``EVENTS``, which is where zmq takes in what
         its I/O thread delivered; it parks again only when nothing is left to read."""
         self._wake()
         while not (self._pump_parked and self._held is None and not self._in_recv.statistics().current_buffer_used):
-            await trio.sleep(SETTLE_POLL)
+            await trio.sleep(INPUT_POLL)
 
     def _wake(self) -> None:
         if self._pump_parked:

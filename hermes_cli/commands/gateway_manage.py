@@ -120,7 +120,7 @@ def _run(args, action: str) -> int:
         "profile": unit.profile,
         "home": str(unit.home),
         "scope": unit.scope,
-        "owed_restart": None if action == "stop" else _settle_owed_restart(profile, home),
+        "owed_restart": None if action == "stop" else _clear_owed_restart_if_on_expected_code(profile, home),
     }
     output.emit(args, data, _run_text)
     return 0
@@ -141,7 +141,7 @@ def _run_text(d: dict[str, Any]) -> str:
     return f"{text}\n⚠ it runs {running}, not {expected}: still owed a restart onto it"
 
 
-def _settle_owed_restart(profile: str, home: Path) -> dict[str, Any] | None:
+def _clear_owed_restart_if_on_expected_code(profile: str, home: Path) -> dict[str, Any] | None:
     """When an update owes ``profile``'s gateway a restart: clear that once the gateway runs the
     commit expected of it. None when nothing is owed."""
     from services.updater import obligations
