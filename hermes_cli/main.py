@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit:  # --version, --help or a usage error: the parser has answered
         warn_owed_restarts()
         raise
-    target = TARGETS.get(getattr(args, "command_words", None))
+    words = getattr(args, "command_words", None)  # None: no command was given
+    target = None if words is None else TARGETS.get(words)
     try:
         return _dispatch(parser, args, target)
     finally:

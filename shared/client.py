@@ -99,6 +99,7 @@ class _Mailbox:
             await trio.lowlevel.checkpoint()
         if self._replies:
             return self._replies.popleft()
+        assert self._failure is not None  # woken with no reply only by a failure
         raise self._failure
 
 

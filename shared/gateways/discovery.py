@@ -245,7 +245,9 @@ def _state_files_by_identity(root: Path) -> dict[ProcessIdentity, tuple[str, dic
     states: dict[ProcessIdentity, tuple[str, dict[str, Any]]] = {}
     for profile in homes.list_profiles(root):
         state = _read_state(homes.profile_home(profile, root))
-        ident = _state_identity(state) if state else None
+        if not state:
+            continue
+        ident = _state_identity(state)
         if ident is not None:
             states[ident] = (profile, state)
     return states
