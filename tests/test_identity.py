@@ -1,3 +1,5 @@
+"""Process identities (pid + start time, full argv) and the canonical argv matchers built on the CLI grammar."""
+
 from __future__ import annotations
 
 import os
@@ -14,17 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared import cli_grammar, identity
-from shared.identity import (
-    ProcessIdentity,
-    current_identity,
+from shared.command_lines import (
     holder_subcommand,
-    is_alive,
     looks_like_gateway_command_line,
     looks_like_gateway_runtime_command_line,
-    process_identity,
-    read_cmdline,
     value_flags,
 )
+from shared.identity import ProcessIdentity, current_identity, is_alive, process_identity, read_cmdline
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(30)"]
