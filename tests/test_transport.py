@@ -240,6 +240,35 @@ async def test_a_reply_that_arrived_survives_the_service_disconnecting(short_dir
         server.close(linger=0)
 
 
+async def test_wait_input_consumed_returns_once_a_receiver_took_everything_that_arrived(short_dir):
+    address = f"ipc://{short_dir}/inbox.ctl"
+    server = zmq.Context.instance().socket(zmq.ROUTER)
+    server.bind(address)
+    taken: list[list[bytes]] = []
+    try:
+        async with open_socket(zmq.DEALER, connect=[address]) as client, trio.open_nursery() as nursery:
+            await client.send([b"hello"])
+            with trio.fail_after(5):
+                while not server.poll(0):
+                    await trio.sleep(0.01)
+            peer, _ = server.recv_multipart()
+            for n in range(5):
+                server.send_multipart([peer, b"%d" % n])
+            time.sleep(0.3)  # blocks the loop on purpose: all five wait in zmq, none read yet
+
+            async def receiver() -> None:
+                async for message in client:
+                    taken.append(message)
+
+            nursery.start_soon(receiver)
+            with trio.fail_after(5):
+                await client.wait_input_consumed()
+            assert taken == [[b"%d" % n] for n in range(5)]
+            nursery.cancel_scope.cancel()
+    finally:
+        server.close(linger=0)
+
+
 async def test_a_service_leaving_fails_what_it_did_not_answer_and_delivers_what_it_did(short_dir):
     # Two calls in flight; the service answers one and exits. The answer arrives, and the other
     # call fails as reset at once instead of waiting out its 50 s deadline.
