@@ -22,11 +22,13 @@ from hypothesis import strategies as st
 from hermes_cli.commands import gateway_manage
 from shared import homes
 from shared.supervisors import (
+    KINDS,
     Unit,
     commands,
     errors,
     gateway_command,
     gateway_environment,
+    kind_module,
     launchd,
     scopes,
     systemd,
@@ -731,3 +733,17 @@ def test_cli_refuses_a_missing_profile(tmp_path):
     assert result.returncode == 2
     assert json.loads(result.stdout)["error"]["code"] == "profile_not_found"
     assert not (tmp_path / "xdg").exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_is_one_module_with_the_one_interface(kind):
+    module = kind_module(kind)
+    assert module.__name__ == f"shared.supervisors.{kind}"
+    for name in ("unit_name", "profile_of", "install", "find", "start", "stop", "restart"):
+        assert callable(getattr(module, name)), name
+    assert module.profile_of(module.unit_name("work")) == "work"
+
+
+def test_an_unknown_kind_has_no_module():
+    with pytest.raises(ValueError, match="unknown supervisor 'runit'"):
+        kind_module("runit")

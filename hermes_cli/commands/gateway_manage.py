@@ -11,17 +11,15 @@ obligation is cleared (``services.updater.obligations``).
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from hermes_cli import output
 from shared import homes
 from shared.errors import HermesError
-from shared.supervisors import KINDS, Unit
+from shared.supervisors import KINDS, Unit, kind_module
 
 # The order owners are looked for: the embedded mesh first, then the system supervisors.
 OWNER_ORDER: tuple[str, ...] = KINDS
@@ -32,13 +30,6 @@ ANSWER_SECONDS = 15.0
 
 class NotSupervised(HermesError):
     code = "not_supervised"
-
-
-def kind_module(kind: str) -> ModuleType:
-    """The module of supervisor ``kind``, imported only when that kind is used."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown supervisor {kind!r}; known: {', '.join(KINDS)}")
-    return importlib.import_module(f"shared.supervisors.{kind}")
 
 
 def find_owner(profile: str, home: Path, *, kinds: Sequence[str] = OWNER_ORDER) -> Unit | None:
