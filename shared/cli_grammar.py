@@ -1,7 +1,7 @@
 """The ``hermes`` command line's grammar: its commands, their flags and arguments.
 
-One parser, built by ``build_top_level_parser()``, for the CLI that runs it and for the
-process-identity matchers (``shared.identity``) that walk other processes' argv the way it
+One parser, built by ``build_top_level_parser()``, for the CLI that runs it and for the argv
+matchers (``shared.command_lines``) that walk other processes' command lines the way it
 would; so a flag added here is understood there without a second list. Building it imports
 nothing but argparse.
 
@@ -13,21 +13,20 @@ from __future__ import annotations
 
 import argparse
 
-from shared.version import __version__
+from shared.version import __version__, code_sha
 
 
 class _VersionAction(argparse.Action):
     """``--version``: the version and the commit of the code this command runs.
 
     An action, not a flag the CLI reads afterwards: it answers while the line is parsed, so
-    ``hermes --version`` works whatever follows it, as argparse's own ``--help`` does."""
+    ``hermes --version`` works whatever follows it, as argparse's own ``--help`` does. It is
+    part of the grammar so that the parser the matchers read is the very one the CLI runs."""
 
     def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002 (argparse passes help=)
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from shared.version import code_sha
-
         sha = code_sha()
         print(f"hermes {__version__} ({sha[:12] if sha else 'no git checkout'})")
         parser.exit()

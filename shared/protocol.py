@@ -224,13 +224,15 @@ def unpack(raw: bytes, *, max_bytes: int = MAX_FRAME_BYTES) -> Any:
 
 
 def one_frame(parts: Sequence[bytes], *, kind: str) -> bytes:
-    """The frame a ZeroMQ message carries: a ``kind`` ("request" or "reply") is exactly one
-    part (a service asks after taking off the routing id its ROUTER puts first).
+    """The frame a ZeroMQ message carries: a ``kind`` of message ("request", "reply",
+    "report") is exactly one part (a service asks after taking off the routing id its ROUTER
+    puts first).
 
     Any other count raises ``ProtocolError`` (``malformed_frame``), and each role has one
     answer to it: a service, which can address the peer by its routing id, answers the typed
     error and keeps serving; a client, which has nobody to answer, drops the message and logs
-    it (``shared.call_rules.reply_frame``).
+    it (``shared.call_rules.reply_frame``); the hook reporter's intake, which never answers
+    and must not log a flood, drops it and counts it as ``malformed``.
     """
     if len(parts) != 1:
         raise ProtocolError(Code.MALFORMED_FRAME, f"a {kind} is exactly one frame")

@@ -190,8 +190,9 @@ sys.stdin.read()
         junk.connect(intake_address(root))
         for frame in (b"\xc1", b"not msgpack", b"\x80"):
             junk.send(frame)
+        junk.send_multipart([msgpack.packb({"v": 1, "kind": "activity"}), b"extra"])  # two parts
         junk.close(linger=1000)
-        wait_for(lambda: call(reporter, ops.STATUS)["dropped"].get("malformed") == 3, timeout=20, what="junk counted")
+        wait_for(lambda: call(reporter, ops.STATUS)["dropped"].get("malformed") == 4, timeout=20, what="junk counted")
     finally:
         sender.kill()
         sender.wait()

@@ -19,7 +19,7 @@ import zmq
 
 from services.hook_reporter import ops
 from services.hook_reporter.checks import identity_refusal, launch_refusal
-from shared import operator_daemon
+from shared import operator_daemon, protocol
 from shared.call_rules import NO_RETRY
 from shared.client import open_client
 from shared.homes import Endpoint
@@ -27,7 +27,7 @@ from shared.hook_reports import Report, ReportRefused, parse_report
 from shared.hooks import intake_address
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
-from shared.protocol import RemoteError
+from shared.protocol import ProtocolError, RemoteError
 from shared.service import HELLO, Call, Service
 from shared.zmq_trio import open_socket
 
@@ -71,9 +71,10 @@ class HookReporter:
 
     async def _checked(self, parts: list[bytes]) -> Report | None:
         try:
-            if len(parts) != 1:
-                raise ReportRefused("malformed", "a report is one frame")
-            report = parse_report(parts[0])
+            report = parse_report(protocol.one_frame(parts, kind="report"))
+        except ProtocolError:  # not one frame: nobody to answer, so dropped and counted
+            self.dropped["malformed"] += 1
+            return None
         except ReportRefused as exc:
             self.dropped[exc.reason] += 1
             return None
