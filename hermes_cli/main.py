@@ -17,7 +17,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from hermes_cli.parser import build_top_level_parser
+from hermes_cli.commands import TARGETS
+from shared.cli_grammar import build_top_level_parser
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit:  # --version, --help or a usage error: the parser has answered
         warn_owed_restarts()
         raise
-    target = getattr(args, "target", None)
+    words = getattr(args, "command_words", None)  # None: no command was given
+    target = None if words is None else TARGETS.get(words)
     try:
         return _dispatch(parser, args, target)
     finally:

@@ -13,6 +13,7 @@ import copy
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -295,11 +296,11 @@ def _text(path: Path | None, key: str, value: Any, limit: int) -> None:
 class Painter:
     """Colors text with a skin's colors, or not at all: ``NO_COLOR`` set, or not a terminal."""
 
-    def __init__(self, skin: Skin, stream: TextIO | None = None, *, env: dict[str, str] | None = None):
-        env = os.environ if env is None else env
+    def __init__(self, skin: Skin, stream: TextIO | None = None, *, env: Mapping[str, str] | None = None):
+        environ = os.environ if env is None else env
         stream = sys.stdout if stream is None else stream
         self.skin = skin
-        self.enabled = not env.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
+        self.enabled = not environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
 
     def paint(self, text: str, color_key: str) -> str:
         if not self.enabled or not text:

@@ -1,20 +1,24 @@
 """Client-side rules shared by the async and the synchronous client.
 
 When a call may be tried again (only ops marked idempotent: a timeout does not tell whether
-the service ran the call), how long to wait first, and how request ids are made.
+the service ran the call), how long to wait first, how request ids are made, and what a
+client does with a message that is not one frame.
 """
 
 from __future__ import annotations
 
 import errno
 import itertools
+import logging
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from shared import protocol
-from shared.protocol import Code, OpSpec, RemoteError
+from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
+
+log = logging.getLogger(__name__)
 
 # Codes after which a second attempt of an idempotent op can succeed.
 RETRYABLE = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET, Code.BUSY, Code.SHUTTING_DOWN})
@@ -50,6 +54,16 @@ def request_ids() -> Callable[[], str]:
     prefix = secrets.token_hex(4)
     counter = itertools.count(1)
     return lambda: f"{prefix}-{next(counter)}"
+
+
+def reply_frame(parts: Sequence[bytes], address: str) -> bytes | None:
+    """The reply frame of a message from ``address``; None for a message that is not exactly
+    one frame (``protocol.one_frame``), which a client drops and logs: nobody is there to answer."""
+    try:
+        return protocol.one_frame(parts, kind="reply")
+    except ProtocolError as exc:
+        log.warning("dropping a %d-part message from %s: %s", len(parts), address, exc.message)
+        return None
 
 
 def ipc_unreachable(address: str) -> bool:

@@ -27,7 +27,15 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from shared import protocol
-from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_unreachable, request_ids
+from shared.call_rules import (
+    DEFAULT_RETRY,
+    REPLY_GRACE,
+    RetryPolicy,
+    encode_call,
+    ipc_unreachable,
+    reply_frame,
+    request_ids,
+)
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError, Reply
 from shared.zmq_trio import Socket, open_socket
 
@@ -40,7 +48,7 @@ DEADLINE_RESOLUTION = 0.02
 # Events a streaming call may have waiting before its consumer is judged stuck.
 MAX_PENDING_EVENTS = 1024
 # How long the answers a departed service sent may take to reach their calls.
-SETTLE_SECONDS = 1.0
+LAST_ANSWERS_SECONDS = 1.0
 
 
 class _Mailbox:
@@ -91,6 +99,7 @@ class _Mailbox:
             await trio.lowlevel.checkpoint()
         if self._replies:
             return self._replies.popleft()
+        assert self._failure is not None  # woken with no reply only by a failure
         raise self._failure
 
 
@@ -231,19 +240,19 @@ class Client:
         async for parts in conn.sock.events:
             if parse_monitor_message(parts)["event"] != zmq.EVENT_DISCONNECTED:
                 continue
-            with trio.move_on_after(SETTLE_SECONDS):
-                await conn.sock.input_settled()  # what the service answered before it left
+            with trio.move_on_after(LAST_ANSWERS_SECONDS):
+                await conn.sock.wait_input_consumed()  # what the service answered before it left
             if not conn.pending:
                 continue  # nothing was waiting: zmq reconnects by itself
             self._reset(conn, f"the service at {self.address} went away before answering")
             return
 
     def _dispatch(self, conn: _Connection, parts: list[bytes]) -> None:
-        if len(parts) != 1:
-            log.warning("dropping a %d-part reply from %s", len(parts), self.address)
+        raw = reply_frame(parts, self.address)
+        if raw is None:
             return
         try:
-            reply = protocol.decode_reply(parts[0], window=self._window, max_bytes=self._max_frame)
+            reply = protocol.decode_reply(raw, window=self._window, max_bytes=self._max_frame)
         except ProtocolError as exc:
             if exc.request_id is None or exc.request_id not in conn.pending:
                 log.warning("dropping a reply from %s: %s", self.address, exc.message)

@@ -1,5 +1,5 @@
 """The words of a hook report, one definition for the client that sends it (``shared.hooks``)
-and the reporter that takes it (``services.hook_reporter``). No I/O.
+and the parser that takes it (``shared.hook_reports``). No I/O.
 
 A report is payload-free by construction: every field is an enum, a number or an id, and an
 id is 1 to 128 of ``A-Z a-z 0-9 . _ : -`` (no space, no slash: no prompt, path or command

@@ -19,7 +19,7 @@ are checked before a handler sees it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,6 +221,22 @@ def unpack(raw: bytes, *, max_bytes: int = MAX_FRAME_BYTES) -> Any:
         return msgpack.unpackb(raw, raw=False, strict_map_key=True, ext_hook=_reject_ext)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise ProtocolError(Code.MALFORMED_FRAME, f"frame is not valid msgpack: {type(exc).__name__}") from None
+
+
+def one_frame(parts: Sequence[bytes], *, kind: str) -> bytes:
+    """The frame a ZeroMQ message carries: a ``kind`` of message ("request", "reply",
+    "report") is exactly one part (a service asks after taking off the routing id its ROUTER
+    puts first).
+
+    Any other count raises ``ProtocolError`` (``malformed_frame``), and each role has one
+    answer to it: a service, which can address the peer by its routing id, answers the typed
+    error and keeps serving; a client, which has nobody to answer, drops the message and logs
+    it (``shared.call_rules.reply_frame``); the hook reporter's intake, which never answers
+    and must not log a flood, drops it and counts it as ``malformed``.
+    """
+    if len(parts) != 1:
+        raise ProtocolError(Code.MALFORMED_FRAME, f"a {kind} is exactly one frame")
+    return parts[0]
 
 
 def _check_version(value: Any, window: tuple[int, int], request_id: str | None) -> int:

@@ -180,15 +180,9 @@ class Service:
 
     async def _receive_loop(self, sock: Socket, nursery: trio.Nursery) -> None:
         async for parts in sock:
-            if len(parts) != 2:
-                # ROUTER puts the peer's routing id first; a request is exactly one frame.
-                if parts:
-                    await self._reply_error(
-                        sock, parts[0], None, ProtocolError(Code.MALFORMED_FRAME, "a request is exactly one frame")
-                    )
-                continue
-            peer, raw = parts
+            peer, *body = parts  # ROUTER always puts the peer's routing id first
             try:
+                raw = protocol.one_frame(body, kind="request")
                 request = protocol.decode_request(raw, self._specs, window=self._window, max_bytes=self._max_frame)
             except ProtocolError as exc:
                 await self._reply_error(sock, peer, exc.request_id, exc)

@@ -94,11 +94,14 @@ def stop_service(root: Path, service: str, *, timeout: float = STOP_TIMEOUT) -> 
 def first_line(process: subprocess.Popen, timeout: float) -> str:
     """The first line ``process`` printed on its stdout pipe, stripped; "" when none came
     within ``timeout`` (a child that prints its address or "ready" before it serves)."""
+    stdout = process.stdout
+    if stdout is None:
+        raise ValueError("first_line needs a process started with stdout=PIPE")
     with selectors.DefaultSelector() as sel:
-        sel.register(process.stdout, selectors.EVENT_READ)
+        sel.register(stdout, selectors.EVENT_READ)
         if not sel.select(timeout):
             return ""
-    line = process.stdout.readline()
+    line = stdout.readline()
     return (line.decode(errors="replace") if isinstance(line, bytes) else line).strip()
 
 

@@ -10,14 +10,37 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from shared import protocol
-from shared.call_rules import DEFAULT_RETRY, REPLY_GRACE, RetryPolicy, encode_call, ipc_unreachable, request_ids
+from shared.call_rules import (
+    DEFAULT_RETRY,
+    REPLY_GRACE,
+    RetryPolicy,
+    encode_call,
+    ipc_unreachable,
+    reply_frame,
+    request_ids,
+)
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
+
+
+@dataclass(frozen=True)
+class _Connection:
+    sock: zmq.Socket[Any]
+    monitor: zmq.Socket[Any]  # reports the service's disconnects
+
+
+def _peer_left(monitor: zmq.Socket[Any]) -> bool:
+    """Whether the monitor reported a disconnect (reading what it reported)."""
+    left = False
+    while monitor.poll(0):
+        left |= parse_monitor_message(monitor.recv_multipart())["event"] == zmq.EVENT_DISCONNECTED
+    return left
 
 
 class SyncClient:
@@ -34,8 +57,7 @@ class SyncClient:
         self._max_frame = max_frame
         self._retry = retry
         self._next_id = request_ids()
-        self._sock: zmq.Socket | None = None
-        self._monitor: zmq.Socket | None = None
+        self._conn: _Connection | None = None
 
     def __enter__(self) -> SyncClient:
         return self
@@ -44,11 +66,11 @@ class SyncClient:
         self.close()
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.disable_monitor()
-            self._monitor.close(linger=0)
-            self._sock.close(linger=0)
-            self._sock = self._monitor = None
+        if self._conn is not None:
+            self._conn.sock.disable_monitor()
+            self._conn.monitor.close(linger=0)
+            self._conn.sock.close(linger=0)
+            self._conn = None
 
     def call(
         self,
@@ -72,32 +94,26 @@ class SyncClient:
                 time.sleep(policy.delay(attempt))
                 attempt += 1
 
-    def _socket(self) -> zmq.Socket:
-        if self._sock is None:
-            sock = zmq.Context.instance().socket(zmq.DEALER)
+    def _connection(self) -> _Connection:
+        if self._conn is None:
+            sock: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
-            self._monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
             sock.connect(self.address)
-            self._sock = sock
-        return self._sock
-
-    def _peer_left(self) -> bool:
-        """Whether the monitor reported a disconnect (reading what it reported)."""
-        left = False
-        while self._monitor.poll(0):
-            left |= parse_monitor_message(self._monitor.recv_multipart())["event"] == zmq.EVENT_DISCONNECTED
-        return left
+            self._conn = _Connection(sock, monitor)
+        return self._conn
 
     def _attempt(
         self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None
     ) -> Any:
-        if self._sock is None and ipc_unreachable(self.address):  # probed once per connection
+        if self._conn is None and ipc_unreachable(self.address):  # probed once per connection
             raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
         request_id = self._next_id()
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
-        sock = self._socket()
-        self._peer_left()  # a disconnect before this request is not this request's
+        conn = self._connection()
+        sock = conn.sock
+        _peer_left(conn.monitor)  # a disconnect before this request is not this request's
         deadline = time.monotonic() + budget + REPLY_GRACE
         try:
             if not _wait(sock, zmq.POLLOUT, deadline):
@@ -108,7 +124,7 @@ class SyncClient:
             raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}") from None
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        poller.register(self._monitor, zmq.POLLIN)
+        poller.register(conn.monitor, zmq.POLLIN)
         gone = False  # the service left: only the answers it sent before are still to read
         while True:
             if gone:
@@ -129,13 +145,13 @@ class SyncClient:
                         detail={"op": spec.name},
                     )
                 if sock not in ready:
-                    gone = self._peer_left()
+                    gone = _peer_left(conn.monitor)
                     continue
-            parts = sock.recv_multipart(zmq.NOBLOCK)
-            if len(parts) != 1:
+            frame = reply_frame(sock.recv_multipart(zmq.NOBLOCK), self.address)
+            if frame is None:
                 continue
             try:
-                reply = protocol.decode_reply(parts[0], window=self._window, max_bytes=self._max_frame)
+                reply = protocol.decode_reply(frame, window=self._window, max_bytes=self._max_frame)
             except ProtocolError as exc:
                 if exc.request_id == request_id:
                     raise RemoteError(exc.code, exc.message, detail=exc.detail) from None
@@ -175,7 +191,7 @@ def call_all(
     """The same call to many services at once, from one thread: every request goes out
     first, then the answers are taken as they arrive, all within one deadline. Each
     address maps to its result or to the ``RemoteError`` it ended with. No retries."""
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[Any]] = zmq.Context.instance()
     next_id = request_ids()
     outcomes: dict[str, Any] = {}
     opened: list[zmq.Socket] = []
@@ -207,8 +223,8 @@ def call_all(
                 break
             for sock, _ in poller.poll(int(remaining * 1000) + 1):
                 address, request_id = waiting[sock]
-                answer = _take_answer(sock, request_id, window, max_frame)
-                if answer is _EVENT_OR_STRAY:
+                answer = _take_answer(sock, address, request_id, window, max_frame)
+                if answer is _NO_ANSWER:
                     continue
                 outcomes[address] = answer
                 poller.unregister(sock)
@@ -221,19 +237,20 @@ def call_all(
     return outcomes
 
 
-_EVENT_OR_STRAY = object()
+# An event, a stray answer to another request, or a dropped message: keep waiting.
+_NO_ANSWER = object()
 
 
-def _take_answer(sock: zmq.Socket, request_id: str, window: tuple[int, int], max_frame: int) -> Any:
-    parts = sock.recv_multipart(zmq.NOBLOCK)
+def _take_answer(sock: zmq.Socket, address: str, request_id: str, window: tuple[int, int], max_frame: int) -> Any:
+    raw = reply_frame(sock.recv_multipart(zmq.NOBLOCK), address)
+    if raw is None:
+        return _NO_ANSWER
     try:
-        if len(parts) != 1:
-            raise ProtocolError(Code.MALFORMED_REPLY, "a reply is exactly one frame", request_id=request_id)
-        reply = protocol.decode_reply(parts[0], window=window, max_bytes=max_frame)
+        reply = protocol.decode_reply(raw, window=window, max_bytes=max_frame)
     except ProtocolError as exc:
         return RemoteError(exc.code, exc.message, detail=exc.detail)
     if reply.id != request_id or reply.kind == "event":
-        return _EVENT_OR_STRAY
+        return _NO_ANSWER
     try:
         return reply.raise_for_error()
     except RemoteError as exc:

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared import exit_codes, homes
+from shared import exit_codes, homes, logs
 from shared.locks import FileLock, take_or_report
 
 
@@ -36,13 +34,7 @@ def worker_main(service: str, factory: str, description: str, what: str) -> int:
 def run_install_worker(
     service: str, module: str, build: Callable[[Path, homes.Endpoint, FileLock], Any], what: str
 ) -> int:
-    logging.basicConfig(
-        level=os.environ.get("HERMES_LOG_LEVEL", "INFO"),
-        format=f"%(asctime)s {service}[%(process)d] %(levelname)s %(message)s",
-    )
-    # One line per HTTP request is noise; workers log failures themselves, never a token.
-    for name in ("httpx", "httpcore"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    logs.configure(service)
     try:
         root = homes.root_home()
         endpoint = homes.endpoint(root, service)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import Any, cast
 
 import trio
 import zmq
@@ -33,8 +34,8 @@ Message = list[bytes]
 
 # How many rounds of sends and receives the pump does before yielding to other tasks.
 _BATCH = 16
-# How often ``input_settled`` looks whether the pump and the receiver have caught up.
-SETTLE_POLL = 0.001
+# How often ``wait_input_consumed`` looks whether the pump and the receiver have caught up.
+INPUT_POLL = 0.001
 
 # Plain ints: pyzmq's flag enums cost an object per ``&`` on the hot path.
 _EVENTS = int(zmq.EVENTS)
@@ -48,9 +49,11 @@ _RCVMORE = int(zmq.RCVMORE)
 class Socket:
     """A zmq socket owned by one pump task. Create it with ``open_socket``."""
 
-    def __init__(self, zsock: zmq.Socket, *, inbound: int, outbound: int):
+    def __init__(self, zsock: zmq.Socket[Any], *, inbound: int, outbound: int):
         self._zsock = zsock
-        self._fd = zsock.getsockopt(zmq.FD)
+        # Every option read here (FD, EVENTS, RCVMORE) is an int; pyzmq types them all int | bytes.
+        self._int_option = cast(Callable[[int], int], zsock.getsockopt)
+        self._fd = self._int_option(zmq.FD)
         self._drop_unroutable = zsock.type in (zmq.ROUTER, zmq.PUB)
         self._in_send, self._in_recv = trio.open_memory_channel[Message](inbound)
         self._out_send, self._out_recv = trio.open_memory_channel[Message](outbound)
@@ -140,7 +143,7 @@ class Socket:
         if not self._send_head():
             self._wake()  # a DEALER with no ready peer: the pump holds it and waits for POLLOUT
             return True
-        if self._zsock.getsockopt(_EVENTS) & _POLLIN:
+        if self._int_option(_EVENTS) & _POLLIN:
             self._wake()
         return True
 
@@ -148,24 +151,25 @@ class Socket:
         """Messages queued but not yet handed to zmq."""
         return self._queued + (self._head is not None)
 
-    async def input_settled(self) -> None:
+    async def wait_input_consumed(self) -> None:
         """Return once every message zmq holds for this socket now has been taken by a
         receiver. The pump is woken to re-read ``EVENTS``, which is where zmq takes in what
         its I/O thread delivered; it parks again only when nothing is left to read."""
         self._wake()
         while not (self._pump_parked and self._held is None and not self._in_recv.statistics().current_buffer_used):
-            await trio.sleep(SETTLE_POLL)
+            await trio.sleep(INPUT_POLL)
 
     def _wake(self) -> None:
         if self._pump_parked:
             self._pump_parked = False
+            assert self._pump_task is not None  # only a running pump parks
             trio.lowlevel.reschedule(self._pump_task)
 
     # --- the pump: the only code that touches the zmq socket --------------------------
 
     async def _pump(self) -> None:
         zsock = self._zsock
-        get = zsock.getsockopt
+        get = self._int_option
         self._pump_task = trio.lowlevel.current_task()
         rounds = 0
         events = get(_EVENTS)
@@ -220,6 +224,7 @@ class Socket:
             # here, sees the FD become readable on any zmq state change after that read.
             if self._watcher_parked:
                 self._watcher_parked = False
+                assert self._watcher_task is not None  # only a running watcher parks
                 trio.lowlevel.reschedule(self._watcher_task)
             self._pump_parked = True
             await trio.lowlevel.wait_task_rescheduled(self._abort_pump_park)
@@ -245,8 +250,9 @@ class Socket:
             await trio.lowlevel.wait_task_rescheduled(self._abort_watcher_park)
 
     def _send_head(self) -> bool:
+        head, send = self._head, self._zsock.send
+        assert head is not None  # called only with a head message to send
         try:
-            head, send = self._head, self._zsock.send
             for part in head[:-1]:  # zmq queues a multipart message whole, or not at all
                 send(part, _NOBLOCK | _SNDMORE)
             send(head[-1], _NOBLOCK)
@@ -274,7 +280,9 @@ class Socket:
         self._zsock.close(linger=linger_ms)
 
 
-def _configure(zsock: zmq.Socket, sock_type: int, max_frame: int, options: Iterable[tuple[int, int | bytes]]) -> None:
+def _configure(
+    zsock: zmq.Socket[Any], sock_type: int, max_frame: int, options: Iterable[tuple[int, int | bytes]]
+) -> None:
     zsock.setsockopt(zmq.LINGER, 0)
     zsock.setsockopt(zmq.MAXMSGSIZE, max_frame * TRANSPORT_SIZE_FACTOR)
     if sock_type == zmq.ROUTER:
@@ -311,7 +319,7 @@ async def open_socket(
     ``close_linger_ms`` lets a service that is shutting down give its last replies time to
     leave; sockets are created with ``LINGER`` 0 so an abandoned socket never blocks exit.
     """
-    zsock = zmq.Context.instance().socket(sock_type)
+    zsock: zmq.Socket[Any] = zmq.Context.instance().socket(sock_type)
     sock: Socket | None = None
     events: Socket | None = None
     try:

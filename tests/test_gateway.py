@@ -159,6 +159,7 @@ def test_missing_profile_is_a_config_error(root):
 def test_state_file_is_never_torn_under_a_concurrent_reader(root, gateways):
     gateway = gateways(root)
     stop = threading.Event()
+    saw_stopped = threading.Event()
     seen: set[tuple[str, int]] = set()
     errors: list[str] = []
 
@@ -167,6 +168,8 @@ def test_state_file_is_never_torn_under_a_concurrent_reader(root, gateways):
             try:
                 state = read_json(gateway.home / "gateway_state.json")
                 seen.add((state["gateway_state"], state["active_turns"]))
+                if state["gateway_state"] == "stopped":
+                    saw_stopped.set()
             except StateFileCorrupt as exc:
                 errors.append(exc.reason)
 
@@ -176,6 +179,7 @@ def test_state_file_is_never_torn_under_a_concurrent_reader(root, gateways):
         parallel([lambda i=i: call(gateway, ops.TURN, {"text": "x", "seconds": 0.05 * (i % 4)}) for i in range(30)])
         call(gateway, ops.DRAIN, {"deadline": 5.0})
         gateway.wait_exit()
+        saw_stopped.wait(5)  # a loaded machine may not have run the reader since the last write
     finally:
         stop.set()
         thread.join()

@@ -12,7 +12,7 @@ import msgpack
 import pytest
 
 from services.hook_reporter.checks import identity_refusal, launch_refusal
-from services.hook_reporter.reports import Launch, Report, ReportRefused, parse_report
+from shared.hook_reports import Launch, Report, ReportRefused, parse_report
 from shared.identity import current_identity, process_identity
 
 ME = current_identity()

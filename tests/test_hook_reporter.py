@@ -15,7 +15,7 @@ import zmq
 
 from services.hook_reporter import ops
 from services.operator_sim.ops import CONFIGURE, RECORDS
-from shared import homes
+from shared import homes, operator_daemon
 from shared.call_rules import NO_RETRY
 from shared.gateways import ops as gateway_ops
 from shared.hooks import intake_address
@@ -46,7 +46,7 @@ def call(address, spec, args=None, timeout=5.0):
 
 
 def start_reporter(root, daemon):
-    env = python_env(HERMES_HOME=str(root), **({ops.DAEMON_ENV: daemon} if daemon else {}))
+    env = python_env(HERMES_HOME=str(root), **({operator_daemon.ENDPOINT_ENV: daemon} if daemon else {}))
     subprocess.Popen(
         [sys.executable, "-m", "services.hook_reporter"],
         cwd=ROOT,
@@ -190,8 +190,9 @@ sys.stdin.read()
         junk.connect(intake_address(root))
         for frame in (b"\xc1", b"not msgpack", b"\x80"):
             junk.send(frame)
+        junk.send_multipart([msgpack.packb({"v": 1, "kind": "activity"}), b"extra"])  # two parts
         junk.close(linger=1000)
-        wait_for(lambda: call(reporter, ops.STATUS)["dropped"].get("malformed") == 3, timeout=20, what="junk counted")
+        wait_for(lambda: call(reporter, ops.STATUS)["dropped"].get("malformed") == 4, timeout=20, what="junk counted")
     finally:
         sender.kill()
         sender.wait()

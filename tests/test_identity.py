@@ -1,3 +1,5 @@
+"""Process identities (pid + start time, full argv) and the canonical argv matchers built on the CLI grammar."""
+
 from __future__ import annotations
 
 import os
@@ -13,19 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import hermes_cli.parser
-from shared import identity
-from shared.identity import (
-    ProcessIdentity,
-    current_identity,
+from shared import cli_grammar, identity
+from shared.command_lines import (
     holder_subcommand,
-    is_alive,
     looks_like_gateway_command_line,
     looks_like_gateway_runtime_command_line,
-    process_identity,
-    read_cmdline,
     value_flags,
 )
+from shared.identity import ProcessIdentity, current_identity, is_alive, process_identity, read_cmdline
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(30)"]
@@ -349,14 +346,14 @@ def test_value_flags_come_from_the_parser(fresh_flags):
 
 def test_a_new_top_level_value_flag_is_picked_up(fresh_flags, monkeypatch):
     assert holder_subcommand("hermes --color gateway status") == "gateway"
-    original = hermes_cli.parser.build_top_level_parser
+    original = cli_grammar.build_top_level_parser
 
     def with_color():
         parser = original()
         parser.add_argument("--color", metavar="WHEN")
         return parser
 
-    monkeypatch.setattr(hermes_cli.parser, "build_top_level_parser", with_color)
+    monkeypatch.setattr(cli_grammar, "build_top_level_parser", with_color)
     assert holder_subcommand("hermes --color gateway status") == "gateway"  # still cached
     value_flags.cache_clear()
     assert "--color" in value_flags()
@@ -367,7 +364,7 @@ def test_a_new_top_level_value_flag_is_picked_up(fresh_flags, monkeypatch):
 def test_a_gateway_subparser_value_flag_is_picked_up(fresh_flags, monkeypatch):
     cmdline = "hermes gateway --config run status"
     assert looks_like_gateway_command_line(cmdline)
-    original = hermes_cli.parser.build_top_level_parser
+    original = cli_grammar.build_top_level_parser
 
     def with_gateway_config():
         parser = original()
@@ -375,7 +372,7 @@ def test_a_gateway_subparser_value_flag_is_picked_up(fresh_flags, monkeypatch):
         commands.choices["gateway"].add_argument("--config", metavar="FILE")
         return parser
 
-    monkeypatch.setattr(hermes_cli.parser, "build_top_level_parser", with_gateway_config)
+    monkeypatch.setattr(cli_grammar, "build_top_level_parser", with_gateway_config)
     value_flags.cache_clear()
     assert value_flags("gateway") == {"--config", "-p", "--profile"}
     assert not looks_like_gateway_command_line(cmdline)  # `run` is the config file; the action is status

@@ -189,3 +189,11 @@ def test_reply_from_a_newer_peer_is_incompatible():
 def test_error_about_an_unreadable_frame_has_no_id():
     reply = protocol.decode_reply(protocol.encode_reply(None, "error", protocol.error_payload("not_a_map", "m")))
     assert (reply.id, reply.kind) == ("", "error")
+
+
+@pytest.mark.parametrize("count", [0, 2, 3])
+def test_a_message_of_other_than_one_part_is_a_malformed_frame(count):
+    with pytest.raises(ProtocolError) as info:
+        protocol.one_frame([b"x"] * count, kind="request")
+    assert info.value.code == Code.MALFORMED_FRAME
+    assert protocol.one_frame([b"x"], kind="reply") == b"x"

@@ -27,6 +27,7 @@ from shared import homes
 from shared.gateways import ops
 from shared.gateways.discovery import discover
 from shared.supervisors import gateway_environment, systemd
+from shared.supervisors.systemd import manager as systemd_manager
 from shared.sync_client import SyncClient
 from tests.conftest import release
 
@@ -128,7 +129,7 @@ def fake_systemd(short_dir, code, monkeypatch):
     monkeypatch.setenv("SYSTEMCTL_DOUBLE_STATE", str(double.state_path))
     booted = short_dir / "booted"
     booted.mkdir()
-    monkeypatch.setattr(systemd, "BOOTED_MARKER", booted)
+    monkeypatch.setattr(systemd_manager, "BOOTED_MARKER", booted)
     yield double
     double.shutdown()
 
@@ -251,7 +252,7 @@ def test_a_name_claims_only_its_own_profiles_home(fake_systemd, root):
 
 
 def test_without_systemd_both_managers_are_skipped_at_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(systemd, "BOOTED_MARKER", tmp_path / "absent")
+    monkeypatch.setattr(systemd_manager, "BOOTED_MARKER", tmp_path / "absent")
     ours, foreign, skipped = restart_systemd.fleet_units(tmp_path)
     assert (ours, foreign) == ([], [])
     assert [name for name, _ in skipped] == ["systemd user manager", "systemd system manager"]

@@ -16,25 +16,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hermes_cli.commands import gateway_manage
 from shared import homes
 from shared.supervisors import (
+    KINDS,
     Unit,
     commands,
     errors,
     gateway_command,
     gateway_environment,
+    kind_module,
     launchd,
     scopes,
     systemd,
     working_directory,
 )
+from shared.supervisors.systemd import manager as systemd_manager
+from shared.supervisors.systemd import units as systemd_units
 from tests.conftest import ROOT, python_env
 
 # Real systemd 252 output, copied from the project's shared fixtures (see its README there).
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "systemd"
-SYSTEMD_RUNNING = systemd.BOOTED_MARKER.is_dir()
+SYSTEMD_RUNNING = systemd_manager.BOOTED_MARKER.is_dir()
 
 
 @pytest.fixture
@@ -332,6 +338,27 @@ def test_unit_file_words_follow_systemd_escapes(tmp_path):
     }
 
 
+def test_drop_ins_apply_in_order_and_an_empty_assignment_resets():
+    unit = '[Unit]\nEnvironment=X=unit-section\n[Service]\nEnvironment="HERMES_HOME=/a" KEEP=1\n'
+    assert systemd_units.service_environment([unit]) == {"HERMES_HOME": "/a", "KEEP": "1"}
+    later = "[Service]\nEnvironment=HERMES_HOME=/b\n"
+    assert systemd_units.service_environment([unit, later]) == {"HERMES_HOME": "/b", "KEEP": "1"}
+    reset = "[Service]\nEnvironment=\nEnvironment=ONLY=this\n"
+    assert systemd_units.service_environment([unit, reset]) == {"ONLY": "this"}
+    assert systemd_units.service_environment([reset, unit]) == {"ONLY": "this", "HERMES_HOME": "/a", "KEEP": "1"}
+
+
+@given(value=st.text(st.characters(blacklist_characters="\x00"), max_size=40))
+def test_a_quoted_environment_word_reads_back_as_written(value):
+    line = "Environment=" + systemd_units.quote_word(f"KEY={value}", always=True)
+    assert systemd_units.service_environment([f"[Service]\n{line}\n"]) == {"KEY": value}
+
+
+def test_a_nul_cannot_be_written_into_a_unit():
+    with pytest.raises(errors.UnitValueInvalid):
+        systemd_units.quote_word("A=\x00")
+
+
 def test_systemctl_command_lines():
     assert systemd.systemctl_argv("user", "start", "hermes-gateway.service") == [
         "systemctl",
@@ -361,7 +388,7 @@ def test_unreachable_manager_is_reported_as_unavailable(tmp_path, monkeypatch, s
     and fails to reach a manager, as it does on a host whose manager is down."""
     marker = tmp_path / "systemd-system"
     marker.mkdir()
-    monkeypatch.setattr(systemd, "BOOTED_MARKER", marker)
+    monkeypatch.setattr(systemd_manager, "BOOTED_MARKER", marker)
     with pytest.raises(errors.SupervisorUnavailable) as raised:
         systemd.systemctl(scope, "daemon-reload", timeout=30)
     assert raised.value.detail["command"][0] == "systemctl"
@@ -706,3 +733,17 @@ def test_cli_refuses_a_missing_profile(tmp_path):
     assert result.returncode == 2
     assert json.loads(result.stdout)["error"]["code"] == "profile_not_found"
     assert not (tmp_path / "xdg").exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_is_one_module_with_the_one_interface(kind):
+    module = kind_module(kind)
+    assert module.__name__ == f"shared.supervisors.{kind}"
+    for name in ("unit_name", "profile_of", "install", "find", "start", "stop", "restart"):
+        assert callable(getattr(module, name)), name
+    assert module.profile_of(module.unit_name("work")) == "work"
+
+
+def test_an_unknown_kind_has_no_module():
+    with pytest.raises(ValueError, match="unknown supervisor 'runit'"):
+        kind_module("runit")

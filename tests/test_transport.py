@@ -6,6 +6,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import msgpack
 import pytest
@@ -238,6 +240,35 @@ async def test_a_reply_that_arrived_survives_the_service_disconnecting(short_dir
         server.close(linger=0)
 
 
+async def test_wait_input_consumed_returns_once_a_receiver_took_everything_that_arrived(short_dir):
+    address = f"ipc://{short_dir}/inbox.ctl"
+    server = zmq.Context.instance().socket(zmq.ROUTER)
+    server.bind(address)
+    taken: list[list[bytes]] = []
+    try:
+        async with open_socket(zmq.DEALER, connect=[address]) as client, trio.open_nursery() as nursery:
+            await client.send([b"hello"])
+            with trio.fail_after(5):
+                while not server.poll(0):
+                    await trio.sleep(0.01)
+            peer, _ = server.recv_multipart()
+            for n in range(5):
+                server.send_multipart([peer, b"%d" % n])
+            time.sleep(0.3)  # blocks the loop on purpose: all five wait in zmq, none read yet
+
+            async def receiver() -> None:
+                async for message in client:
+                    taken.append(message)
+
+            nursery.start_soon(receiver)
+            with trio.fail_after(5):
+                await client.wait_input_consumed()
+            assert taken == [[b"%d" % n] for n in range(5)]
+            nursery.cancel_scope.cancel()
+    finally:
+        server.close(linger=0)
+
+
 async def test_a_service_leaving_fails_what_it_did_not_answer_and_delivers_what_it_did(short_dir):
     # Two calls in flight; the service answers one and exits. The answer arrives, and the other
     # call fails as reset at once instead of waiting out its 50 s deadline.
@@ -276,11 +307,70 @@ async def test_a_service_leaving_fails_what_it_did_not_answer_and_delivers_what_
 
 async def test_multipart_request_is_malformed(served):
     _, address = served
+    request = protocol.encode_request("a", "echo", {"text": "x"})
     async with open_socket(zmq.DEALER, connect=[address]) as raw:
-        await raw.send([protocol.encode_request("a", "echo", {"text": "x"}), b"extra"])
+        for junk in ([request, b"extra"], [request, request, request]):
+            await raw.send(junk)
+            with trio.fail_after(5):
+                reply = protocol.decode_reply((await raw.receive())[0])
+            assert (reply.kind, reply.payload["code"]) == ("error", Code.MALFORMED_FRAME)  # not run as a call
+        await raw.send([request])
         with trio.fail_after(5):
-            reply = protocol.decode_reply((await raw.receive())[0])
-    assert reply.payload["code"] == Code.MALFORMED_FRAME
+            assert protocol.decode_reply((await raw.receive())[0]).payload == "x"
+
+
+@contextmanager
+def junk_before_each_answer(address: str, requests: int = 1) -> Iterator[None]:
+    """A bare ROUTER that answers each ``echo`` twice: first a two-part message whose first
+    part is a well-formed reply with the wrong result, then the real one-frame reply."""
+    server = zmq.Context.instance().socket(zmq.ROUTER)
+    server.bind(address)
+
+    def answer() -> None:
+        for _ in range(requests):
+            if not server.poll(10_000):
+                return
+            peer, raw = server.recv_multipart()
+            request = protocol.decode_request(raw, {ECHO.name: ECHO})
+            server.send_multipart([peer, protocol.encode_reply(request.id, "result", "junk"), b"extra"])
+            server.send_multipart([peer, protocol.encode_reply(request.id, "result", request.args["text"])])
+
+    worker = threading.Thread(target=answer)
+    worker.start()
+    try:
+        yield
+    finally:
+        worker.join(15)
+        server.close(linger=0)
+
+
+def dropped(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("dropping a 2-part message")]
+
+
+async def test_async_client_drops_a_multipart_reply_and_logs_it(short_dir, caplog):
+    address = f"ipc://{short_dir}/junk-async.ctl"
+    with junk_before_each_answer(address):
+        async with open_client(address, retry=NO_RETRY) as client:
+            with trio.fail_after(10):
+                assert await client.call(ECHO, {"text": "real"}, timeout=5) == "real"
+    assert len(dropped(caplog)) == 1
+
+
+def test_sync_client_drops_a_multipart_reply_and_logs_it(short_dir, caplog):
+    address = f"ipc://{short_dir}/junk-sync.ctl"
+    with junk_before_each_answer(address), SyncClient(address, retry=NO_RETRY) as client:
+        assert client.call(ECHO, {"text": "real"}, timeout=5) == "real"
+    assert len(dropped(caplog)) == 1
+
+
+def test_call_all_drops_a_multipart_reply_and_logs_it(short_dir, caplog):
+    from shared.sync_client import call_all
+
+    address = f"ipc://{short_dir}/junk-all.ctl"
+    with junk_before_each_answer(address):
+        assert call_all([address], ECHO, {"text": "real"}, timeout=5) == {address: "real"}
+    assert len(dropped(caplog)) == 1
 
 
 async def test_frames_over_the_cap_get_a_typed_answer_or_a_disconnect(served):

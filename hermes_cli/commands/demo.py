@@ -207,11 +207,11 @@ def _text(d: dict[str, Any]) -> str:
     rows = [(g["profile"], g["pid"], g["state"], (g["code_sha"] or "")[:12], g["supervisor"]) for g in d["before"]]
     lines.append(output.table(("PROFILE", "PID", "STATE", "CODE", "SUPERVISOR"), rows))
     lines += ["", f"after `hermes update` to {d['released'][:12]}:"]
-    rows = [
+    fleet = [
         (r["profile"], r["supervisor"] or "-", r["pid"] or "-", r["state"], (r["running"] or "-")[:12], r["verdict"])
         for r in update.get("fleet") or []
     ]
-    lines.append(output.table(("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "VERDICT"), rows))
+    lines.append(output.table(("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "VERDICT"), fleet))
     lines += ["", f"update {update.get('update_id')}: {update.get('outcome')}; receipt: {d['receipt']}"]
     sign_in = d["sign_in"]
     lines.append(f"Nous sign-in: {sign_in['state']} as {sign_in.get('email')} ({sign_in.get('tier')} tier)")

@@ -27,16 +27,19 @@ class OperatorDaemon:
 
     def env(self) -> dict[str, str]:
         """What makes the demo's processes report to this daemon."""
-        return {"POHUNEK_SESSION_ID": SESSION, "POHUNEK_DAEMON_ENDPOINT": self.address}
+        from shared.hooks import SESSION_ENV
+        from shared.operator_daemon import ENDPOINT_ENV
+
+        return {SESSION_ENV: SESSION, ENDPOINT_ENV: self.address}
 
     def summary(self) -> dict[str, int]:
         """The reports received, counted by kind and state ("activity:working": 3)."""
-        from services.operator_sim.ops import RECORDS
+        from services.operator_sim import ops
         from shared.call_rules import NO_RETRY
         from shared.sync_client import SyncClient
 
         with SyncClient(self.address, retry=NO_RETRY) as client:
-            records = client.call(RECORDS, timeout=10)["records"]
+            records = client.call(ops.RECORDS, timeout=10)["records"]
         return dict(Counter(f"{r['kind']}:{r.get('state') or r.get('reason') or ''}".rstrip(":") for r in records))
 
     def stop(self) -> None:

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 
 def cmd_run(args) -> int:
-    from services.gateway.main import run_gateway
+    from services.gateway import run_gateway
 
     return run_gateway()

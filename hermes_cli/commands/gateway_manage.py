@@ -11,17 +11,15 @@ obligation is cleared (``services.updater.obligations``).
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from hermes_cli import output
 from shared import homes
 from shared.errors import HermesError
-from shared.supervisors import KINDS, Unit
+from shared.supervisors import KINDS, Unit, kind_module
 
 # The order owners are looked for: the embedded mesh first, then the system supervisors.
 OWNER_ORDER: tuple[str, ...] = KINDS
@@ -32,13 +30,6 @@ ANSWER_SECONDS = 15.0
 
 class NotSupervised(HermesError):
     code = "not_supervised"
-
-
-def kind_module(kind: str) -> ModuleType:
-    """The module of supervisor ``kind``, imported only when that kind is used."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown supervisor {kind!r}; known: {', '.join(KINDS)}")
-    return importlib.import_module(f"shared.supervisors.{kind}")
 
 
 def find_owner(profile: str, home: Path, *, kinds: Sequence[str] = OWNER_ORDER) -> Unit | None:
@@ -120,7 +111,7 @@ def _run(args, action: str) -> int:
         "profile": unit.profile,
         "home": str(unit.home),
         "scope": unit.scope,
-        "owed_restart": None if action == "stop" else _settle_owed_restart(profile, home),
+        "owed_restart": None if action == "stop" else _clear_owed_restart_if_on_expected_code(profile, home),
     }
     output.emit(args, data, _run_text)
     return 0
@@ -141,7 +132,7 @@ def _run_text(d: dict[str, Any]) -> str:
     return f"{text}\n⚠ it runs {running}, not {expected}: still owed a restart onto it"
 
 
-def _settle_owed_restart(profile: str, home: Path) -> dict[str, Any] | None:
+def _clear_owed_restart_if_on_expected_code(profile: str, home: Path) -> dict[str, Any] | None:
     """When an update owes ``profile``'s gateway a restart: clear that once the gateway runs the
     commit expected of it. None when nothing is owed."""
     from services.updater import obligations

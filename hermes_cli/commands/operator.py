@@ -23,15 +23,17 @@ def _finding(check: str, ok: bool, code: str, detail: Any = None) -> dict[str, A
 
 def cmd_doctor(args) -> int:
     from services.hook_reporter import ops
-    from services.hook_reporter.reports import ReportRefused, parse_report
     from shared import hook_vocabulary, protocol
     from shared.call_rules import NO_RETRY
+    from shared.hook_reports import ReportRefused, parse_report
+    from shared.hooks import SESSION_ENV
     from shared.identity import process_identity
+    from shared.operator_daemon import ENDPOINT_ENV
     from shared.protocol import RemoteError
     from shared.sync_client import SyncClient
 
     findings = []
-    session = os.environ.get("POHUNEK_SESSION_ID")
+    session = os.environ.get(SESSION_ENV)
     if hook_vocabulary.is_id(session):
         findings.append(_finding("session", True, "managed", session))
     else:
@@ -71,9 +73,7 @@ def cmd_doctor(args) -> int:
         counters = {k: status[k] for k in ("received", "forwarded", "dropped", "queued")}
         findings.append(_finding("reporter", True, "reporter_reachable", counters))
         if not check["configured"]:
-            findings.append(
-                _finding("daemon", False, "daemon_not_configured", f"set {ops.DAEMON_ENV} for the reporter")
-            )
+            findings.append(_finding("daemon", False, "daemon_not_configured", f"set {ENDPOINT_ENV} for the reporter"))
         else:
             code = "daemon_reachable" if check["reachable"] else "daemon_unreachable"
             findings.append(_finding("daemon", check["reachable"], code, status["daemon"]))

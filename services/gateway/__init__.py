@@ -1,5 +1,10 @@
 """The per-profile gateway: serves agent turns, owns the profile's control socket, stamps the
 code it runs into ``gateway_state.json``, drains on request.
 
-``services.gateway.ops`` is the light part (op specs and constants) that clients import.
+Public: ``run_gateway``, the gateway in this process (``hermes gateway run``); its start-up
+checks import nothing heavy. Clients talk to a gateway through ``shared.gateways``.
 """
+
+from services.gateway.main import run_gateway
+
+__all__ = ["run_gateway"]

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 
 from services.gateway import storm
 from services.gateway.state import GatewayState
-from shared import exit_codes, homes
+from shared import exit_codes, homes, logs
 from shared.files import StateFileCorrupt, write_json_atomic
 from shared.gateways import ops
 from shared.identity import current_identity
@@ -28,10 +27,7 @@ log = logging.getLogger("services.gateway")
 
 def run_gateway(profile: str | None = None) -> int:
     """Run the gateway of ``profile`` (default: the profile HERMES_HOME points at)."""
-    logging.basicConfig(
-        level=os.environ.get("HERMES_LOG_LEVEL", "INFO"),
-        format="%(asctime)s gateway[%(process)d] %(levelname)s %(message)s",
-    )
+    logs.configure("gateway")
     try:
         root = homes.root_home()
         profile = homes.validate_profile_name(profile) if profile else homes.active_profile()

@@ -1,12 +1,13 @@
 import sys
 
+from shared.operator_daemon import ENDPOINT_ENV
 from shared.worker_main import worker_main
 
 sys.exit(
     worker_main(
         "hook_reporter",
         "services.hook_reporter.app:HookReporter",
-        "Run the install's operator hook reporter (daemon endpoint: POHUNEK_DAEMON_ENDPOINT).",
+        f"Run the install's operator hook reporter (daemon endpoint: {ENDPOINT_ENV}).",
         "a hook reporter",
     )
 )

@@ -1,6 +1,6 @@
 """The hook reporter: takes reports off the intake, checks them, forwards them to the daemon.
 
-Every frame is parsed at the boundary (``reports``), its process's start identity checked
+Every frame is parsed at the boundary (``shared.hook_reports``), its process's start identity checked
 against the process table and, for a native id claim, the launch identity (``checks``). A
 refused claim is logged as ``worker.launch_identity.rejected``; the process's other reports
 still flow. Checked reports wait in a bounded queue (full: dropped and counted) for the one
@@ -17,16 +17,17 @@ from typing import Any
 import trio
 import zmq
 
-from services.hook_reporter import daemon_protocol, ops
+from services.hook_reporter import ops
 from services.hook_reporter.checks import identity_refusal, launch_refusal
-from services.hook_reporter.reports import Report, ReportRefused, parse_report
+from shared import operator_daemon, protocol
 from shared.call_rules import NO_RETRY
 from shared.client import open_client
 from shared.homes import Endpoint
+from shared.hook_reports import Report, ReportRefused, parse_report
 from shared.hooks import intake_address
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
-from shared.protocol import RemoteError
+from shared.protocol import ProtocolError, RemoteError
 from shared.service import HELLO, Call, Service
 from shared.zmq_trio import open_socket
 
@@ -41,7 +42,7 @@ SEND_TIMEOUT = 2.0
 class HookReporter:
     def __init__(self, root, endpoint: Endpoint, lock: FileLock, *, daemon: str | None = None):
         self.intake = intake_address(root)
-        self.daemon = daemon if daemon is not None else os.environ.get(ops.DAEMON_ENV) or None
+        self.daemon = daemon if daemon is not None else os.environ.get(operator_daemon.ENDPOINT_ENV) or None
         self.life = Lifecycle()
         self.received = 0
         self.forwarded = 0
@@ -70,9 +71,10 @@ class HookReporter:
 
     async def _checked(self, parts: list[bytes]) -> Report | None:
         try:
-            if len(parts) != 1:
-                raise ReportRefused("malformed", "a report is one frame")
-            report = parse_report(parts[0])
+            report = parse_report(protocol.one_frame(parts, kind="report"))
+        except ProtocolError:  # not one frame: nobody to answer, so dropped and counted
+            self.dropped["malformed"] += 1
+            return None
         except ReportRefused as exc:
             self.dropped[exc.reason] += 1
             return None
@@ -109,7 +111,7 @@ class HookReporter:
             if attempt:
                 await trio.sleep(BACKOFF[attempt - 1])
             try:
-                await daemon.call(daemon_protocol.REPORT, {"report": report.to_wire()}, timeout=SEND_TIMEOUT)
+                await daemon.call(operator_daemon.REPORT, {"report": report.to_wire()}, timeout=SEND_TIMEOUT)
                 return True
             except RemoteError as exc:
                 log.debug("forwarding a %s report failed: %s", report.kind, exc.code)

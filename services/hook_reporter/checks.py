@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from services.hook_reporter.reports import Report
+from shared.hook_reports import Report
 from shared.identity import process_identity
 
 

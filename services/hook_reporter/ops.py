@@ -13,7 +13,6 @@ from __future__ import annotations
 from shared.protocol import OpSpec
 
 SERVICE = "hook_reporter"
-DAEMON_ENV = "POHUNEK_DAEMON_ENDPOINT"
 
 STATUS = OpSpec("status", idempotent=True, timeout=5.0)
 CHECK = OpSpec("check", idempotent=True, timeout=10.0)

@@ -18,9 +18,9 @@ from typing import Any
 
 import trio
 
-from services.hook_reporter.daemon_protocol import REPORT
 from services.operator_sim.ops import CONFIGURE, RECORDS
 from shared.errors import HermesError
+from shared.operator_daemon import REPORT
 from shared.service import Call, Service
 
 MAX_RECORDS = 10_000

@@ -1,4 +1,4 @@
-"""The simulator's own ops, beside the daemon's ``report`` (``hook_reporter.daemon_protocol``).
+"""The simulator's own ops, beside the daemon's ``report`` (``shared.operator_daemon``).
 
 - ``records`` → ``{"records": [...]}``: what it accepted, oldest first.
 - ``configure {delay?, fail?}``: answer each report after ``delay`` seconds, and fail the

@@ -5,11 +5,10 @@ that launched it does not take the update down); ``hermes logs update --follow``
 """
 
 import argparse
-import logging
 import sys
 
 from services.updater.run import run_update
-from shared import homes
+from shared import homes, logs
 from shared.version import INSTALL_ROOT
 
 parser = argparse.ArgumentParser(prog="python -m services.updater")
@@ -19,6 +18,6 @@ backup = parser.add_mutually_exclusive_group()
 backup.add_argument("--backup", action="store_true")
 backup.add_argument("--no-backup", action="store_true")
 args = parser.parse_args()
-logging.basicConfig(level=logging.INFO, format="%(asctime)s updater[%(process)d] %(levelname)s %(message)s")
+logs.configure("updater")
 options = {"branch": args.branch, "backup": args.backup, "no_backup": args.no_backup}
 sys.exit(run_update(homes.root_home(), INSTALL_ROOT, args.update_id, options))

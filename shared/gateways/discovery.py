@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from shared import homes
+from shared.command_lines import looks_like_gateway_command_line
 from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
-from shared.identity import ProcessIdentity, is_alive, looks_like_gateway_command_line, process_identity
+from shared.identity import ProcessIdentity, is_alive, process_identity
 from shared.layout import GATEWAY_STATE_FILE
 from shared.locks import probe
 from shared.protocol import RemoteError
@@ -245,7 +246,9 @@ def _state_files_by_identity(root: Path) -> dict[ProcessIdentity, tuple[str, dic
     states: dict[ProcessIdentity, tuple[str, dict[str, Any]]] = {}
     for profile in homes.list_profiles(root):
         state = _read_state(homes.profile_home(profile, root))
-        ident = _state_identity(state) if state else None
+        if not state:
+            continue
+        ident = _state_identity(state)
         if ident is not None:
             states[ident] = (profile, state)
     return states

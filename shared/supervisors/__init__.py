@@ -1,8 +1,9 @@
 """The supervisors that can own a gateway: one module per kind, one shape for all.
 
-Each kind module (``systemd``, ``launchd``, ``supervisord``) names units after profiles
-exactly (``unit_name`` and its inverse ``profile_of``), renders the unit file for a
-profile's gateway, and drives the supervisor. Everything a unit needs to know about the
+Each kind module (``systemd``, ``launchd``, ``supervisord``; ``kind_module`` picks one by
+name) names units after profiles exactly (``unit_name`` and its inverse ``profile_of``),
+renders the unit file for a profile's gateway (``install``), finds a profile's unit by the
+home it runs (``find``), and drives the supervisor (``start``, ``stop``, ``restart``). Everything a unit needs to know about the
 gateway it runs comes from here, so the kinds cannot disagree about it. What the kinds
 share besides that has a module of its own: ``errors``, ``commands`` (running a supervisor's
 client with a bounded timeout) and ``scopes`` (user or system, and who may use which).
@@ -10,16 +11,19 @@ client with a bounded timeout) and ``scopes`` (user or system, and who may use w
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from shared import homes
 from shared.version import INSTALL_ROOT
 
 KINDS = ("supervisord", "systemd", "launchd")
+_KIND_MODULES = {kind: f"shared.supervisors.{kind}" for kind in KINDS}
 
 # Set in every unit we write, so a gateway knows who supervises it without guessing.
 SUPERVISOR_ENV = "HERMES_SUPERVISOR"
@@ -43,6 +47,13 @@ class InstalledUnit(Unit):
 
     reloaded: bool = False
     note: str | None = None
+
+
+def kind_module(kind: str) -> ModuleType:
+    """The module of supervisor ``kind``, imported only when that kind is used."""
+    if kind not in _KIND_MODULES:
+        raise ValueError(f"unknown supervisor {kind!r}; known: {', '.join(KINDS)}")
+    return importlib.import_module(_KIND_MODULES[kind])
 
 
 def unit_name_for(profile: str, prefix: str, suffix: str = "") -> str:

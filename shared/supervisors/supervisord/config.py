@@ -40,8 +40,8 @@ class ConfigUnrepresentable(HermesError):
 @dataclass(frozen=True)
 class _Setting:
     key: str
-    value: str | int | list[str] | dict[str, str]
-    kind: str = "text"  # "text", "argv", "env", or "log" (expanded twice); ints are written as is
+    value: str | int | list[str] | dict[str, str]  # text, a number, an argv, or an environment
+    expanded_twice: bool = False  # program log file names are %-expanded twice
 
 
 def _escape(text: str) -> str:
@@ -52,22 +52,20 @@ def _encode(setting: _Setting) -> str:
     value = setting.value
     if isinstance(value, int):
         return str(value)
-    if setting.kind == "argv":
-        return _escape(shlex.join(value))  # type: ignore[arg-type]
-    if setting.kind == "env":
-        return _escape(",".join(f'{k}="{v}"' for k, v in value.items()))  # type: ignore[union-attr]
-    if setting.kind == "log":
-        return _escape(_escape(value))  # type: ignore[arg-type]
-    return _escape(value)  # type: ignore[arg-type]
+    if isinstance(value, list):
+        return _escape(shlex.join(value))
+    if isinstance(value, dict):
+        return _escape(",".join(f'{k}="{v}"' for k, v in value.items()))
+    return _escape(_escape(value)) if setting.expanded_twice else _escape(value)
 
 
 def _program_settings(paths: MeshPaths, profile: str) -> list[_Setting]:
     name = unit_name(profile)
     home = homes.profile_home(profile, paths.root)
     return [
-        _Setting("command", gateway_command(), "argv"),
+        _Setting("command", gateway_command()),
         _Setting("directory", str(working_directory())),
-        _Setting("environment", gateway_environment(home, KIND), "env"),
+        _Setting("environment", gateway_environment(home, KIND)),
         _Setting("autostart", "true"),
         _Setting("autorestart", "unexpected"),
         _Setting("exitcodes", ",".join(str(c) for c in EXPECTED_EXIT_CODES)),
@@ -78,7 +76,7 @@ def _program_settings(paths: MeshPaths, profile: str) -> list[_Setting]:
         _Setting("stopasgroup", "true"),
         _Setting("killasgroup", "true"),
         _Setting("redirect_stderr", "true"),
-        _Setting("stdout_logfile", str(paths.program_log(name)), "log"),
+        _Setting("stdout_logfile", str(paths.program_log(name)), expanded_twice=True),
         _Setting("stdout_logfile_maxbytes", "10MB"),
         _Setting("stdout_logfile_backups", 3),
     ]

@@ -1,7 +1,9 @@
-"""A hook report at the reporter's boundary: one msgpack frame in, a checked ``Report`` out.
+"""A hook report as its receiver reads it: one msgpack frame in, a checked ``Report`` out.
 
-Reports are payload-free by construction: every field is one of ``shared.hook_vocabulary``'s
-words, and a frame with any other key is refused. The wire shape is what ``shared.hooks`` sends.
+The hook reporter parses every frame on its intake with ``parse_report``, and
+``hermes operator doctor`` passes its dry-run report through the same check. Reports are
+payload-free by construction: every field is one of ``shared.hook_vocabulary``'s words, and a
+frame with any other key is refused. The wire shape is what ``shared.hooks`` sends.
 """
 
 from __future__ import annotations
@@ -67,17 +69,16 @@ def parse_report(raw: bytes) -> Report:
     if frame.get("v") != vocabulary.VERSION:
         raise ReportRefused("malformed", f"report version {frame.get('v')!r} is not {vocabulary.VERSION}")
     kind = frame.get("kind")
-    parse_fields = _KINDS.get(kind) if isinstance(kind, str) else None
-    if parse_fields is None:
+    if not isinstance(kind, str) or kind not in _KINDS:
         raise ReportRefused("malformed", f"unknown report kind {kind!r}")
-    session, pid, start_time, at = (frame.get(k) for k in ("session", "pid", "start_time", "at"))
-    _id("session", session)
+    session = _id("session", frame.get("session"))
+    pid, start_time, at = (frame.get(k) for k in ("pid", "start_time", "at"))
     if type(pid) is not int or pid <= 0 or type(start_time) is not int or start_time < 0:
         raise ReportRefused("malformed", "a report needs a positive pid and a start time")
     if isinstance(at, bool) or not isinstance(at, (int, float)):
         raise ReportRefused("malformed", "a report needs a time")
     body = {k: v for k, v in frame.items() if k not in vocabulary.ENVELOPE}
-    fields, launch = parse_fields(body)
+    fields, launch = _KINDS[kind](body)
     return Report(kind, session, pid, start_time, float(at), fields, launch)
 
 
