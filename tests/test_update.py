@@ -22,30 +22,33 @@ from tests.conftest import ROOT, python_env, read_state, wait_for
 from tests.installs import Install, git
 
 
+def patch_source(path: Path, anchor: str, replacement: str) -> None:
+    """Replace ``anchor`` in the release's ``path`` with ``replacement``; an anchor that is not
+    there exactly once fails here, so a moved line cannot leave a test testing nothing."""
+    text = path.read_text()
+    assert text.count(anchor) == 1, f"{path}: expected one {anchor!r}, found {text.count(anchor)}"
+    path.write_text(text.replace(anchor, replacement))
+
+
 def before_completion_runs(dev: Path, code: str) -> None:
     """A release whose completion runs ``code`` (indented lines; ``request`` is in scope) first."""
-    path = dev / "services" / "updater" / "completion.py"
-    run = "    result = Completion(request).run()"
-    path.write_text(path.read_text().replace(run, code + run))
+    run = "    result = Completion(request).run()\n"
+    patch_source(dev / "services" / "updater" / "completion.py", run, code + run)
 
 
 def mark_completion(dev: Path) -> None:
     """A release whose completion says so in its result: proof it ran from the new tree."""
-    path = dev / "services" / "updater" / "completion.py"
-    text = path.read_text()
-    text = text.replace(
-        '"completion": {"pid": me.pid, ',
-        '"completion": {"marker": "new-tree", "pid": me.pid, ',
-    )
-    path.write_text(text)
+    pid = '"pid": me.pid,'
+    patch_source(dev / "services" / "updater" / "completion.py", pid, '"marker": "new-tree", ' + pid)
 
 
 def bump_version(dev: Path) -> str:
     """A release with a new version string; returns it."""
     path = dev / "shared" / "version.py"
-    text = path.read_text()
-    old = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
-    path.write_text(text.replace(f'__version__ = "{old}"', f'__version__ = "{old}.post1"'))
+    found = re.search(r'^__version__ = "([^"]+)"$', path.read_text(), re.MULTILINE)
+    assert found, f"{path} sets no __version__"
+    old = found.group(1)
+    patch_source(path, f'__version__ = "{old}"', f'__version__ = "{old}.post1"')
     return f"{old}.post1"
 
 

@@ -29,7 +29,7 @@ from services.updater.snapshot import MANIFEST, SNAPSHOTS_DIR
 from shared.files import lock_path_for, locked
 from tests.conftest import read_state, wait_for
 from tests.installs import Install, git
-from tests.test_update import hold_completion, mark_completion, owed_warnings
+from tests.test_update import hold_completion, mark_completion, owed_warnings, patch_source
 
 WAIT = 120  # generous bounds on waits for real processes; nothing asserts on time
 
@@ -202,9 +202,7 @@ def hold_restart(dev: Path) -> None:
     anchor = (
         "    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed, gave_up=gave_up)\n"
     )
-    text = path.read_text()
-    assert anchor in text
-    path.write_text(text.replace(anchor, hold + anchor))
+    patch_source(path, anchor, hold + anchor)
 
 
 def fault_release(dev: Path) -> None:
