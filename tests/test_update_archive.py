@@ -272,7 +272,7 @@ def test_only_http_urls_and_credentials_never_show(world, tmp_path, monkeypatch)
     world.break_git()
     world.push({"src/app.py": "two\n"})
     result = apply_archive(world.install, "main", url_template=template, work_id="u1", preserved=PRESERVED)
-    assert result.moved and len(journals) == 1 and "?sig=***&token=***" in journals[0]
+    assert result.moved and len(journals) == 1 and "?sig=[redacted]&token=[redacted]" in journals[0]
     stamp = (world.install / ".git" / CODE_STAMP).read_text()
     receipt = Receipt.begin("u1", ["hermes", "update"], current_identity(), {"code_sha": None})
     receipt.set("apply", result.to_dict())
@@ -283,7 +283,7 @@ def test_only_http_urls_and_credentials_never_show(world, tmp_path, monkeypatch)
     written = ReceiptStore(tmp_path).write(receipt).read_text()
     for text in (journals[0], stamp, written):
         assert not [secret for secret in secrets if secret in text]
-    assert "/main.zip?sig=***" in stamp  # the path stays: it says where the code came from
+    assert "/main.zip?sig=[redacted]" in stamp  # the path stays: it says where the code came from
 
 
 def run_bounded(fn, *, guard: float = 30.0) -> BaseException | None:

@@ -33,10 +33,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from services.updater.apply_git import ApplyResult, StepCallback
-from services.updater.archive import ArchiveFailed, archive_url, download, redact, unpack
+from services.updater.archive import ArchiveFailed, archive_url, download, unpack
 from services.updater.git import GitFailed, run
 from shared.errors import HermesError
 from shared.files import read_json, write_json_atomic
+from shared.redaction import redact_text
 from shared.version import CODE_STAMP, code_stamp, git_dir_of, head_commit
 
 log = logging.getLogger(__name__)
@@ -206,7 +207,7 @@ def apply_archive(
     work.mkdir(parents=True)
     try:
         size = download(url, work / "archive", should_stop=should_stop)
-        emit("downloaded", {"url": redact(url), "bytes": size})
+        emit("downloaded", {"url": redact_text(url), "bytes": size})
         unpacked = unpack(work / "archive", work / "new")
         if unpacked.commit == before:
             shutil.rmtree(work, ignore_errors=True)
@@ -231,7 +232,7 @@ def apply_archive(
             "shipped": sorted(p.name for p in unpacked.tree.iterdir()),  # a graft may add one
             "commit": unpacked.commit,
             "over_head": head,
-            "source": redact(url),
+            "source": redact_text(url),
             "work_id": work_id,
         }
         emit("moving", {"before": before, "after": unpacked.commit, "branch": branch, "via": "archive"})
@@ -258,7 +259,7 @@ def apply_archive(
         moved=True,
         via="archive",
         archive={
-            "url": redact(url),
+            "url": redact_text(url),
             "bytes": size,
             "files": len(unpacked.files),
             "replaced": sorted(replaced),

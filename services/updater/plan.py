@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from services.updater.git import GitFailed, redact, run
+from services.updater.git import GitFailed, run
 from shared import homes
 from shared.gateways import discovery
+from shared.redaction import redact_text
 from shared.version import __version__, code_sha, code_stamp
 
 if TYPE_CHECKING:
@@ -342,7 +343,7 @@ def _actions(
             return [f"stop: cannot read the update target: {message}"]
         return [
             f"git cannot read the update target ({message}): try git again, and if it still fails, "
-            f"install the branch's source archive from {redact(archive_url)} (refused if the tree is dirty)",
+            f"install the branch's source archive from {redact_text(archive_url)} (refused if the tree is dirty)",
             _snapshot_action(profiles, backup),
             f"restart {len(gateways)} gateway(s), drain first, and verify each runs the archive's commit",
         ]

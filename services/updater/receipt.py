@@ -24,11 +24,11 @@ from typing import Any
 
 from shared.files import StateFileCorrupt, locked, read_json, write_json_atomic
 from shared.identity import ProcessIdentity, is_alive
+from shared.redaction import redact
 
 SCHEMA = 1
 KEEP = 20
 DIR_MODE = 0o755
-REDACTED = "[redacted]"
 
 RUNNING = "running"
 SUCCESS = "success"
@@ -70,80 +70,6 @@ def exit_code_for(outcome: str, *, committed: bool) -> int:
     if not committed and outcome == PARTIAL:
         raise ReceiptError("a partial outcome means the code moved, so it is always committed")
     return _EXIT_CODES[outcome]
-
-
-# --- redaction ------------------------------------------------------------------------------
-
-# A key that merely contains one of these is secret: "token_count" is redacted too, because a
-# lost count costs nothing and a leaked credential costs everything.
-SECRET_WORDS = (
-    "token",
-    "secret",
-    "password",
-    "passwd",
-    "credential",
-    "api_key",
-    "apikey",
-    "authorization",
-    "cookie",
-    "private_key",
-)
-# "api_key" also matches "api-key", "Api Key" and "X-Api-Key".
-_SECRET_WORD = "|".join(word.replace("_", r"[\s_-]?") for word in SECRET_WORDS)
-_SECRET_KEY = re.compile(_SECRET_WORD, re.IGNORECASE)
-_SECRET_NAME = rf"[A-Za-z0-9_.-]*(?:{_SECRET_WORD})[A-Za-z0-9_.-]*"
-_SECRET_FLAG = re.compile(rf"-{{1,2}}{_SECRET_NAME}", re.IGNORECASE)
-_B64 = r"[A-Za-z0-9_-]"
-_PROVIDER_KEY = (
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|sk-[A-Za-z0-9_-]{16,}"
-    r"|xox[abprs]-[\w-]{10,}|glpat-[\w-]{16,})"
-)
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # JWTs and any other base64url-encoded JSON ("eyJ" is '{"'), with all their dot parts.
-    (re.compile(rf"(?<!{_B64})eyJ{_B64}{{7,}}(?:\.{_B64}*)*"), REDACTED),
-    (re.compile(r"(?<![A-Za-z0-9_])anon_[A-Za-z0-9_.~+/=-]{16,}"), REDACTED),
-    # Keys that travel without a telling name: GitHub, OpenAI-style, Slack, GitLab.
-    (re.compile(_PROVIDER_KEY), REDACTED),
-    (re.compile(r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE), rf"\1 {REDACTED}"),
-    # The password in a URL's userinfo, as in a git remote.
-    (re.compile(r"(://[^/\s:@]*:)[^/\s@]+@"), rf"\1{REDACTED}@"),
-    # "API_KEY=...", "password: ...", "--token=..." inside free text (not a value already hidden).
-    (
-        re.compile(rf"({_SECRET_NAME})(\s*[=:]\s*)(?!\[redacted\])(?:\"[^\"]*\"|'[^']*'|[^\s,;]+)", re.IGNORECASE),
-        rf"\1\2{REDACTED}",
-    ),
-)
-
-
-def is_secret_key(key: str) -> bool:
-    return _SECRET_KEY.search(key) is not None
-
-
-def redact(value: Any) -> Any:
-    """A deep copy of ``value`` with every secret-looking value replaced by ``"[redacted]"``.
-
-    Values under secret-looking keys go whole; inside strings, tokens (JWTs, ``anon_``
-    credentials, bearer values, known provider keys, URL passwords, ``name=secret``) go. In a
-    list, the value after a secret-named flag (``["--token", "X"]``) goes too: that is argv.
-    """
-    if isinstance(value, Mapping):
-        return {k: REDACTED if isinstance(k, str) and is_secret_key(k) else redact(v) for k, v in value.items()}
-    if isinstance(value, str):
-        return _redact_text(value)
-    if isinstance(value, (list, tuple)):
-        out: list[Any] = []
-        hide_next = False
-        for item in value:
-            out.append(REDACTED if hide_next else redact(item))
-            hide_next = isinstance(item, str) and "=" not in item and _SECRET_FLAG.fullmatch(item) is not None
-        return out
-    return copy.deepcopy(value)
-
-
-def _redact_text(text: str) -> str:
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 # --- the receipt ----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from services.updater.archive import ArchiveFailed, DownloadStopped
 from services.updater.handoff import ENTRY_MODULE, UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
 from services.updater.lock import UpdateLock
 from services.updater.plan import DEFAULT_BRANCH, plan_update, refusal
-from services.updater.receipt import Receipt, ReceiptStore, exit_code_for, redact
+from services.updater.receipt import Receipt, ReceiptStore, exit_code_for
 from services.updater.restart import restart_fleet
 from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
@@ -44,6 +44,7 @@ from services.updater.verify import DOWN, STALE, fleet_matrix, followups_for
 from shared import homes
 from shared.errors import HermesError
 from shared.identity import current_identity
+from shared.redaction import redact
 from shared.service import Call, Service
 from shared.version import code_sha, current_branch, read_version
 
