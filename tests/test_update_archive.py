@@ -37,7 +37,8 @@ from services.updater.archive import (
     unpack,
 )
 from services.updater.git import GitFailed
-from services.updater.receipt import Receipt, ReceiptStore
+from services.updater.receipt import Receipt
+from services.updater.receipt_store import ReceiptStore
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.version import CODE_STAMP, code_sha, head_commit

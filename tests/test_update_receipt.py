@@ -14,15 +14,9 @@ from pathlib import Path
 import pytest
 
 from services.updater.lock import UpdateInProgress, UpdateLock, holder, stale_holder
-from services.updater.receipt import (
-    KEEP,
-    SCHEMA,
-    Receipt,
-    ReceiptError,
-    ReceiptStore,
-    exit_code_for,
-    new_update_id,
-)
+from services.updater.receipt import SCHEMA, Receipt, ReceiptError, exit_code_for
+from services.updater.receipt_store import KEEP, ReceiptStore
+from services.updater.update_id import InvalidUpdateId, new_update_id
 from shared.files import StateFileCorrupt
 from shared.identity import ProcessIdentity, current_identity, is_alive, process_identity
 from shared.redaction import MARKER as REDACTED
@@ -476,7 +470,7 @@ def test_lock_misuse(tmp_path):
     with pytest.raises(RuntimeError):
         with lock:
             pass
-    with pytest.raises(ReceiptError):
+    with pytest.raises(InvalidUpdateId):
         lock.acquire("no/slashes")
     lock.acquire("u1")
     with pytest.raises(RuntimeError):

@@ -36,7 +36,8 @@ from services.updater.archive import ArchiveFailed, DownloadStopped
 from services.updater.handoff import ENTRY_MODULE, UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
 from services.updater.lock import UpdateLock
 from services.updater.plan import DEFAULT_BRANCH, plan_update, refusal
-from services.updater.receipt import Receipt, ReceiptStore, exit_code_for
+from services.updater.receipt import Receipt, exit_code_for
+from services.updater.receipt_store import ReceiptStore
 from services.updater.restart import restart_fleet
 from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
