@@ -1,4 +1,4 @@
-"""The hand-over to the completion, in-process: what the updater asks (request schema 2), how
+"""Starting the completion, in-process: what the updater asks (request schema 2), how
 the completion decides whether the dependency spec changed, and how the updater takes, or
 refuses, what comes back. No completion process is started: ``Popen`` is replaced."""
 
@@ -16,7 +16,7 @@ import pytest
 from services.updater import obligations
 from services.updater import run as run_module
 from services.updater.completion import spec_changed
-from services.updater.handoff import UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
+from services.updater.completion_contract import UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
 from services.updater.receipt import Receipt
 from services.updater.run import UpdateRun
 from shared.identity import current_identity

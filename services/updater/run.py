@@ -33,7 +33,14 @@ from services.updater.apply_archive import (
 )
 from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply
 from services.updater.archive import ArchiveFailed, DownloadStopped
-from services.updater.handoff import ENTRY_MODULE, UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
+from services.updater.completion_contract import (
+    ENTRY_MODULE,
+    UNKNOWN_SPEC,
+    BadResult,
+    Request,
+    dependency_digest,
+    read_result,
+)
 from services.updater.lock import UpdateLock
 from services.updater.plan import DEFAULT_BRANCH, plan_update, refusal
 from services.updater.receipt import Receipt, exit_code_for

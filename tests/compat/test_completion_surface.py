@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from services.updater.handoff import (
+from services.updater.completion_contract import (
     ENTRY_MODULE,
     RESULT_SCHEMA,
     SUPPORTED_REQUEST_SCHEMAS,
