@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from services.updater import restart_launchd
+from services.updater.restart import launchd as restart_launchd
 from shared import exit_codes, homes
 from shared.gateways import ops
 from shared.gateways.discovery import discover

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from services.updater import restart_systemd, systemd_budget
-from services.updater.restart import restart_fleet
-from services.updater.systemd_budget import restart_budget
+from services.updater.restart import restart_fleet, systemd_budget
+from services.updater.restart import systemd as restart_systemd
+from services.updater.restart.systemd_budget import restart_budget
 from shared import homes
 from shared.gateways import ops
 from shared.gateways.discovery import discover

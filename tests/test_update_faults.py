@@ -190,7 +190,7 @@ def running_on(install: Install, profile: str, code: str) -> bool:
 def hold_restart(dev: Path) -> None:
     """A release whose completion, once a gateway has answered its drain (or re-exec), waits
     while ``<root>/hold-restart`` exists, saying so in ``<root>/restart-holding-<profile>``."""
-    path = dev / "services" / "updater" / "restart.py"
+    path = dev / "services" / "updater" / "restart" / "base.py"
     hold = (
         "    import os\n"
         "    gate = Path(os.environ['HERMES_HOME']) / 'hold-restart'\n"

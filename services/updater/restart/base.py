@@ -72,9 +72,9 @@ def unit_kinds() -> tuple[tuple[str, ModuleType], ...]:
     and ``restart_units(root, units, live, expected_sha)`` → outcomes.
 
     Imported here rather than at the top because those modules build on this one."""
-    from services.updater import restart_launchd, restart_systemd
+    from services.updater.restart import launchd, systemd
 
-    return (("systemd", restart_systemd), ("launchd", restart_launchd))
+    return (("systemd", systemd), ("launchd", launchd))
 
 
 def restart_fleet(root: Path, expected_sha: str | None, *, only: Collection[str] | None = None) -> list[RestartOutcome]:

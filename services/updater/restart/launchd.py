@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from services.updater import restart  # the module, not its names: it imports this one in turn
+from services.updater.restart import base as restart  # the module, not its names: it imports this one in turn
 from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.errors import HermesError

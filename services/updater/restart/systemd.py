@@ -23,8 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from services.updater.restart import COME_BACK_SECONDS, DRAIN_SECONDS, MAX_PARALLEL, POLL_INTERVAL, RestartOutcome
-from services.updater.systemd_budget import restart_budget
+from services.updater.restart.base import COME_BACK_SECONDS, DRAIN_SECONDS, MAX_PARALLEL, POLL_INTERVAL, RestartOutcome
+from services.updater.restart.systemd_budget import restart_budget
 from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.errors import HermesError
