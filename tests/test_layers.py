@@ -160,11 +160,6 @@ KNOWN = {
     ("services.handoff_retry.claim", "services.auth_worker"),
     ("services.handoff_retry.claim", "services.auth_worker.claims"),
     ("services.operator_sim.__main__", "services.hook_reporter.daemon_protocol"),
-    ("services.updater.restart.base", "shared.supervisors.supervisord"),
-    ("services.updater.restart.base", "shared.supervisors.supervisord.config"),
-    ("services.updater.restart.base", "shared.supervisors.supervisord.names"),
-    ("services.updater.restart.base", "shared.supervisors.supervisord.paths"),
-    ("services.updater.restart.base", "shared.supervisors.supervisord.rpc"),
     ("shared.identity", "hermes_cli"),
 }
 

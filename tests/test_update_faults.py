@@ -190,9 +190,9 @@ def running_on(install: Install, profile: str, code: str) -> bool:
 def hold_restart(dev: Path) -> None:
     """A release whose completion, once a gateway has answered its drain (or re-exec), waits
     while ``<root>/hold-restart`` exists, saying so in ``<root>/restart-holding-<profile>``."""
-    path = dev / "services" / "updater" / "restart" / "base.py"
     hold = (
-        "    import os\n"
+        "    import os, time\n"
+        "    from pathlib import Path\n"
         "    gate = Path(os.environ['HERMES_HOME']) / 'hold-restart'\n"
         "    if gate.exists():\n"
         "        (gate.parent / f'restart-holding-{gateway.profile}').touch()\n"
@@ -200,9 +200,9 @@ def hold_restart(dev: Path) -> None:
         "            time.sleep(0.05)\n"
     )
     anchor = (
-        "    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed, gave_up=gave_up)\n"
+        "    new_pid, reason = wait_for_fresh(gateway, address, expected_sha, waits, reexec=reexec, gave_up=gave_up)\n"
     )
-    patch_source(path, anchor, hold + anchor)
+    patch_source(dev / "services" / "updater" / "restart" / "base.py", anchor, hold + anchor)
 
 
 def fault_release(dev: Path) -> None:

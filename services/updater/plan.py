@@ -373,13 +373,12 @@ def _actions(
 
 def _foreign_units(root: Path) -> list[dict[str, Any]]:
     """systemd units and launchd jobs named like ours that run on another home."""
-    from services.updater.restart import unit_kinds
+    from services.updater.restart import foreign_units
 
-    found = []
-    for kind, module in unit_kinds():
-        _, foreign, _ = module.fleet_units(root)
-        found += [{"kind": kind, "name": u.name, "pid": None, "home": str(u.home), "scope": u.scope} for u in foreign]
-    return found
+    return [
+        {"kind": kind, "name": u.name, "pid": None, "home": str(u.home), "scope": u.scope}
+        for kind, u in foreign_units(root)
+    ]
 
 
 def _leave_alone(foreign: list[dict[str, Any]]) -> list[str]:

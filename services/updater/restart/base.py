@@ -1,45 +1,37 @@
-"""Restart-per-kind: every gateway of the install onto the new code, drain first.
+"""What every restart kind shares: the outcome of one gateway's restart, the interface a kind
+implements, how long a restart waits, and the restart of a live gateway over its control socket.
 
-A supervised gateway (supervisord, systemd, launchd) is drained over its control socket and
-exits 75; its supervisor starts a fresh process of the new code. An unmanaged gateway has
-no one to start it again, so it drains and re-executes itself into the tree on disk. Either
-way the restart is done only when a process answers with the expected code; each gateway
-is handled on its own thread, so one gateway's failure never holds up or fails another.
+A kind (``systemd``, ``launchd``, ``supervisord``, ``unmanaged``) finds its units in an
+install and restarts a batch of targets, each target on its own thread so that one gateway's
+failure never holds up or fails another; ``fleet`` chooses each gateway's kind from a table.
 
-A gateway under the mesh supervisor whose control socket does not answer is restarted
-bluntly through supervisord instead (a hung process cannot drain on request).
-
-A supervisor kind whose units can be listed (systemd) has a module of its own that finds
-every unit of the install, its gateway running or down, and restarts them through that
-supervisor; a gateway no such unit claims is restarted here.
+A gateway is restarted over its control socket when no unit of its supervisor's is at hand:
+asked to drain (it exits 75 and its supervisor starts the new code) or, when nothing
+supervises it, to re-execute itself into the tree on disk. Either way the restart is done only
+when a fresh process answers with the expected code (``freshness``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
 
+from services.updater.restart.freshness import FRESH, STALE, OldProcess, judge
 from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.gateways import ops
-from shared.gateways.discovery import GatewayRecord, discover
+from shared.gateways.discovery import GatewayRecord
 from shared.protocol import Code, RemoteError
+from shared.supervisors import Unit
 from shared.sync_client import SyncClient
 
-DRAIN_SECONDS = 30.0
-# How long a fresh process has to come up and answer after the old one left.
-COME_BACK_SECONDS = 60.0
-POLL_INTERVAL = 0.2
 MAX_PARALLEL = 8
-MANAGED = frozenset({"supervisord", "systemd", "launchd"})
-# A gateway that does not answer a status call this soon is not asked to drain: it is hung.
-PROBE_SECONDS = 5.0
+T = TypeVar("T")
+# A gateway that cannot take a call at all (as opposed to one that refuses it) is hung.
 UNANSWERED = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET})
 
 
@@ -51,7 +43,7 @@ class RestartOutcome:
     new_pid: int | None
     # "drain" (over the control socket; a supervisor starts it again), "signal" (SIGUSR1
     # through the supervisor, when the socket did not answer), "reexec", "start" (nothing
-    # was running) or "skip" (left alone: ``reason`` says why)
+    # was running), "kickstart" or "bootstrap" (launchd), or "skip" (left alone: ``reason`` says why)
     method: str
     ok: bool
     reason: str | None = None
@@ -67,139 +59,173 @@ class RestartOutcome:
         return asdict(self)
 
 
-def unit_kinds() -> tuple[tuple[str, ModuleType], ...]:
-    """The supervisor kinds with a unit module: ``fleet_units(root)`` → (ours, foreign, skipped)
-    and ``restart_units(root, units, live, expected_sha)`` → outcomes.
+@dataclass(frozen=True)
+class Waits:
+    """How long a restart waits, in seconds."""
 
-    Imported here rather than at the top because those modules build on this one."""
-    from services.updater.restart import launchd, systemd
-
-    return (("systemd", systemd), ("launchd", launchd))
-
-
-def restart_fleet(root: Path, expected_sha: str | None, *, only: Collection[str] | None = None) -> list[RestartOutcome]:
-    """Restart every gateway of the install at ``root`` (of the profiles ``only`` names, when
-    given) and start its units whose gateway is down; one outcome per gateway or unit,
-    default profile first.
-
-    A gateway this process descends from (an update started by one of its tools) is restarted
-    last, once every other one is done: draining it first would wait on the very turn that
-    runs the update."""
-    wanted: Callable[[str], bool] = (lambda profile: True) if only is None else set(only).__contains__
-    gateways = [
-        g
-        for g in discover(root, scan=False)
-        if g.state in (ops.RUNNING, ops.DRAINING, ops.STARTING) and wanted(g.profile)
-    ]
-    by_profile = {g.profile: g for g in gateways}
-    parents = _ancestor_profiles(gateways)
-    first: list[Callable[[], list[RestartOutcome]]] = []
-    last: list[Callable[[], list[RestartOutcome]]] = []
-    outcomes: list[RestartOutcome] = []
-    claimed: set[str] = set()
-    for kind, module in unit_kinds():
-        ours, _foreign, skipped = module.fleet_units(root)
-        # A unit takes over its profile's gateway only if that gateway runs under it (or none
-        # runs at all): a profile served by another supervisor is restarted through that one.
-        units = [
-            u
-            for u in ours
-            if wanted(u.profile) and u.profile not in claimed and _runs_under(kind, by_profile.get(u.profile))
-        ]
-        claimed.update(unit.profile for unit in units)
-        for batch, jobs in ((units_without(units, parents), first), ([u for u in units if u.profile in parents], last)):
-            if batch:
-                live = {unit.profile: by_profile[unit.profile] for unit in batch if unit.profile in by_profile}
-                jobs.append(partial(module.restart_units, root, batch, live, expected_sha))
-        # A unit of ours the kind could not act on (no privilege for its scope, say) keeps its
-        # gateway: draining a gateway whose supervisor we cannot drive could leave it down.
-        for name, reason in skipped:
-            profile = _profile_of(kind, name)
-            gateway = by_profile.get(profile) if profile else None
-            if gateway is not None and gateway.profile not in claimed and gateway.supervisor == kind:
-                claimed.add(gateway.profile)
-                outcomes.append(
-                    RestartOutcome(
-                        gateway.profile, kind, gateway.pid, gateway.pid, "skip", False, f"{name}: {reason}", unit=name
-                    )
-                )
-    for gateway in gateways:
-        if gateway.profile not in claimed:
-            (last if gateway.profile in parents else first).append(
-                partial(_restart_as_list, root, gateway, expected_sha)
-            )
-    outcomes += _run_all(first) + _run_all(last)
-    return sorted(outcomes, key=lambda o: (o.profile != homes.DEFAULT_PROFILE, o.profile))
+    drain: float = 30.0  # for a gateway's turns to finish before it exits
+    come_back: float = 60.0  # for a fresh process to come up and answer once the old one left
+    poll: float = 0.2  # between two status calls while waiting
+    status: float = 2.0  # for one status call
+    # A gateway that does not answer a status call this soon is not asked to drain: it is hung.
+    probe: float = 5.0
 
 
-def units_without(units: list[Any], profiles: set[str]) -> list[Any]:
-    return [u for u in units if u.profile not in profiles]
+WAITS = Waits()
 
 
-def _run_all(jobs: list[Callable[[], list[RestartOutcome]]]) -> list[RestartOutcome]:
-    if not jobs:
+class Found(NamedTuple):
+    """A kind's units in an install."""
+
+    ours: list[Unit]  # the install's: restarted
+    foreign: list[Unit]  # named like ours but running another home: named, never touched
+    skipped: list[tuple[str, str]]  # (name, why) of what could not be judged or acted on
+
+
+def nothing_found() -> Found:
+    return Found([], [], [])
+
+
+@dataclass(frozen=True)
+class Target:
+    """One gateway to restart: its profile, the unit of the kind's that runs it (None: it is
+    restarted over its control socket alone), and its live gateway (None: none runs)."""
+
+    profile: str
+    unit: Unit | None = None
+    gateway: GatewayRecord | None = None
+
+
+def unit_targets(units: Iterable[Unit], live: Mapping[str, GatewayRecord]) -> list[Target]:
+    """A target per unit, with the gateway that runs now for its profile, if one does."""
+    return [Target(unit.profile, unit, live.get(unit.profile)) for unit in units]
+
+
+class RestartKind(Protocol):
+    """One kind of supervisor, as the fleet restart drives it."""
+
+    @property
+    def name(self) -> str: ...
+
+    def find(self, root: Path) -> Found:
+        """This kind's units of the install at ``root``; never raises."""
+        ...
+
+    def profile_of(self, name: str) -> str | None:
+        """The profile a unit of this kind named ``name`` is for, if it is one."""
+        ...
+
+    def restart(self, root: Path, batch: Sequence[Target], expected_sha: str | None) -> list[RestartOutcome]:
+        """Restart every target of ``batch`` onto ``expected_sha``: one outcome each, in order;
+        what goes wrong with one target is that target's outcome."""
+        ...
+
+
+def each(batch: Sequence[T], restart: Callable[[T], RestartOutcome]) -> list[RestartOutcome]:
+    """``restart`` every item of ``batch``, each on its own thread; the outcomes in order."""
+    if not batch:
         return []
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(jobs))) as pool:
-        return [outcome for done in pool.map(lambda job: job(), jobs) for outcome in done]
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(batch))) as pool:
+        return list(pool.map(restart, batch))
 
 
-def _ancestor_profiles(gateways: list[GatewayRecord]) -> set[str]:
-    """Profiles whose live gateway is an ancestor of this process."""
-    import psutil
+def live_gateways(batch: Sequence[Target]) -> list[GatewayRecord]:
+    """The live gateway of every target, for a restart over their sockets; a target without one
+    refuses the whole batch before anything is restarted."""
+    idle = [target.profile for target in batch if target.gateway is None]
+    if idle:
+        raise ValueError(f"no running gateway to restart over its control socket: {', '.join(idle)}")
+    return [target.gateway for target in batch if target.gateway is not None]
 
+
+# --- a gateway's control socket -----------------------------------------------------------------
+
+
+def control_address(home: Path) -> str:
+    return homes.endpoint(home, ops.SERVICE, create=False).control
+
+
+def status(address: str, timeout: float) -> dict[str, Any] | None:
+    """The gateway's status answer, or None when it gave none."""
     try:
-        ancestors = {p.pid for p in psutil.Process().parents()}
-    except psutil.Error:
-        return set()
-    return {g.profile for g in gateways if g.pid in ancestors}
+        with SyncClient(address, retry=NO_RETRY) as client:
+            answer = client.call(ops.STATUS, timeout=timeout)
+    except RemoteError:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
-def _profile_of(kind: str, name: str) -> str | None:
-    from shared.supervisors import launchd, systemd
-
-    return {"systemd": systemd.profile_of, "launchd": launchd.profile_of}[kind](name)
-
-
-def _runs_under(kind: str, gateway: GatewayRecord | None) -> bool:
-    return gateway is None or gateway.supervisor == kind
+def drain(address: str, waits: Waits, *, reexec: bool = False) -> dict[str, Any]:
+    """Ask the gateway to drain and exit (``reexec``: and re-execute itself); its answer, with the
+    turns that ``finished`` and were ``cut``. A refusal or no answer raises RemoteError."""
+    op = ops.REEXEC if reexec else ops.DRAIN
+    with SyncClient(address, retry=NO_RETRY) as client:
+        return client.call(op, {"deadline": waits.drain}, timeout=waits.drain + 10)
 
 
-def _restart_as_list(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> list[RestartOutcome]:
-    return [restart_one(root, gateway, expected_sha)]
+class Turns(TypedDict):
+    finished: int
+    cut: int
 
 
-def restart_one(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
-    """Never raises: whatever goes wrong with one gateway is that gateway's outcome."""
+def turns(answer: Mapping[str, Any]) -> Turns:
+    """How many turns a drain's answer says finished and were cut."""
+    return {"finished": len(answer.get("finished", [])), "cut": len(answer.get("cut", []))}
+
+
+def join(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
+
+
+# --- a live gateway, restarted over its socket alone --------------------------------------------
+
+
+def failed(gateway: GatewayRecord, method: str, reason: str) -> RestartOutcome:
+    return RestartOutcome(gateway.profile, gateway.supervisor, gateway.pid, None, method, False, reason)
+
+
+def restart_live(
+    gateway: GatewayRecord,
+    expected_sha: str | None,
+    waits: Waits = WAITS,
+    *,
+    reexec: bool = False,
+    gave_up: Callable[[], str | None] | None = None,
+    if_hung: Callable[[str], RestartOutcome] | None = None,
+) -> RestartOutcome:
+    """Drain ``gateway`` (``reexec``: have it re-execute itself) and wait for the fresh process.
+    ``gave_up`` says why its supervisor will not start it again, once that is so; ``if_hung``
+    restarts a gateway that does not answer at all some other way. Never raises: whatever goes
+    wrong with this gateway is its outcome."""
+    method = "reexec" if reexec else "drain"
     try:
-        return _restart(root, gateway, expected_sha)
+        return _restart_live(gateway, expected_sha, waits, method, gave_up, if_hung)
     except Exception as exc:  # isolation: one gateway's fault must not stop the others
-        method = "drain" if gateway.supervisor in MANAGED else "reexec"
-        return _failed(gateway, method, f"{type(exc).__name__}: {exc}")
+        return failed(gateway, method, f"{type(exc).__name__}: {exc}")
 
 
-def _restart(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
-    managed = gateway.supervisor in MANAGED
-    method = "drain" if managed else "reexec"
-    address = homes.endpoint(gateway.home, ops.SERVICE, create=False).control
+def _restart_live(
+    gateway: GatewayRecord,
+    expected_sha: str | None,
+    waits: Waits,
+    method: str,
+    gave_up: Callable[[], str | None] | None,
+    if_hung: Callable[[str], RestartOutcome] | None,
+) -> RestartOutcome:
+    address = control_address(gateway.home)
     try:
         with SyncClient(address, retry=NO_RETRY) as client:
-            client.call(ops.STATUS, timeout=PROBE_SECONDS)
+            client.call(ops.STATUS, timeout=waits.probe)
     except RemoteError as exc:
-        if gateway.supervisor == "supervisord" and exc.code in UNANSWERED:
-            return _through_supervisord(
-                root, gateway, address, expected_sha, f"its control socket did not answer ({exc.code})"
-            )
-        return _failed(gateway, method, f"its control socket did not answer: {exc.code}: {exc.message}")
+        if if_hung is not None and exc.code in UNANSWERED:
+            return if_hung(f"its control socket did not answer ({exc.code})")
+        return failed(gateway, method, f"its control socket did not answer: {exc.code}: {exc.message}")
+    reexec = method == "reexec"
     try:
-        with SyncClient(address, retry=NO_RETRY) as client:
-            if managed:
-                answer = client.call(ops.DRAIN, {"deadline": DRAIN_SECONDS}, timeout=DRAIN_SECONDS + 10)
-            else:
-                answer = client.call(ops.REEXEC, {"deadline": DRAIN_SECONDS}, timeout=DRAIN_SECONDS + 10)
+        answer = drain(address, waits, reexec=reexec)
     except RemoteError as exc:
-        return _failed(gateway, method, f"{method} was refused: {exc.code}: {exc.message}")
-    gave_up = partial(_supervisord_gave_up, root, gateway.profile) if gateway.supervisor == "supervisord" else None
-    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed, gave_up=gave_up)
+        return failed(gateway, method, f"{method} was refused: {exc.code}: {exc.message}")
+    new_pid, reason = wait_for_fresh(gateway, address, expected_sha, waits, reexec=reexec, gave_up=gave_up)
     return RestartOutcome(
         profile=gateway.profile,
         supervisor=gateway.supervisor,
@@ -208,95 +234,36 @@ def _restart(root: Path, gateway: GatewayRecord, expected_sha: str | None) -> Re
         method=method,
         ok=reason is None,
         reason=reason,
-        finished=len(answer.get("finished", [])),
-        cut=len(answer.get("cut", [])),
+        **turns(answer),
     )
 
 
-def _through_supervisord(
-    root: Path, gateway: GatewayRecord, address: str, expected_sha: str | None, why: str
-) -> RestartOutcome:
-    """A gateway the mesh supervisor runs that cannot be asked to drain: supervisord stops it
-    (SIGTERM, the gateway's own drain, then SIGKILL after its stop wait) and starts the new code."""
-    from shared.errors import HermesError
-    from shared.supervisors.supervisord import kind
-
-    try:
-        unit = kind.find(gateway.profile, gateway.home)
-        if unit is None:
-            return _failed(gateway, "drain", f"{why}, and no program of the mesh supervisor runs it")
-        kind.restart(unit)
-    except HermesError as exc:
-        return _failed(gateway, "drain", f"{why}; supervisord could not restart it: {exc.message}")
-    gave_up = partial(_supervisord_gave_up, root, gateway.profile)
-    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=False, gave_up=gave_up)
-    return RestartOutcome(
-        gateway.profile,
-        gateway.supervisor,
-        gateway.pid,
-        new_pid,
-        "drain",
-        reason is None,
-        reason,
-        unit=unit.name,
-        fallback="blunt",
-        note=f"{why}; restarted through supervisord",
-    )
-
-
-def _failed(gateway: GatewayRecord, method: str, reason: str) -> RestartOutcome:
-    return RestartOutcome(gateway.profile, gateway.supervisor, gateway.pid, None, method, False, reason)
-
-
-def _supervisord_gave_up(root: Path, profile: str) -> str | None:
-    """Why the mesh supervisor will not start ``profile``'s gateway again (its retries are used
-    up, or it exited with a code that means "do not restart"); None while a start may come."""
-    from shared.supervisors.supervisord.config import EXPECTED_EXIT_CODES
-    from shared.supervisors.supervisord.names import unit_name
-    from shared.supervisors.supervisord.paths import mesh_paths
-    from shared.supervisors.supervisord.rpc import process_infos
-
-    try:
-        info = process_infos(mesh_paths(root)).get(unit_name(profile)) or {}
-    except Exception:  # the supervisor cannot be asked now: the gateway's own answer decides
-        return None
-    state = info.get("statename")
-    if state == "FATAL" or (state == "EXITED" and info.get("exitstatus") in EXPECTED_EXIT_CODES):
-        return f"supervisord gave up on it ({state}: {info.get('spawnerr') or info.get('description') or 'no detail'})"
-    return None
-
-
-def _wait_for_fresh(
+def wait_for_fresh(
     gateway: GatewayRecord,
     address: str,
     expected_sha: str | None,
+    waits: Waits,
     *,
     reexec: bool,
     gave_up: Callable[[], str | None] | None = None,
 ) -> tuple[int | None, str | None]:
-    """Poll until a gateway that is not the old process (or, after a re-exec, the same pid
-    with the new code) answers as running; the reason it did not, otherwise. ``gave_up``
-    ends the wait early once its supervisor will not start it again."""
-    deadline = time.monotonic() + COME_BACK_SECONDS
+    """Poll until a fresh process answers as running: (its pid, None), or (its pid, why not)
+    when it runs other code; otherwise the reason none did. ``gave_up`` ends the wait early
+    once the gateway's supervisor will not start it again."""
+    old = OldProcess(gateway.pid, gateway.start_time)
+    deadline = time.monotonic() + waits.come_back
     last: dict[str, Any] | None = None
     while time.monotonic() < deadline:
         why = gave_up() if gave_up is not None and last is None else None
         if why is not None:
             return None, why
-        try:
-            with SyncClient(address, retry=NO_RETRY) as client:
-                last = client.call(ops.STATUS, timeout=2.0)
-        except RemoteError:
-            last = None
-        if last and last.get("state") == ops.RUNNING:
-            fresh = (last.get("start_time"), last.get("pid")) != (gateway.start_time, gateway.pid)
-            if reexec:
-                fresh = last.get("code_sha") == expected_sha or fresh
-            if fresh:
-                if expected_sha and last.get("code_sha") != expected_sha:
-                    return last.get("pid"), f"came back on {str(last.get('code_sha'))[:12]}, not the new code"
-                return last.get("pid"), None
-        time.sleep(POLL_INTERVAL)
+        last = status(address, waits.status)
+        seen = judge(last, old, expected_sha, reexec=reexec)
+        if seen.verdict == STALE:
+            return seen.pid, f"came back on {str(seen.code_sha)[:12]}, not the new code"
+        if seen.verdict == FRESH:
+            return seen.pid, None
+        time.sleep(waits.poll)
     if last is None:
-        return None, f"no gateway answered within {COME_BACK_SECONDS:g}s of the restart"
-    return last.get("pid"), f"still {last.get('state')} on the old process after {COME_BACK_SECONDS:g}s"
+        return None, f"no gateway answered within {waits.come_back:g}s of the restart"
+    return last.get("pid"), f"still {last.get('state')} on the old process after {waits.come_back:g}s"

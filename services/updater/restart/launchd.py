@@ -19,14 +19,25 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from services.updater.restart import base as restart  # the module, not its names: it imports this one in turn
+from services.updater.restart.base import (
+    WAITS,
+    Found,
+    RestartOutcome,
+    Target,
+    Waits,
+    control_address,
+    drain,
+    each,
+    restart_live,
+    status,
+    turns,
+)
+from services.updater.restart.freshness import FRESH, OLD, SILENT, STARTING, OldProcess, judge
 from shared import homes
-from shared.call_rules import NO_RETRY
 from shared.errors import HermesError
 from shared.gateways import ops
 from shared.gateways.discovery import GatewayRecord
@@ -34,23 +45,12 @@ from shared.protocol import RemoteError
 from shared.supervisors import Unit, launchd
 from shared.supervisors.commands import command_failed
 from shared.supervisors.scopes import SCOPES
-from shared.sync_client import SyncClient
 
-DRAIN_SECONDS = 30.0
-# How long a fresh process has to come up and answer, after the drain and again after a kickstart.
-COME_BACK_SECONDS = 60.0
-POLL_INTERVAL = 0.2
-STATUS_TIMEOUT = 2.0
-MAX_PARALLEL = 8
 # A gateway in one of these states is drained; any other is restarted by launchctl alone.
 DRAINABLE = frozenset({ops.STARTING, ops.RUNNING, ops.DRAINING})
 
-Skipped = tuple[str, str]
 
-
-def fleet_units(
-    root: Path, *, euid: int | None = None, agent_dirs: Mapping[str, Path] | None = None
-) -> tuple[list[Unit], list[Unit], list[Skipped]]:
+def find_jobs(root: Path, *, euid: int | None = None, agent_dirs: Mapping[str, Path] | None = None) -> Found:
     """``(ours, foreign, skipped)``: the gateway jobs in the LaunchAgents and LaunchDaemons
     directories (``agent_dirs``, by scope) that are this install's, those that run another
     home, and ``(label, reason)`` for each job that cannot be judged or acted on (a directory
@@ -61,7 +61,7 @@ def fleet_units(
     directories = agent_dirs or {scope: launchd.unit_dir(scope) for scope in SCOPES}
     ours: dict[str, Unit] = {}
     foreign: list[Unit] = []
-    skipped: list[Skipped] = []
+    skipped: list[tuple[str, str]] = []
     for scope in SCOPES:
         directory = directories[scope]
         try:
@@ -84,7 +84,7 @@ def fleet_units(
                 skipped.append((label, f"{path} runs the same home as {first}; only that job is restarted"))
             else:
                 ours[unit.profile] = unit
-    return list(ours.values()), foreign, skipped
+    return Found(list(ours.values()), foreign, skipped)
 
 
 def is_ours(root: Path, unit: Unit) -> bool:
@@ -96,132 +96,148 @@ def is_ours(root: Path, unit: Unit) -> bool:
     return os.path.realpath(unit.home) == os.path.realpath(expected)
 
 
-def restart_units(
-    root: Path,
-    units: list[Unit],
-    live: Mapping[str, GatewayRecord],
-    expected_sha: str | None,
-    *,
-    runner: launchd.Runner | None = None,
-    uid: int | None = None,
-) -> list[restart.RestartOutcome]:
-    """Restart every job in ``units`` (``fleet_units``'s ours), each onto ``expected_sha``;
-    ``live`` is the install's running gateways by profile. One outcome per unit, in order."""
-    strangers = [unit.name for unit in units if not is_ours(root, unit)]
-    if strangers:
-        raise ValueError(f"not launchd jobs of the install at {root}: {', '.join(strangers)}")
-    if not units:
-        return []
-    run = runner or launchd.run_launchctl
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(units))) as pool:
-        return list(pool.map(lambda unit: _restart_one(unit, live.get(unit.profile), expected_sha, run, uid), units))
+class LaunchdKind:
+    """The launchd kind. ``euid`` (default: this process's) decides whether LaunchDaemons may be
+    restarted, ``agent_dirs`` where the plists are (by scope), ``runner`` runs ``launchctl`` and
+    ``uid`` names the user's GUI domain."""
+
+    name = launchd.KIND
+
+    def __init__(
+        self,
+        waits: Waits = WAITS,
+        *,
+        euid: int | None = None,
+        agent_dirs: Mapping[str, Path] | None = None,
+        runner: launchd.Runner | None = None,
+        uid: int | None = None,
+    ) -> None:
+        self.waits = waits
+        self.euid, self.agent_dirs, self.runner, self.uid = euid, agent_dirs, runner, uid
+
+    def find(self, root: Path) -> Found:
+        return find_jobs(root, euid=self.euid, agent_dirs=self.agent_dirs)
+
+    def profile_of(self, name: str) -> str | None:
+        return launchd.profile_of(name)
+
+    def restart(self, root: Path, batch: Sequence[Target], expected_sha: str | None) -> list[RestartOutcome]:
+        """A target with a job is drained and, if need be, restarted through it; one without
+        (a gateway launchd runs under a job not found) is drained over its socket alone."""
+        strangers = [t.unit.name for t in batch if t.unit is not None and not is_ours(root, t.unit)]
+        if strangers:
+            raise ValueError(f"not launchd jobs of the install at {root}: {', '.join(strangers)}")
+        idle = [t.profile for t in batch if t.unit is None and t.gateway is None]
+        if idle:
+            raise ValueError(f"no job and no running gateway to restart: {', '.join(idle)}")
+        run = self.runner or launchd.run_launchctl
+        return each(batch, lambda target: self._restart(target, expected_sha, run))
+
+    def _restart(self, target: Target, expected_sha: str | None, run: launchd.Runner) -> RestartOutcome:
+        if target.unit is None:
+            assert target.gateway is not None  # checked for the whole batch
+            return restart_live(target.gateway, expected_sha, self.waits)
+        return _Restart(self.waits, target.unit, target.gateway, expected_sha, run, self.uid).run()
 
 
-def _restart_one(
-    unit: Unit, gateway: GatewayRecord | None, expected_sha: str | None, run: launchd.Runner, uid: int | None
-) -> restart.RestartOutcome:
-    """Never raises: whatever goes wrong with one job is that job's outcome."""
-    drain = gateway is not None and gateway.state in DRAINABLE
-    try:
-        return _restart(unit, gateway, drain, expected_sha, run, uid)
-    except Exception as exc:  # isolation: one job's fault must not stop the others
-        reason = f"{launchd.service_target(unit, uid=uid)}: {type(exc).__name__}: {exc}"
-        return _outcome(unit, gateway, "drain" if drain else "kickstart", None, False, reason)
+class _Restart:
+    """One job's restart onto ``expected_sha``."""
 
+    def __init__(
+        self,
+        waits: Waits,
+        unit: Unit,
+        gateway: GatewayRecord | None,
+        expected_sha: str | None,
+        run: launchd.Runner,
+        uid: int | None,
+    ) -> None:
+        self.waits, self.unit, self.gateway, self.expected_sha = waits, unit, gateway, expected_sha
+        self.launchctl, self.uid = run, uid
 
-def _restart(
-    unit: Unit,
-    gateway: GatewayRecord | None,
-    drain: bool,
-    expected_sha: str | None,
-    run: launchd.Runner,
-    uid: int | None,
-) -> restart.RestartOutcome:
-    target = launchd.service_target(unit, uid=uid)
-    address = homes.endpoint(unit.home, ops.SERVICE, create=False).control
-    old = (gateway.pid, gateway.start_time) if gateway is not None else None
-    answer: dict[str, Any] = {}
-    notes: list[str] = []
-    if drain:
+    def run(self) -> RestartOutcome:
+        """Never raises: whatever goes wrong with one job is that job's outcome."""
+        drains = self.gateway is not None and self.gateway.state in DRAINABLE
         try:
-            with SyncClient(address, retry=NO_RETRY) as client:
-                answer = client.call(ops.DRAIN, {"deadline": DRAIN_SECONDS}, timeout=DRAIN_SECONDS + 10)
-        except RemoteError as exc:
-            notes.append(f"the drain failed ({exc.code}: {exc.message})")
-        new_pid, problem = _wait_for_fresh(address, old, expected_sha)
-        if problem is None:
-            return _outcome(unit, gateway, "drain", new_pid, True, _because(target, notes), answer)
-        notes.append(f"after the drain {problem}")
-    method = "kickstart"
-    try:
-        loaded = launchd.is_loaded(unit, runner=run, uid=uid)
-        method = "kickstart" if loaded else "bootstrap"
-        for argv in launchd.commands("restart", unit, loaded=loaded, uid=uid):
-            result = run(argv)
-            if result.returncode != 0:
-                raise command_failed(argv, result)
-    except HermesError as exc:
-        return _outcome(unit, gateway, method, None, False, _because(target, [*notes, exc.message]), answer)
-    new_pid, problem = _wait_for_fresh(address, old, expected_sha)
-    if problem is not None:
-        notes.append(f"after the {method} {problem}")
-    return _outcome(unit, gateway, method, new_pid, problem is None, _because(target, notes), answer)
+            return self._restart(drains)
+        except Exception as exc:  # isolation: one job's fault must not stop the others
+            reason = f"{launchd.service_target(self.unit, uid=self.uid)}: {type(exc).__name__}: {exc}"
+            return self._outcome("drain" if drains else "kickstart", None, False, reason)
+
+    def _restart(self, drains: bool) -> RestartOutcome:
+        unit, gateway = self.unit, self.gateway
+        target = launchd.service_target(unit, uid=self.uid)
+        address = control_address(unit.home)
+        old = OldProcess(gateway.pid, gateway.start_time) if gateway is not None else None
+        answer: dict[str, Any] = {}
+        notes: list[str] = []
+        if drains:
+            try:
+                answer = drain(address, self.waits)
+            except RemoteError as exc:
+                notes.append(f"the drain failed ({exc.code}: {exc.message})")
+            new_pid, problem = self._wait_for_fresh(address, old)
+            if problem is None:
+                return self._outcome("drain", new_pid, True, _because(target, notes), answer)
+            notes.append(f"after the drain {problem}")
+        method = "kickstart"
+        try:
+            loaded = launchd.is_loaded(unit, runner=self.launchctl, uid=self.uid)
+            method = "kickstart" if loaded else "bootstrap"
+            for argv in launchd.commands("restart", unit, loaded=loaded, uid=self.uid):
+                result = self.launchctl(argv)
+                if result.returncode != 0:
+                    raise command_failed(argv, result)
+        except HermesError as exc:
+            return self._outcome(method, None, False, _because(target, [*notes, exc.message]), answer)
+        new_pid, problem = self._wait_for_fresh(address, old)
+        if problem is not None:
+            notes.append(f"after the {method} {problem}")
+        return self._outcome(method, new_pid, problem is None, _because(target, notes), answer)
+
+    def _outcome(
+        self,
+        method: str,
+        new_pid: int | None,
+        ok: bool,
+        reason: str | None,
+        answer: Mapping[str, Any] | None = None,
+    ) -> RestartOutcome:
+        return RestartOutcome(
+            profile=self.unit.profile,
+            supervisor=launchd.KIND,
+            old_pid=self.gateway.pid if self.gateway is not None else 0,  # 0: no process was running
+            new_pid=new_pid,
+            method=method,
+            ok=ok,
+            reason=reason,
+            **turns(answer or {}),
+        )
+
+    def _wait_for_fresh(self, address: str, old: OldProcess | None) -> tuple[int | None, str | None]:
+        """Poll until a process other than ``old`` answers as running on the expected code:
+        ``(its pid, None)``; otherwise, once the wait is up, the last pid that answered and why
+        it is not the fresh one."""
+        waits = self.waits
+        deadline = time.monotonic() + waits.come_back
+        while True:
+            remaining = deadline - time.monotonic()
+            seen = judge(status(address, max(0.1, min(waits.status, remaining))), old, self.expected_sha)
+            if seen.verdict == FRESH:
+                return seen.pid, None
+            if remaining <= 0:
+                break
+            time.sleep(min(waits.poll, max(remaining, 0.0)))
+        window = f"{waits.come_back:g}s"
+        if seen.verdict == SILENT:
+            return None, f"no gateway answered within {window}"
+        if seen.verdict == OLD:
+            return None, f"the old process (pid {seen.pid}) was still {seen.state} after {window}"
+        if seen.verdict == STARTING:
+            return seen.pid, f"pid {seen.pid} was {seen.state} after {window}"
+        return seen.pid, f"pid {seen.pid} came back on {str(seen.code_sha)[:12]}, not the new code"
 
 
 def _because(target: str, notes: list[str]) -> str | None:
     """The reason an outcome carries: what happened to the job on the way, if anything did."""
     return f"{target}: {'; '.join(notes)}" if notes else None
-
-
-def _outcome(
-    unit: Unit,
-    gateway: GatewayRecord | None,
-    method: str,
-    new_pid: int | None,
-    ok: bool,
-    reason: str | None,
-    answer: Mapping[str, Any] | None = None,
-) -> restart.RestartOutcome:
-    answer = answer or {}
-    return restart.RestartOutcome(
-        profile=unit.profile,
-        supervisor=launchd.KIND,
-        old_pid=gateway.pid if gateway is not None else 0,  # 0: no process was running
-        new_pid=new_pid,
-        method=method,
-        ok=ok,
-        reason=reason,
-        finished=len(answer.get("finished", [])),
-        cut=len(answer.get("cut", [])),
-    )
-
-
-def _wait_for_fresh(
-    address: str, old: tuple[int, int | None] | None, expected_sha: str | None
-) -> tuple[int | None, str | None]:
-    """Poll until a process other than ``old`` answers as running on ``expected_sha``:
-    ``(its pid, None)``; otherwise, once ``COME_BACK_SECONDS`` are up, the last pid that
-    answered and why it is not the fresh one."""
-    deadline = time.monotonic() + COME_BACK_SECONDS
-    last: dict[str, Any] | None = None
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            with SyncClient(address, retry=NO_RETRY) as client:
-                last = client.call(ops.STATUS, timeout=max(0.1, min(STATUS_TIMEOUT, remaining)))
-        except RemoteError:
-            last = None
-        fresh = bool(last) and (last.get("pid"), last.get("start_time")) != old
-        if fresh and last.get("state") == ops.RUNNING and expected_sha in (None, last.get("code_sha")):
-            return last.get("pid"), None
-        if remaining <= 0:
-            break
-        time.sleep(min(POLL_INTERVAL, max(remaining, 0.0)))
-    window = f"{COME_BACK_SECONDS:g}s"
-    if not last:
-        return None, f"no gateway answered within {window}"
-    if not fresh:
-        return None, f"the old process (pid {last.get('pid')}) was still {last.get('state')} after {window}"
-    if last.get("state") != ops.RUNNING:
-        return last.get("pid"), f"pid {last.get('pid')} was {last.get('state')} after {window}"
-    return last.get("pid"), f"pid {last.get('pid')} came back on {str(last.get('code_sha'))[:12]}, not the new code"
