@@ -394,7 +394,7 @@ def test_a_gateway_whose_code_cannot_be_read_stays_owed(install):
     wedged = install.gateway("x")
     head = install.head()
     # What an earlier update left owed: a restart of x onto the code now on disk.
-    obligations.settle_fleet(
+    obligations.replace_fleet(
         install.root, {"x": obligations.owed_part(head, obligations.NOT_RESTARTED, "not restarted yet", "earlier")}
     )
     # x lives, but says nothing of what it runs (as a gateway caught mid-start): no socket to
@@ -428,7 +428,7 @@ def test_a_move_that_fails_after_arming_ahead_owes_again_exactly_what_was_owed(i
     # Owed before this run: a completion and a restart, left by an earlier update.
     obligations.arm_completion(install.root, update_id="earlier", before="a" * 40, after=old)
     owed_fleet = {"default": obligations.owed_part(old, obligations.STALE, "runs " + "a" * 12, "earlier")}
-    obligations.settle_fleet(install.root, owed_fleet)
+    obligations.replace_fleet(install.root, owed_fleet)
 
     update = Update(install)
     code, out, err = update.finish()

@@ -20,7 +20,7 @@ NEW = "b" * 40
 
 
 def owe(root: Path, **states: str) -> None:
-    obligations.settle_fleet(root, {p: obligations.owed_part(NEW, s, "why", "u1") for p, s in states.items()})
+    obligations.replace_fleet(root, {p: obligations.owed_part(NEW, s, "why", "u1") for p, s in states.items()})
 
 
 def test_nothing_owed_means_no_file_and_no_warning(tmp_path):

@@ -224,7 +224,7 @@ def owed_part(expected: str | None, state: str, reason: str, update_id: str) -> 
     return {"expected": expected, "state": state, "reason": reason, "update_id": update_id}
 
 
-def settle_fleet(root: Path, parts: Mapping[str, dict[str, Any]]) -> None:
+def replace_fleet(root: Path, parts: Mapping[str, dict[str, Any]]) -> None:
     """Exactly ``parts`` is owed now (the updater knows: the code just moved, or it verified the
     whole fleet); everything else is cleared."""
     path = fleet_path(root)
