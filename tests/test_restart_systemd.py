@@ -471,7 +471,8 @@ def test_a_unit_of_another_install_is_never_restarted_even_when_asked(fake_syste
 
 
 def test_the_plan_names_a_unit_of_another_home_as_foreign(fake_systemd, code, root, short_dir):
-    from services.updater.plan import Probes, make_plan
+    from services.updater.install_kind import Probes
+    from services.updater.plan import make_plan
 
     fake_systemd.add("user", "hermes-gateway-work.service", short_dir / "sibling" / "profiles" / "work")
     plan = make_plan(root, code, probes=Probes(dockerenv=short_dir / "none"), env={})

@@ -20,7 +20,8 @@ from services.updater.obligations import clear_gateway, read_completion, read_fl
 if TYPE_CHECKING:
     from services.updater import ops
     from services.updater.lock import UpdateInProgress, holder, lock_path
-    from services.updater.plan import availability, plan_update, render_plan
+    from services.updater.plan import availability, plan_update
+    from services.updater.plan_text import render_plan
     from services.updater.receipt import Receipt
     from services.updater.receipt_store import ReceiptStore
     from services.updater.settings import load_settings
@@ -57,7 +58,7 @@ _ON_FIRST_USE = {
     "new_update_id": "services.updater.update_id",
     "ops": "services.updater.ops",
     "plan_update": "services.updater.plan",
-    "render_plan": "services.updater.plan",
+    "render_plan": "services.updater.plan_text",
 }
 
 
