@@ -12,20 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from services.updater import apply_archive as swap_mod
+from services.updater import apply_archive as apply_archive_mod
 from services.updater import archive as archive_mod
-from services.updater.apply_archive import (
-    JOURNAL,
-    ArchiveIsOlder,
-    DirtyTree,
-    SwapFailed,
-    SwapRecoveryNeeded,
-    apply_archive,
-    check_tree,
-    recover_interrupted_swap,
-    should_fall_back,
-    tracked_roots,
-)
+from services.updater import swap as swap_mod
+from services.updater.apply_archive import ArchiveIsOlder, DirtyTree, apply_archive, should_fall_back
 from services.updater.apply_git import apply
 from services.updater.archive import (
     ArchiveFailed,
@@ -39,6 +29,8 @@ from services.updater.archive import (
 from services.updater.git import GitFailed
 from services.updater.receipt import Receipt
 from services.updater.receipt_store import ReceiptStore
+from services.updater.swap import JOURNAL, SwapFailed, SwapRecoveryNeeded, recover_interrupted_swap
+from services.updater.tree_check import check_tree, tracked_roots
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.version import CODE_STAMP, code_sha, head_commit
@@ -262,10 +254,10 @@ def test_only_http_urls_and_credentials_never_show(world, tmp_path, monkeypatch)
     secrets = ("pa55word", "s1gnature", "t0ken")
     template = world.server.url().replace("://", "://user:pa55word@") + "?sig=s1gnature&token=t0ken"
     journals: list[str] = []
-    real_commit = swap_mod._commit
+    real_commit = swap_mod.commit
     monkeypatch.setattr(
         swap_mod,
-        "_commit",
+        "commit",
         lambda repo, work, journal: (journals.append((work / JOURNAL).read_text()), real_commit(repo, work, journal))[
             1
         ],
@@ -388,13 +380,13 @@ def test_what_appears_while_build_outputs_are_grafted_blocks_the_swap(world, mon
     world.break_git()
     world.push({"src/app.py": "two\n"})
     before = manifest(world.install)
-    real_link = swap_mod._link_tree
+    real_link = apply_archive_mod._link_tree
 
     def slow_graft(src: Path, dst: Path) -> None:
         (world.install / "src/late.txt").write_text("written while the graft ran\n")
         real_link(src, dst)
 
-    monkeypatch.setattr(swap_mod, "_link_tree", slow_graft)
+    monkeypatch.setattr(apply_archive_mod, "_link_tree", slow_graft)
     with pytest.raises(DirtyTree, match="late.txt"):
         world.fall_back()
     (world.install / "src/late.txt").unlink()

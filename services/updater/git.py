@@ -27,6 +27,8 @@ from shared.errors import HermesError
 from shared.redaction import redact_text
 
 STDERR_TAIL_CHARS = 2000
+# How long one git command of the apply stage may take (a fetch over a slow link included).
+APPLY_TIMEOUT = 120.0
 
 # Inherited variables that would point git at another repository, e.g. when the updater
 # is started from a git hook.

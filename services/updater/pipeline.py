@@ -17,15 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from services.updater.apply_archive import (
-    ArchiveIsOlder,
-    DirtyTree,
-    SwapFailed,
-    SwapRecoveryNeeded,
-    apply_archive,
-    recover_interrupted_swap,
-    should_fall_back,
-)
+from services.updater.apply_archive import ArchiveIsOlder, DirtyTree, apply_archive, should_fall_back
 from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply
 from services.updater.archive import ArchiveFailed, DownloadStopped
 from services.updater.completion_child import CompletionChild
@@ -41,6 +33,7 @@ from services.updater.receipt_store import ReceiptStore
 from services.updater.restart import restart_fleet
 from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
+from services.updater.swap import SwapFailed, SwapRecoveryNeeded, recover_interrupted_swap
 from services.updater.verify import CURRENT, fleet_matrix
 from shared.errors import HermesError
 from shared.identity import current_identity
