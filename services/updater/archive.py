@@ -238,9 +238,19 @@ def _tar_members(tf: tarfile.TarFile) -> Iterator[tuple[str, Member]]:
             kind = "file"
         else:  # hard links, devices, fifos: a source tree has none
             raise ArchiveUnsafe(f"archive member {info.name!r} is not a file, directory or symlink")
-        opener = (lambda info=info: tf.extractfile(info)) if kind == "file" else None
+        opener = _tar_opener(tf, info) if kind == "file" else None
         link = info.linkname if kind == "symlink" else None
         yield info.name, Member(PurePosixPath(), kind, bool(info.mode & 0o111), info.size, link, opener)
+
+
+def _tar_opener(tf: tarfile.TarFile, info: tarfile.TarInfo) -> Callable[[], IO[bytes]]:
+    def open_member() -> IO[bytes]:
+        stream = tf.extractfile(info)
+        if stream is None:  # a regular file's member always has one; only those are opened
+            raise ArchiveUnsafe(f"archive member {info.name!r} has no content")
+        return stream
+
+    return open_member
 
 
 def _unpack(commit: str | None, members: Iterator[tuple[str, Member]], dest: Path) -> Unpacked:

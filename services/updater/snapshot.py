@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from services.updater.update_id import validate_update_id
 from shared import homes, layout
@@ -281,18 +282,30 @@ def _fsync_dir(directory: Path) -> None:
 class _HashingWriter:
     """A write-only file object that hashes and counts what passes through to ``raw``."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
         self.digest = hashlib.sha256()
         self.bytes = 0
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes, /) -> int:
         self.digest.update(data)
         self.bytes += len(data)
         return self._raw.write(data)
 
     def flush(self) -> None:
         self._raw.flush()
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def read(self, size: int = -1, /) -> bytes:
+        raise io.UnsupportedOperation("a hashing writer is write-only")
+
+    def seek(self, pos: int, whence: int = 0, /) -> int:
+        raise io.UnsupportedOperation("a hashing writer is write-only")
+
+    def close(self) -> None:
+        pass  # the raw file is closed by whoever opened it
 
 
 def full_backup(root: Path, update_id: str) -> dict[str, Any]:
