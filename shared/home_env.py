@@ -14,14 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 HOME_ENV = "HERMES_HOME"
-PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# A profile's name, matched whole; compiled only when a home under profiles/ is judged.
+PROFILE_NAME = r"[a-z0-9][a-z0-9_-]{0,63}"
 # The default profile is the root home itself, so the name is never a directory under profiles/.
 DEFAULT_PROFILE = "default"
 
 
 def is_named_profile(name: str) -> bool:
     """Whether ``name`` is a profile that lives under ``profiles/`` (any valid name but the default)."""
-    return name != DEFAULT_PROFILE and PROFILE_NAME_RE.fullmatch(name) is not None
+    return name != DEFAULT_PROFILE and re.fullmatch(PROFILE_NAME, name) is not None
 
 
 def _user_home(env: Mapping[str, str]) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import sys
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.errors import HermesError
-from shared.home_env import DEFAULT_PROFILE, HOME_ENV, PROFILE_NAME_RE, is_named_profile, resolve, root_home
+from shared.home_env import DEFAULT_PROFILE, HOME_ENV, PROFILE_NAME, is_named_profile, resolve, root_home
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -45,6 +46,7 @@ __all__ = [
     "validate_profile_name",
 ]
 
+PROFILE_NAME_RE = re.compile(rf"^{PROFILE_NAME}$")
 RUN_DIR_MODE = 0o700
 # Longest socket path the kernel accepts: sizeof(sockaddr_un.sun_path) minus the NUL.
 IPC_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
