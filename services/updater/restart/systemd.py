@@ -50,7 +50,7 @@ from shared.supervisors.scopes import SCOPES
 KIND = systemd.KIND
 PROPERTIES = ("LoadState", "ActiveState", "MainPID", "TimeoutStopUSec", "TimeoutStartUSec", "Environment")
 # Unit states out of which systemd starts nothing by itself.
-SETTLED_DOWN = ("failed", "inactive")
+STAYS_DOWN = ("failed", "inactive")
 CLIENT_GAVE_UP = "systemctl gave up waiting; the restart job may still be running"
 
 
@@ -163,7 +163,7 @@ class _Restart:
         method, answer, note = self._drain(main_pid)
         outcome = replace(outcome, method=method, note=note, **turns(answer))
         # systemd gets as long to start a drained gateway again by itself as a fresh one has to answer.
-        new_pid, reason = self._wait_fresh(old_pid, self.waits.come_back)
+        new_pid, reason = self._wait_fresh(old_pid)
         if new_pid is not None:
             return replace(outcome, new_pid=new_pid, ok=reason is None, reason=reason)
         return self._blunt(replace(outcome, note=join(note, f"{reason}; restarted through systemd")))
@@ -203,17 +203,16 @@ class _Restart:
             return replace(outcome, reason=exc.message)
         else:
             job_done = True
-        new_pid, reason = self._wait_fresh(main_pid, self.waits.come_back, settled_ends_wait=job_done)
+        new_pid, reason = self._wait_fresh(main_pid, ends_when_down=job_done)
         return replace(outcome, new_pid=new_pid, ok=reason is None, reason=reason)
 
-    def _wait_fresh(
-        self, old_pid: int, seconds: float, *, settled_ends_wait: bool = True
-    ) -> tuple[int | None, str | None]:
+    def _wait_fresh(self, old_pid: int, *, ends_when_down: bool = True) -> tuple[int | None, str | None]:
         """Poll until the unit's main process, other than ``old_pid``, answers as a running
         gateway: (its pid, None), or (its pid, why not) when it runs other code; (None, why) if
-        none did. With ``settled_ends_wait`` a unit that is down with nothing pending ends the
+        none did. With ``ends_when_down`` a unit that is down with nothing pending ends the
         wait early."""
         old = OldProcess(old_pid, by_pid=True)
+        seconds = self.waits.come_back
         deadline = time.monotonic() + seconds
         last: dict[str, Any] | None = None
         while True:
@@ -226,7 +225,7 @@ class _Restart:
                     return seen.pid, f"came back on {str(seen.code_sha)[:12]}, not the new code"
                 if seen.verdict == FRESH:
                     return seen.pid, None
-            if settled_ends_wait and shown.get("ActiveState") in SETTLED_DOWN:
+            if ends_when_down and shown.get("ActiveState") in STAYS_DOWN:
                 # A pending automatic restart shows as "activating"; these states mean none will come.
                 return None, f"the unit is {shown['ActiveState']} and systemd will not start it again by itself"
             if time.monotonic() >= deadline:
