@@ -47,7 +47,7 @@ def _load(target: str) -> Callable[..., int | None]:
 
 
 def warn_owed_restarts() -> None:
-    from services.updater.obligations import restart_warning
+    from services.updater import restart_warning
 
     line = restart_warning()
     if line:

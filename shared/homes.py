@@ -2,7 +2,8 @@
 and the IPC endpoints inside it.
 
 Profile operations are anchored on the root home whichever profile is active, so
-``hermes -p coder profile list`` sees every profile.
+``hermes -p coder profile list`` sees every profile. Which root and profile the environment
+names is ``shared.home_env``'s to say; this module is the rest of home resolution.
 """
 
 from __future__ import annotations
@@ -17,12 +18,35 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.errors import HermesError
+from shared.home_env import DEFAULT_PROFILE, HOME_ENV, PROFILE_NAME, is_named_profile, resolve, root_home
 
-HOME_ENV = "HERMES_HOME"
-PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-# The default profile is the root home itself, so the name is never a directory under profiles/.
-DEFAULT_PROFILE = "default"
+__all__ = [
+    "DEFAULT_PROFILE",
+    "HOME_ENV",
+    "IPC_PATH_MAX",
+    "PROFILE_NAME_RE",
+    "RUN_DIR_MODE",
+    "SERVICES",
+    "Endpoint",
+    "EndpointPathTooLong",
+    "InvalidProfileName",
+    "ProfileNotFound",
+    "RunDirStatus",
+    "UnsafeRunDir",
+    "active_home",
+    "active_profile",
+    "check_run_dir",
+    "endpoint",
+    "ensure_run_dir",
+    "list_profiles",
+    "profile_home",
+    "profiles_dir",
+    "root_home",
+    "service_home",
+    "validate_profile_name",
+]
 
+PROFILE_NAME_RE = re.compile(rf"^{PROFILE_NAME}$")
 RUN_DIR_MODE = 0o700
 # Longest socket path the kernel accepts: sizeof(sockaddr_un.sun_path) minus the NUL.
 IPC_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
@@ -67,42 +91,14 @@ def validate_profile_name(name: object) -> str:
     return name
 
 
-def _is_named_profile(name: str) -> bool:
-    return name != DEFAULT_PROFILE and PROFILE_NAME_RE.fullmatch(name) is not None
-
-
-def _user_home(env: Mapping[str, str]) -> Path:
-    home = env.get("HOME")
-    return Path(home) if home else Path.home()
-
-
-def _resolve(env: Mapping[str, str] | None) -> tuple[Path, str]:
-    env = os.environ if env is None else env
-    raw = env.get(HOME_ENV, "")
-    if not raw:
-        return (_user_home(env) / ".hermes").absolute(), DEFAULT_PROFILE
-    if raw == "~" or raw.startswith("~/"):
-        raw = str(_user_home(env)) + raw[1:]
-    # Deliberately not resolved: the user's spelling of the path is what they see in messages.
-    home = Path(os.path.expanduser(raw)).absolute()
-    if home.parent.name == "profiles" and _is_named_profile(home.name):
-        return home.parent.parent, home.name
-    return home, DEFAULT_PROFILE
-
-
-def root_home(env: Mapping[str, str] | None = None) -> Path:
-    """The install's root home: ``$HERMES_HOME`` (or ``~/.hermes``) with any profile suffix removed."""
-    return _resolve(env)[0]
-
-
 def active_profile(env: Mapping[str, str] | None = None) -> str:
     """The profile ``$HERMES_HOME`` points at; ``"default"`` for the root home."""
-    return _resolve(env)[1]
+    return resolve(env)[1]
 
 
 def active_home(env: Mapping[str, str] | None = None) -> Path:
     """The home of the active profile (the root home for the default profile)."""
-    root, profile = _resolve(env)
+    root, profile = resolve(env)
     return profile_home(profile, root)
 
 
@@ -129,7 +125,7 @@ def list_profiles(root: Path | None = None) -> list[str]:
         entries = list(os.scandir(profiles_dir(root)))
     except (FileNotFoundError, NotADirectoryError):
         entries = []
-    named = sorted(e.name for e in entries if _is_named_profile(e.name) and e.is_dir())
+    named = sorted(e.name for e in entries if is_named_profile(e.name) and e.is_dir())
     return [DEFAULT_PROFILE, *named]
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from services.updater import restart_launchd
+from services.updater.restart.base import Waits, unit_targets
+from services.updater.restart.launchd import LaunchdKind, is_ours
 from shared import exit_codes, homes
 from shared.gateways import ops
 from shared.gateways.discovery import discover
@@ -33,13 +34,9 @@ UID = 501
 SHA = code_sha(ROOT)  # what a gateway started from this checkout reports
 
 
-@pytest.fixture(autouse=True)
-def short_waits(monkeypatch):
-    # Long enough for a real gateway to start on a loaded 2-core machine; it bounds only the
-    # cases that must wait it out (a gateway that never comes back).
-    monkeypatch.setattr(restart_launchd, "COME_BACK_SECONDS", 10.0)
-    monkeypatch.setattr(restart_launchd, "POLL_INTERVAL", 0.05)
-    monkeypatch.setattr(restart_launchd, "DRAIN_SECONDS", 5.0)
+# Long enough for a real gateway to start on a loaded 2-core machine; it bounds only the
+# cases that must wait it out (a gateway that never comes back).
+SHORT = Waits(drain=5.0, come_back=10.0, poll=0.05)
 
 
 @pytest.fixture
@@ -171,7 +168,7 @@ def mixed_fleet(root: Path, dirs: dict[str, Path], tmp_path: Path) -> None:
 
 def test_only_exact_labels_on_this_installs_homes_are_ours(root, dirs, tmp_path):
     mixed_fleet(root, dirs, tmp_path)
-    ours, foreign, skipped = restart_launchd.fleet_units(root, euid=0, agent_dirs=dirs)
+    ours, foreign, skipped = LaunchdKind(euid=0, agent_dirs=dirs).find(root)
     assert [(u.name, u.profile, u.scope, u.home) for u in ours] == [
         ("ai.hermes.gateway", "default", "user", root),
         ("ai.hermes.gateway-work", "work", "user", root / "profiles" / "work"),
@@ -188,7 +185,7 @@ def test_only_exact_labels_on_this_installs_homes_are_ours(root, dirs, tmp_path)
 
 def test_commands_name_only_our_jobs_each_in_its_own_domain(root, dirs, tmp_path, fake):
     mixed_fleet(root, dirs, tmp_path)
-    ours, _, _ = restart_launchd.fleet_units(root, euid=0, agent_dirs=dirs)
+    ours, _, _ = LaunchdKind(euid=0, agent_dirs=dirs).find(root)
     # Nothing is running; work and batch are loaded (kickstart), default is not (bootstrap).
     fake.loaded = {target("ai.hermes.gateway-work"), target("ai.hermes.gateway-batch", "system")}
     fake.on = {
@@ -196,7 +193,7 @@ def test_commands_name_only_our_jobs_each_in_its_own_domain(root, dirs, tmp_path
         target("ai.hermes.gateway-work"): lambda: fake.spawn("work"),
         target("ai.hermes.gateway-batch", "system"): lambda: fake.spawn("batch"),
     }
-    outcomes = restart_launchd.restart_units(root, ours, live(root), SHA, runner=fake, uid=UID)
+    outcomes = LaunchdKind(SHORT, runner=fake, uid=UID).restart(root, unit_targets(ours, live(root)), SHA)
     assert [(o.profile, o.method, o.ok, o.old_pid) for o in outcomes] == [
         ("default", "bootstrap", True, 0),
         ("work", "kickstart", True, 0),
@@ -220,11 +217,11 @@ def test_a_system_job_without_root_is_skipped_and_its_gateway_left_alone(root, d
     write_job(dirs, "user", "work", root / "profiles" / "work")
     batch = fake.start("batch")
     fake.keep_alive(fake.start("work"))
-    ours, foreign, skipped = restart_launchd.fleet_units(root, euid=UID, agent_dirs=dirs)
+    ours, foreign, skipped = LaunchdKind(euid=UID, agent_dirs=dirs).find(root)
     assert [u.name for u in ours] == ["ai.hermes.gateway-work"] and foreign == []
     ((label, reason),) = skipped
     assert label == "ai.hermes.gateway-batch" and "needs root" in reason
-    (outcome,) = restart_launchd.restart_units(root, ours, live(root), SHA, runner=fake, uid=UID)
+    (outcome,) = LaunchdKind(SHORT, runner=fake, uid=UID).restart(root, unit_targets(ours, live(root)), SHA)
     assert (outcome.profile, outcome.method, outcome.ok) == ("work", "drain", True)
     assert fake.calls == []
     answer = status(batch)
@@ -240,7 +237,7 @@ def test_plists_that_cannot_be_judged_are_skipped_with_their_reason(root, dirs):
     write_job(dirs, "user", "work", root / "profiles" / "work", label="ai.hermes.gateway-alias")
     write_plist(user / "ai.hermes.gateway-list.plist", ["not", "a", "job"])
     (user / "ai.hermes.gateway-dir.plist").mkdir()
-    ours, foreign, skipped = restart_launchd.fleet_units(root, euid=0, agent_dirs=dirs)
+    ours, foreign, skipped = LaunchdKind(euid=0, agent_dirs=dirs).find(root)
     assert ours == [] and foreign == []
     reasons = dict(skipped)
     assert sorted(reasons) == [
@@ -259,9 +256,9 @@ def test_plists_that_cannot_be_judged_are_skipped_with_their_reason(root, dirs):
 
 def test_a_job_of_another_home_is_never_acted_on(root, dirs, tmp_path, fake):
     write_job(dirs, "user", "ops", tmp_path / "other-install" / "profiles" / "ops")
-    _, foreign, _ = restart_launchd.fleet_units(root, euid=0, agent_dirs=dirs)
+    _, foreign, _ = LaunchdKind(euid=0, agent_dirs=dirs).find(root)
     with pytest.raises(ValueError, match="ai.hermes.gateway-ops"):
-        restart_launchd.restart_units(root, foreign, {}, SHA, runner=fake, uid=UID)
+        LaunchdKind(SHORT, runner=fake, uid=UID).restart(root, unit_targets(foreign, {}), SHA)
     assert fake.calls == []
 
 
@@ -282,8 +279,8 @@ def test_a_drained_gateway_that_launchd_brings_back_needs_no_kickstart(root, dir
     in_flight = threading.Thread(target=one_turn)
     in_flight.start()
     wait_for(lambda: (read_state(old.home) or {}).get("active_turns") == 1, timeout=10, what="a turn in flight")
-    ours, _, _ = restart_launchd.fleet_units(root, euid=0, agent_dirs=dirs)
-    (outcome,) = restart_launchd.restart_units(root, ours, live(root), SHA, runner=fake, uid=UID)
+    ours, _, _ = LaunchdKind(euid=0, agent_dirs=dirs).find(root)
+    (outcome,) = LaunchdKind(SHORT, runner=fake, uid=UID).restart(root, unit_targets(ours, live(root)), SHA)
     in_flight.join(timeout=10)
     assert (outcome.method, outcome.ok, outcome.reason) == ("drain", True, None)
     assert (outcome.old_pid, outcome.finished, outcome.cut) == (old.pid, 1, 0)
@@ -300,8 +297,8 @@ def test_no_fresh_process_after_the_drain_means_kickstart_k_then_verify(root, di
     work = target("ai.hermes.gateway-work")
     fake.loaded = {work}
     fake.on = {work: lambda: fake.spawn("work")}
-    ours, _, _ = restart_launchd.fleet_units(root, euid=0, agent_dirs=dirs)
-    (outcome,) = restart_launchd.restart_units(root, ours, live(root), SHA, runner=fake, uid=UID)
+    ours, _, _ = LaunchdKind(euid=0, agent_dirs=dirs).find(root)
+    (outcome,) = LaunchdKind(SHORT, runner=fake, uid=UID).restart(root, unit_targets(ours, live(root)), SHA)
     assert (outcome.method, outcome.ok, outcome.old_pid) == ("kickstart", True, old.pid)
     assert "after the drain no gateway answered" in outcome.reason and work in outcome.reason
     assert fake.calls == [["launchctl", "print", work], ["launchctl", "kickstart", "-k", work]]
@@ -317,8 +314,9 @@ def test_one_gateway_that_never_comes_back_fails_alone(root, dirs, fake):
     fake.start("work")  # drained, and neither KeepAlive nor kickstart brings it back
     fake.loaded = {target(launchd.unit_name(p)) for p in ("default", "work", "ops")}
     fake.on = {target("ai.hermes.gateway-ops"): lambda: fake.spawn("ops")}  # not running: kickstarted
-    ours, _, _ = restart_launchd.fleet_units(root, euid=0, agent_dirs=dirs)
-    outcomes = {o.profile: o for o in restart_launchd.restart_units(root, ours, live(root), SHA, runner=fake, uid=UID)}
+    ours, _, _ = LaunchdKind(euid=0, agent_dirs=dirs).find(root)
+    kind = LaunchdKind(SHORT, runner=fake, uid=UID)
+    outcomes = {o.profile: o for o in kind.restart(root, unit_targets(ours, live(root)), SHA)}
     assert {p: (o.method, o.ok) for p, o in outcomes.items()} == {
         "default": ("drain", True),
         "work": ("kickstart", False),
@@ -333,8 +331,8 @@ def test_a_gateway_back_on_other_code_fails(root, dirs, fake):
     write_job(dirs, "user", "work", root / "profiles" / "work")
     fake.keep_alive(fake.start("work"))
     fake.loaded = {target("ai.hermes.gateway-work")}
-    ours, _, _ = restart_launchd.fleet_units(root, euid=0, agent_dirs=dirs)
-    (outcome,) = restart_launchd.restart_units(root, ours, live(root), "0" * 40, runner=fake, uid=UID)
+    ours, _, _ = LaunchdKind(euid=0, agent_dirs=dirs).find(root)
+    (outcome,) = LaunchdKind(SHORT, runner=fake, uid=UID).restart(root, unit_targets(ours, live(root)), "0" * 40)
     assert (outcome.method, outcome.ok) == ("kickstart", False)
     assert f"came back on {SHA[:12]}, not the new code" in outcome.reason
 
@@ -342,13 +340,13 @@ def test_a_gateway_back_on_other_code_fails(root, dirs, fake):
 @pytest.mark.skipif(shutil.which("launchctl") is not None, reason="launchctl exists here; this must not drive it")
 def test_without_launchctl_the_failure_is_the_jobs_own_outcome(root, dirs):
     write_job(dirs, "user", "work", root / "profiles" / "work")
-    ours, _, _ = restart_launchd.fleet_units(root, euid=0, agent_dirs=dirs)
-    (outcome,) = restart_launchd.restart_units(root, ours, {}, SHA, uid=UID)
+    ours, _, _ = LaunchdKind(euid=0, agent_dirs=dirs).find(root)
+    (outcome,) = LaunchdKind(SHORT, uid=UID).restart(root, unit_targets(ours, {}), SHA)
     assert (outcome.method, outcome.ok, outcome.new_pid) == ("kickstart", False, None)
     assert "launchctl is not on PATH" in outcome.reason
 
 
 def test_only_launchd_units_can_be_ours(root):
     unit = Unit(kind="systemd", name="ai.hermes.gateway", profile="default", home=root)
-    assert not restart_launchd.is_ours(root, unit)
-    assert restart_launchd.is_ours(root, Unit(kind="launchd", name="ai.hermes.gateway", profile="default", home=root))
+    assert not is_ours(root, unit)
+    assert is_ours(root, Unit(kind="launchd", name="ai.hermes.gateway", profile="default", home=root))

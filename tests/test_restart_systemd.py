@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from services.updater import restart_systemd, systemd_budget
-from services.updater.restart import restart_fleet
-from services.updater.systemd_budget import restart_budget
+from services.updater.restart import restart_fleet, systemd_budget
+from services.updater.restart.base import unit_targets
+from services.updater.restart.systemd import CLIENT_GAVE_UP, SystemdKind
+from services.updater.restart.systemd_budget import restart_budget
 from shared import homes
 from shared.gateways import ops
 from shared.gateways.discovery import discover
@@ -224,7 +225,7 @@ def test_the_double_fails_as_systemd_252_failed(fake_systemd):
 
 def test_units_are_judged_by_the_home_they_run_on(fake_systemd):
     load_capture(fake_systemd)
-    ours, foreign, skipped = restart_systemd.fleet_units(Path("/home/op/.hermes"))
+    ours, foreign, skipped = SystemdKind().find(Path("/home/op/.hermes"))
     assert {(u.scope, u.name, u.profile) for u in ours} == {
         ("system", "hermes-gateway.service", "default"),
         ("system", "hermes-gateway-work.service", "work"),
@@ -245,7 +246,7 @@ def test_a_name_claims_only_its_own_profiles_home(fake_systemd, root):
     fake_systemd.add("user", "hermes-gateway-work.service", root / "profiles" / "work" / ".." / "work")
     fake_systemd.add("user", "hermes-gateway-default.service", root)
     fake_systemd.add("user", "hermes-gateway-nohome.service", root, Environment={"PYTHONUNBUFFERED": "1"})
-    ours, foreign, skipped = restart_systemd.fleet_units(root)
+    ours, foreign, skipped = SystemdKind().find(root)
     assert [u.name for u in ours] == ["hermes-gateway-work.service"]
     assert [u.name for u in foreign] == ["hermes-gateway-workbench.service"]
     assert [name for name, _ in skipped] == ["hermes-gateway-nohome.service"]
@@ -253,7 +254,7 @@ def test_a_name_claims_only_its_own_profiles_home(fake_systemd, root):
 
 def test_without_systemd_both_managers_are_skipped_at_once(tmp_path, monkeypatch):
     monkeypatch.setattr(systemd_manager, "BOOTED_MARKER", tmp_path / "absent")
-    ours, foreign, skipped = restart_systemd.fleet_units(tmp_path)
+    ours, foreign, skipped = SystemdKind().find(tmp_path)
     assert (ours, foreign) == ([], [])
     assert [name for name, _ in skipped] == ["systemd user manager", "systemd system manager"]
     assert all("not running here" in reason or "not installed" in reason for _, reason in skipped)
@@ -306,8 +307,8 @@ def test_a_gateway_whose_socket_is_gone_is_drained_by_sigusr1(fake_systemd, code
     new = release(code)
     fake_systemd.clear_log()
 
-    ours, _, _ = restart_systemd.fleet_units(root)
-    (outcome,) = restart_systemd.restart_units(root, ours, live(root), new)
+    ours, _, _ = SystemdKind().find(root)
+    (outcome,) = SystemdKind().restart(root, unit_targets(ours, live(root)), new)
 
     assert (outcome.method, outcome.ok, outcome.fallback) == ("signal", True, None)
     assert outcome.old_pid == old != outcome.new_pid
@@ -345,9 +346,9 @@ def test_without_a_fresh_main_process_the_unit_is_reset_and_restarted_in_its_own
     new = release(code)
     fake_systemd.clear_log()
 
-    ours, foreign, _ = restart_systemd.fleet_units(root)
+    ours, foreign, _ = SystemdKind().find(root)
     assert [(u.scope, u.name) for u in foreign] == [("user", "hermes-gateway-work.service")]
-    outcomes = by_unit(restart_systemd.restart_units(root, ours, live(root), new, euid=0))
+    outcomes = by_unit(SystemdKind(euid=0).restart(root, unit_targets(ours, live(root)), new))
 
     work = outcomes["system", "hermes-gateway-work.service"]
     default = outcomes["user", "hermes-gateway.service"]
@@ -378,11 +379,11 @@ def test_a_systemctl_that_gives_up_waiting_is_reported_and_the_unit_checked(fake
     new = release(code)
     fake_systemd.clear_log()
 
-    ours, _, _ = restart_systemd.fleet_units(root)
-    (outcome,) = restart_systemd.restart_units(root, ours, live(root), new)
+    ours, _, _ = SystemdKind().find(root)
+    (outcome,) = SystemdKind().restart(root, unit_targets(ours, live(root)), new)
 
     assert outcome.budget == 1.0
-    assert restart_systemd.CLIENT_GAVE_UP in outcome.note
+    assert CLIENT_GAVE_UP in outcome.note
     assert (outcome.fallback, outcome.ok, outcome.reason) == ("blunt", True, None)
     assert outcome.new_pid == fake_systemd.unit("user", "hermes-gateway.service")["MainPID"]
     assert status(root)["code_sha"] == new
@@ -418,8 +419,8 @@ def test_system_units_are_left_running_without_privilege(fake_systemd, code, roo
     new = release(code)
     fake_systemd.clear_log()
 
-    ours, _, _ = restart_systemd.fleet_units(root)
-    outcomes = by_unit(restart_systemd.restart_units(root, ours, live(root), new, euid=1000))
+    ours, _, _ = SystemdKind().find(root)
+    outcomes = by_unit(SystemdKind(euid=1000).restart(root, unit_targets(ours, live(root)), new))
 
     skipped = outcomes["system", "hermes-gateway-work.service"]
     assert (skipped.method, skipped.ok, skipped.new_pid) == ("skip", False, None)
@@ -463,15 +464,16 @@ def test_one_unit_failing_leaves_the_others_restarted(fake_systemd, code, root):
 
 def test_a_unit_of_another_install_is_never_restarted_even_when_asked(fake_systemd, root, short_dir):
     fake_systemd.add("user", "hermes-gateway.service", short_dir / "other")
-    ours, _, _ = restart_systemd.fleet_units(short_dir / "other")
-    (outcome,) = restart_systemd.restart_units(root, ours, {}, None)
+    ours, _, _ = SystemdKind().find(short_dir / "other")
+    (outcome,) = SystemdKind().restart(root, unit_targets(ours, {}), None)
     assert (outcome.method, outcome.ok) == ("skip", False)
     assert "not this install's home" in outcome.reason
     assert {verb for _, verb, _ in fake_systemd.calls()} == {"list-units", "show"}
 
 
 def test_the_plan_names_a_unit_of_another_home_as_foreign(fake_systemd, code, root, short_dir):
-    from services.updater.plan import Probes, make_plan
+    from services.updater.install_kind import Probes
+    from services.updater.plan import make_plan
 
     fake_systemd.add("user", "hermes-gateway-work.service", short_dir / "sibling" / "profiles" / "work")
     plan = make_plan(root, code, probes=Probes(dockerenv=short_dir / "none"), env={})

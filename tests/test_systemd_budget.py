@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.updater import systemd_budget
-from services.updater.systemd_budget import MAX_BUDGET, PHASE_FALLBACK, parse_span, restart_budget
+from services.updater.restart import systemd_budget
+from services.updater.restart.systemd_budget import MAX_BUDGET, PHASE_FALLBACK, parse_span, restart_budget
 from shared.supervisors import systemd
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "systemd"

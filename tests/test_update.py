@@ -24,24 +24,22 @@ from tests.installs import Install, git, patch_release
 
 def before_completion_runs(dev: Path, code: str) -> None:
     """A release whose completion runs ``code`` (indented lines; ``request`` is in scope) first."""
-    path = dev / "services" / "updater" / "completion.py"
-    run = "    result = Completion(request).run()"
-    patch_release(path, run, code + run)
+    run = "    result = Completion(request).run()\n"
+    patch_release(dev / "services" / "updater" / "completion.py", run, code + run)
 
 
 def mark_completion(dev: Path) -> None:
     """A release whose completion says so in its result: proof it ran from the new tree."""
-    path = dev / "services" / "updater" / "completion.py"
-    patch_release(
-        path, '            "completion": {\n', '            "completion": {\n                "marker": "new-tree",\n'
-    )
+    pid = '"pid": me.pid,'
+    patch_release(dev / "services" / "updater" / "completion.py", pid, '"marker": "new-tree", ' + pid)
 
 
 def bump_version(dev: Path) -> str:
     """A release with a new version string; returns it."""
     path = dev / "shared" / "version.py"
-    text = path.read_text()
-    old = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
+    found = re.search(r'^__version__ = "([^"]+)"$', path.read_text(), re.MULTILINE)
+    assert found, f"{path} sets no __version__"
+    old = found.group(1)
     patch_release(path, f'__version__ = "{old}"', f'__version__ = "{old}.post1"')
     return f"{old}.post1"
 

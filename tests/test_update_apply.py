@@ -195,7 +195,7 @@ def test_credentials_in_argv_and_stderr_are_redacted(world: World) -> None:
         run_git(world.install, "ls-remote", url, stage="fetch", timeout=30)
     exc = caught.value
     assert "s3cret" not in str(exc) and "s3cret" not in repr(exc.detail) and "s3cret" not in repr(exc.to_dict())
-    assert exc.detail is not None and "https://***@127.0.0.1:9/x.git" in exc.detail["command"]
+    assert exc.detail is not None and "https://[redacted]@127.0.0.1:9/x.git" in exc.detail["command"]
 
 
 def test_a_hung_remote_times_out(world: World) -> None:

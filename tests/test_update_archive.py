@@ -12,20 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from services.updater import apply_archive as swap_mod
+from services.updater import apply_archive as apply_archive_mod
 from services.updater import archive as archive_mod
-from services.updater.apply_archive import (
-    JOURNAL,
-    ArchiveIsOlder,
-    DirtyTree,
-    SwapFailed,
-    SwapRecoveryNeeded,
-    apply_archive,
-    check_tree,
-    recover_interrupted_swap,
-    should_fall_back,
-    tracked_roots,
-)
+from services.updater import swap as swap_mod
+from services.updater.apply_archive import ArchiveIsOlder, DirtyTree, apply_archive, should_fall_back
 from services.updater.apply_git import apply
 from services.updater.archive import (
     ArchiveFailed,
@@ -37,7 +27,10 @@ from services.updater.archive import (
     unpack,
 )
 from services.updater.git import GitFailed
-from services.updater.receipt import Receipt, ReceiptStore
+from services.updater.receipt import Receipt
+from services.updater.receipt_store import ReceiptStore
+from services.updater.swap import JOURNAL, SwapFailed, SwapRecoveryNeeded, recover_interrupted_swap
+from services.updater.tree_check import check_tree, tracked_roots
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.version import CODE_STAMP, code_sha, head_commit
@@ -261,10 +254,10 @@ def test_only_http_urls_and_credentials_never_show(world, tmp_path, monkeypatch)
     secrets = ("pa55word", "s1gnature", "t0ken")
     template = world.server.url().replace("://", "://user:pa55word@") + "?sig=s1gnature&token=t0ken"
     journals: list[str] = []
-    real_commit = swap_mod._commit
+    real_commit = swap_mod.commit
     monkeypatch.setattr(
         swap_mod,
-        "_commit",
+        "commit",
         lambda repo, work, journal: (journals.append((work / JOURNAL).read_text()), real_commit(repo, work, journal))[
             1
         ],
@@ -272,7 +265,7 @@ def test_only_http_urls_and_credentials_never_show(world, tmp_path, monkeypatch)
     world.break_git()
     world.push({"src/app.py": "two\n"})
     result = apply_archive(world.install, "main", url_template=template, work_id="u1", preserved=PRESERVED)
-    assert result.moved and len(journals) == 1 and "?sig=***&token=***" in journals[0]
+    assert result.moved and len(journals) == 1 and "?sig=[redacted]&token=[redacted]" in journals[0]
     stamp = (world.install / ".git" / CODE_STAMP).read_text()
     receipt = Receipt.begin("u1", ["hermes", "update"], current_identity(), {"code_sha": None})
     receipt.set("apply", result.to_dict())
@@ -283,7 +276,7 @@ def test_only_http_urls_and_credentials_never_show(world, tmp_path, monkeypatch)
     written = ReceiptStore(tmp_path).write(receipt).read_text()
     for text in (journals[0], stamp, written):
         assert not [secret for secret in secrets if secret in text]
-    assert "/main.zip?sig=***" in stamp  # the path stays: it says where the code came from
+    assert "/main.zip?sig=[redacted]" in stamp  # the path stays: it says where the code came from
 
 
 def run_bounded(fn, *, guard: float = 30.0) -> BaseException | None:
@@ -387,13 +380,13 @@ def test_what_appears_while_build_outputs_are_grafted_blocks_the_swap(world, mon
     world.break_git()
     world.push({"src/app.py": "two\n"})
     before = manifest(world.install)
-    real_link = swap_mod._link_tree
+    real_link = apply_archive_mod._link_tree
 
     def slow_graft(src: Path, dst: Path) -> None:
         (world.install / "src/late.txt").write_text("written while the graft ran\n")
         real_link(src, dst)
 
-    monkeypatch.setattr(swap_mod, "_link_tree", slow_graft)
+    monkeypatch.setattr(apply_archive_mod, "_link_tree", slow_graft)
     with pytest.raises(DirtyTree, match="late.txt"):
         world.fall_back()
     (world.install / "src/late.txt").unlink()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from services.updater.plan import EXTERNAL_COMMANDS
+from services.updater.install_kind import EXTERNAL_COMMANDS
 from services.updater.snapshot import SNAPSHOTS_DIR
 from tests.installs import Install, git
 

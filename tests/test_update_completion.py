@@ -1,4 +1,4 @@
-"""The hand-over to the completion, in-process: what the updater asks (request schema 2), how
+"""Starting the completion, in-process: what the updater asks (request schema 2), how
 the completion decides whether the dependency spec changed, and how the updater takes, or
 refuses, what comes back. No completion process is started: ``Popen`` is replaced."""
 
@@ -13,31 +13,26 @@ from types import SimpleNamespace
 
 import pytest
 
-from services.updater import obligations
-from services.updater import run as run_module
+from services.updater import completion_child, obligations
 from services.updater.completion import spec_changed
-from services.updater.handoff import UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
-from services.updater.receipt import Receipt
-from services.updater.run import UpdateRun
-from shared.identity import current_identity
+from services.updater.completion_contract import UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
+from services.updater.pipeline import Pipeline
 
 COMPAT = Path(__file__).parent / "compat"
 OLD, NEW = "a" * 40, "b" * 40
 
 
-def bare_run(tmp_path: Path) -> UpdateRun:
-    """An UpdateRun with a begun receipt and a plan, outside trio: its events go nowhere."""
+def bare_run(tmp_path: Path) -> Pipeline:
+    """A run's pipeline with a begun receipt and a plan, outside trio: its events go nowhere."""
     root, install = tmp_path / "home", tmp_path / "install"
     root.mkdir(exist_ok=True)
     install.mkdir(exist_ok=True)
     lock = SimpleNamespace(recovered=None, fileno=lambda: -1)
-    run = UpdateRun(root, install, "u1", {}, lock, threading.Event())  # type: ignore[arg-type]
-    run.emit = lambda *args, **kwargs: None  # type: ignore[method-assign]
-    run.receipt = Receipt.begin("u1", ["hermes", "update"], current_identity(), run._code())
+    run = Pipeline(root, install, "u1", {}, lock, threading.Event(), lambda event: None)  # type: ignore[arg-type]
     run.receipt.set(
         "plan", {"install": {"kind": "git", "in_place": True}, "archive_url": "https://u:hunter2@x/{branch}"}
     )
-    run._write()
+    run.write()
     return run
 
 
@@ -74,32 +69,32 @@ def test_the_request_carries_the_plan_and_the_spec_digest_from_before_the_swap(t
     run = bare_run(tmp_path)
     spec = run.install_root / "pyproject.toml"
     spec.write_text("[project]\nname = 'old'\n")
-    run.dependency_spec = run._spec_digest()  # at plan time
+    run.debts.dependency_spec = run.spec_digest()  # at plan time
     spec.write_text("[project]\nname = 'new'\n")  # the swap
     completions = Completions()
-    monkeypatch.setattr(run_module.subprocess, "Popen", completions)
-    run._arm(OLD, NEW)
+    monkeypatch.setattr(completion_child.subprocess, "Popen", completions)
+    run.debts.arm(OLD, NEW)
     # What the completion owes carries the digest, for a retry after nothing moved.
-    assert obligations.read_completion(run.root)["dependency_spec"] == run.dependency_spec
-    run._complete(OLD, NEW)
+    assert obligations.read_completion(run.root)["dependency_spec"] == run.debts.dependency_spec
+    run.complete(OLD, NEW)
     [sent] = completions.requests
     assert sent["schema"] == 2
     assert sent["plan"]["install"] == {"kind": "git", "in_place": True}
     assert "hunter2" not in json.dumps(sent["plan"])  # the request file is no place for a secret
-    assert sent["dependency_spec"] == run.dependency_spec != dependency_digest(run.install_root)
+    assert sent["dependency_spec"] == run.debts.dependency_spec != dependency_digest(run.install_root)
     assert completions.kwargs[0]["start_new_session"] is True  # its process group is its own
 
 
 def test_a_retry_sends_the_owed_updates_digest_and_an_older_obligation_sends_none(tmp_path, monkeypatch):
     run = bare_run(tmp_path)
     completions = Completions()
-    monkeypatch.setattr(run_module.subprocess, "Popen", completions)
-    run.dependency_spec = dependency_digest(run.install_root)  # this run's: nothing moved
-    run.pending = {"update_id": "u0", "before": OLD, "after": NEW, "dependency_spec": "c" * 64, "attempt": None}
-    run._complete(run.pending["before"], NEW)
+    monkeypatch.setattr(completion_child.subprocess, "Popen", completions)
+    run.debts.dependency_spec = dependency_digest(run.install_root)  # this run's: nothing moved
+    run.debts.pending = {"update_id": "u0", "before": OLD, "after": NEW, "dependency_spec": "c" * 64, "attempt": None}
+    run.complete(run.debts.pending["before"], NEW)
     assert completions.requests[-1]["dependency_spec"] == "c" * 64
-    run.pending = {"update_id": "u0", "before": OLD, "after": NEW, "attempt": None}  # armed by an older release
-    run._complete(run.pending["before"], NEW)
+    run.debts.pending = {"update_id": "u0", "before": OLD, "after": NEW, "attempt": None}  # armed by an older release
+    run.complete(run.debts.pending["before"], NEW)
     assert "dependency_spec" not in completions.requests[-1]
     request = Request.read(Path(str(run.receipt_path.with_suffix("")) + ".request.json"))
     assert request.dependency_spec == UNKNOWN_SPEC  # the completion diffs the commits
@@ -194,9 +189,9 @@ MALFORMED = {
 @pytest.mark.parametrize("answer", MALFORMED.values(), ids=MALFORMED.keys())
 def test_a_malformed_result_is_taken_as_none_and_the_completion_stays_owed(answer, tmp_path, monkeypatch):
     run = bare_run(tmp_path)
-    monkeypatch.setattr(run_module.subprocess, "Popen", Completions(answer))
-    run._arm(OLD, NEW)
-    assert run._complete(OLD, NEW) is None
+    monkeypatch.setattr(completion_child.subprocess, "Popen", Completions(answer))
+    run.debts.arm(OLD, NEW)
+    assert run.complete(OLD, NEW) is None
     receipt = run.receipt.to_dict()
     [owed] = [f for f in receipt["followups"] if f["step"] == "completion"]
     assert "not usably" in owed["reason"]
@@ -220,8 +215,8 @@ def test_read_result_ignores_what_is_not_for_this_request_and_refuses_a_bad_shap
 
 def test_an_accepted_result_keeps_the_completions_own_times_and_code(tmp_path, monkeypatch):
     run = bare_run(tmp_path)
-    monkeypatch.setattr(run_module.subprocess, "Popen", Completions())
-    run._complete(OLD, NEW)
+    monkeypatch.setattr(completion_child.subprocess, "Popen", Completions())
+    run.complete(OLD, NEW)
     steps = {s["name"]: s["at"] for s in run.receipt["steps"]}
     assert steps["restart"].startswith("2026-11-30T00:00:09")
     assert [s["at"][:19] for s in run.receipt["skips"]] == ["2026-11-30T00:00:04"]
@@ -250,13 +245,13 @@ def test_a_completion_that_cannot_be_started_is_owed_and_the_update_succeeds(tmp
 
     def stages() -> None:  # the tree moved; then the completion cannot be spawned
         run.receipt.set("plan", {"install": {"kind": "git"}})
-        run._arm(OLD, NEW)
+        run.debts.arm(OLD, NEW)
         run.committed = True
-        run._completion_done(run._complete(OLD, NEW))
+        run.report_completion(run.complete(OLD, NEW))
 
-    monkeypatch.setattr(run_module.subprocess, "Popen", cannot)
+    monkeypatch.setattr(completion_child.subprocess, "Popen", cannot)
     run._stages = stages  # type: ignore[method-assign]
-    assert run.pipeline() == 0
+    assert run.run() == 0
     receipt = json.loads(run.receipt_path.read_text())
     assert (receipt["outcome"], receipt["exit_code"]) == ("success", 0)
     [owed] = receipt["followups"]

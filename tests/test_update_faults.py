@@ -190,9 +190,9 @@ def running_on(install: Install, profile: str, code: str) -> bool:
 def hold_restart(dev: Path) -> None:
     """A release whose completion, once a gateway has answered its drain (or re-exec), waits
     while ``<root>/hold-restart`` exists, saying so in ``<root>/restart-holding-<profile>``."""
-    path = dev / "services" / "updater" / "restart.py"
     hold = (
-        "    import os\n"
+        "    import os, time\n"
+        "    from pathlib import Path\n"
         "    gate = Path(os.environ['HERMES_HOME']) / 'hold-restart'\n"
         "    if gate.exists():\n"
         "        (gate.parent / f'restart-holding-{gateway.profile}').touch()\n"
@@ -200,9 +200,9 @@ def hold_restart(dev: Path) -> None:
         "            time.sleep(0.05)\n"
     )
     anchor = (
-        "    new_pid, reason = _wait_for_fresh(gateway, address, expected_sha, reexec=not managed, gave_up=gave_up)\n"
+        "    new_pid, reason = wait_for_fresh(gateway, address, expected_sha, waits, reexec=reexec, gave_up=gave_up)\n"
     )
-    patch_release(path, anchor, hold + anchor)
+    patch_release(dev / "services" / "updater" / "restart" / "base.py", anchor, hold + anchor)
 
 
 def fault_release(dev: Path) -> None:
@@ -394,7 +394,7 @@ def test_a_gateway_whose_code_cannot_be_read_stays_owed(install):
     wedged = install.gateway("x")
     head = install.head()
     # What an earlier update left owed: a restart of x onto the code now on disk.
-    obligations.settle_fleet(
+    obligations.replace_fleet(
         install.root, {"x": obligations.owed_part(head, obligations.NOT_RESTARTED, "not restarted yet", "earlier")}
     )
     # x lives, but says nothing of what it runs (as a gateway caught mid-start): no socket to
@@ -428,7 +428,7 @@ def test_a_move_that_fails_after_arming_ahead_owes_again_exactly_what_was_owed(i
     # Owed before this run: a completion and a restart, left by an earlier update.
     obligations.arm_completion(install.root, update_id="earlier", before="a" * 40, after=old)
     owed_fleet = {"default": obligations.owed_part(old, obligations.STALE, "runs " + "a" * 12, "earlier")}
-    obligations.settle_fleet(install.root, owed_fleet)
+    obligations.replace_fleet(install.root, owed_fleet)
 
     update = Update(install)
     code, out, err = update.finish()

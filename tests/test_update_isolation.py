@@ -43,5 +43,5 @@ def test_the_updater_never_imports_a_module_of_the_new_tree(install, tmp_path):
     receipt = json.loads(Path(json.loads(done.stdout)["receipt"]).read_text())
     noted = {int(p.name): p.read_text().split() for p in markers.iterdir()}
     completion = receipt["completion"]["pid"]
-    assert "services.updater.handoff" in noted.get(completion, []), noted  # the notes work
+    assert "services.updater.completion_contract" in noted.get(completion, []), noted  # the notes work
     assert receipt["pid"] not in noted, noted[receipt["pid"]]

@@ -12,7 +12,7 @@ import pytest
 
 from services.updater import migrations
 from services.updater.completion import Completion
-from services.updater.handoff import Request
+from services.updater.completion_contract import Request
 from services.updater.migrations import CONFIG_VERSION, migrate_all, migrate_home
 from shared.config import config_path, load_config
 from tests.conftest import ROOT, python_env

@@ -13,7 +13,6 @@ import pytest
 
 from hermes_cli import main as cli
 from services.updater import obligations
-from shared import homes
 from shared.files import StateFileCorrupt
 from tests.conftest import ROOT, python_env
 
@@ -21,28 +20,7 @@ NEW = "b" * 40
 
 
 def owe(root: Path, **states: str) -> None:
-    obligations.settle_fleet(root, {p: obligations.owed_part(NEW, s, "why", "u1") for p, s in states.items()})
-
-
-@pytest.mark.parametrize(
-    "env",
-    [
-        {},
-        {"HERMES_HOME": ""},
-        {"HERMES_HOME": "/srv/hermes"},
-        {"HERMES_HOME": "/srv/hermes/profiles/coder"},
-        {"HERMES_HOME": "/srv/hermes/profiles/default"},
-        {"HERMES_HOME": "/srv/hermes/profiles/Coder"},
-        {"HERMES_HOME": "/srv/hermes/profiles/coder/"},
-        {"HERMES_HOME": "~"},
-        {"HERMES_HOME": "~/h/profiles/w-1"},
-        {"HERMES_HOME": "relative/profiles/x"},
-        {"HERMES_HOME": "/srv/profiles"},
-    ],
-)
-def test_the_light_root_is_the_root_homes_finds(env):
-    env = {"HOME": "/home/op", **env}
-    assert obligations.root_home(env) == homes.root_home(env)
+    obligations.replace_fleet(root, {p: obligations.owed_part(NEW, s, "why", "u1") for p, s in states.items()})
 
 
 def test_nothing_owed_means_no_file_and_no_warning(tmp_path):

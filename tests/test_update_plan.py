@@ -14,14 +14,10 @@ import psutil
 import pytest
 
 from services.updater.git import GitFailed
-from services.updater.plan import (
-    EXTERNAL_COMMANDS,
-    Probes,
-    detect_install_kind,
-    git_target,
-    make_plan,
-    render_plan,
-)
+from services.updater.git_target import git_target
+from services.updater.install_kind import EXTERNAL_COMMANDS, Probes, detect_install_kind
+from services.updater.plan import make_plan
+from services.updater.plan_text import render_plan
 from tests.conftest import ROOT, python_env
 
 GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]

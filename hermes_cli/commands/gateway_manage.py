@@ -135,14 +135,14 @@ def _run_text(d: dict[str, Any]) -> str:
 def _clear_owed_restart_if_on_expected_code(profile: str, home: Path) -> dict[str, Any] | None:
     """When an update owes ``profile``'s gateway a restart: clear that once the gateway runs the
     commit expected of it. None when nothing is owed."""
-    from services.updater import obligations
+    from services.updater import clear_gateway, read_fleet
 
     root = homes.root_home()
-    part = obligations.read_fleet(root).get(profile)
+    part = read_fleet(root).get(profile)
     if part is None:
         return None
     running = _running_code(home)
-    cleared = obligations.clear_gateway(root, profile, running)
+    cleared = clear_gateway(root, profile, running)
     return {"cleared": cleared, "expected": part["expected"], "running": running}
 
 

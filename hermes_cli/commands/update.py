@@ -11,7 +11,6 @@ warning of its own.
 
 from __future__ import annotations
 
-import secrets
 import signal
 import subprocess
 import sys
@@ -46,11 +45,11 @@ def cmd_update(args) -> int:
     root = homes.root_home()
     if args.plan or args.check:
         return _plan(args, root)
-    from services.updater.lock import UpdateInProgress, holder
+    from services.updater import UpdateInProgress, holder, lock_path, new_update_id
 
     running = holder(root)
     if running:
-        raise UpdateInProgress(root / "update.lock", running)
+        raise UpdateInProgress(lock_path(root), running)
     if not args.yes and sys.stdin.isatty() and not output.wants_json(args):
         try:
             answer = input(f"Update {INSTALL_ROOT} and restart every gateway of {root}? [y/N] ")
@@ -58,7 +57,7 @@ def cmd_update(args) -> int:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             raise NotConfirmed("not confirmed; nothing was changed")
-    update_id = secrets.token_hex(6)
+    update_id = new_update_id()
     updater = _spawn(root, update_id, args)
     try:
         return _follow(args, root, updater, update_id)
@@ -75,8 +74,7 @@ def _plan(args, root: Path) -> int:
     """``--plan`` prints the plan the updater would follow; ``--check`` says whether there is
     newer code: exit 0 when it could tell, 1 when it could not, 2 for an install kind that
     is not updated in place."""
-    from services.updater.plan import availability, plan_update, render_plan
-    from services.updater.settings import load_settings
+    from services.updater import availability, load_settings, plan_update, render_plan
 
     plan = plan_update(root, INSTALL_ROOT, _options(args), load_settings(root))
     data = plan.to_dict()
@@ -106,9 +104,9 @@ def _options(args) -> dict[str, Any]:
 
 def _owed(root: Path) -> dict[str, Any]:
     """What earlier updates left owed, which the next ``hermes update`` retries."""
-    from services.updater import obligations
+    from services.updater import read_completion, read_fleet
 
-    return {"completion": obligations.read_completion(root), "fleet_restart": obligations.read_fleet(root)}
+    return {"completion": read_completion(root), "fleet_restart": read_fleet(root)}
 
 
 def _with_owed(text: str, owed: dict[str, Any]) -> str:
@@ -146,8 +144,7 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
     """Follow the running update (``update_id``, when this command started it) to its end, in
     short slices: between slices the updater's liveness is checked, so a follower never waits
     on an updater that is gone."""
-    from services.updater import ops
-    from services.updater.lock import holder
+    from services.updater import holder, ops
     from shared.call_rules import NO_RETRY
     from shared.protocol import Code, RemoteError
     from shared.sync_client import SyncClient
@@ -195,8 +192,7 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
 def _finished(args, root: Path, updater: subprocess.Popen | None, update_id: str | None) -> int:
     """The updater is gone: its receipt tells how the run ended. An updater that began no
     receipt (refused by the lock, or stopped before it began) ends this command too."""
-    from services.updater.lock import UpdateInProgress, holder
-    from services.updater.receipt import ReceiptStore
+    from services.updater import ReceiptStore, UpdateInProgress, holder, lock_path
 
     store = ReceiptStore(root)
     receipt = store.latest()
@@ -205,7 +201,7 @@ def _finished(args, root: Path, updater: subprocess.Popen | None, update_id: str
         if code is not None and -code in STOP_SIGNALS:  # stopped while it started: nothing was begun
             return _report(args, {"update_id": update_id, "outcome": "interrupted", "exit_code": 130, "receipt": None})
         if code == 2:  # another update took the lock between our check and the updater's
-            raise UpdateInProgress(root / "update.lock", holder(root) or {})
+            raise UpdateInProgress(lock_path(root), holder(root) or {})
         raise UpdaterExited(
             f"the updater exited ({code}) before it wrote a receipt; see {root / 'logs' / 'update.log'}",
             detail={"update_id": update_id, "exit_code": code},
@@ -222,7 +218,7 @@ def _finished(args, root: Path, updater: subprocess.Popen | None, update_id: str
 
 
 def _report(args, terminal: dict[str, Any]) -> int:
-    from services.updater.receipt import Receipt
+    from services.updater import Receipt
 
     data = Receipt.from_dict(read_json(Path(terminal["receipt"]))).to_dict() if terminal["receipt"] else {}
     steps = data.get("steps", [])
@@ -329,8 +325,7 @@ def _detail_text(stage: str, detail: Any) -> str:
 
 
 def cmd_logs(args) -> int:
-    from services.updater.lock import holder
-    from services.updater.receipt import ReceiptStore
+    from services.updater import ReceiptStore, holder
 
     root = homes.root_home()
     if args.follow and holder(root):

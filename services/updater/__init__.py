@@ -4,4 +4,69 @@ The process that starts an update runs the old code: it holds the lock, writes t
 plans, snapshots and applies. Once the tree has moved (the commit point) the rest runs in a
 freshly spawned interpreter of the NEW code, which answers with a result correlated to this
 update's id and nonce. The old interpreter never imports a module of the new tree.
+
+This module is the updater's public face: what the ``hermes`` CLI may use. Every command
+checks for owed restarts through it, so only the obligations (one small file read) are
+imported with it; every other name is imported from its module when it is first used.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from services.updater.obligations import clear_gateway, read_completion, read_fleet, restart_warning
+
+if TYPE_CHECKING:
+    from services.updater import ops
+    from services.updater.lock import UpdateInProgress, holder, lock_path
+    from services.updater.plan import availability, plan_update
+    from services.updater.plan_text import render_plan
+    from services.updater.receipt import Receipt
+    from services.updater.receipt_store import ReceiptStore
+    from services.updater.settings import load_settings
+    from services.updater.update_id import new_update_id
+
+__all__ = [
+    "Receipt",
+    "ReceiptStore",
+    "UpdateInProgress",
+    "availability",
+    "clear_gateway",
+    "holder",
+    "load_settings",
+    "lock_path",
+    "new_update_id",
+    "ops",
+    "plan_update",
+    "read_completion",
+    "read_fleet",
+    "render_plan",
+    "restart_warning",
+]
+
+# The names imported on first use, and the module each comes from; ``ops`` (the control
+# protocol) is that module itself.
+_ON_FIRST_USE = {
+    "Receipt": "services.updater.receipt",
+    "ReceiptStore": "services.updater.receipt_store",
+    "UpdateInProgress": "services.updater.lock",
+    "availability": "services.updater.plan",
+    "holder": "services.updater.lock",
+    "load_settings": "services.updater.settings",
+    "lock_path": "services.updater.lock",
+    "new_update_id": "services.updater.update_id",
+    "ops": "services.updater.ops",
+    "plan_update": "services.updater.plan",
+    "render_plan": "services.updater.plan_text",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    imported = importlib.import_module(module)
+    value = imported if module == f"{__name__}.{name}" else getattr(imported, name)
+    globals()[name] = value  # found directly from now on
+    return value

@@ -22,11 +22,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from services.updater.git import GitFailed, run
+from services.updater.git import APPLY_TIMEOUT, GitFailed, run
 from shared.errors import HermesError
 from shared.version import CODE_STAMP, code_stamp, git_dir_of
-
-DEFAULT_TIMEOUT = 120.0
 
 StepCallback = Callable[[str, dict[str, Any]], None]
 StashState = Literal["none", "restored", "parked"]
@@ -66,13 +64,13 @@ class ApplyResult:
         return out
 
 
-def run_git(repo: Path | str, *args: str, stage: str, timeout: float = DEFAULT_TIMEOUT) -> str:
+def run_git(repo: Path | str, *args: str, stage: str, timeout: float = APPLY_TIMEOUT) -> str:
     """Run ``git -C repo args...`` and return its stdout; any non-zero exit, timeout or
     spawn failure raises ``GitFailed`` carrying ``stage``."""
     return run(repo, args, stage=stage, timeout=timeout).stdout
 
 
-def is_dirty(repo: Path | str, *, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
+def is_dirty(repo: Path | str, *, timeout: float = APPLY_TIMEOUT) -> list[str]:
     """Tracked paths with local changes, staged or not; untracked files do not count."""
     out = run_git(repo, "status", "--porcelain", "-uno", "-z", stage="status", timeout=timeout)
     entries = iter(out.split("\0"))
@@ -91,7 +89,7 @@ def apply(
     branch: str,
     *,
     remote: str = "origin",
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float = APPLY_TIMEOUT,
     on_step: StepCallback | None = None,
 ) -> ApplyResult:
     """Fetch ``remote``'s ``branch`` and fast-forward the tree to it.

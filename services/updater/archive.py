@@ -29,8 +29,8 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from services.updater.git import redact
 from shared.errors import HermesError
+from shared.redaction import redact_text
 from shared.retry_after import retry_after_seconds
 
 MAX_DOWNLOAD = 512 * 1024**2
@@ -71,7 +71,7 @@ def archive_url(template: str, branch: str) -> str:
     """The configured URL with ``{branch}`` filled in; only http(s) is fetched."""
     url = template.replace("{branch}", quote(branch, safe=""))
     if urlsplit(url).scheme not in ("http", "https"):
-        raise ArchiveFailed(f"the archive URL must be http(s): {redact(url)}", detail={"url": redact(url)})
+        raise ArchiveFailed(f"the archive URL must be http(s): {redact_text(url)}", detail={"url": redact_text(url)})
     return url
 
 
@@ -91,7 +91,7 @@ def download(
     """Stream ``url`` into ``dest``; the number of bytes. 429, 5xx and transport errors are
     retried (``Retry-After`` honoured, capped) up to ``attempts`` times within ``deadline``.
     ``should_stop`` is asked on every piece received and between attempts."""
-    shown = redact(url)
+    shown = redact_text(url)
     clock = _Clock(time.monotonic() + deadline, deadline, shown, should_stop or (lambda: False))
     timeout = timeout or httpx.Timeout(30.0, connect=10.0)
     last = "no attempt was made"
@@ -112,7 +112,7 @@ def download(
                         )
                     wait = retry_after_seconds(response.headers.get("retry-after"), cap=RETRY_AFTER_CAP)
             except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {redact(str(exc))}" if str(exc) else type(exc).__name__
+                last = f"{type(exc).__name__}: {redact_text(str(exc))}" if str(exc) else type(exc).__name__
             wait = max(wait, 0.5 * 2 ** (attempt - 1))
             if attempt == attempts or time.monotonic() + wait >= clock.ends:
                 break
@@ -238,9 +238,19 @@ def _tar_members(tf: tarfile.TarFile) -> Iterator[tuple[str, Member]]:
             kind = "file"
         else:  # hard links, devices, fifos: a source tree has none
             raise ArchiveUnsafe(f"archive member {info.name!r} is not a file, directory or symlink")
-        opener = (lambda info=info: tf.extractfile(info)) if kind == "file" else None
+        opener = _tar_opener(tf, info) if kind == "file" else None
         link = info.linkname if kind == "symlink" else None
         yield info.name, Member(PurePosixPath(), kind, bool(info.mode & 0o111), info.size, link, opener)
+
+
+def _tar_opener(tf: tarfile.TarFile, info: tarfile.TarInfo) -> Callable[[], IO[bytes]]:
+    def open_member() -> IO[bytes]:
+        stream = tf.extractfile(info)
+        if stream is None:  # a regular file's member always has one; only those are opened
+            raise ArchiveUnsafe(f"archive member {info.name!r} has no content")
+        return stream
+
+    return open_member
 
 
 def _unpack(commit: str | None, members: Iterator[tuple[str, Member]], dest: Path) -> Unpacked:

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from services.updater.handoff import RESULT_SCHEMA, UNKNOWN_SPEC, Request, dependency_digest
+from services.updater.completion_contract import RESULT_SCHEMA, UNKNOWN_SPEC, Request, dependency_digest
 from services.updater.restart import restart_fleet
 from services.updater.verify import fleet_matrix, followups_for
 from shared.errors import HermesError

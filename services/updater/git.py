@@ -9,15 +9,14 @@ pass ``read_only=True`` so that ``GIT_OPTIONAL_LOCKS=0`` keeps ``git status`` fr
 refreshing the index behind their back.
 
 A failure — a non-zero exit the caller did not accept, a timeout, or a spawn failure — is
-raised as ``GitFailed`` tagged with the caller's ``stage``. Credentials in URLs (userinfo and
-query values) are redacted from both the command and git's output before either reaches the
+raised as ``GitFailed`` tagged with the caller's ``stage``. Secrets (a URL's userinfo and query
+values above all) are hidden from both the command and git's output before either reaches the
 error.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 from collections.abc import Container, Sequence
@@ -25,8 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from shared.errors import HermesError
+from shared.redaction import redact_text
 
 STDERR_TAIL_CHARS = 2000
+# How long one git command of the apply stage may take (a fetch over a slow link included).
+APPLY_TIMEOUT = 120.0
 
 # Inherited variables that would point git at another repository, e.g. when the updater
 # is started from a git hook.
@@ -41,21 +43,6 @@ _REPO_ENV = frozenset(
         "GIT_NAMESPACE",
     }
 )
-# The userinfo of a URL (greedy up to the last "@" of the authority: passwords may hold "@").
-_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s'\"<>]+@")
-# A URL's query: signed and token URLs carry their secret there (``?token=``, ``&X-Amz-Signature=``).
-_URL_QUERY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^?#\s'\"<>]*\?)([^#\s'\"<>]*)")
-
-
-def redact(text: str) -> str:
-    """``https://user:token@host/a?token=t`` → ``https://***@host/a?token=***``: the userinfo
-    and every query value go, the path and the query's names stay."""
-    return _URL_QUERY.sub(_redact_query, _URL_USERINFO.sub(r"\1***@", text))
-
-
-def _redact_query(match: re.Match[str]) -> str:
-    params = (p.split("=", 1)[0] + "=***" if "=" in p else "***" if p else p for p in match[2].split("&"))
-    return match[1] + "&".join(params)
 
 
 class GitFailed(HermesError):
@@ -73,10 +60,10 @@ class GitFailed(HermesError):
         timeout: float | None = None,
     ) -> None:
         # Redact before cutting the tail: a cut through a URL would hide it from the pattern.
-        tail = redact(output)[-STDERR_TAIL_CHARS:]
+        tail = redact_text(output)[-STDERR_TAIL_CHARS:]
         last_line = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
         why = f"timed out after {timeout:g}s" if timeout is not None else f"exit {returncode}"
-        command = [redact(arg) for arg in argv]
+        command = [redact_text(arg) for arg in argv]
         verb = command[3] if len(command) > 3 else "git"  # argv is ["git", "-C", repo, verb, ...]
         message = f"git {verb} failed at stage {stage} ({why})" + (f": {last_line}" if last_line else "")
         detail: dict[str, Any] = {

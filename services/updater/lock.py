@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from services.updater.receipt import validate_update_id
+from services.updater.update_id import validate_update_id
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json, write_json_atomic
 from shared.identity import ProcessIdentity, current_identity, is_alive
@@ -26,6 +26,11 @@ from shared.locks import FileLock, LockHeld, probe
 
 LOCK_NAME = "update.lock"
 RECORD_NAME = "update.lock.json"
+
+
+def lock_path(root: Path) -> Path:
+    """The update lock of the install whose root home is ``root``."""
+    return Path(root) / LOCK_NAME
 
 
 class UpdateInProgress(HermesError):
@@ -47,7 +52,7 @@ class UpdateInProgress(HermesError):
 class UpdateLock:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.path = self.root / LOCK_NAME
+        self.path = lock_path(self.root)
         self.record_path = self.root / RECORD_NAME
         self._lock: FileLock | None = None
         # The record of a dead holder this acquire took over, so the run can say so.
@@ -126,7 +131,7 @@ def holder(root: Path) -> dict[str, Any] | None:
     record) is None.
     """
     root = Path(root)
-    status = probe(root / LOCK_NAME)
+    status = probe(lock_path(root))
     if not status.held:
         return None
     return _describe(status.holder, _read_record(root / RECORD_NAME))
@@ -136,7 +141,7 @@ def stale_holder(root: Path) -> dict[str, Any] | None:
     """The record of a holder that died holding the lock, or None. The next acquire recovers it."""
     root = Path(root)
     record = _read_record(root / RECORD_NAME)
-    if record is None or probe(root / LOCK_NAME).held:
+    if record is None or probe(lock_path(root)).held:
         return None
     # A live recorded process is a holder between its flock and its record, or its release.
     return None if is_alive(_identity(record)) else record

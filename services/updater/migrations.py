@@ -61,7 +61,7 @@ def nest_update_keys(data: CommentedMap) -> list[str]:
     if not present:
         return []
     existing = data.get(UPDATE_SECTION)
-    if existing is not None and not isinstance(existing, dict):
+    if existing is not None and not isinstance(existing, CommentedMap):  # a round-trip mapping is one
         raise MigrationFailed(f"{UPDATE_SECTION} holds a {type(existing).__name__}, not a mapping")
     section = CommentedMap() if existing is None else existing
     notes = []
@@ -86,7 +86,7 @@ def nest_update_keys(data: CommentedMap) -> list[str]:
 
 def _keep_conflict(section: CommentedMap, flat: str, nested: str, value: Any) -> str:
     conflicts = section.get(CONFLICTS)
-    if conflicts is not None and (not isinstance(conflicts, dict) or nested in conflicts):
+    if conflicts is not None and (not isinstance(conflicts, CommentedMap) or nested in conflicts):
         where = f"{UPDATE_SECTION}.{CONFLICTS}.{nested}"
         raise MigrationFailed(f"{flat} conflicts with {UPDATE_SECTION}.{nested}, and {where} is taken")
     why = f"was {flat}; {UPDATE_SECTION}.{nested} was already set and wins"

@@ -21,23 +21,21 @@ replaced atomically under a lock:
 
 The next ``hermes update``, already up to date or not, retries both. While a fleet restart is
 owed every ``hermes`` command prints ``restart_warning`` on stderr. That check runs on every
-CLI start, so this module imports only the standard library and ``shared.errors`` at load
-time: ``shared.files`` (writes, corrupt-file errors) is imported where it is used, and the
-root home is found here as ``shared.homes.root_home`` finds it (whose imports alone cost a
-third of ``hermes --version``); a test holds the two to the same answer.
+CLI start, so this module imports only the standard library, ``shared.errors`` and
+``shared.home_env`` at load time: ``shared.files`` (writes, corrupt-file errors) is imported
+where it is used.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from shared.errors import HermesError
+from shared.home_env import root_home
 
 SCHEMA = 1
 DIRECTORY = "obligations"
@@ -54,31 +52,12 @@ STATES = frozenset({NOT_RESTARTED, STALE, DOWN})
 # which did not record it): not a digest, so it never matches one.
 UNKNOWN_SPEC = "unknown"
 
-# shared.homes.PROFILE_NAME_RE, matched (and so compiled) only when a profile's home is given.
-_NAMED_PROFILE = r"[a-z0-9][a-z0-9_-]{0,63}"
-
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 # --- where ------------------------------------------------------------------------------------
-
-
-def root_home(env: Mapping[str, str] | None = None) -> Path:
-    """``shared.homes.root_home`` without its imports: ``$HERMES_HOME`` (or ``~/.hermes``) with
-    a ``profiles/<name>`` suffix removed."""
-    env = os.environ if env is None else env
-    user_home = env.get("HOME") or str(Path.home())
-    raw = env.get("HERMES_HOME", "")
-    if not raw:
-        return (Path(user_home) / ".hermes").absolute()
-    if raw == "~" or raw.startswith("~/"):
-        raw = user_home + raw[1:]
-    home = Path(os.path.expanduser(raw)).absolute()
-    if home.parent.name == "profiles" and home.name != "default" and re.fullmatch(_NAMED_PROFILE, home.name):
-        return home.parent.parent
-    return home
 
 
 def completion_path(root: Path) -> Path:
@@ -245,7 +224,7 @@ def owed_part(expected: str | None, state: str, reason: str, update_id: str) -> 
     return {"expected": expected, "state": state, "reason": reason, "update_id": update_id}
 
 
-def settle_fleet(root: Path, parts: Mapping[str, dict[str, Any]]) -> None:
+def replace_fleet(root: Path, parts: Mapping[str, dict[str, Any]]) -> None:
     """Exactly ``parts`` is owed now (the updater knows: the code just moved, or it verified the
     whole fleet); everything else is cleared."""
     path = fleet_path(root)

@@ -1,34 +1,23 @@
-"""The update receipt: what one ``hermes update`` did, on disk from its first moment.
+"""The update receipt: what one ``hermes update`` did, as a pure state machine (h11-style).
 
-Two halves, h11-style. ``Receipt`` is a pure state machine over a JSON dict: ``begin`` makes a
-``running`` record, steps/skips/follow-ups accumulate, ``finish`` makes it terminal once; every
-misuse raises ``ReceiptError``. ``ReceiptStore`` is the only I/O: it writes receipts (always
-redacted, always atomically) into the ROOT home's ``logs/update_receipts/``, keeps the
-``latest.json`` pointer and the newest ``KEEP`` records, and marks records of dead runs
-``interrupted``.
+``Receipt`` holds a JSON dict: ``begin`` makes a ``running`` record, steps/skips/follow-ups
+accumulate, ``finish`` makes it terminal once; every misuse raises ``ReceiptError``, and
+``from_dict`` takes back only what a writer of this schema could have produced. Nothing here
+touches a file: ``receipt_store`` keeps receipts on disk.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import re
-import secrets
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from shared.files import StateFileCorrupt, locked, read_json, write_json_atomic
-from shared.identity import ProcessIdentity, is_alive
+from services.updater.update_id import InvalidUpdateId, validate_update_id
+from shared.identity import ProcessIdentity
 
 SCHEMA = 1
-KEEP = 20
-DIR_MODE = 0o755
-REDACTED = "[redacted]"
 
 RUNNING = "running"
 SUCCESS = "success"
@@ -38,9 +27,6 @@ REFUSED = "refused"
 INTERRUPTED = "interrupted"
 TERMINAL = frozenset({SUCCESS, PARTIAL, FAILED, REFUSED, INTERRUPTED})
 OUTCOMES = TERMINAL | {RUNNING}
-
-_UPDATE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_RECEIPT_NAME = re.compile(r"update_\d{8}_\d{6}_\d+_[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.json")
 
 
 class ReceiptError(ValueError):
@@ -72,92 +58,14 @@ def exit_code_for(outcome: str, *, committed: bool) -> int:
     return _EXIT_CODES[outcome]
 
 
-# --- redaction ------------------------------------------------------------------------------
-
-# A key that merely contains one of these is secret: "token_count" is redacted too, because a
-# lost count costs nothing and a leaked credential costs everything.
-SECRET_WORDS = (
-    "token",
-    "secret",
-    "password",
-    "passwd",
-    "credential",
-    "api_key",
-    "apikey",
-    "authorization",
-    "cookie",
-    "private_key",
-)
-# "api_key" also matches "api-key", "Api Key" and "X-Api-Key".
-_SECRET_WORD = "|".join(word.replace("_", r"[\s_-]?") for word in SECRET_WORDS)
-_SECRET_KEY = re.compile(_SECRET_WORD, re.IGNORECASE)
-_SECRET_NAME = rf"[A-Za-z0-9_.-]*(?:{_SECRET_WORD})[A-Za-z0-9_.-]*"
-_SECRET_FLAG = re.compile(rf"-{{1,2}}{_SECRET_NAME}", re.IGNORECASE)
-_B64 = r"[A-Za-z0-9_-]"
-_PROVIDER_KEY = (
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|sk-[A-Za-z0-9_-]{16,}"
-    r"|xox[abprs]-[\w-]{10,}|glpat-[\w-]{16,})"
-)
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # JWTs and any other base64url-encoded JSON ("eyJ" is '{"'), with all their dot parts.
-    (re.compile(rf"(?<!{_B64})eyJ{_B64}{{7,}}(?:\.{_B64}*)*"), REDACTED),
-    (re.compile(r"(?<![A-Za-z0-9_])anon_[A-Za-z0-9_.~+/=-]{16,}"), REDACTED),
-    # Keys that travel without a telling name: GitHub, OpenAI-style, Slack, GitLab.
-    (re.compile(_PROVIDER_KEY), REDACTED),
-    (re.compile(r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE), rf"\1 {REDACTED}"),
-    # The password in a URL's userinfo, as in a git remote.
-    (re.compile(r"(://[^/\s:@]*:)[^/\s@]+@"), rf"\1{REDACTED}@"),
-    # "API_KEY=...", "password: ...", "--token=..." inside free text (not a value already hidden).
-    (
-        re.compile(rf"({_SECRET_NAME})(\s*[=:]\s*)(?!\[redacted\])(?:\"[^\"]*\"|'[^']*'|[^\s,;]+)", re.IGNORECASE),
-        rf"\1\2{REDACTED}",
-    ),
-)
-
-
-def is_secret_key(key: str) -> bool:
-    return _SECRET_KEY.search(key) is not None
-
-
-def redact(value: Any) -> Any:
-    """A deep copy of ``value`` with every secret-looking value replaced by ``"[redacted]"``.
-
-    Values under secret-looking keys go whole; inside strings, tokens (JWTs, ``anon_``
-    credentials, bearer values, known provider keys, URL passwords, ``name=secret``) go. In a
-    list, the value after a secret-named flag (``["--token", "X"]``) goes too: that is argv.
-    """
-    if isinstance(value, Mapping):
-        return {k: REDACTED if isinstance(k, str) and is_secret_key(k) else redact(v) for k, v in value.items()}
-    if isinstance(value, str):
-        return _redact_text(value)
-    if isinstance(value, (list, tuple)):
-        out: list[Any] = []
-        hide_next = False
-        for item in value:
-            out.append(REDACTED if hide_next else redact(item))
-            hide_next = isinstance(item, str) and "=" not in item and _SECRET_FLAG.fullmatch(item) is not None
-        return out
-    return copy.deepcopy(value)
-
-
-def _redact_text(text: str) -> str:
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
 # --- the receipt ----------------------------------------------------------------------------
 
 
-def new_update_id() -> str:
-    return secrets.token_hex(6)
-
-
-def validate_update_id(update_id: object) -> str:
-    # The id is part of a file name, so it is held to a file-name-safe alphabet.
-    if not isinstance(update_id, str) or not _UPDATE_ID.fullmatch(update_id):
-        raise ReceiptError(f"invalid update id {update_id!r}: use 1-64 of A-Z, a-z, 0-9, '_', '-'")
-    return update_id
+def _update_id(value: object) -> str:
+    try:
+        return validate_update_id(value)
+    except InvalidUpdateId as exc:
+        raise ReceiptError(str(exc)) from None
 
 
 def _iso(at: datetime | None) -> str:
@@ -271,7 +179,7 @@ class Receipt:
             raise ReceiptError(f"before must be a mapping, got {type(before).__name__}")
         data: dict[str, Any] = {
             "schema": SCHEMA,
-            "update_id": validate_update_id(update_id),
+            "update_id": _update_id(update_id),
             "started_at": _iso(at),
             "finished_at": None,
             "argv": list(argv),
@@ -395,7 +303,7 @@ class Receipt:
         if missing or unknown:
             raise ReceiptError(f"receipt fields wrong: missing {missing}, unknown {unknown}")
         data = _json(dict(d), "receipt")
-        validate_update_id(data["update_id"])
+        _update_id(data["update_id"])
         _parse_iso(data["started_at"], "started_at")
         argv = data["argv"]
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
@@ -456,161 +364,3 @@ def _check_entries(entries: object, what: str, fields: Mapping[str, Callable[[An
             raise ReceiptError(f"{what}[{i}] must be an object with exactly {', '.join(fields)}")
         for key, check in fields.items():
             check(entry[key], f"{what}[{i}].{key}")
-
-
-# --- the store ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReceiptProblem:
-    path: Path
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"path": str(self.path), "reason": self.reason}
-
-
-class ReceiptStore:
-    """The receipts of one install, in ``<root>/logs/update_receipts/``.
-
-    Writers serialize on ``latest.json.lock`` so the pointer and pruning of two processes (the
-    holder of the update lock and a refused second run) never interleave; readers need no lock
-    because every file is replaced atomically.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        self.directory = self.root / "logs" / "update_receipts"
-        self.latest_path = self.directory / "latest.json"
-
-    def path_for(self, receipt: Receipt) -> Path:
-        stamp = receipt.started_at.astimezone(UTC).strftime("%Y%m%d_%H%M%S")
-        return self.directory / f"update_{stamp}_{receipt.identity.pid}_{receipt.update_id}.json"
-
-    # --- writing --------------------------------------------------------------------------
-
-    def write(self, receipt: Receipt) -> Path:
-        """Write ``receipt`` (redacted), point ``latest.json`` at it, prune; returns its path."""
-        self._ensure_dirs()
-        with self._writing():
-            path = self._put(receipt)
-            self._point_at(path.name, receipt)
-            self._prune(keep_also=path.name)
-        return path
-
-    def mark_interrupted(self, *, by: str | None = None, at: datetime | None = None) -> list[Receipt]:
-        """Finish as ``interrupted`` every ``running`` record whose process is gone; returns them."""
-        if not self.directory.is_dir():
-            return []
-        changed: list[Receipt] = []
-        with self._writing():
-            pointer = self._pointer_name()
-            for path, receipt in self._scan()[0]:
-                if receipt.outcome != RUNNING or is_alive(receipt.identity):
-                    continue
-                receipt.interrupt(by=by, at=at)
-                self._put(receipt, path)
-                if path.name == pointer:
-                    self._point_at(path.name, receipt)
-                changed.append(receipt)
-        return changed
-
-    def _ensure_dirs(self) -> None:
-        for directory in (self.root / "logs", self.directory):
-            try:
-                os.mkdir(directory, DIR_MODE)
-            except FileExistsError:
-                continue
-            os.chmod(directory, DIR_MODE)  # only what we made: the umask may have narrowed it
-
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        with locked(self.latest_path):
-            yield
-
-    def _put(self, receipt: Receipt, path: Path | None = None) -> Path:
-        path = self.path_for(receipt) if path is None else path
-        write_json_atomic(path, redact(receipt.to_dict()))
-        return path
-
-    def _point_at(self, name: str, receipt: Receipt) -> None:
-        pointer = {"path": name, "update_id": receipt.update_id, "outcome": receipt.outcome}
-        write_json_atomic(self.latest_path, redact(pointer))
-
-    def _pointer_name(self) -> str | None:
-        try:
-            return self._read_pointer()
-        except (StateFileCorrupt, ReceiptError):
-            return None  # a broken pointer is repaired by the next write, not by mark_interrupted
-
-    def _prune(self, *, keep_also: str) -> None:
-        # ``keep_also`` is the pointer's target: never deleted, even when it is not among the newest.
-        doomed = [name for name in self._receipt_names()[:-KEEP] if name != keep_also]
-        if not doomed:
-            return
-        stems = tuple(name.removesuffix(".json") + "." for name in doomed)
-        for entry in os.scandir(self.directory):
-            # A receipt goes with its siblings (the completion's request and result files).
-            if entry.name in doomed or entry.name.startswith(stems):
-                try:
-                    os.unlink(entry.path)
-                except FileNotFoundError:
-                    pass
-
-    # --- reading --------------------------------------------------------------------------
-
-    def _receipt_names(self) -> list[str]:
-        try:
-            return sorted(e.name for e in os.scandir(self.directory) if _RECEIPT_NAME.fullmatch(e.name))
-        except FileNotFoundError:
-            return []
-
-    def _read_pointer(self) -> str | None:
-        pointer = read_json(self.latest_path, default=None)
-        if pointer is None:
-            return None
-        name = pointer.get("path")
-        if not isinstance(name, str) or not _RECEIPT_NAME.fullmatch(name):
-            raise StateFileCorrupt(self.latest_path, f"path is not a receipt file name: {name!r}")
-        return name
-
-    def _load(self, path: Path) -> Receipt:
-        try:
-            return Receipt.from_dict(read_json(path))
-        except ReceiptError as exc:
-            raise ReceiptError(f"{path}: {exc}") from None
-
-    def latest(self) -> Receipt | None:
-        """The receipt ``latest.json`` names; None only when there is no receipt at all.
-
-        A broken pointer, a missing target or a malformed target raises. Without a pointer
-        (a run killed between its first receipt and its first pointer) the newest file is it.
-        """
-        name = self._read_pointer()
-        if name is None:
-            names = self._receipt_names()
-            return self._load(self.directory / names[-1]) if names else None
-        path = self.directory / name
-        if not path.exists():
-            raise StateFileCorrupt(self.latest_path, f"points at {name}, which does not exist")
-        return self._load(path)
-
-    def all(self) -> tuple[list[Receipt], list[ReceiptProblem]]:
-        """Every readable receipt, newest first, and every receipt file that could not be read."""
-        found, problems = self._scan()
-        return [receipt for _, receipt in found], problems
-
-    def _scan(self) -> tuple[list[tuple[Path, Receipt]], list[ReceiptProblem]]:
-        found: list[tuple[Path, Receipt]] = []
-        problems: list[ReceiptProblem] = []
-        for name in reversed(self._receipt_names()):
-            path = self.directory / name
-            try:
-                found.append((path, Receipt.from_dict(read_json(path))))
-            except FileNotFoundError:
-                continue  # pruned by another writer since the listing
-            except StateFileCorrupt as exc:
-                problems.append(ReceiptProblem(path, exc.reason))
-            except ReceiptError as exc:
-                problems.append(ReceiptProblem(path, str(exc)))
-        return found, problems

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -24,8 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from services.updater.update_id import validate_update_id
 from shared import homes, layout
 from shared.errors import HermesError
 from shared.files import write_json_atomic
@@ -57,8 +59,6 @@ BACKUP_EXCLUDED = frozenset({"run", "state-snapshots", "backups", "logs", "mesh"
 _PRIVATE_DIR = 0o700
 _TMP_PREFIX = ".tmp-"
 _SNAPSHOT_NAME = re.compile(r"^\d{8}_\d{6}_.+$")
-# Update ids become file names: no separators, no dot-names.
-_UPDATE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _CHUNK = 1 << 20
 
 
@@ -89,11 +89,6 @@ class BackupFailed(HermesError):
         self.cause = cause
 
 
-def _check_update_id(update_id: str) -> None:
-    if not _UPDATE_ID.fullmatch(update_id):
-        raise ValueError(f"update id {update_id!r} is not usable in a file name")
-
-
 # --- quick snapshots --------------------------------------------------------------------------
 
 
@@ -107,7 +102,7 @@ class _Tally:
 
 def snapshot_all(root: Path, update_id: str) -> list[dict[str, Any]]:
     """Snapshot every profile of ``root``; all or nothing. One summary per profile, default first."""
-    _check_update_id(update_id)
+    validate_update_id(update_id)  # it names the snapshot and the archive
     root = Path(root).absolute()
     now = datetime.now(UTC)
     name = f"{now:%Y%m%d_%H%M%S}_{update_id}"
@@ -287,12 +282,12 @@ def _fsync_dir(directory: Path) -> None:
 class _HashingWriter:
     """A write-only file object that hashes and counts what passes through to ``raw``."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
         self.digest = hashlib.sha256()
         self.bytes = 0
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes, /) -> int:
         self.digest.update(data)
         self.bytes += len(data)
         return self._raw.write(data)
@@ -300,10 +295,22 @@ class _HashingWriter:
     def flush(self) -> None:
         self._raw.flush()
 
+    def tell(self) -> int:
+        return self.bytes
+
+    def read(self, size: int = -1, /) -> bytes:
+        raise io.UnsupportedOperation("a hashing writer is write-only")
+
+    def seek(self, pos: int, whence: int = 0, /) -> int:
+        raise io.UnsupportedOperation("a hashing writer is write-only")
+
+    def close(self) -> None:
+        pass  # the raw file is closed by whoever opened it
+
 
 def full_backup(root: Path, update_id: str) -> dict[str, Any]:
     """Archive the root home (all profiles) to ``backups/update_<id>.tar.gz`` for rollback."""
-    _check_update_id(update_id)
+    validate_update_id(update_id)  # it names the snapshot and the archive
     root = Path(root).absolute()
     directory = root / BACKUPS_DIR
     final = directory / f"update_{update_id}.tar.gz"

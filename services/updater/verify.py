@@ -1,19 +1,19 @@
 """Verify: every profile's gateway against the code the update installed.
 
 The matrix has a row per profile with a gateway (one that ran before the update and is gone
-now is ``down``): the
-supervisor, the pid, the state, the commit the gateway runs and the commit expected, and a
-verdict. After the commit point a ``stale`` or ``down`` row is a follow-up, never a failure.
+now is ``down``): the supervisor, the pid, the state, the commit the gateway runs and the
+commit expected, and a verdict. After the commit point a ``stale`` or ``down`` row is a
+follow-up, never a failure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from shared import homes
-from shared.gateways.discovery import discover
+from shared.gateways.discovery import GatewayRecord, discover
 
 CURRENT, STALE, UNKNOWN, DOWN = "current", "stale", "unknown", "down"
 
@@ -31,9 +31,9 @@ def fleet_matrix(
 ) -> list[dict[str, Any]]:
     """A row per profile that runs a gateway now or should (``expected_profiles``: those
     that ran one before the update); a profile that never had one is not listed."""
-    found = {}
-    for record in discover(root):
-        found.setdefault(record.profile, record)  # the best-informed record comes first
+    found: dict[str, GatewayRecord] = {}
+    for seen in discover(root):
+        found.setdefault(seen.profile, seen)  # the best-informed record comes first
     wanted = set(found) | set(expected_profiles)
     rows = []
     for profile in [p for p in homes.list_profiles(root) if p in wanted]:
@@ -53,13 +53,19 @@ def fleet_matrix(
     return rows
 
 
-def followups_for(matrix: list[dict[str, Any]], *, expected_profiles: set[str]) -> list[dict[str, str]]:
-    """The owed fleet restarts: a gateway that should run the new code and is not seen to. A
-    live gateway whose code nobody could read (one caught mid-start, say) is owed too: only a
-    gateway seen on the expected commit is done."""
-    owed = []
-    for row in matrix:
-        unread = row["verdict"] == UNKNOWN and row["expected"] is not None
-        if row["verdict"] == STALE or unread or (row["verdict"] == DOWN and row["profile"] in expected_profiles):
-            owed.append({"step": "fleet-restart", "reason": f"gateway {row['profile']} is {row['verdict']}"})
-    return owed
+def owes_restart(row: Mapping[str, Any], expected_profiles: Collection[str]) -> bool:
+    """Whether a matrix row's gateway is owed a restart onto the new code: it should run the new
+    code and is not seen to. A live gateway whose code nobody could read (one caught mid-start,
+    say) is owed too: only a gateway seen on the expected commit is done; a down one is owed
+    only if it should run (``expected_profiles``: those that ran one before the update)."""
+    unread = row["verdict"] == UNKNOWN and row["expected"] is not None
+    return row["verdict"] == STALE or unread or (row["verdict"] == DOWN and row["profile"] in expected_profiles)
+
+
+def followups_for(matrix: Iterable[Mapping[str, Any]], *, expected_profiles: Collection[str]) -> list[dict[str, str]]:
+    """The owed fleet restarts, as the follow-ups of a receipt or a completion's result."""
+    return [
+        {"step": "fleet-restart", "reason": f"gateway {row['profile']} is {row['verdict']}"}
+        for row in matrix
+        if owes_restart(row, expected_profiles)
+    ]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from services.updater.handoff import (
+from services.updater.completion_contract import (
     ENTRY_MODULE,
     RESULT_SCHEMA,
     SUPPORTED_REQUEST_SCHEMAS,
@@ -96,7 +96,7 @@ def test_a_pinned_result_is_read_and_accepted_by_the_updater(pinned, tmp_path):
     shutil.copy(pinned, path)
     result = read_result(path, request)
     assert result is not None
-    run._accept(result)
+    run.completion.accept(result)
     sample = json.loads(pinned.read_text())
     receipt = run.receipt.to_dict()
     assert receipt["completion"] == sample["completion"]

@@ -27,7 +27,7 @@ from shared.supervisors.supervisord.kind import UnsupportedScope, find, install,
 from shared.supervisors.supervisord.mesh import DownReport, down, status, up
 from shared.supervisors.supervisord.names import profile_of, unit_name
 from shared.supervisors.supervisord.paths import mesh_paths
-from shared.supervisors.supervisord.programs import GatewayStartFailed
+from shared.supervisors.supervisord.programs import GatewayStartFailed, gave_up_on
 
 __all__ = [
     "ConfigUnrepresentable",
@@ -37,6 +37,7 @@ __all__ = [
     "configured_programs",
     "down",
     "find",
+    "gave_up_on",
     "install",
     "mesh_paths",
     "profile_of",

@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 import xmlrpc.client
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from shared.supervisors.errors import SupervisorFailed
-from shared.supervisors.supervisord.config import STOP_WAIT_SECS
+from shared.supervisors.supervisord.config import EXPECTED_EXIT_CODES, STOP_WAIT_SECS
 from shared.supervisors.supervisord.logs import log_tail
-from shared.supervisors.supervisord.names import profile_of
-from shared.supervisors.supervisord.paths import MeshPaths
+from shared.supervisors.supervisord.names import profile_of, unit_name
+from shared.supervisors.supervisord.paths import MeshPaths, mesh_paths
 from shared.supervisors.supervisord.rpc import call, failure, fault_code, process_infos
 from shared.supervisors.supervisord.waits import POLL, wait_for
 
@@ -57,6 +58,20 @@ def stop_program(paths: MeshPaths, name: str) -> None:
     )
     if not done:
         raise SupervisorFailed(f"{name} did not stop within {STOP_TIMEOUT:g}s", detail={"program": name})
+
+
+def gave_up_on(root: Path, profile: str) -> str | None:
+    """Why the mesh supervisor of the install at ``root`` will not start ``profile``'s gateway
+    again (its retries are used up, or it exited with a code that means "do not restart");
+    None while a start may still come, or while the supervisor cannot be asked."""
+    try:
+        info = process_infos(mesh_paths(root)).get(unit_name(profile)) or {}
+    except Exception:  # the supervisor cannot be asked now: the gateway's own answer decides
+        return None
+    state = info.get("statename")
+    if state == "FATAL" or (state == "EXITED" and info.get("exitstatus") in EXPECTED_EXIT_CODES):
+        return f"supervisord gave up on it ({state}: {info.get('spawnerr') or info.get('description') or 'no detail'})"
+    return None
 
 
 def wait_running(paths: MeshPaths, names: Sequence[str], timeout: float, progress: Progress | None) -> None:

@@ -1,4 +1,5 @@
-"""The hand-over from the old updater to the completion in the new tree.
+"""The contract between the old updater and the completion it starts in the new tree: the
+request it writes, the result it takes back.
 
 A FROZEN COMPATIBILITY SURFACE: an updater of an older release writes the request and then
 runs ``python -m services.updater.completion REQUEST`` from the NEW tree, so every newer
@@ -51,7 +52,7 @@ class BadResult(HermesError):
 
 def dependency_digest(install_root: Path) -> str | None:
     """The sha256 (hex) of the install's dependency spec as it is on disk now; None when there
-    is no spec. Both sides of the hand-over compute it, so it is part of the frozen surface.
+    is no spec. Both sides of the contract compute it, so it is part of the frozen surface.
     An unreadable spec raises OSError."""
     try:
         return hashlib.sha256((Path(install_root) / DEPENDENCY_SPEC).read_bytes()).hexdigest()

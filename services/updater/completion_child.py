@@ -1,0 +1,153 @@
+"""The completion as the old updater runs it: a child process of the NEW tree, started with a
+request file, waited for, and only its correlated result taken into the receipt.
+
+The child is a fresh interpreter started from the new tree (``completion_contract.ENTRY_MODULE``);
+nothing of that tree is imported here. It leads a session of its own, so a stop or a timeout
+signals its whole process group and a pip it runs does not outlive it (nothing signals the
+updater's own group: the updater is in a session of its own, away from the CLI's terminal). It
+is handed the update lock, so a completion orphaned by a killed updater still keeps a second
+update out until it has finished; the next update then adopts the result it left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from services.updater.completion_contract import ENTRY_MODULE, BadResult, Request, read_result
+from services.updater.debts import Debts
+from services.updater.lock import UpdateLock
+from services.updater.receipt import Receipt
+from shared.errors import HermesError
+
+TIMEOUT = 1800.0
+# How long a completion told to stop (SIGTERM) has before it is killed.
+STOP_GRACE = 10.0
+POLL_INTERVAL = 0.1
+
+Emit = Callable[[str, str, Any], None]
+
+
+class CompletionChild:
+    def __init__(
+        self,
+        install_root: Path,
+        receipt: Receipt,
+        debts: Debts,
+        emit: Emit,
+        lock: UpdateLock,
+        stop: threading.Event,
+    ) -> None:
+        self.install_root, self.receipt, self.debts, self.emit = install_root, receipt, debts, emit
+        self.lock, self.stop = lock, stop
+
+    def run(self, request: Request, request_path: Path) -> tuple[dict[str, Any] | None, bool]:
+        """Start the completion of ``request`` and wait for it. Its result, or None when it
+        delivered none usable (then it is owed); and whether a stop request ended it first."""
+        try:
+            request.write(request_path)
+            self.debts.note_attempt(request_path, Path(request.result_path))
+            child = subprocess.Popen(
+                [sys.executable, "-m", ENTRY_MODULE, str(request_path)],
+                cwd=self.install_root,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": str(self.install_root)},
+                pass_fds=(self.lock.fileno(),),  # the completion shares the update lock
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self.debts.unfinished(f"the completion could not be started: {exc}")
+            return None, False
+        self.emit("completion", "started", {"pid": child.pid})
+        stopped = self._wait(child)
+        try:
+            result = read_result(Path(request.result_path), request)
+        except BadResult as exc:  # taken as no result: owed, never half-accepted
+            self.debts.unfinished(f"the completion (pid {child.pid}) answered, but not usably: {exc.message}")
+            return None, stopped
+        if result is None:
+            self.debts.unfinished(f"the completion (pid {child.pid}) exited {child.returncode} without a result")
+        else:
+            self.accept(result)
+        return result, stopped
+
+    def _wait(self, child: subprocess.Popen[bytes]) -> bool:
+        """Wait for the completion; True if a stop request ended it first (SIGTERM, then SIGKILL,
+        each to its whole process group: a pip it runs goes with it)."""
+        deadline = time.monotonic() + TIMEOUT
+        while child.poll() is None:
+            if self.stop.is_set():
+                _signal_group(child, signal.SIGTERM)
+                try:
+                    child.wait(timeout=STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    pass
+                _signal_group(child, signal.SIGKILL)  # and whatever of its group is left
+                child.wait()
+                return True
+            if time.monotonic() > deadline:
+                _signal_group(child, signal.SIGKILL)
+                child.wait()
+                return False
+            time.sleep(POLL_INTERVAL)
+        return False
+
+    def adopt(self, pending: Mapping[str, Any]) -> None:
+        """Take the result a completion delivered after its updater died: correlated, so it counts
+        (its fleet matrix is old by now: the fleet is verified again after it)."""
+        attempt = pending["attempt"]
+        if attempt is None:
+            return
+        try:
+            request = Request.read(Path(attempt["request"]))
+        except (OSError, HermesError):
+            return
+        try:
+            result = read_result(Path(attempt["result"]), request)
+        except BadResult:  # as if it had not answered: the owed completion is run again
+            return
+        if result is None:
+            return
+        self.receipt.step(
+            "retry",
+            True,
+            {"owed": "completion", "update_id": pending["update_id"], "how": "adopted", "result": attempt["result"]},
+        )
+        self.emit(
+            "completion", "adopted", f"the completion of update {attempt['update_id']} finished after its updater died"
+        )
+        self.accept(result, verified=False)
+
+    def accept(self, result: Mapping[str, Any], *, verified: bool = True) -> None:
+        """A correlated result: into the receipt, and what it owes into the obligations (its
+        verify replaces the fleet's debt only when ``verified``: the result is this moment's)."""
+        receipt = self.receipt
+        receipt.set("completion", result["completion"])
+        receipt.set("restart", result.get("restart", []))
+        receipt.set("fleet", result.get("fleet", []))
+        for step in result.get("steps", []):  # at the completion's own times, not this moment's
+            receipt.step(step["name"], step["ok"], step.get("detail"), at=_moment(step.get("at")))
+        for skip in result.get("skips", []):
+            receipt.skip(skip["name"], skip["reason"], at=_moment(skip.get("at")))
+        self.debts.after_result(result, verified=verified)
+
+
+def _moment(at: str | None) -> datetime | None:
+    """A result's timestamp (``read_result`` checked it is ISO with a timezone); None: now."""
+    return datetime.fromisoformat(at) if at is not None else None
+
+
+def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+    """``signum`` to the completion's process group (it leads its own session)."""
+    try:
+        os.killpg(child.pid, signum)
+    except (ProcessLookupError, PermissionError):  # the group is gone already
+        pass

@@ -1,0 +1,422 @@
+"""One update run's stages, in the updater process (the OLD code): plan, snapshot, apply, then
+the completion in the new tree, or, when the code did not move, a retry of what is owed.
+
+The receipt is on disk from the first moment and rewritten at every stage boundary, where a
+stop request is honoured too. After the commit point (the tree moved) nothing fails the
+update: what goes wrong is a follow-up in the receipt and stays owed (``debts``). Every stage
+blocks on files and subprocesses, so the whole run is one worker thread; its progress goes
+out through ``publish``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from services.updater.apply_archive import ArchiveIsOlder, DirtyTree, apply_archive, should_fall_back
+from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply
+from services.updater.archive import ArchiveFailed, DownloadStopped
+from services.updater.completion_child import CompletionChild
+from services.updater.completion_contract import UNKNOWN_SPEC, Request, dependency_digest
+from services.updater.debts import Debts
+from services.updater.git_target import DEFAULT_BRANCH
+from services.updater.install_kind import refusal
+from services.updater.ledger import wanting_restart
+from services.updater.lock import UpdateLock
+from services.updater.plan import plan_update
+from services.updater.receipt import Receipt, exit_code_for
+from services.updater.receipt_store import ReceiptStore
+from services.updater.restart import restart_fleet
+from services.updater.settings import UpdateSettings, load_settings
+from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
+from services.updater.swap import SwapFailed, SwapRecoveryNeeded, recover_interrupted_swap
+from services.updater.verify import CURRENT, fleet_matrix
+from shared.errors import HermesError
+from shared.identity import current_identity
+from shared.redaction import redact
+from shared.version import __version__, code_sha, current_branch, read_version
+
+log = logging.getLogger(__name__)
+
+# What apply raises for a refusal or a failure it reports itself (anything else is unexpected).
+APPLY_FAILURES = (
+    NotFastForward,
+    WrongBranch,
+    GitFailed,
+    ValueError,
+    ArchiveFailed,
+    DirtyTree,
+    SwapFailed,
+    ArchiveIsOlder,
+)
+
+
+class Interrupted(Exception):
+    """A stop signal arrived; the run ends ``interrupted`` at the next stage boundary."""
+
+
+class _Finish(Exception):
+    """The run ends here, with ``outcome``: what it did is in the receipt already."""
+
+    def __init__(self, outcome: str):
+        super().__init__(outcome)
+        self.outcome = outcome
+
+
+class Pipeline:
+    def __init__(
+        self,
+        root: Path,
+        install_root: Path,
+        update_id: str,
+        options: dict[str, Any],
+        lock: UpdateLock,
+        stop: threading.Event,
+        publish: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.root, self.install_root, self.update_id, self.options = root, install_root, update_id, options
+        self.lock = lock
+        self.stop = stop  # set by a stop signal, from the first moment of the process
+        self.publish = publish
+        self.store = ReceiptStore(root)
+        self.receipt = Receipt.begin(update_id, list(sys.orig_argv), current_identity(), self._code())
+        self.receipt_path: Path | None = None
+        self.debts = Debts(root, update_id, self.receipt, self.emit)
+        self.completion = CompletionChild(install_root, self.receipt, self.debts, self.emit, lock, stop)
+        self.stage = "starting"
+        self.committed = False
+        self.outcome: str | None = None
+        self.exit_code: int | None = None
+
+    def emit(self, stage: str, status: str, detail: Any = None) -> None:
+        """A progress event; its stage is the run's stage from now on."""
+        self.stage = stage
+        event: dict[str, Any] = {"stage": stage, "status": status}
+        if detail is not None:
+            event["detail"] = detail
+        self.publish(event)
+
+    # --- the run --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """The whole run and its exit code; the caller holds the update lock for all of it."""
+        found = self.store.mark_interrupted(by=self.update_id)
+        receipt = self.receipt
+        self.write()
+        try:
+            self._found_interrupted(found)
+            self._stages()
+            outcome = self.outcome or "success"
+        except Interrupted:
+            outcome = "interrupted"
+            receipt.step(
+                "interrupted",
+                False,
+                "stopped by a signal"
+                + (
+                    " after the commit point: what is owed stays armed for the next update"
+                    if self.committed
+                    else " before the commit point: nothing was changed"
+                ),
+            )
+            ran = receipt["completion"] is not None or any(f["step"] == "completion" for f in receipt["followups"])
+            if self.committed and not ran:
+                self.debts.unfinished("stopped before the completion ran: the next update runs it")
+        except _Finish as finish:
+            outcome = finish.outcome
+        except Exception as exc:  # the receipt must still say what happened
+            log.exception("update %s failed", self.update_id)
+            receipt.step(self.stage, False, f"{type(exc).__name__}: {exc}")
+            outcome = "success" if self.committed else "failed"
+            if self.committed:
+                receipt.followup(self.stage, f"{type(exc).__name__}: {exc}")
+        code = exit_code_for(outcome, committed=self.committed)
+        receipt.set("after", self._after())
+        receipt.finish(outcome, code)
+        self.write()
+        # Only now: followers are answered as soon as exit_code is set, and must find the
+        # final receipt on disk when they read it.
+        self.outcome, self.exit_code = outcome, code
+        return code
+
+    def _found_interrupted(self, found: list[Receipt]) -> None:
+        """Say so when an earlier run died mid-way: its receipt now reads ``interrupted``, and
+        what it left owed is retried by this run."""
+        recovered = self.lock.recovered
+        if not found and recovered is None:
+            return
+        ids = [r.update_id for r in found]
+        self.receipt.step("found-interrupted", True, {"updates": ids, "lock": recovered})
+        for receipt in found:
+            gone = f"update {receipt.update_id} (pid {receipt.identity.pid}) was interrupted"
+            self.emit("recover", "interrupted", f"{gone}: its receipt now says so; what it owes is retried")
+        if recovered is not None and recovered["update_id"] not in ids:
+            gone = f"update {recovered['update_id']} (pid {recovered['pid']}) died holding the lock"
+            self.emit("recover", "interrupted", f"{gone}; what it owes is retried")
+
+    def _code(self) -> dict[str, Any]:
+        """The code this interpreter runs: the tree's, before anything moves it."""
+        return {"code_sha": code_sha(self.install_root), "code_version": __version__}
+
+    def _after(self) -> dict[str, Any]:
+        """The code the tree holds at the end: as the completion reported what it imported, else
+        read from the tree's files. Never this interpreter's ``__version__``, which is the old
+        code's, and never by importing the new tree here."""
+        reported = self.receipt["completion"] or {}
+        sha, version = reported.get("code_sha"), reported.get("code_version")
+        return {
+            "code_sha": sha if isinstance(sha, str) else code_sha(self.install_root),
+            "code_version": version if isinstance(version, str) else read_version(self.install_root),
+        }
+
+    def write(self) -> None:
+        self.receipt_path = self.store.write(self.receipt)
+
+    def _boundary(self, stage: str) -> None:
+        """Between stages: the receipt is rewritten and a stop request is honoured."""
+        self.write()
+        if self.stop.is_set():
+            raise Interrupted
+        self.emit(stage, "start")
+
+    # --- the stages -----------------------------------------------------------------------
+
+    def _stages(self) -> None:
+        self._boundary("plan")
+        settings, plan = self._plan()
+        self._boundary("snapshot")
+        self._snapshot()
+        self._boundary("apply")
+        branch = (plan["git"] or {}).get("branch") or self.options.get("branch") or settings.branch
+        branch = branch or current_branch(self.install_root) or DEFAULT_BRANCH
+        try:
+            result = self._apply(branch, settings)
+        except APPLY_FAILURES as exc:
+            message = getattr(exc, "message", str(exc))
+            self.receipt.step("apply", False, exc.to_dict() if isinstance(exc, HermesError) else str(exc))
+            self.emit("apply", "fail", message)
+            if not self.committed:
+                raise _Finish("failed") from None
+            # The tree moved before the failure (a stash restore that broke): the rest of the
+            # update still runs, and what broke is owed.
+            self.receipt.followup("apply", message)
+            self._boundary("completion")
+            before = plan["code"]["code_sha"]
+            self.report_completion(self.complete(self.debts.owed_before(before), self._code()["code_sha"]))
+            return
+        self.receipt.set("apply", result.to_dict())
+        applied = {"before": result.before, "after": result.after, "moved": result.moved, "via": result.via}
+        self.receipt.step("apply", True, applied)
+        self.emit("apply", "done", applied)
+        if result.user_action:
+            self.receipt.user_action(result.user_action)
+        if not result.moved:
+            self._retry_owed(result.after)
+            return
+        self._boundary("completion")
+        completion = self.complete(self.debts.owed_before(result.before), result.after)
+        if result.stash == "parked":
+            self.outcome = "partial"  # committed, but only the user can re-apply their changes
+        self.report_completion(completion)
+
+    def _plan(self) -> tuple[UpdateSettings, dict[str, Any]]:
+        receipt = self.receipt
+        try:
+            settings = load_settings(self.root)
+        except HermesError as exc:  # a broken config.yaml: refuse before touching anything
+            receipt.step("plan", False, exc.to_dict())
+            self.emit("plan", "fail", exc.message)
+            raise _Finish("failed") from None
+        plan = plan_update(self.root, self.install_root, self.options, settings).to_dict()
+        receipt.set("plan", plan)
+        self.debts.dependency_spec = self.spec_digest()
+        receipt.step("plan", True)
+        self.emit("plan", "done", _plan_summary(plan))
+        install = plan["install"]
+        if not install["in_place"]:
+            receipt.skip("apply", refusal(install))
+            self.emit("plan", "refused", install)
+            raise _Finish("refused")
+        git_failed = plan["git"] is None
+        if (git_failed and not settings.archive_url) or (not git_failed and plan["git"].get("remote_sha") is None):
+            why = (plan.get("git_error") or {}).get("message") or "origin has no such branch"
+            receipt.step("plan", False, f"cannot read the update target: {why}")
+            self.emit("plan", "fail", why)
+            raise _Finish("failed")
+        self.debts.read([g["profile"] for g in plan.get("gateways", [])])
+        return settings, plan
+
+    def _snapshot(self) -> None:
+        receipt = self.receipt
+        if self.options.get("no_backup"):
+            receipt.skip("snapshot", "--no-backup: no snapshot and no backup were taken")
+            self.emit("snapshot", "skip")
+            return
+        try:
+            snapshots = snapshot_all(self.root, self.update_id)
+            receipt.set("snapshots", snapshots)  # kept even if the full backup fails
+            if self.options.get("backup"):
+                receipt.set("backup", full_backup(self.root, self.update_id))
+        except (SnapshotFailed, BackupFailed) as exc:
+            receipt.step("snapshot", False, exc.message)
+            self.emit("snapshot", "fail", exc.message)
+            raise _Finish("failed") from None
+        receipt.step("snapshot", True, {"profiles": len(snapshots)})
+        self.emit("snapshot", "done", {"profiles": len(snapshots)})
+
+    def spec_digest(self) -> str | None:
+        """The dependency spec's digest, taken at plan time: before every way the tree can move
+        (git, the archive fallback), which a "moving" hook is not (a move not announced ahead
+        is armed only once it happened), and outside apply's hooks, which must not raise."""
+        try:
+            return dependency_digest(self.install_root)
+        except OSError as exc:
+            self.receipt.skip("dependency-spec", f"could not read it ({exc}): the completion compares commits instead")
+            return UNKNOWN_SPEC
+
+    # --- apply ----------------------------------------------------------------------------
+
+    def _apply(self, branch: str, settings: UpdateSettings) -> ApplyResult:
+        """Fast-forward with git; when git itself fails before the commit point and an archive
+        URL is configured, install the branch's source archive instead."""
+        self._recover_swap()
+        try:
+            return apply(self.install_root, branch, on_step=self._applied)
+        except BaseException as exc:
+            self.debts.withdraw()
+            if (
+                not isinstance(exc, GitFailed)
+                or self.committed
+                or not settings.archive_url
+                or not should_fall_back(exc)
+            ):
+                raise
+            self.receipt.step("apply", False, exc.to_dict())
+            self.emit("apply", "fallback", f"{exc.message}; installing the release archive instead")
+            self.write()
+        try:
+            return apply_archive(
+                self.install_root,
+                branch,
+                url_template=settings.archive_url,
+                work_id=self.update_id,
+                preserved=settings.preserved_nested,
+                on_step=self._applied,
+                should_stop=self.stop.is_set,
+            )
+        except DownloadStopped:  # before the commit point: nothing changed
+            self.debts.withdraw()
+            raise Interrupted from None
+        except BaseException:
+            self.debts.withdraw()
+            raise
+
+    def _recover_swap(self) -> None:
+        """Whichever way this run applies, an archive swap a crash cut short is undone first:
+        git would otherwise fast-forward (and stash) a half-swapped tree. One that cannot be
+        undone safely fails the run before anything is changed, telling the operator what to do."""
+        try:
+            done = recover_interrupted_swap(self.install_root)
+        except SwapRecoveryNeeded as exc:
+            self.receipt.step("recover", False, exc.to_dict())
+            self.receipt.user_action(exc.message)
+            self.emit("apply", "fail", exc.message)
+            raise _Finish("failed") from None
+        if done:
+            self.receipt.step("recover", True, {"done": done})
+            self.emit("recover", "done", "; ".join(done))
+            self.write()
+
+    def _applied(self, name: str, detail: Any) -> None:
+        """Apply's hook for each of its steps (it must not raise)."""
+        if name == "moving":
+            self.debts.moving(detail["before"], detail["after"])
+        if name == "moved":
+            self.committed = True  # the commit point: from here on nothing fails the update
+            self.receipt.step("moved", True, detail)
+            self.debts.moved(detail["before"], detail["after"])
+            self.write()
+        self.emit("apply", name, detail)
+
+    # --- after apply: the completion, or a retry of what is owed --------------------------
+
+    def complete(self, before: str | None, after: str | None) -> dict[str, Any] | None:
+        """Run the completion of ``before`` -> ``after`` in the new tree; its result, or None
+        when it delivered none (it is owed then)."""
+        base = self.store.path_for(self.receipt).with_suffix("")
+        plan = self.receipt["plan"]
+        request = Request.new(
+            update_id=self.update_id,
+            root=str(self.root),
+            install_root=str(self.install_root),
+            before=before,
+            after=after,
+            result_path=str(base) + ".result.json",
+            live_profiles=self.debts.expected,
+            options={k: v for k, v in self.options.items() if isinstance(v, (str, bool, int, type(None)))},
+            plan=redact(plan) if plan is not None else None,
+            dependency_spec=self.debts.owed_spec(),
+        )
+        result, stopped = self.completion.run(request, Path(str(base) + ".request.json"))
+        if stopped:
+            raise Interrupted
+        return result
+
+    def report_completion(self, completion: dict[str, Any] | None) -> None:
+        if completion is None:
+            self.emit("completion", "fail", "owed: see the receipt's follow-ups")
+            return
+        restarted = completion.get("restart", [])
+        self.emit(
+            "completion",
+            "done",
+            {
+                "restarted": sum(r["ok"] for r in restarted),
+                "gateways": len(restarted),
+                "current": sum(row["verdict"] == CURRENT for row in completion.get("fleet", [])),
+                "followups": len(completion.get("followups", [])),
+            },
+        )
+
+    def _retry_owed(self, code: str) -> None:
+        """Already up to date: retry what earlier runs left owed, then verify the fleet."""
+        receipt, debts = self.receipt, self.debts
+        pending = debts.pending
+        if pending is not None:
+            self._boundary("completion")
+            self.completion.adopt(pending)
+            if debts.pending is not None:  # nothing to adopt, or what was adopted still owes the tail
+                receipt.step("retry", True, {"owed": "completion", "update_id": pending["update_id"], "how": "re-run"})
+                self.emit("completion", "retry", f"the completion of update {pending['update_id']} is owed: running it")
+                self.report_completion(self.complete(pending["before"], code))
+                return  # the completion restarted and verified the fleet, or is owed again
+        else:
+            receipt.skip("completion", "already up to date: the code did not change")
+        self._boundary("verify")
+        matrix = fleet_matrix(self.root, code, expected_profiles=debts.expected)
+        wanting = wanting_restart(matrix, debts.fleet)
+        if wanting:
+            receipt.step("retry", True, {"owed": "fleet-restart", "gateways": sorted(wanting)})
+            self._boundary("restart")
+            outcomes = [o.to_dict() for o in restart_fleet(self.root, code, only=wanting)]
+            receipt.set("restart", outcomes)
+            receipt.step("restart", all(o["ok"] for o in outcomes), {"gateways": len(outcomes)})
+            self.emit("restart", "done", {"restarted": sum(o["ok"] for o in outcomes), "gateways": len(outcomes)})
+            self._boundary("verify")
+            matrix = fleet_matrix(self.root, code, expected_profiles=debts.expected)
+        receipt.set("fleet", matrix)
+        debts.after_verify(matrix)
+        self.emit("verify", "done", {"fleet": matrix})
+
+
+def _plan_summary(plan: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "install": plan["install"]["kind"],
+        "profiles": len(plan.get("profiles", [])),
+        "gateways": len(plan.get("gateways", [])),
+        "target": (plan.get("git") or {}).get("remote_sha"),
+    }

@@ -1,0 +1,269 @@
+"""What every restart kind shares: the outcome of one gateway's restart, the interface a kind
+implements, how long a restart waits, and the restart of a live gateway over its control socket.
+
+A kind (``systemd``, ``launchd``, ``supervisord``, ``unmanaged``) finds its units in an
+install and restarts a batch of targets, each target on its own thread so that one gateway's
+failure never holds up or fails another; ``fleet`` chooses each gateway's kind from a table.
+
+A gateway is restarted over its control socket when no unit of its supervisor's is at hand:
+asked to drain (it exits 75 and its supervisor starts the new code) or, when nothing
+supervises it, to re-execute itself into the tree on disk. Either way the restart is done only
+when a fresh process answers with the expected code (``freshness``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
+
+from services.updater.restart.freshness import FRESH, STALE, OldProcess, judge
+from shared import homes
+from shared.call_rules import NO_RETRY
+from shared.gateways import ops
+from shared.gateways.discovery import GatewayRecord
+from shared.protocol import Code, RemoteError
+from shared.supervisors import Unit
+from shared.sync_client import SyncClient
+
+MAX_PARALLEL = 8
+T = TypeVar("T")
+# A gateway that cannot take a call at all (as opposed to one that refuses it) is hung.
+UNANSWERED = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET})
+
+
+@dataclass(frozen=True)
+class RestartOutcome:
+    profile: str
+    supervisor: str
+    old_pid: int  # 0: nothing was running
+    new_pid: int | None
+    # "drain" (over the control socket; a supervisor starts it again), "signal" (SIGUSR1
+    # through the supervisor, when the socket did not answer), "reexec", "start" (nothing
+    # was running), "kickstart" or "bootstrap" (launchd), or "skip" (left alone: ``reason`` says why)
+    method: str
+    ok: bool
+    reason: str | None = None
+    finished: int = 0  # turns that finished during the drain
+    cut: int = 0
+    unit: str | None = None  # the supervisor's unit, when a unit module restarted it
+    scope: str | None = None  # that unit's manager: "user" or "system"
+    fallback: str | None = None  # "blunt": reset and restarted through the supervisor
+    budget: float | None = None  # seconds the supervisor's client was given for that restart
+    note: str | None = None  # what happened on the way, even when it ended well
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Waits:
+    """How long a restart waits, in seconds."""
+
+    drain: float = 30.0  # for a gateway's turns to finish before it exits
+    come_back: float = 60.0  # for a fresh process to come up and answer once the old one left
+    poll: float = 0.2  # between two status calls while waiting
+    status: float = 2.0  # for one status call
+    # A gateway that does not answer a status call this soon is not asked to drain: it is hung.
+    probe: float = 5.0
+
+
+WAITS = Waits()
+
+
+class Found(NamedTuple):
+    """A kind's units in an install."""
+
+    ours: list[Unit]  # the install's: restarted
+    foreign: list[Unit]  # named like ours but running another home: named, never touched
+    skipped: list[tuple[str, str]]  # (name, why) of what could not be judged or acted on
+
+
+def nothing_found() -> Found:
+    return Found([], [], [])
+
+
+@dataclass(frozen=True)
+class Target:
+    """One gateway to restart: its profile, the unit of the kind's that runs it (None: it is
+    restarted over its control socket alone), and its live gateway (None: none runs)."""
+
+    profile: str
+    unit: Unit | None = None
+    gateway: GatewayRecord | None = None
+
+
+def unit_targets(units: Iterable[Unit], live: Mapping[str, GatewayRecord]) -> list[Target]:
+    """A target per unit, with the gateway that runs now for its profile, if one does."""
+    return [Target(unit.profile, unit, live.get(unit.profile)) for unit in units]
+
+
+class RestartKind(Protocol):
+    """One kind of supervisor, as the fleet restart drives it."""
+
+    @property
+    def name(self) -> str: ...
+
+    def find(self, root: Path) -> Found:
+        """This kind's units of the install at ``root``; never raises."""
+        ...
+
+    def profile_of(self, name: str) -> str | None:
+        """The profile a unit of this kind named ``name`` is for, if it is one."""
+        ...
+
+    def restart(self, root: Path, batch: Sequence[Target], expected_sha: str | None) -> list[RestartOutcome]:
+        """Restart every target of ``batch`` onto ``expected_sha``: one outcome each, in order;
+        what goes wrong with one target is that target's outcome."""
+        ...
+
+
+def each(batch: Sequence[T], restart: Callable[[T], RestartOutcome]) -> list[RestartOutcome]:
+    """``restart`` every item of ``batch``, each on its own thread; the outcomes in order."""
+    if not batch:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(batch))) as pool:
+        return list(pool.map(restart, batch))
+
+
+def live_gateways(batch: Sequence[Target]) -> list[GatewayRecord]:
+    """The live gateway of every target, for a restart over their sockets; a target without one
+    refuses the whole batch before anything is restarted."""
+    idle = [target.profile for target in batch if target.gateway is None]
+    if idle:
+        raise ValueError(f"no running gateway to restart over its control socket: {', '.join(idle)}")
+    return [target.gateway for target in batch if target.gateway is not None]
+
+
+# --- a gateway's control socket -----------------------------------------------------------------
+
+
+def control_address(home: Path) -> str:
+    return homes.endpoint(home, ops.SERVICE, create=False).control
+
+
+def status(address: str, timeout: float) -> dict[str, Any] | None:
+    """The gateway's status answer, or None when it gave none."""
+    try:
+        with SyncClient(address, retry=NO_RETRY) as client:
+            answer = client.call(ops.STATUS, timeout=timeout)
+    except RemoteError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def drain(address: str, waits: Waits, *, reexec: bool = False) -> dict[str, Any]:
+    """Ask the gateway to drain and exit (``reexec``: and re-execute itself); its answer, with the
+    turns that ``finished`` and were ``cut``. A refusal or no answer raises RemoteError."""
+    op = ops.REEXEC if reexec else ops.DRAIN
+    with SyncClient(address, retry=NO_RETRY) as client:
+        return client.call(op, {"deadline": waits.drain}, timeout=waits.drain + 10)
+
+
+class Turns(TypedDict):
+    finished: int
+    cut: int
+
+
+def turns(answer: Mapping[str, Any]) -> Turns:
+    """How many turns a drain's answer says finished and were cut."""
+    return {"finished": len(answer.get("finished", [])), "cut": len(answer.get("cut", []))}
+
+
+def join(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
+
+
+# --- a live gateway, restarted over its socket alone --------------------------------------------
+
+
+def failed(gateway: GatewayRecord, method: str, reason: str) -> RestartOutcome:
+    return RestartOutcome(gateway.profile, gateway.supervisor, gateway.pid, None, method, False, reason)
+
+
+def restart_live(
+    gateway: GatewayRecord,
+    expected_sha: str | None,
+    waits: Waits = WAITS,
+    *,
+    reexec: bool = False,
+    gave_up: Callable[[], str | None] | None = None,
+    if_hung: Callable[[str], RestartOutcome] | None = None,
+) -> RestartOutcome:
+    """Drain ``gateway`` (``reexec``: have it re-execute itself) and wait for the fresh process.
+    ``gave_up`` says why its supervisor will not start it again, once that is so; ``if_hung``
+    restarts a gateway that does not answer at all some other way. Never raises: whatever goes
+    wrong with this gateway is its outcome."""
+    method = "reexec" if reexec else "drain"
+    try:
+        return _restart_live(gateway, expected_sha, waits, method, gave_up, if_hung)
+    except Exception as exc:  # isolation: one gateway's fault must not stop the others
+        return failed(gateway, method, f"{type(exc).__name__}: {exc}")
+
+
+def _restart_live(
+    gateway: GatewayRecord,
+    expected_sha: str | None,
+    waits: Waits,
+    method: str,
+    gave_up: Callable[[], str | None] | None,
+    if_hung: Callable[[str], RestartOutcome] | None,
+) -> RestartOutcome:
+    address = control_address(gateway.home)
+    try:
+        with SyncClient(address, retry=NO_RETRY) as client:
+            client.call(ops.STATUS, timeout=waits.probe)
+    except RemoteError as exc:
+        if if_hung is not None and exc.code in UNANSWERED:
+            return if_hung(f"its control socket did not answer ({exc.code})")
+        return failed(gateway, method, f"its control socket did not answer: {exc.code}: {exc.message}")
+    reexec = method == "reexec"
+    try:
+        answer = drain(address, waits, reexec=reexec)
+    except RemoteError as exc:
+        return failed(gateway, method, f"{method} was refused: {exc.code}: {exc.message}")
+    new_pid, reason = wait_for_fresh(gateway, address, expected_sha, waits, reexec=reexec, gave_up=gave_up)
+    return RestartOutcome(
+        profile=gateway.profile,
+        supervisor=gateway.supervisor,
+        old_pid=gateway.pid,
+        new_pid=new_pid,
+        method=method,
+        ok=reason is None,
+        reason=reason,
+        **turns(answer),
+    )
+
+
+def wait_for_fresh(
+    gateway: GatewayRecord,
+    address: str,
+    expected_sha: str | None,
+    waits: Waits,
+    *,
+    reexec: bool,
+    gave_up: Callable[[], str | None] | None = None,
+) -> tuple[int | None, str | None]:
+    """Poll until a fresh process answers as running: (its pid, None), or (its pid, why not)
+    when it runs other code; otherwise the reason none did. ``gave_up`` ends the wait early
+    once the gateway's supervisor will not start it again."""
+    old = OldProcess(gateway.pid, gateway.start_time)
+    deadline = time.monotonic() + waits.come_back
+    last: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        why = gave_up() if gave_up is not None and last is None else None
+        if why is not None:
+            return None, why
+        last = status(address, waits.status)
+        seen = judge(last, old, expected_sha, reexec=reexec)
+        if seen.verdict == STALE:
+            return seen.pid, f"came back on {str(seen.code_sha)[:12]}, not the new code"
+        if seen.verdict == FRESH:
+            return seen.pid, None
+        time.sleep(waits.poll)
+    if last is None:
+        return None, f"no gateway answered within {waits.come_back:g}s of the restart"
+    return last.get("pid"), f"still {last.get('state')} on the old process after {waits.come_back:g}s"

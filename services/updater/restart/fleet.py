@@ -1,0 +1,168 @@
+"""The fleet restart: every gateway of the install onto the new code, each through its kind.
+
+Restarting only the invoking profile's gateway would leave its siblings on the code they
+imported before the update, so the fleet is every live gateway of the install, and every
+unit of the install whose gateway is down. Which kind restarts a profile is chosen from
+``KINDS`` by one rule: a unit a kind found takes over its profile's gateway only if that
+gateway runs under the same kind, or none runs (a profile served by another supervisor is
+restarted through that one); a gateway no unit took is restarted by the kind it runs under,
+over its control socket (an unknown supervisor counts as none). A unit a kind found but
+cannot act on (no privilege for its scope, say) keeps its gateway as it is: draining a gateway
+whose supervisor cannot then be driven could leave it down.
+
+A gateway this process descends from (an update started by one of its tools) is restarted
+last, once every other one is done: draining it first would wait on the very turn that runs
+the update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import psutil
+
+from services.updater.restart.base import (
+    MAX_PARALLEL,
+    Found,
+    RestartKind,
+    RestartOutcome,
+    Target,
+    nothing_found,
+    unit_targets,
+)
+from services.updater.restart.launchd import LaunchdKind
+from services.updater.restart.supervisord import SupervisordKind
+from services.updater.restart.systemd import SystemdKind
+from services.updater.restart.unmanaged import UnmanagedKind
+from shared import homes
+from shared.gateways import ops
+from shared.gateways.discovery import GatewayRecord, discover
+from shared.supervisors import Unit
+
+# In the order their units are claimed: the kinds whose units can be listed first.
+KINDS: dict[str, RestartKind] = {
+    kind.name: kind for kind in (SystemdKind(), LaunchdKind(), SupervisordKind(), UnmanagedKind())
+}
+UNMANAGED = UnmanagedKind.name
+# A gateway in one of these states is restarted; one stopping or stopped is its supervisor's.
+RESTARTED_STATES = frozenset({ops.RUNNING, ops.DRAINING, ops.STARTING})
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """Who restarts which profile. Each batch is one kind's, keyed by the kind's name."""
+
+    first: dict[str, list[Target]] = field(default_factory=dict)  # all kinds at once
+    last: dict[str, list[Target]] = field(default_factory=dict)  # ancestors' gateways, once the first are done
+    left: list[RestartOutcome] = field(default_factory=list)  # gateways of units a kind cannot act on
+
+
+def plan_fleet(
+    gateways: Iterable[GatewayRecord],
+    found: Mapping[str, Found],
+    kinds: Mapping[str, RestartKind],
+    *,
+    only: Collection[str] | None = None,
+    ancestors: Collection[str] = (),
+) -> FleetPlan:
+    """Which kind restarts each of ``gateways`` (the install's live ones) and of the units each
+    kind ``found``, limited to the profiles ``only`` names (all, when None); the profiles in
+    ``ancestors`` run a gateway this process descends from. Pure: no I/O."""
+
+    def wanted(profile: str) -> bool:
+        return only is None or profile in only
+
+    live = [gateway for gateway in gateways if wanted(gateway.profile)]
+    by_profile = {gateway.profile: gateway for gateway in live}
+    plan = FleetPlan()
+    claimed: set[str] = set()
+
+    def add(kind: str, target: Target) -> None:
+        (plan.last if target.profile in ancestors else plan.first).setdefault(kind, []).append(target)
+
+    for name, kind in kinds.items():
+        ours, _, skipped = found.get(name, nothing_found())
+        units = [
+            unit
+            for unit in ours
+            if wanted(unit.profile) and unit.profile not in claimed and _runs_under(name, by_profile.get(unit.profile))
+        ]
+        claimed.update(unit.profile for unit in units)
+        for target in unit_targets(units, by_profile):
+            add(name, target)
+        for unit_name, reason in skipped:
+            profile = kind.profile_of(unit_name)
+            gateway = by_profile.get(profile) if profile else None
+            if gateway is not None and gateway.profile not in claimed and gateway.supervisor == name:
+                claimed.add(gateway.profile)
+                plan.left.append(
+                    RestartOutcome(
+                        gateway.profile,
+                        name,
+                        gateway.pid,
+                        gateway.pid,
+                        "skip",
+                        False,
+                        f"{unit_name}: {reason}",
+                        unit=unit_name,
+                    )
+                )
+    for gateway in live:
+        if gateway.profile not in claimed:
+            add(
+                gateway.supervisor if gateway.supervisor in kinds else UNMANAGED,
+                Target(gateway.profile, gateway=gateway),
+            )
+    return plan
+
+
+def _runs_under(kind: str, gateway: GatewayRecord | None) -> bool:
+    return gateway is None or gateway.supervisor == kind
+
+
+def restart_fleet(
+    root: Path,
+    expected_sha: str | None,
+    *,
+    only: Collection[str] | None = None,
+    kinds: Mapping[str, RestartKind] = KINDS,
+) -> list[RestartOutcome]:
+    """Restart every gateway of the install at ``root`` (of the profiles ``only`` names, when
+    given) and start its units whose gateway is down; one outcome per gateway or unit,
+    default profile first."""
+    gateways = [g for g in discover(root, scan=False) if g.state in RESTARTED_STATES]
+    found = {name: kind.find(root) for name, kind in kinds.items()}
+    plan = plan_fleet(gateways, found, kinds, only=only, ancestors=_ancestor_profiles(gateways))
+    outcomes = plan.left + _run(root, plan.first, kinds, expected_sha) + _run(root, plan.last, kinds, expected_sha)
+    return sorted(outcomes, key=lambda o: (o.profile != homes.DEFAULT_PROFILE, o.profile))
+
+
+def _run(
+    root: Path, batches: Mapping[str, list[Target]], kinds: Mapping[str, RestartKind], expected_sha: str | None
+) -> list[RestartOutcome]:
+    """Every kind's batch at once, each kind restarting its own targets in parallel."""
+    jobs: list[Callable[[], list[RestartOutcome]]] = [
+        partial(kinds[name].restart, root, batch, expected_sha) for name, batch in batches.items()
+    ]
+    if not jobs:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(jobs))) as pool:
+        return [outcome for done in pool.map(lambda job: job(), jobs) for outcome in done]
+
+
+def _ancestor_profiles(gateways: list[GatewayRecord]) -> set[str]:
+    """Profiles whose live gateway is an ancestor of this process."""
+    try:
+        ancestors = {p.pid for p in psutil.Process().parents()}
+    except psutil.Error:
+        return set()
+    return {g.profile for g in gateways if g.pid in ancestors}
+
+
+def foreign_units(root: Path, kinds: Mapping[str, RestartKind] = KINDS) -> list[tuple[str, Unit]]:
+    """(kind, unit) for every unit named like ours that runs another home: named, never touched."""
+    return [(name, unit) for name, kind in kinds.items() for unit in kind.find(root).foreign]

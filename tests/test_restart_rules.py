@@ -1,0 +1,144 @@
+"""The restart's pure rules: whether a status answer shows a restart done (``freshness``) and
+which kind restarts which profile of the fleet (``fleet.plan_fleet``). No processes, no clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.updater.restart import KINDS
+from services.updater.restart.base import Found, Target
+from services.updater.restart.fleet import plan_fleet
+from services.updater.restart.freshness import FRESH, OLD, SILENT, STALE, STARTING, OldProcess, judge
+from shared.gateways import ops
+from shared.gateways.discovery import GatewayRecord
+from shared.supervisors import Unit
+
+NEW, OTHER = "n" * 40, "o" * 40
+ROOT = Path("/srv/hermes")
+
+
+def answer(pid=2, start_time=20, state=ops.RUNNING, code_sha=NEW) -> dict:
+    return {"pid": pid, "start_time": start_time, "state": state, "code_sha": code_sha}
+
+
+BEFORE = OldProcess(1, 10)
+
+
+@pytest.mark.parametrize(
+    ("seen", "old", "expected", "knobs", "verdict"),
+    [
+        (None, BEFORE, NEW, {}, SILENT),
+        ({}, BEFORE, NEW, {}, SILENT),
+        (answer(pid=1, start_time=10), BEFORE, NEW, {}, OLD),  # the old process still answers
+        (answer(pid=1, start_time=99), BEFORE, NEW, {}, FRESH),  # its pid, reused by a new process
+        (answer(state=ops.STARTING), BEFORE, NEW, {}, STARTING),
+        (answer(pid=1, start_time=10, state=ops.DRAINING), BEFORE, NEW, {}, OLD),
+        (answer(code_sha=OTHER), BEFORE, NEW, {}, STALE),
+        (answer(code_sha=None), BEFORE, NEW, {}, STALE),  # code it does not say is not the new code
+        (answer(code_sha=OTHER), BEFORE, None, {}, FRESH),  # no code expected: any fresh one will do
+        (answer(pid=1, start_time=10), None, NEW, {}, FRESH),  # nothing ran before
+        # A re-exec keeps pid and start time: the new code is what says it is fresh.
+        (answer(pid=1, start_time=10), BEFORE, NEW, {"reexec": True}, FRESH),
+        (answer(pid=1, start_time=10, code_sha=OTHER), BEFORE, NEW, {"reexec": True}, OLD),
+        # systemd names the main process by pid alone, and only that process counts.
+        (answer(pid=1, start_time=99), OldProcess(1, by_pid=True), NEW, {}, OLD),
+        (answer(pid=2), OldProcess(1, by_pid=True), NEW, {"main_pid": 3}, OLD),
+        (answer(pid=3), OldProcess(1, by_pid=True), NEW, {"main_pid": 3}, FRESH),
+        (answer(pid=3, code_sha=OTHER), OldProcess(1, by_pid=True), NEW, {"main_pid": 3}, STALE),
+    ],
+)
+def test_a_status_answer_is_judged(seen, old, expected, knobs, verdict):
+    judged = judge(seen, old, expected, **knobs)
+    assert judged.verdict == verdict
+    assert judged.done == (verdict == FRESH)
+    if seen:
+        assert (judged.pid, judged.state, judged.code_sha) == (seen["pid"], seen["state"], seen["code_sha"])
+
+
+# --- which kind restarts which profile --------------------------------------------------------
+
+
+def gateway(profile: str, supervisor: str, pid: int = 100) -> GatewayRecord:
+    home = ROOT if profile == "default" else ROOT / "profiles" / profile
+    return GatewayRecord(profile, pid, 1, ops.RUNNING, OTHER, "0.1", 0, supervisor, "socket", home)
+
+
+def unit(kind: str, profile: str) -> Unit:
+    name = {"systemd": f"hermes-gateway-{profile}.service", "launchd": f"ai.hermes.gateway-{profile}"}[kind]
+    return Unit(kind=kind, name=name, profile=profile, home=ROOT / "profiles" / profile)
+
+
+def batches(plan) -> dict:
+    """(phase, kind) -> [(profile, unit name or None, gateway pid or None)]."""
+    return {
+        (phase, kind): [(t.profile, t.unit and t.unit.name, t.gateway and t.gateway.pid) for t in targets]
+        for phase, found in (("first", plan.first), ("last", plan.last))
+        for kind, targets in found.items()
+    }
+
+
+def test_each_gateway_goes_to_the_kind_it_runs_under():
+    live = [gateway("work", "systemd", 1), gateway("mesh", "supervisord", 2), gateway("solo", "unmanaged", 3)]
+    live.append(gateway("odd", "runit", 4))  # a supervisor no kind knows: as if none
+    found = {"systemd": Found([unit("systemd", "work"), unit("systemd", "mesh"), unit("systemd", "down")], [], [])}
+    plan = plan_fleet(live, found, KINDS)
+    assert batches(plan) == {
+        # work runs under its unit; down runs nowhere, so its unit starts it; mesh's gateway runs
+        # under supervisord, so the systemd unit named for it is not the one to restart it.
+        ("first", "systemd"): [
+            ("work", "hermes-gateway-work.service", 1),
+            ("down", "hermes-gateway-down.service", None),
+        ],
+        ("first", "supervisord"): [("mesh", None, 2)],
+        ("first", "unmanaged"): [("solo", None, 3), ("odd", None, 4)],
+    }
+    assert plan.left == []
+
+
+def test_a_unit_claimed_by_one_kind_is_not_taken_by_the_next():
+    found = {
+        "systemd": Found([unit("systemd", "work")], [], []),
+        "launchd": Found([unit("launchd", "work"), unit("launchd", "other")], [], []),
+    }
+    plan = plan_fleet([], found, KINDS)
+    assert batches(plan) == {
+        ("first", "systemd"): [("work", "hermes-gateway-work.service", None)],
+        ("first", "launchd"): [("other", "ai.hermes.gateway-other", None)],
+    }
+
+
+def test_a_unit_that_cannot_be_acted_on_leaves_its_gateway_alone():
+    live = [gateway("batch", "systemd", 7), gateway("mesh", "supervisord", 8)]
+    skipped = [
+        ("hermes-gateway-batch.service", "needs root"),
+        ("hermes-gateway-mesh.service", "needs root"),  # but mesh runs under supervisord: restarted there
+        ("systemd user manager", "no user bus"),  # no profile: claims nothing
+    ]
+    plan = plan_fleet(live, {"systemd": Found([], [], skipped)}, KINDS)
+    [left] = plan.left
+    assert (left.profile, left.method, left.ok, left.old_pid, left.new_pid) == ("batch", "skip", False, 7, 7)
+    assert (left.unit, left.reason) == ("hermes-gateway-batch.service", "hermes-gateway-batch.service: needs root")
+    assert batches(plan) == {("first", "supervisord"): [("mesh", None, 8)]}
+
+
+def test_an_ancestors_gateway_is_restarted_last_and_only_the_profiles_asked_for():
+    live = [gateway("default", "unmanaged", 1), gateway("coder", "unmanaged", 2), gateway("work", "systemd", 3)]
+    found = {"systemd": Found([unit("systemd", "work")], [], [])}
+    plan = plan_fleet(live, found, KINDS, ancestors={"coder", "work"})
+    assert batches(plan) == {
+        ("first", "unmanaged"): [("default", None, 1)],
+        ("last", "unmanaged"): [("coder", None, 2)],
+        ("last", "systemd"): [("work", "hermes-gateway-work.service", 3)],
+    }
+    only = plan_fleet(live, found, KINDS, only={"coder"})
+    assert batches(only) == {("first", "unmanaged"): [("coder", None, 2)]}
+    assert plan_fleet(live, found, KINDS, only=set()) == plan_fleet([], {}, KINDS)
+
+
+def test_a_batch_without_a_gateway_to_restart_over_its_socket_is_refused_whole():
+    with pytest.raises(ValueError, match="coder"):
+        KINDS["unmanaged"].restart(
+            ROOT, [Target("default", gateway=gateway("default", "unmanaged")), Target("coder")], None
+        )
