@@ -104,9 +104,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._serve()
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET  # noqa: N815
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET  # noqa: N815 (http.server's names)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
         pass  # request lines can carry tokens
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:

@@ -41,7 +41,7 @@ PROBE_TIMEOUT = 2.0
 def require_supervisor() -> None:
     # A declared dependency, but checked: a broken environment gets a typed error, not a traceback.
     try:
-        import supervisor  # noqa: F401
+        import supervisor  # noqa: F401 (imported only to see that it can be)
     except ImportError:
         raise SupervisorUnavailable(
             "the supervisord kind needs the `supervisor` package: pip install supervisor",
