@@ -75,6 +75,8 @@ from shared.gateways import ops  # noqa: E402
 from shared.protocol import Code, RemoteError  # noqa: E402
 from shared.pubsub import open_subscriber  # noqa: E402
 from shared.sync_client import SyncClient  # noqa: E402
+from tests.support.cli import HERMES  # noqa: E402
+from tests.support.installs import Install  # noqa: E402
 
 TARGET_RATIO = 1.5
 
@@ -96,58 +98,16 @@ CLEANUP_TIMEOUT = 60.0
 # --- the throwaway install -----------------------------------------------------------------
 
 
-def isolated_env(**extra: str) -> dict[str, str]:
-    """No user or system git config (hooks, credential helpers, pull defaults) in any git run,
-    ours or the updater's."""
-    env = dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", HERMES_LOG_LEVEL="WARNING")
-    env.pop("HERMES_HOME", None)
-    env.update(extra)
-    return env
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.invalid", *args],
-        cwd=cwd,
-        env=isolated_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
-class Install:
-    """An origin, the install cloned from it and a dev clone, under ``base``."""
+class FleetInstall(Install):
+    """A throwaway install (``tests.support.installs.Install``: an origin, the install cloned
+    from it and a dev clone, under ``base``) whose processes log only warnings."""
 
     def __init__(self, base: Path):
-        self.base = base
-        self.origin = base / "origin.git"
-        self.path = base / "install"
-        self.dev = base / "dev"
-        self.root = base / "home"
-        base.mkdir(parents=True)
-        git(base, "clone", "-q", "--bare", str(ROOT), str(self.origin))
-        git(base, "clone", "-q", str(self.origin), str(self.path))
-        git(base, "clone", "-q", str(self.origin), str(self.dev))
-        self.root.mkdir()
+        super().__init__(base)
         self.mesh_started = False
 
-    def env(self) -> dict[str, str]:
-        return isolated_env(HERMES_HOME=str(self.root), PYTHONPATH=str(self.path))  # the install's code
-
-    def hermes(self, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
-        done = subprocess.run(
-            [sys.executable, "-m", "hermes_cli.main", *args],
-            cwd=self.path,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return done
+    def env(self, **extra: str) -> dict[str, str]:
+        return super().env(HERMES_LOG_LEVEL="WARNING", **extra)
 
     def checked(self, *args: str, timeout: float = CLI_TIMEOUT) -> str:
         done = self.hermes(*args, timeout=timeout)
@@ -157,17 +117,7 @@ class Install:
         return done.stdout
 
     def update_argv(self) -> list[str]:
-        return [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"]
-
-    def release(self, message: str) -> str:
-        (self.dev / "RELEASE").write_text(message + "\n")
-        git(self.dev, "add", "-A")
-        git(self.dev, "commit", "-qm", message)
-        git(self.dev, "push", "-q", "origin", "HEAD")
-        return git(self.dev, "rev-parse", "HEAD")
-
-    def head(self) -> str:
-        return git(self.path, "rev-parse", "HEAD")
+        return [*HERMES, "update", "--yes", "--json"]
 
     def address(self, profile: str) -> str:
         return homes.endpoint(homes.profile_home(profile, self.root), ops.SERVICE, create=False).control
@@ -202,7 +152,7 @@ class Install:
         return found
 
 
-def cleanup(install: Install | None, base: Path, notes: list[str]) -> None:
+def cleanup(install: FleetInstall | None, base: Path, notes: list[str]) -> None:
     """Everything this run started, whatever state it is in: an update still running (its
     updater is asked to stop, as ``kill -INT`` does), the mesh, any process left with a home
     or working directory under ``base``; then the directory itself. Every wait is bounded."""
@@ -223,7 +173,7 @@ def cleanup(install: Install | None, base: Path, notes: list[str]) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-def _stop_update(install: Install, notes: list[str]) -> None:
+def _stop_update(install: FleetInstall, notes: list[str]) -> None:
     from services.updater.lock import holder
 
     running = holder(install.root)
@@ -321,7 +271,7 @@ class Tally:
 
 
 class Load:
-    def __init__(self, install: Install, profiles: list[str], clients: int, turn_seconds: float):
+    def __init__(self, install: FleetInstall, profiles: list[str], clients: int, turn_seconds: float):
         self.install = install
         self.profiles = profiles
         self.clients = clients
@@ -469,7 +419,7 @@ SUPERVISORD_LINE = re.compile(
 )
 
 
-def _supervisord_events(install: Install, since: float) -> dict[tuple[str, str], float]:
+def _supervisord_events(install: FleetInstall, since: float) -> dict[tuple[str, str], float]:
     """(profile, "exited" | "spawned") -> the first such line after ``since`` in supervisord's
     log (epoch s): when it reaped the old gateway and when it started the new one."""
     events: dict[tuple[str, str], float] = {}
@@ -508,7 +458,7 @@ TIMELINE = {  # key -> label
 
 
 def _timeline(
-    install: Install, load: Load, start: float, processes: dict[str, list[float]]
+    install: FleetInstall, load: Load, start: float, processes: dict[str, list[float]]
 ) -> dict[str, dict[str, float | None]]:
     """Per gateway, seconds from the start of ``hermes update`` to each moment of its restart."""
     supervisord = _supervisord_events(install, start)
@@ -559,9 +509,9 @@ def _unanswered_row(
 
 
 def run_scenario(base: Path, gateways: int, args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
-    install: Install | None = None
+    install: FleetInstall | None = None
     try:
-        install = Install(base)
+        install = FleetInstall(base)
         profiles = [f"g{i:02d}" for i in range(gateways)]
         for profile in profiles:
             install.checked("profile", "create", profile)
@@ -627,7 +577,7 @@ def run_scenario(base: Path, gateways: int, args: argparse.Namespace, notes: lis
         cleanup(install, base, notes)
 
 
-async def _drive(install: Install, load: Load, old_pids: dict[str, int], after: float) -> dict[str, Any]:
+async def _drive(install: FleetInstall, load: Load, old_pids: dict[str, int], after: float) -> dict[str, Any]:
     run: dict[str, Any] = {}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(load.watch_states)

@@ -11,14 +11,7 @@ import pytest
 
 from nous import refresh, refresh_rules, store
 from nous.access_token import read_claims
-from tests.conftest import ROOT, python_env
-
-
-@pytest.fixture
-def root(tmp_path):
-    root = tmp_path / "home"
-    root.mkdir()
-    return root
+from tests.support.processes import ROOT, python_env
 
 
 def signed_in(root, sim, email="ada@example.com", tier="plus"):

@@ -16,14 +16,9 @@ from services.auth_worker import device_flow, settle
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
 from services.auth_worker.states import Reason
 from shared import config
-from tests.portal import PortalSim, issue_tls
+from tests.support.portal import PortalSim, issue_tls
 
-
-@pytest.fixture
-def root(tmp_path):
-    root = tmp_path / "home"
-    (root / "profiles" / "work").mkdir(parents=True)
-    return root
+pytestmark = pytest.mark.root(profiles=("work",))
 
 
 def request(root, sim, *, profile_home=None, replace=False, ca_bundle=None, sign_in_id="s1"):

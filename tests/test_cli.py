@@ -15,35 +15,18 @@ import pytest
 from hermes_cli.commands import TARGETS
 from shared import homes
 from shared.cli_grammar import build_top_level_parser
-from tests.conftest import ROOT, Peer, python_env
-
-
-def hermes(*args: str, home, stdin=subprocess.DEVNULL, env_extra=None) -> subprocess.CompletedProcess:
-    env = python_env(HERMES_HOME=str(home), **(env_extra or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        stdin=stdin,
-        timeout=60,
-    )
+from tests.support.cli import hermes
+from tests.support.processes import ROOT, Peer, python_env
 
 
 def as_json(result: subprocess.CompletedProcess):
     return json.loads(result.stdout)
 
 
-@pytest.fixture
-def root(short_dir):
-    return short_dir / "hermes"
-
-
 def start_gateway_peer(home) -> Peer:
     """A real service holding the profile's gateway endpoint lock, as a gateway would."""
     ep = homes.endpoint(home, "gateway")
-    return Peer(["-m", "tests.peers.echo_service", ep.control, str(ep.lock_path)])
+    return Peer(["-m", "tests.support.peers.echo_service", ep.control, str(ep.lock_path)])
 
 
 def grammar_commands(parser: argparse.ArgumentParser) -> set[str]:

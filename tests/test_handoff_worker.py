@@ -7,25 +7,14 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from nous import store
 from nous.access_token import read_claims
 from nous.guest_handoff import records
 from services.handoff_retry import ops
 from shared import homes
 from shared.call_rules import NO_RETRY
-from shared.spawn import stop_service
 from shared.sync_client import SyncClient
-from tests.conftest import ROOT, python_env, wait_for
-
-
-@pytest.fixture
-def root(short_dir):
-    root = short_dir / "home"
-    root.mkdir()
-    yield root
-    stop_service(root, ops.SERVICE)
+from tests.support.processes import ROOT, python_env, wait_for
 
 
 def guest_replaced_by_account(root, sim, *apps):
@@ -79,14 +68,13 @@ def test_the_worker_claims_when_due_and_the_long_poll_answers_at_the_change(sim,
         before = client.call(ops.STATUS)
         assert [r["state"] for r in before["records"]] == ["pending"] and "key" not in before["records"][0]
         since, seen = before["records"][0]["updated_at"], []
-        asked = time.monotonic()
         while not seen or seen[-1] != "claimed":  # each change answers: reserved, then claimed
             answer = client.call(ops.HANDOFF_STATUS, {"since": since, "wait": 50.0})
             since = answer["updated_at"]
             seen.append(answer["records"][0]["state"])
-        waited = time.monotonic() - asked
+    # Answered at the changes, not at the end of a wait: a wait that ran out would have
+    # answered the state it started from, pending or reserved again.
     assert seen in (["reserved", "claimed"], ["claimed"])
-    assert waited < 40  # answered at the changes, not at the end of a wait
     assert time.time() >= due - 0.5  # and not before the record was due
     assert [a["connectors"] for a in sim.accounts() if a["email"] == "ada@example.com"] == [["github"]]
     assert len(sim.requests("/api/anonymous/claim")) == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from shared import home_env
-from tests.conftest import ROOT, python_env
+from tests.support.processes import ROOT, python_env
 
 
 @pytest.mark.parametrize(

@@ -22,15 +22,8 @@ from shared.hooks import intake_address
 from shared.identity import process_identity
 from shared.spawn import stop_service
 from shared.sync_client import SyncClient
-from tests.conftest import ROOT, python_env, wait_for
-
-
-@pytest.fixture
-def root(short_dir):
-    root = short_dir / "home"
-    root.mkdir()
-    yield root
-    stop_service(root, ops.SERVICE)
+from tests.support.cli import hermes
+from tests.support.processes import ROOT, python_env, wait_for
 
 
 @pytest.fixture
@@ -234,14 +227,7 @@ def test_with_no_daemon_reports_are_counted_and_the_check_says_so(root, short_di
 
 
 def doctor(root, **env):
-    done = subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", "operator", "doctor", "--json"],
-        cwd=ROOT,
-        env=managed_env(root, **env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = hermes("operator", "doctor", "--json", env=managed_env(root, **env))
     report = json.loads(done.stdout)
     return done.returncode, {f["check"]: f["code"] for f in report["findings"]}
 

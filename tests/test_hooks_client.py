@@ -20,16 +20,12 @@ from shared.hook_vocabulary import MAX_CONTINUATION_IDS
 from shared.hooks import HookClient, intake_address
 from shared.identity import current_identity, process_identity
 from shared.protocol import unpack
-from tests.conftest import ROOT, python_env
+from tests.support.processes import ROOT, python_env
+
+pytestmark = pytest.mark.root(run_dir=True)
 
 SESSION = "pohunek:s-1.a_b"
 MANAGED = {"POHUNEK_SESSION_ID": SESSION}
-
-
-@pytest.fixture
-def root(short_dir):
-    homes.ensure_run_dir(short_dir)
-    return short_dir
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from shared import protocol
 from shared.protocol import Code
-from tests.conftest import Peer
+from tests.support.processes import Peer
 
 KNOWN_CODES = {
     Code.MALFORMED_FRAME,
@@ -68,7 +68,7 @@ junk = st.one_of(
 def live_service():
     directory = Path(tempfile.mkdtemp(prefix="hm-junk-"))
     address = f"ipc://{directory}/svc.ctl"
-    peer = Peer(["-m", "tests.peers.echo_service", address, str(directory / "svc.lock")])
+    peer = Peer(["-m", "tests.support.peers.echo_service", address, str(directory / "svc.lock")])
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(address)

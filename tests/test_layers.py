@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.processes import ROOT
 
 CHECKED = ("shared", "nous", "services", "hermes_cli")
 OURS = frozenset(CHECKED)

@@ -11,7 +11,7 @@ import pytest
 
 from shared import exit_codes
 from shared.logs import parse_level
-from tests.conftest import ROOT, python_env
+from tests.support.processes import ROOT, python_env
 
 
 @pytest.mark.parametrize(

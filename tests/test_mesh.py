@@ -31,7 +31,8 @@ from shared.identity import ProcessIdentity, is_alive, process_identity, read_cm
 from shared.supervisors import gateway_command, working_directory
 from shared.supervisors import supervisord as sv
 from shared.supervisors.errors import SupervisorUnavailable
-from tests.conftest import ROOT, python_env
+from tests.support.cli import hermes
+from tests.support.processes import ROOT, python_env
 
 pytestmark = pytest.mark.slow
 
@@ -104,18 +105,6 @@ def mesh_root() -> Iterator[Path]:
             sv.down(root)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-
-
-def hermes(*args: str, root: Path, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=python_env(HERMES_HOME=str(root)),
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        timeout=timeout,
-    )
 
 
 # --- names and config, no processes -------------------------------------------------------------
@@ -425,27 +414,27 @@ def test_cli_concurrent_up_starts_one_supervisord_then_status_and_down(mesh_root
     assert any(line.startswith("hermes-gateway-a: RUNNING") for _, err in outputs for line in err.splitlines())
     assert all("\r" not in err and "\033" not in err for _, err in outputs)
 
-    missing = hermes("mesh", "up", "--profiles", "a,nope", "--json", root=mesh_root)
+    missing = hermes("mesh", "up", "--profiles", "a,nope", "--json", home=mesh_root)
     assert missing.returncode == 2 and json.loads(missing.stdout)["error"]["code"] == "profile_not_found"
-    invalid = hermes("mesh", "up", "--profiles", "A", root=mesh_root)
+    invalid = hermes("mesh", "up", "--profiles", "A", home=mesh_root)
     assert invalid.returncode == 2 and "invalid profile name" in invalid.stderr
 
-    shown = hermes("mesh", "status", root=mesh_root)
+    shown = hermes("mesh", "status", home=mesh_root)
     assert shown.returncode == 0
     rows = {line.split()[0]: line.split()[1:4] for line in shown.stdout.splitlines() if line.startswith("hermes-")}
     assert shown.stdout.startswith("supervisord: running")
     assert rows["hermes-gateway-b"][:2] == ["b", "RUNNING"] and rows["hermes-gateway-a"][:2] == ["a", "RUNNING"]
-    doc = json.loads(hermes("mesh", "status", "--json", root=mesh_root).stdout)
+    doc = json.loads(hermes("mesh", "status", "--json", home=mesh_root).stdout)
     assert [(p["name"], p["state"]) for p in doc["programs"]] == [
         ("hermes-gateway-a", "RUNNING"),
         ("hermes-gateway-b", "RUNNING"),
     ]
 
-    down = hermes("mesh", "down", "--json", root=mesh_root)
+    down = hermes("mesh", "down", "--json", home=mesh_root)
     assert down.returncode == 0
     assert json.loads(down.stdout)["programs"] == ["hermes-gateway-a", "hermes-gateway-b"]
     assert not is_alive(ProcessIdentity.from_dict(doc["supervisord"]))
-    assert hermes("mesh", "down", root=mesh_root).stdout.strip() == "the mesh was not running"
+    assert hermes("mesh", "down", home=mesh_root).stdout.strip() == "the mesh was not running"
 
 
 def test_a_hung_gateway_is_restarted_through_supervisord_and_the_others_drain(mesh_root):

@@ -29,8 +29,8 @@ import trustme
 from services.portal_sim import routes, tokens
 from services.portal_sim.server import PortalServer
 from services.portal_sim.state import REQUEST_LOG_CAP, State
-from tests.conftest import ROOT, python_env
-from tests.portal import PortalSim, SimControlError, issue_tls
+from tests.support.portal import PortalSim, SimControlError, issue_tls
+from tests.support.processes import ROOT, python_env
 
 CLIENT = "hermes-cli"
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"

@@ -28,7 +28,7 @@ from shared.gateways.discovery import discover
 from shared.supervisors import Unit, launchd
 from shared.sync_client import SyncClient
 from shared.version import code_sha
-from tests.conftest import ROOT, GatewayProcess, python_env, read_state, wait_for
+from tests.support.processes import ROOT, GatewayProcess, python_env, read_state, wait_for
 
 UID = 501
 SHA = code_sha(ROOT)  # what a gateway started from this checkout reports
@@ -37,13 +37,6 @@ SHA = code_sha(ROOT)  # what a gateway started from this checkout reports
 # Long enough for a real gateway to start on a loaded 2-core machine; it bounds only the
 # cases that must wait it out (a gateway that never comes back).
 SHORT = Waits(drain=5.0, come_back=10.0, poll=0.05)
-
-
-@pytest.fixture
-def root(short_dir) -> Path:
-    path = short_dir / "home"
-    path.mkdir()
-    return path
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The systemd restart kind: which units are ours, drain first, the budgeted blunt restart.
 
-systemd cannot run on this machine, so ``tests/doubles/systemctl`` stands in for it (see its
+systemd cannot run on this machine, so ``tests/support/doubles/systemctl`` stands in for it (see its
 docstring): it prints what systemd 252 printed (checked here against the captures) and runs
 each started unit's gateway as a real process, restarting it as systemd would. The gateways
 run a clone of this checkout, so that a commit made in the clone is the new code that a
@@ -30,10 +30,12 @@ from shared.gateways.discovery import discover
 from shared.supervisors import gateway_environment, systemd
 from shared.supervisors.systemd import manager as systemd_manager
 from shared.sync_client import SyncClient
-from tests.conftest import release
+from tests.support import DOUBLES
+from tests.support.installs import release
+from tests.support.systemd_captures import transcript
 
-DOUBLES = Path(__file__).resolve().parent / "doubles"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "systemd"
+pytestmark = pytest.mark.root(profiles=("work", "workbench"))
+
 SECOND = 1_000_000  # the double keeps timeouts in microseconds, as systemd does
 
 
@@ -135,14 +137,6 @@ def fake_systemd(short_dir, code, monkeypatch):
     double.shutdown()
 
 
-@pytest.fixture
-def root(short_dir) -> Path:
-    root = short_dir / "home"
-    for profile in ("work", "workbench"):
-        (root / "profiles" / profile).mkdir(parents=True)
-    return root
-
-
 def status(home: Path) -> dict:
     with SyncClient(homes.endpoint(home, ops.SERVICE, create=False).control) as client:
         return client.call(ops.STATUS, timeout=10)
@@ -157,19 +151,6 @@ def by_unit(outcomes) -> dict:
 
 
 # --- the double against real systemd 252 output ---------------------------------------------------
-
-
-def transcript(name: str) -> list[tuple[str, list[str], int]]:
-    """A capture as (command, output lines, exit code) blocks."""
-    blocks: list[tuple[str, list[str], int]] = []
-    for line in (FIXTURES / name).read_text().splitlines():
-        if line.startswith("$ "):
-            blocks.append((line[2:], [], 0))
-        elif line.startswith("(exit "):
-            blocks[-1] = (blocks[-1][0], blocks[-1][1], int(line[6:-1]))
-        else:
-            blocks[-1][1].append(line)
-    return blocks
 
 
 CAPTURED_UNITS = {  # the README's table, as systemd 252 reported it

@@ -11,7 +11,8 @@ import pytest
 
 from hermes_cli import skin_engine as skins
 from shared import config
-from tests.conftest import ROOT, python_env
+from tests.support.cli import HERMES, hermes
+from tests.support.processes import ROOT, python_env
 
 
 @pytest.mark.parametrize("name", skins.builtin_names())
@@ -93,28 +94,17 @@ def test_the_painter_uses_the_skins_colors_and_honours_no_color_and_pipes(tmp_pa
     assert skins.Painter(ares, io.StringIO(), env={}).paint("title", "banner_title") == "title"
 
 
-def hermes(home, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", *args],
-        cwd=ROOT,
-        env=python_env(HERMES_HOME=str(home)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_skin_commands_list_show_and_set_and_refuse_a_broken_skin(tmp_path):
     (tmp_path / "config.yaml").write_text("# the operator's notes\nmodel:\n  provider: nous\n")
     write(tmp_path, "broken", "colors:\n  banner_title: red\n")
-    listed = json.loads(hermes(tmp_path, "skin", "list", "--json").stdout)
+    listed = json.loads(hermes("skin", "list", "--json", home=tmp_path).stdout)
     assert [s["name"] for s in listed["skins"]] == ["default", "ares", "mono", "slate", "broken"]
     assert listed["active"] == "default" and "colors.banner_title" in listed["skins"][-1]["error"]
-    assert hermes(tmp_path, "skin", "set", "ares").returncode == 0
+    assert hermes("skin", "set", "ares", home=tmp_path).returncode == 0
     assert config.load_config(tmp_path)["display"] == {"skin": "ares"}
     assert "# the operator's notes" in (tmp_path / "config.yaml").read_text()
-    assert json.loads(hermes(tmp_path, "skin", "show", "--json").stdout)["name"] == "ares"
-    refused = hermes(tmp_path, "skin", "set", "broken")
+    assert json.loads(hermes("skin", "show", "--json", home=tmp_path).stdout)["name"] == "ares"
+    refused = hermes("skin", "set", "broken", home=tmp_path)
     assert refused.returncode == 2 and "broken.yaml, key colors.banner_title" in refused.stderr
     assert config.load_config(tmp_path)["display"] == {"skin": "ares"}  # unchanged
 
@@ -127,7 +117,7 @@ def on_a_terminal(home, *args, **env):
     master, slave = pty.openpty()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "hermes_cli.main", *args],
+            [*HERMES, *args],
             cwd=ROOT,
             stdout=slave,
             stderr=slave,
@@ -156,12 +146,12 @@ def escape(color: str) -> str:
 
 def test_setting_a_skin_visibly_changes_the_gateway_table(tmp_path):
     for name in ("ares", "mono"):
-        assert hermes(tmp_path, "skin", "set", name).returncode == 0
+        assert hermes("skin", "set", name, home=tmp_path).returncode == 0
         code, seen = on_a_terminal(tmp_path, "gateway", "list")
         assert code == 0 and "PROFILE" in seen
         assert escape(skins.load_skin(name, tmp_path).colors["banner_title"]) in seen
     assert "\033[" not in on_a_terminal(tmp_path, "gateway", "list", NO_COLOR="1")[1]
-    assert "\033[" not in hermes(tmp_path, "gateway", "list").stdout  # a pipe gets plain text
+    assert "\033[" not in hermes("gateway", "list", home=tmp_path).stdout  # a pipe gets plain text
 
 
 def test_a_broken_skin_never_breaks_a_command(tmp_path):

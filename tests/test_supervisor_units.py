@@ -12,7 +12,6 @@ import shutil
 import stat
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -36,10 +35,10 @@ from shared.supervisors import (
 )
 from shared.supervisors.systemd import manager as systemd_manager
 from shared.supervisors.systemd import units as systemd_units
-from tests.conftest import ROOT, python_env
+from tests.support.cli import hermes
+from tests.support.systemd_captures import transcript
 
 # Real systemd 252 output, copied from the project's shared fixtures (see its README there).
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "systemd"
 SYSTEMD_RUNNING = systemd_manager.BOOTED_MARKER.is_dir()
 
 
@@ -409,26 +408,6 @@ def test_run_client_types_every_outcome():
 # --- systemctl show, against real systemd 252 output --------------------------------------------
 
 
-@dataclass
-class Block:
-    command: str
-    output: list[str] = field(default_factory=list)
-    exit_code: int | None = None
-
-
-def transcript(name: str) -> list[Block]:
-    """A capture file as (command, output lines, exit code) blocks."""
-    blocks: list[Block] = []
-    for line in (FIXTURES / name).read_text().splitlines():
-        if line.startswith("$ "):
-            blocks.append(Block(line[2:]))
-        elif line.startswith("(exit ") and line.endswith(")"):
-            blocks[-1].exit_code = int(line[6:-1])
-        else:
-            blocks[-1].output.append(line)
-    return blocks
-
-
 def shows(name: str) -> dict[str, dict[str, str]]:
     """unit -> parsed properties, for every ``systemctl show -p ...`` in a capture."""
     parsed = {}
@@ -673,22 +652,16 @@ def test_acting_goes_through_the_owner(user_dirs, profile, tmp_path):
 # --- hermes gateway install, as a real process --------------------------------------------------
 
 
-def hermes(*args: str, tmp_path: Path, root: Path) -> subprocess.CompletedProcess[str]:
-    env = python_env(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"), HERMES_HOME=str(root))
-    return subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
+def in_user_dirs(tmp_path: Path) -> dict[str, str]:
+    """A child's HOME and XDG_CONFIG_HOME under ``tmp_path``, where ``user_dirs`` points this process's."""
+    return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
 
 
 def test_cli_installs_a_systemd_unit(tmp_path):
     root = tmp_path / "root with space"
-    result = hermes("gateway", "install", "--supervisor", "systemd", "--json", tmp_path=tmp_path, root=root)
+    result = hermes(
+        "gateway", "install", "--supervisor", "systemd", "--json", home=root, env_extra=in_user_dirs(tmp_path)
+    )
     assert result.returncode == 0, result.stderr
     path = tmp_path / "xdg" / "systemd" / "user" / "hermes-gateway.service"
     report = json.loads(result.stdout)
@@ -709,7 +682,9 @@ def test_cli_installs_a_systemd_unit(tmp_path):
 def test_cli_installs_for_the_chosen_profile(tmp_path):
     root = tmp_path / "root"
     (root / "profiles" / "work").mkdir(parents=True)
-    result = hermes("-p", "work", "gateway", "install", "--supervisor", "systemd", tmp_path=tmp_path, root=root)
+    result = hermes(
+        "-p", "work", "gateway", "install", "--supervisor", "systemd", home=root, env_extra=in_user_dirs(tmp_path)
+    )
     assert result.returncode == 0, result.stderr
     assert "hermes-gateway-work.service" in result.stdout
     path = tmp_path / "xdg" / "systemd" / "user" / "hermes-gateway-work.service"
@@ -718,7 +693,9 @@ def test_cli_installs_for_the_chosen_profile(tmp_path):
 
 def test_cli_installs_a_launchd_plist(tmp_path):
     root = tmp_path / "root"
-    result = hermes("gateway", "install", "--supervisor", "launchd", "--json", tmp_path=tmp_path, root=root)
+    result = hermes(
+        "gateway", "install", "--supervisor", "launchd", "--json", home=root, env_extra=in_user_dirs(tmp_path)
+    )
     assert result.returncode == 0, result.stderr
     path = tmp_path / "home" / "Library" / "LaunchAgents" / "ai.hermes.gateway.plist"
     assert json.loads(result.stdout)["path"] == str(path)
@@ -728,7 +705,13 @@ def test_cli_installs_a_launchd_plist(tmp_path):
 def test_cli_refuses_a_missing_profile(tmp_path):
     root = tmp_path / "root"
     result = hermes(
-        "gateway", "install", "--supervisor", "systemd", "--json", tmp_path=tmp_path, root=root / "profiles" / "ghost"
+        "gateway",
+        "install",
+        "--supervisor",
+        "systemd",
+        "--json",
+        home=root / "profiles" / "ghost",
+        env_extra=in_user_dirs(tmp_path),
     )
     assert result.returncode == 2
     assert json.loads(result.stdout)["error"]["code"] == "profile_not_found"

@@ -4,7 +4,6 @@ against real systemd 252 output), a bounded fallback for unusable limits, and th
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -13,8 +12,8 @@ from hypothesis import strategies as st
 from services.updater.restart import systemd_budget
 from services.updater.restart.systemd_budget import MAX_BUDGET, PHASE_FALLBACK, parse_span, restart_budget
 from shared.supervisors import systemd
+from tests.support.systemd_captures import CAPTURES
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "systemd"
 SLACK = systemd.CLIENT_SLACK
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -85,7 +84,7 @@ def test_combined_spans(text, seconds):
 
 def _captured_spans() -> set[str]:
     spans = set()
-    for line in (FIXTURES / "systemd-252-capture.txt").read_text().splitlines():
+    for line in (CAPTURES / "systemd-252-capture.txt").read_text().splitlines():
         name, sep, value = line.partition("=")
         if sep and name in ("TimeoutStartUSec", "TimeoutStopUSec"):
             spans.add(value)

@@ -22,7 +22,7 @@ from shared.protocol import Code, OpSpec, RemoteError
 from shared.service import HELLO
 from shared.sync_client import SyncClient
 from shared.zmq_trio import open_socket
-from tests.peers.echo_service import BIG, ECHO, FAIL, SLOW, STREAM, build_service
+from tests.support.peers.echo_service import BIG, ECHO, FAIL, SLOW, STREAM, build_service
 
 
 @pytest.fixture
@@ -430,9 +430,9 @@ async def test_router_drops_replies_for_a_peer_that_vanished(served):
 
 async def test_client_killed_mid_request_leaves_the_service_serving(spawn, endpoint):
     address, lock = endpoint
-    service = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
+    service = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.support.peers.echo_service", address, str(lock)))
     program = (
-        "import sys; from shared.sync_client import SyncClient; from tests.peers.echo_service import SLOW;"
+        "import sys; from shared.sync_client import SyncClient; from tests.support.peers.echo_service import SLOW;"
         "print('ready', flush=True); SyncClient(sys.argv[1]).call(SLOW, {'seconds': 3})"
     )
     doomed = await trio.to_thread.run_sync(lambda: spawn("-c", program, address))
@@ -446,7 +446,7 @@ async def test_client_killed_mid_request_leaves_the_service_serving(spawn, endpo
 
 async def test_service_killed_mid_request_then_restarted(spawn, endpoint):
     address, lock = endpoint
-    first = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
+    first = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.support.peers.echo_service", address, str(lock)))
     async with open_client(address) as client:
         outcome = {}
 
@@ -463,14 +463,14 @@ async def test_service_killed_mid_request_then_restarted(spawn, endpoint):
                 os.kill(first.pid, signal.SIGKILL)
         assert outcome["code"] == Code.CONNECTION_RESET
         # kill -9 left a stale socket file and lock file; a new service takes both over
-        await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
+        await trio.to_thread.run_sync(lambda: spawn("-m", "tests.support.peers.echo_service", address, str(lock)))
         with trio.fail_after(10):
             assert await client.call(ECHO, {"text": "second life"}) == "second life"
 
 
 async def test_timed_out_request_is_never_answered_late(spawn, endpoint):
     address, lock = endpoint
-    peer = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.peers.echo_service", address, str(lock)))
+    peer = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.support.peers.echo_service", address, str(lock)))
     async with open_client(address) as client:
         assert await client.call(ECHO, {"text": "warm"}) == "warm"
         os.kill(peer.pid, signal.SIGSTOP)
@@ -486,7 +486,7 @@ async def test_timed_out_request_is_never_answered_late(spawn, endpoint):
 
 def test_sync_client_round_trip_stream_and_timeout(spawn, endpoint):
     address, lock = endpoint
-    peer = spawn("-m", "tests.peers.echo_service", address, str(lock))
+    peer = spawn("-m", "tests.support.peers.echo_service", address, str(lock))
     with SyncClient(address) as client:
         assert client.call(ECHO, {"text": "sync"}) == "sync"
         events = []
@@ -512,7 +512,7 @@ def test_sync_client_round_trip_stream_and_timeout(spawn, endpoint):
 
 def test_sync_client_sees_a_service_leave_and_keeps_what_it_sent(spawn, endpoint, short_dir):
     address, lock = endpoint
-    peer = spawn("-m", "tests.peers.echo_service", address, str(lock))
+    peer = spawn("-m", "tests.support.peers.echo_service", address, str(lock))
     with SyncClient(address, retry=NO_RETRY) as client:
         assert client.call(ECHO, {"text": "warm"}) == "warm"
         threading.Timer(0.3, os.kill, (peer.pid, signal.SIGKILL)).start()
@@ -589,7 +589,8 @@ def test_call_all_asks_many_services_at_once(spawn, short_dir):
 
     addresses = [f"ipc://{short_dir}/s{i}.ctl" for i in range(3)]
     peers = [
-        spawn("-m", "tests.peers.echo_service", a, str(short_dir / f"s{i}.lock")) for i, a in enumerate(addresses[:2])
+        spawn("-m", "tests.support.peers.echo_service", a, str(short_dir / f"s{i}.lock"))
+        for i, a in enumerate(addresses[:2])
     ]
     os.kill(peers[1].pid, signal.SIGSTOP)
     try:

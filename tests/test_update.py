@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,30 +17,10 @@ from pathlib import Path
 
 from shared.gateways import ops
 from shared.sync_client import SyncClient
-from tests.conftest import ROOT, python_env, read_state, wait_for
-from tests.installs import Install, git, patch_release
-
-
-def before_completion_runs(dev: Path, code: str) -> None:
-    """A release whose completion runs ``code`` (indented lines; ``request`` is in scope) first."""
-    run = "    result = Completion(request).run()\n"
-    patch_release(dev / "services" / "updater" / "completion.py", run, code + run)
-
-
-def mark_completion(dev: Path) -> None:
-    """A release whose completion says so in its result: proof it ran from the new tree."""
-    pid = '"pid": me.pid,'
-    patch_release(dev / "services" / "updater" / "completion.py", pid, '"marker": "new-tree", ' + pid)
-
-
-def bump_version(dev: Path) -> str:
-    """A release with a new version string; returns it."""
-    path = dev / "shared" / "version.py"
-    found = re.search(r'^__version__ = "([^"]+)"$', path.read_text(), re.MULTILINE)
-    assert found, f"{path} sets no __version__"
-    old = found.group(1)
-    patch_release(path, f'__version__ = "{old}"', f'__version__ = "{old}.post1"')
-    return f"{old}.post1"
+from tests.support.cli import HERMES
+from tests.support.installs import Install, git, owed_warnings
+from tests.support.processes import ROOT, python_env, read_state, wait_for
+from tests.support.releases import before_completion_runs, bump_version, hold_completion, mark_completion
 
 
 def test_update_moves_every_gateway_onto_the_new_commit(install):
@@ -139,14 +118,7 @@ def test_a_completion_that_dies_is_an_owed_followup_not_a_failure(install):
 
 
 def test_an_install_that_is_not_updated_in_place_is_refused_with_the_right_command(install):
-    result = subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
-        cwd=install.path,
-        env=install.env(HERMES_INSTALL_KIND="docker"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = install.hermes("update", "--yes", "--json", timeout=120, HERMES_INSTALL_KIND="docker")
     assert result.returncode == 2, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["outcome"] == "refused"
@@ -180,7 +152,7 @@ def test_an_updater_killed_mid_run_is_marked_interrupted_by_the_next_update(inst
     assert install.hermes("mesh", "up", "--profiles", "coder").returncode == 0
     install.release("release 2")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hermes_cli.main", "update", "--yes"],
+        [*HERMES, "update", "--yes"],
         cwd=install.path,
         env=install.env(),
         stdout=subprocess.PIPE,
@@ -214,7 +186,7 @@ def test_an_updater_killed_mid_run_is_marked_interrupted_by_the_next_update(inst
 
 def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(install):
     from services.updater import obligations
-    from tests.archive_origin import ArchiveOrigin
+    from tests.support.archive_origin import ArchiveOrigin
 
     server = ArchiveOrigin(install.origin)
     try:
@@ -261,14 +233,14 @@ def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(i
 
 def tree_of(path: Path) -> dict[str, tuple]:
     """The install's tree as a value, without the bytecode that running hermes from it writes."""
-    from tests.test_update_archive import manifest
+    from tests.support.archive_updates import manifest
 
     return {rel: what for rel, what in manifest(path).items() if "__pycache__" not in Path(rel).parts}
 
 
 def crash_an_archive_update(install: Install, server) -> dict[str, tuple]:
     """An archive update of ``install`` killed mid-swap (git failing); the tree before it."""
-    from tests.test_update_archive import crash_mid_swap
+    from tests.support.archive_updates import crash_mid_swap
 
     branch = git(install.path, "rev-parse", "--abbrev-ref", "HEAD")
     git(install.path, "remote", "set-url", "origin", str(install.origin.parent / "unreachable.git"))
@@ -280,7 +252,7 @@ def crash_an_archive_update(install: Install, server) -> dict[str, tuple]:
 
 
 def test_a_swap_cut_short_by_a_crash_is_rolled_back_before_git_fast_forwards(install):
-    from tests.archive_origin import ArchiveOrigin
+    from tests.support.archive_origin import ArchiveOrigin
 
     server = ArchiveOrigin(install.origin)
     try:
@@ -305,7 +277,7 @@ def test_a_swap_cut_short_by_a_crash_is_rolled_back_before_git_fast_forwards(ins
 
 
 def test_a_swap_cut_short_over_a_head_that_moved_since_fails_the_update_with_what_to_do(install):
-    from tests.archive_origin import ArchiveOrigin
+    from tests.support.archive_origin import ArchiveOrigin
 
     server = ArchiveOrigin(install.origin)
     try:
@@ -329,7 +301,7 @@ def test_a_swap_cut_short_over_a_head_that_moved_since_fails_the_update_with_wha
 
 def test_sigint_during_an_archive_download_ends_the_update_interrupted(install):
     from services.updater import obligations
-    from tests.archive_origin import ArchiveOrigin, Fault
+    from tests.support.archive_origin import ArchiveOrigin, Fault
 
     server = ArchiveOrigin(install.origin)
     try:
@@ -361,30 +333,9 @@ def test_sigint_during_an_archive_download_ends_the_update_interrupted(install):
 # --- what a committed update owes: armed, warned about, retried -------------------------------
 
 
-def hold_completion(dev: Path) -> None:
-    """A release whose completion waits while ``<root>/hold-completion`` exists, saying so in
-    ``<root>/completion-holding``: a test acts mid-update, after the commit point, at a known moment."""
-    before_completion_runs(
-        dev,
-        (
-            "    import time\n"
-            "    (Path(request.root) / 'completion-holding').touch()\n"
-            "    while (Path(request.root) / 'hold-completion').exists():\n"
-            "        time.sleep(0.05)\n"
-        ),
-    )
-
-
-def owed_warnings(install: Install) -> list[str]:
-    """The warning lines of an ordinary command (its stdout stays the JSON document)."""
-    listed = install.hermes("profile", "list", "--json")
-    assert listed.returncode == 0 and json.loads(listed.stdout)["root"] == str(install.root)
-    return [line for line in listed.stderr.splitlines() if line.startswith("⚠")]
-
-
 def start_update(install: Install) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
+        [*HERMES, "update", "--yes", "--json"],
         cwd=install.path,
         env=install.env(),
         stdout=subprocess.PIPE,

@@ -13,7 +13,7 @@ import pytest
 
 from services.updater.apply_git import NotFastForward, WrongBranch, apply, is_dirty, run_git
 from services.updater.git import GitFailed
-from tests.conftest import git
+from tests.support.installs import git
 
 pytestmark = pytest.mark.usefixtures("isolated_git")
 

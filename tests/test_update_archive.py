@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tarfile
 import threading
 import zipfile
@@ -34,8 +33,9 @@ from services.updater.tree_check import check_tree, tracked_roots
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.version import CODE_STAMP, code_sha, head_commit
-from tests.archive_origin import ArchiveOrigin, Fault
-from tests.conftest import ROOT, git, python_env
+from tests.support.archive_origin import ArchiveOrigin, Fault
+from tests.support.archive_updates import crash_mid_swap, manifest
+from tests.support.installs import git
 
 PRESERVED = ("web/node_modules", "web/dist")
 
@@ -104,24 +104,6 @@ def world(tmp_path):
     built = World(tmp_path)
     yield built
     built.server.close()
-
-
-def manifest(root: Path) -> dict[str, tuple]:
-    """Every path under ``root`` but .git, with what it is: the tree as a value."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        for name in dirnames + filenames:
-            path = Path(dirpath, name)
-            rel = str(path.relative_to(root))
-            out[rel] = (
-                ("link", os.readlink(path))
-                if path.is_symlink()
-                else ("dir",)
-                if path.is_dir()
-                else ("file", path.read_bytes(), path.stat().st_ino)
-            )
-    return out
 
 
 # --- which failures fall back ------------------------------------------------------------------
@@ -431,33 +413,6 @@ def test_a_failed_rename_puts_the_old_tree_back(world, monkeypatch):
     monkeypatch.setattr(os, "rename", real_rename)
     assert manifest(world.install) == before
     assert code_sha(world.install) == head_commit(world.install)
-
-
-CRASH_MID_SWAP = """
-import os, sys
-from services.updater import apply_archive
-real, count = os.rename, [0]
-def crash(src, dst):
-    count[0] += 1
-    if count[0] == int(sys.argv[3]):
-        os._exit(9)  # like kill -9: no cleanup runs
-    real(src, dst)
-os.rename = crash
-apply_archive.apply_archive(sys.argv[1], sys.argv[4] if len(sys.argv) > 4 else "main", url_template=sys.argv[2],
-                            work_id="u1", preserved=("web/node_modules", "web/dist"))
-"""
-
-
-def crash_mid_swap(install: Path, url_template: str, renames_done: int, branch: str = "main") -> None:
-    """An archive update of ``install`` killed (like kill -9) after ``renames_done`` renames of its swap."""
-    crashed = subprocess.run(
-        [sys.executable, "-c", CRASH_MID_SWAP, str(install), url_template, str(renames_done + 1), branch],
-        env=python_env(),
-        cwd=ROOT,
-        capture_output=True,
-        timeout=60,
-    )
-    assert crashed.returncode == 9, crashed.stderr
 
 
 @pytest.mark.parametrize("renames_done", [1, 3, 6])  # of the 7 renames

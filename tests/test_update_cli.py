@@ -21,24 +21,11 @@ import pytest
 
 from services.updater.install_kind import EXTERNAL_COMMANDS
 from services.updater.snapshot import SNAPSHOTS_DIR
-from tests.installs import Install, git
-
-
-def hermes_json(install: Install, *args: str, **env: str) -> tuple[int, dict]:
-    """``hermes ARGS --json`` in the install with ``env`` added: its exit code and document."""
-    done = subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", *args, "--json"],
-        cwd=install.path,
-        env=install.env(**env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return done.returncode, json.loads(done.stdout)
+from tests.support.installs import Install, git
 
 
 def check(install: Install, *args: str, **env: str) -> tuple[int, dict]:
-    return hermes_json(install, "update", "--check", *args, **env)
+    return install.hermes_json("update", "--check", *args, **env)
 
 
 def test_check_says_whether_newer_code_exists_and_changes_nothing(install):
@@ -128,7 +115,7 @@ def test_a_prompt_answered_no_or_with_ctrl_d_changes_nothing(install):
 
 
 def update(install: Install, *args: str, **env: str) -> tuple[int, dict]:
-    return hermes_json(install, "update", "--yes", *args, **env)
+    return install.hermes_json("update", "--yes", *args, **env)
 
 
 def steps(report: dict) -> list[dict]:

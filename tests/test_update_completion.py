@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import errno
 import json
-import subprocess
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,24 +14,11 @@ import pytest
 from services.updater import completion_child, obligations
 from services.updater.completion import spec_changed
 from services.updater.completion_contract import UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
-from services.updater.pipeline import Pipeline
+from tests.support import COMPAT
+from tests.support.installs import git
+from tests.support.pipelines import bare_run
 
-COMPAT = Path(__file__).parent / "compat"
 OLD, NEW = "a" * 40, "b" * 40
-
-
-def bare_run(tmp_path: Path) -> Pipeline:
-    """A run's pipeline with a begun receipt and a plan, outside trio: its events go nowhere."""
-    root, install = tmp_path / "home", tmp_path / "install"
-    root.mkdir(exist_ok=True)
-    install.mkdir(exist_ok=True)
-    lock = SimpleNamespace(recovered=None, fileno=lambda: -1)
-    run = Pipeline(root, install, "u1", {}, lock, threading.Event(), lambda event: None)  # type: ignore[arg-type]
-    run.receipt.set(
-        "plan", {"install": {"kind": "git", "in_place": True}, "archive_url": "https://u:hunter2@x/{branch}"}
-    )
-    run.write()
-    return run
 
 
 def pinned_answer(request: Request) -> dict:
@@ -101,17 +86,6 @@ def test_a_retry_sends_the_owed_updates_digest_and_an_older_obligation_sends_non
 
 
 # --- the completion's decision -----------------------------------------------------------------
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 def commit(repo: Path, name: str, text: str) -> str:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import services.updater as updater
-from tests.conftest import ROOT, python_env
+from tests.support.processes import ROOT, python_env
 
 
 def test_every_public_name_is_the_one_its_module_defines():

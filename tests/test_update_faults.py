@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -27,9 +26,10 @@ from services.updater import obligations
 from services.updater.lock import holder
 from services.updater.snapshot import MANIFEST, SNAPSHOTS_DIR
 from shared.files import lock_path_for, locked
-from tests.conftest import read_state, wait_for
-from tests.installs import Install, git, patch_release
-from tests.test_update import hold_completion, mark_completion, owed_warnings
+from tests.support.cli import HERMES
+from tests.support.installs import Install, git, owed_warnings
+from tests.support.processes import read_state, wait_for
+from tests.support.releases import hold_completion, mark_completion, patch_release
 
 WAIT = 120  # generous bounds on waits for real processes; nothing asserts on time
 
@@ -86,7 +86,7 @@ class Update:
 
     def __init__(self, install: Install, *args: str):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hermes_cli.main", "update", "--yes", *args],
+            [*HERMES, "update", "--yes", *args],
             cwd=install.path,
             env=install.env(),
             stdout=subprocess.PIPE,
@@ -449,7 +449,7 @@ def test_three_updates_at_once_one_runs_and_the_others_are_refused_naming_it(ins
     new = install.release("release 2", edit=mark_completion)
     runs = [
         subprocess.Popen(
-            [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
+            [*HERMES, "update", "--yes", "--json"],
             cwd=install.path,
             env=install.env(),
             stdout=subprocess.PIPE,

@@ -8,8 +8,6 @@ while the completion's does (the notes work, and the completion ran the new tree
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 PACKAGES = ("services", "shared", "hermes_cli")
@@ -31,14 +29,7 @@ def test_the_updater_never_imports_a_module_of_the_new_tree(install, tmp_path):
     markers = tmp_path / "imports"
     markers.mkdir()
     install.release("release that notes every import", edit=mark_every_module)
-    done = subprocess.run(
-        [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
-        cwd=install.path,
-        env=install.env(HERMES_IMPORT_MARKERS=str(markers)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = install.hermes("update", "--yes", "--json", HERMES_IMPORT_MARKERS=str(markers))
     assert done.returncode == 0, done.stdout + done.stderr
     receipt = json.loads(Path(json.loads(done.stdout)["receipt"]).read_text())
     noted = {int(p.name): p.read_text().split() for p in markers.iterdir()}

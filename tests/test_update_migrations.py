@@ -15,7 +15,7 @@ from services.updater.completion import Completion
 from services.updater.completion_contract import Request
 from services.updater.migrations import CONFIG_VERSION, migrate_all, migrate_home
 from shared.config import config_path, load_config
-from tests.conftest import ROOT, python_env
+from tests.support.processes import ROOT, python_env
 
 LEGACY = """\
 # Hermes config, edited by hand

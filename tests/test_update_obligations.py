@@ -14,7 +14,7 @@ import pytest
 from hermes_cli import main as cli
 from services.updater import obligations
 from shared.files import StateFileCorrupt
-from tests.conftest import ROOT, python_env
+from tests.support.processes import ROOT, python_env
 
 NEW = "b" * 40
 

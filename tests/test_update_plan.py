@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -18,13 +19,8 @@ from services.updater.git_target import git_target
 from services.updater.install_kind import EXTERNAL_COMMANDS, Probes, detect_install_kind
 from services.updater.plan import make_plan
 from services.updater.plan_text import render_plan
-from tests.conftest import ROOT, python_env
-
-GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *GIT_ID, *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+from tests.support.installs import git
+from tests.support.processes import ROOT, python_env
 
 
 def commit(repo: Path, name: str, text: str) -> str:
@@ -242,13 +238,13 @@ def test_no_origin_is_git_failed(tmp_path):
 
 def test_silent_remote_times_out_and_its_process_group_dies(install):
     # upload-pack is what ls-remote runs for a local origin; this one never answers.
-    marker = "37.4321"
-    git(install, "config", "remote.origin.uploadpack", f"sleep {marker}; :")
-    started = time.monotonic()
+    # When it is not killed, its sleep ends and it leaves a file: a git_target that waited for
+    # it instead of killing it would return with that file there.
+    marker, outlived = "37.4321", install.parent / "upload-pack-outlived-its-timeout"
+    git(install, "config", "remote.origin.uploadpack", f"sleep {marker}; touch {shlex.quote(str(outlived))}; :")
     with pytest.raises(GitFailed) as info:
         git_target(install, None, timeout=0.5)
     assert info.value.timed_out and "ls-remote" in info.value.detail["command"]
-    assert time.monotonic() - started < 10
 
     def sleepers() -> list[int]:
         return [p.pid for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]]
@@ -257,6 +253,7 @@ def test_silent_remote_times_out_and_its_process_group_dies(install):
     while sleepers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sleepers() == []
+    assert not outlived.exists()
 
 
 # --- the plan ----------------------------------------------------------------------------------

@@ -39,10 +39,9 @@ def write(path: Path, text: str, mode: int = 0o644) -> Path:
     return path
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
+@pytest.fixture(autouse=True)
+def snapshot_set(root: Path) -> None:
     """Three profiles, each with a different subset of the snapshot set present."""
-    root = tmp_path / "hermes"
     write(root / "config.yaml", "model: a\n")
     write(root / ".env", "TOKEN=secret-default\n", 0o600)
     write(root / "auth.json", '{"token": "x"}\n', 0o600)
@@ -61,7 +60,6 @@ def root(tmp_path: Path) -> Path:
 
     ops = root / "profiles" / "ops"
     ops.mkdir(parents=True)  # nothing of the set at all
-    return root
 
 
 def manifests(root: Path) -> dict[str, list[dict]]:

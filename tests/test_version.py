@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from shared.version import code_sha
-
-
-def git(cwd, *args) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+from tests.support.installs import git
 
 
 @pytest.fixture

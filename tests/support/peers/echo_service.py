@@ -1,4 +1,4 @@
-"""A real service process for transport tests: ``python -m tests.peers.echo_service ADDRESS LOCK``.
+"""A real service process for transport tests: ``python -m tests.support.peers.echo_service ADDRESS LOCK``.
 
 Prints ``ready <pid>`` once bound, then serves until SIGTERM/SIGINT or kill.
 """

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from shared.spawn import end_child, first_line
-from tests.conftest import ROOT, python_env
+from tests.support.processes import ROOT, python_env
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
