@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-
-from tests.support.installs import Install, clone_checkout
-from tests.support.portal import PortalSim
-from tests.support.processes import GatewayProcess, Peer
 
 
 @pytest.fixture
@@ -58,54 +55,103 @@ def isolated_git(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
 
 
-@pytest.fixture
-def spawn():
-    """Start real peers (``python ARGV`` that print a ready line); every one is killed at the end."""
-    peers: list[Peer] = []
-
-    def start(*argv: str, env: dict[str, str] | None = None) -> Peer:
-        peer = Peer(list(argv), env=env)
-        peers.append(peer)
-        return peer
-
-    yield start
-    for peer in peers:
-        peer.kill()
+# --- the hook client: its intake, the clients a test builds, the reporters it binds ----------
 
 
 @pytest.fixture
-def gateways():
-    """Start real gateways; every one still alive at the end of the test is killed."""
-    started: list[GatewayProcess] = []
-
-    def start(root: Path, profile: str = "default", **kwargs) -> GatewayProcess:
-        gateway = GatewayProcess(root, profile, **kwargs)
-        started.append(gateway)
-        gateway.wait_running()
-        return gateway
-
-    yield start
-    for gateway in started:
-        gateway.kill()
+def intake(root):
+    """The documented intake address of ``root``."""
+    return f"ipc://{root}/run/hook_reporter.in"
 
 
 @pytest.fixture
-def code(short_dir) -> Path:
-    """A clone of this checkout for the gateways to run: its commits are the releases."""
-    return clone_checkout(short_dir / "code")
+def hook_client():
+    """Build HookClients; each is closed at the end, as the process's own is at exit."""
+    from shared.hooks import HookClient
+
+    clients: list[HookClient] = []
+
+    def build(env: dict[str, str], root=None) -> HookClient:
+        clients.append(HookClient(env, root))
+        return clients[-1]
+
+    yield build
+    for client in clients:
+        client.close()
 
 
 @pytest.fixture
-def sim(tmp_path):
-    """A running portal simulator that lets clients poll as fast as they like."""
-    with PortalSim(tmp_path / "portal") as sim:
-        sim.configure(interval=0)
-        yield sim
+def bind_pull():
+    """Bind PULL sockets (a reporter that reads only when the test does); closed at the end."""
+    import zmq
+
+    context = zmq.Context()
+    sockets: list[zmq.Socket] = []
+
+    def bound(address: str) -> zmq.Socket:
+        sock = context.socket(zmq.PULL)
+        sock.bind(address)
+        sockets.append(sock)
+        return sock
+
+    yield bound
+    for sock in sockets:
+        sock.close(linger=0)
+    context.term()
 
 
 @pytest.fixture
-def install(short_dir):
-    """An install, its origin and its home; every gateway it started is killed and its mesh stopped."""
-    built = Install(short_dir)
-    yield built
-    built.stop()
+def fallback_dirs():
+    """Removes the per-home directories a test creates under the shared fallback bases."""
+    created: list[Path] = []
+    yield created
+    for directory in created:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(params=["native", "psutil"])
+def identity_backend(request, monkeypatch):
+    """Run identity tests through /proc (on Linux) and through psutil."""
+    from shared import identity
+
+    if request.param == "native" and not sys.platform.startswith("linux"):
+        pytest.skip("the native backend is /proc")
+    monkeypatch.setattr(identity, "_LINUX", request.param == "native")
+    return request.param
+
+
+@pytest.fixture
+def profile() -> str:
+    """A profile name of a unit file: unique, so that find() never meets a real unit in the
+    system-scope directories."""
+    import secrets
+
+    return f"hmtest-{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+def user_dirs(tmp_path, monkeypatch) -> Path:
+    """HOME and XDG_CONFIG_HOME of this process pointed at a temporary directory."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    return tmp_path
+
+
+@pytest.fixture
+def launchd_dirs(tmp_path) -> dict[str, Path]:
+    """Temporary LaunchAgents (user) and LaunchDaemons (system) directories."""
+    made = {"user": tmp_path / "LaunchAgents", "system": tmp_path / "LaunchDaemons"}
+    for directory in made.values():
+        directory.mkdir()
+    return made
+
+
+@pytest.fixture
+def fake_launchd(root):
+    """launchctl and launchd for one test (``tests.support.launchd.FakeLaunchd``); every
+    gateway it started is killed at the end."""
+    from tests.support.launchd import FakeLaunchd
+
+    fake = FakeLaunchd(root)
+    yield fake
+    fake.close()

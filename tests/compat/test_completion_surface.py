@@ -88,7 +88,7 @@ def test_the_result_schema_is_pinned():
 
 @pytest.mark.parametrize("pinned", RESULTS, ids=lambda p: p.name)
 def test_a_pinned_result_is_read_and_accepted_by_the_updater(pinned, tmp_path):
-    from tests.support.pipelines import bare_run
+    from tests.support.updater import bare_run
 
     run = bare_run(tmp_path)
     request = Request.read(PINNED[-1])  # the pinned results answer the pinned request

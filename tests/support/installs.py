@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import hermes, hermes_json
-from tests.support.processes import ROOT, GatewayProcess, python_env
+from tests.support.cli import HERMES, hermes, hermes_json
+from tests.support.processes import ROOT, GatewayProcess, python_env, wait_for
 
 GIT_TIMEOUT = 120.0
 
@@ -120,3 +120,22 @@ def owed_warnings(install: Install) -> list[str]:
     listed = install.hermes("profile", "list", "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout)["root"] == str(install.root)
     return [line for line in listed.stderr.splitlines() if line.startswith("⚠")]
+
+
+def start_update(install: Install) -> subprocess.Popen[str]:
+    """``hermes update --yes --json`` in ``install``, running: its output on pipes."""
+    return subprocess.Popen(
+        [*HERMES, "update", "--yes", "--json"],
+        cwd=install.path,
+        env=install.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def updater_pid(install: Install) -> int:
+    """The pid of the updater that holds ``install``'s update lock, once one does."""
+    from services.updater.lock import holder
+
+    return wait_for(lambda: (holder(install.root) or {}).get("pid"), timeout=60, what="the updater to hold the lock")

@@ -1,5 +1,6 @@
-"""The portal simulator (``python -m services.portal_sim``) as a real child process, with a
-small synchronous client for its ``/_sim/`` control API.
+"""The portal simulator (``python -m services.portal_sim``) as a real child process, or its
+server in this process (``in_process=True``), with a small synchronous client for its
+``/_sim/`` control API.
 
     with PortalSim(tmp_path) as sim:
         code = httpx.post(f"{sim.url}/api/oauth/device/code", data={"client_id": "hermes-cli"}).json()
@@ -14,11 +15,13 @@ from __future__ import annotations
 import ssl
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from services.portal_sim.server import PortalServer
 from shared.spawn import end_child, first_line
 from tests.support.processes import ROOT, python_env
 
@@ -38,6 +41,7 @@ class PortalSim:
         tls: tuple[Path, Path] | None = None,
         verify: ssl.SSLContext | bool = True,
         state: bool = True,
+        in_process: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -45,7 +49,10 @@ class PortalSim:
         self.verify = verify  # how the control client checks the simulator's certificate
         self.state_file = self.directory / "portal_state.json" if state else None
         self.log_file = self.directory / "portal_sim.log"
+        self.in_process = in_process
         self.proc: subprocess.Popen[bytes] | None = None
+        self.server: PortalServer | None = None
+        self.thread: threading.Thread | None = None
         self.client: httpx.Client | None = None
         self.url = ""
         self.start()
@@ -61,6 +68,9 @@ class PortalSim:
         return argv
 
     def start(self) -> None:
+        if self.in_process:
+            self._serve_here()
+            return
         # stderr goes to a file: a pipe nobody reads would block the simulator once it filled.
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(self.argv(), cwd=ROOT, env=python_env(), stdout=subprocess.PIPE, stderr=log)
@@ -72,6 +82,18 @@ class PortalSim:
         self.url = line
         self.client = httpx.Client(base_url=self.url, timeout=10, verify=self.verify)
 
+    def _serve_here(self) -> None:
+        """The simulator's server on a thread of this process, on the same state file."""
+        context = None
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.tls[0], self.tls[1])
+        self.server = PortalServer("127.0.0.1", 0, ssl_context=context, state_path=self.state_file)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+        self.thread.start()
+        self.url = self.server.base
+        self.client = httpx.Client(base_url=self.url, timeout=10, verify=self.verify)
+
     def log_tail(self) -> str:
         return self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
 
@@ -80,6 +102,13 @@ class PortalSim:
         if self.client is not None:
             self.client.close()
             self.client = None
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            assert self.thread is not None
+            self.thread.join(timeout=STOP_TIMEOUT)
+            self.server = None
+            return 0
         if self.proc is None:
             return 0
         code = end_child(self.proc, STOP_TIMEOUT)

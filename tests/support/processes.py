@@ -4,12 +4,15 @@ is ready, a gateway, and a bounded wait for what they do."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+import psutil
 
 from shared.spawn import first_line
 
@@ -109,3 +112,36 @@ class GatewayProcess:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=10)
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie counts: it only waits to be reaped)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def holds_open(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open: a ``shared.files.locked`` caller has its lock
+    file open for as long as it waits for that lock."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) == str(path):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def kill(pid: int, timeout: float = 120) -> list[int]:
+    """SIGKILL ``pid``; returns the processes it had started (git, a gate, a completion),
+    orphaned by the kill, for the caller to wait on once it has let them go."""
+    orphans = [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda p=pid: gone(p), timeout=timeout, what=f"pid {pid} to die")
+    return orphans
