@@ -327,6 +327,3 @@ def test_sigint_during_an_archive_download_ends_the_update_interrupted(install):
         assert obligations.read_completion(install.root) is None and obligations.read_fleet(install.root) == {}
     finally:
         server.close()
-
-
-# --- what a committed update owes: armed, warned about, retried -------------------------------
