@@ -35,7 +35,7 @@ import trio  # noqa: E402
 import zmq  # noqa: E402
 
 from shared.client import open_client  # noqa: E402
-from tests.peers.echo_service import ECHO, build_service  # noqa: E402
+from tests.support.peers.echo_service import ECHO, build_service  # noqa: E402
 
 PAYLOAD = "x" * 40
 
@@ -144,7 +144,7 @@ def mesh_round_trips(address: str, lock: Path, n: int) -> float:
 
 def _service_process(address: str, lock: Path, concurrency: int) -> subprocess.Popen:
     program = (
-        "import sys, trio; from pathlib import Path; from tests.peers.echo_service import build_service\n"
+        "import sys, trio; from pathlib import Path; from tests.support.peers.echo_service import build_service\n"
         "async def main():\n"
         f"    service = build_service(sys.argv[1], Path(sys.argv[2]), concurrency={concurrency})\n"
         "    async with trio.open_nursery() as n:\n"

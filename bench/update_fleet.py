@@ -1,6 +1,6 @@
 """``hermes update`` of a whole fleet under load, against a single gateway's update.
 
-Each scenario builds a throwaway install the way ``tests/test_update.py`` does: a bare origin
+Each scenario builds a throwaway install the way ``tests/e2e/test_update.py`` does (``tests.support.installs.Install``): a bare origin
 cloned from this repository's committed HEAD, an install cloned from it, a dev clone that
 pushes the release. It creates the profiles, starts one gateway per profile under the
 embedded supervisord (``hermes mesh up --profiles ...``, every gateway on the install's
@@ -50,14 +50,10 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -68,398 +64,22 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 import trio  # noqa: E402
 
-from shared import homes  # noqa: E402
-from shared.call_rules import NO_RETRY  # noqa: E402
-from shared.client import open_client  # noqa: E402
-from shared.gateways import ops  # noqa: E402
-from shared.protocol import Code, RemoteError  # noqa: E402
-from shared.pubsub import open_subscriber  # noqa: E402
-from shared.sync_client import SyncClient  # noqa: E402
+from bench.fleet_install import FleetInstall, cleanup  # noqa: E402
+from bench.fleet_load import TURN_CUT, Load, Unanswered, account, epoch  # noqa: E402
+from shared.protocol import RemoteError  # noqa: E402
 
 TARGET_RATIO = 1.5
 
-NOT_ACCEPTED = frozenset({ops.DRAINING, Code.SHUTTING_DOWN, Code.BUSY, Code.UNAVAILABLE})
-NO_ANSWER = frozenset({Code.TIMEOUT, Code.CONNECTION_RESET})
-TURN_CUT = "turn_cut"
 
-RETRY_PAUSE = 0.05  # before a refused turn is sent again
-TURN_TIMEOUT = 10.0  # per attempt: far past any drain and restart here, so a timeout means no answer
-EXIT_POLL = 0.01  # how often the old gateway processes are looked at during the update
-WARM_UP_TIMEOUT = 60.0  # every gateway must complete a turn before the update starts
 SETTLE_SECONDS = 1.0  # steady load before the update
 UPDATE_TIMEOUT = 300.0
 STOP_TIMEOUT = 30.0  # for the last turns once the load stops
-CLI_TIMEOUT = 120.0
-CLEANUP_TIMEOUT = 60.0
 
 
 # --- the throwaway install -----------------------------------------------------------------
 
 
-def isolated_env(**extra: str) -> dict[str, str]:
-    """No user or system git config (hooks, credential helpers, pull defaults) in any git run,
-    ours or the updater's."""
-    env = dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", HERMES_LOG_LEVEL="WARNING")
-    env.pop("HERMES_HOME", None)
-    env.update(extra)
-    return env
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.invalid", *args],
-        cwd=cwd,
-        env=isolated_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
-class Install:
-    """An origin, the install cloned from it and a dev clone, under ``base``."""
-
-    def __init__(self, base: Path):
-        self.base = base
-        self.origin = base / "origin.git"
-        self.path = base / "install"
-        self.dev = base / "dev"
-        self.root = base / "home"
-        base.mkdir(parents=True)
-        git(base, "clone", "-q", "--bare", str(ROOT), str(self.origin))
-        git(base, "clone", "-q", str(self.origin), str(self.path))
-        git(base, "clone", "-q", str(self.origin), str(self.dev))
-        self.root.mkdir()
-        self.mesh_started = False
-
-    def env(self) -> dict[str, str]:
-        return isolated_env(HERMES_HOME=str(self.root), PYTHONPATH=str(self.path))  # the install's code
-
-    def hermes(self, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
-        done = subprocess.run(
-            [sys.executable, "-m", "hermes_cli.main", *args],
-            cwd=self.path,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return done
-
-    def checked(self, *args: str, timeout: float = CLI_TIMEOUT) -> str:
-        done = self.hermes(*args, timeout=timeout)
-        if done.returncode != 0:
-            output = (done.stdout + done.stderr).strip()[-2000:]
-            raise RuntimeError(f"hermes {' '.join(args)} exited {done.returncode}: {output}")
-        return done.stdout
-
-    def update_argv(self) -> list[str]:
-        return [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"]
-
-    def release(self, message: str) -> str:
-        (self.dev / "RELEASE").write_text(message + "\n")
-        git(self.dev, "add", "-A")
-        git(self.dev, "commit", "-qm", message)
-        git(self.dev, "push", "-q", "origin", "HEAD")
-        return git(self.dev, "rev-parse", "HEAD")
-
-    def head(self) -> str:
-        return git(self.path, "rev-parse", "HEAD")
-
-    def address(self, profile: str) -> str:
-        return homes.endpoint(homes.profile_home(profile, self.root), ops.SERVICE, create=False).control
-
-    def events(self, profile: str) -> str:
-        return homes.endpoint(homes.profile_home(profile, self.root), ops.SERVICE, create=False).events
-
-    def status(self, profile: str) -> dict[str, Any]:
-        with SyncClient(self.address(profile)) as client:
-            return client.call(ops.STATUS, timeout=5.0)
-
-    def wait_serving(self, profiles: list[str], timeout: float = WARM_UP_TIMEOUT) -> dict[str, dict[str, Any]]:
-        """Each gateway's status once it answers as running. ``mesh up`` returns when
-        supervisord counts a program as RUNNING (up for ``startsecs``), which on a busy
-        machine can be before the gateway has bound its socket."""
-        deadline = time.monotonic() + timeout
-        found: dict[str, dict[str, Any]] = {}
-        while len(found) < len(profiles):
-            for profile in profiles:
-                if profile in found:
-                    continue
-                try:
-                    status = self.status(profile)
-                except RemoteError:
-                    continue
-                if status.get("state") == ops.RUNNING:
-                    found[profile] = status
-            if len(found) < len(profiles):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"gateways not serving after {timeout:g}s: {sorted(set(profiles) - set(found))}")
-                time.sleep(0.1)
-        return found
-
-
-def cleanup(install: Install | None, base: Path, notes: list[str]) -> None:
-    """Everything this run started, whatever state it is in: an update still running (its
-    updater is asked to stop, as ``kill -INT`` does), the mesh, any process left with a home
-    or working directory under ``base``; then the directory itself. Every wait is bounded."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip this
-    try:
-        if install is not None and install.root.exists():
-            _stop_update(install, notes)
-            if install.mesh_started:
-                try:
-                    down = install.hermes("mesh", "down", "--json", timeout=CLEANUP_TIMEOUT)
-                    if down.returncode != 0:
-                        notes.append(f"mesh down exited {down.returncode}: {down.stderr.strip()[-300:]}")
-                except subprocess.TimeoutExpired:
-                    notes.append(f"mesh down took over {CLEANUP_TIMEOUT:g}s")
-        _kill_leftovers(base, notes)
-        shutil.rmtree(base, ignore_errors=True)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _stop_update(install: Install, notes: list[str]) -> None:
-    from services.updater.lock import holder
-
-    running = holder(install.root)
-    if not running or not running.get("pid"):
-        return
-    notes.append(f"an update was still running (pid {running['pid']}); interrupting it")
-    try:
-        os.kill(running["pid"], signal.SIGINT)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + CLEANUP_TIMEOUT
-    while holder(install.root) and time.monotonic() < deadline:
-        time.sleep(0.2)
-
-
-def _ours(proc: psutil.Process, base: str) -> bool:
-    try:
-        if proc.pid == os.getpid():
-            return False
-        home = proc.environ().get("HERMES_HOME", "")
-        cwd = proc.cwd()
-    except (psutil.Error, OSError):
-        return False
-    return home.startswith(base) or cwd.startswith(base)
-
-
-def _kill_leftovers(base: Path, notes: list[str]) -> None:
-    prefix = str(base) + os.sep
-    leftovers = [p for p in psutil.process_iter() if _ours(p, prefix)]
-    if not leftovers:
-        return
-    notes.append(f"stopped leftover processes: {sorted(p.pid for p in leftovers)}")
-    for proc in leftovers:
-        try:
-            proc.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(leftovers, timeout=10)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=10)
-
-
 # --- the load ---------------------------------------------------------------------------------
-
-
-def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp).timestamp()
-
-
-@dataclass
-class Numbered:
-    """A completed turn or a ``turn_cut`` answer: a number its gateway process gave out."""
-
-    profile: str
-    turn_id: int
-    started_at: float | None  # the gateway's clock (epoch s); None for a cut turn
-    answered: float  # epoch s
-
-
-@dataclass
-class Unanswered:
-    profile: str
-    tag: str
-    code: str
-    sent: float  # epoch s
-
-
-@dataclass
-class Tally:
-    completed: int = 0
-    retried: Counter = field(default_factory=Counter)  # refusal code -> attempts sent again
-    lost_answers: Counter = field(default_factory=Counter)  # turn_cut, deadline_exceeded, wrong_echo ...
-    examples: list[str] = field(default_factory=list)
-    unanswered: list[Unanswered] = field(default_factory=list)
-    abandoned: int = 0  # turns still refused when the load stopped: never accepted, not retried further
-    numbered: list[Numbered] = field(default_factory=list)
-    first_refusal: dict[str, float] = field(default_factory=dict)  # profile -> epoch s
-    draining_event: dict[str, float] = field(default_factory=dict)  # profile -> epoch s
-
-    def drain_seen(self, profile: str) -> float | None:
-        """When this profile's gateway was first seen draining: its ``draining`` broadcast or
-        a refusal, whichever came first. The gateway sets its draining flag before either
-        leaves it, so no turn sent after this moment can be accepted by that process."""
-        seen = [at for at in (self.first_refusal.get(profile), self.draining_event.get(profile)) if at is not None]
-        return min(seen, default=None)
-
-    def lose(self, code: str, example: str) -> None:
-        self.lost_answers[code] += 1
-        if len(self.examples) < 5:
-            self.examples.append(example)
-
-
-class Load:
-    def __init__(self, install: Install, profiles: list[str], clients: int, turn_seconds: float):
-        self.install = install
-        self.profiles = profiles
-        self.clients = clients
-        self.turn_seconds = turn_seconds
-        self.tally = Tally()
-        self.stopping = False
-        self.finished = trio.Event()
-        self.exits: dict[str, float] = {}  # profile -> when its old process ended (epoch s)
-
-    async def run(self) -> None:
-        try:
-            async with trio.open_nursery() as nursery:
-                for profile in self.profiles:
-                    address = self.install.address(profile)
-                    for n in range(self.clients):
-                        nursery.start_soon(self._client, profile, address, n)
-        finally:
-            self.finished.set()
-
-    async def watch_states(self) -> None:
-        """Each gateway's ``state`` broadcasts (lossy: a missed one only weakens the proof
-        that an unanswered turn was never accepted). The subscription reconnects to the new
-        process by itself."""
-        async with trio.open_nursery() as nursery:
-            for profile in self.profiles:
-                nursery.start_soon(self._watch_state, profile)
-
-    async def _watch_state(self, profile: str) -> None:
-        async with open_subscriber(self.install.events(profile), ["state"]) as events:
-            async for event in events:
-                if isinstance(event.event, dict) and event.event.get("state") == ops.DRAINING:
-                    self.tally.draining_event.setdefault(profile, time.time())
-
-    async def _client(self, profile: str, address: str, n: int) -> None:
-        tally = self.tally
-        seq = 0
-        async with open_client(address, retry=NO_RETRY) as client:
-            while not self.stopping:
-                seq += 1
-                tag = f"{profile}/{n}/{seq}"
-                while True:  # the same turn until an answer other than a refusal
-                    sent = time.time()
-                    try:
-                        result = await client.call(
-                            ops.TURN, {"text": tag, "seconds": self.turn_seconds}, timeout=TURN_TIMEOUT
-                        )
-                    except RemoteError as exc:
-                        if exc.code in NOT_ACCEPTED:
-                            tally.retried[exc.code] += 1
-                            tally.first_refusal.setdefault(profile, time.time())
-                            if self.stopping:
-                                tally.abandoned += 1
-                                return
-                            await trio.sleep(RETRY_PAUSE)
-                            continue
-                        if exc.code in NO_ANSWER:
-                            tally.unanswered.append(Unanswered(profile, tag, exc.code, sent))
-                            break
-                        tally.lose(exc.code, f"{tag}: {exc.code}: {exc.message}")
-                        cut = (exc.detail or {}).get("turn_id") if exc.code == TURN_CUT else None
-                        if isinstance(cut, str) and cut[1:].isdigit():
-                            tally.numbered.append(Numbered(profile, int(cut[1:]), None, time.time()))
-                        break
-                    if not isinstance(result, dict) or result.get("text") != tag:
-                        tally.lose("wrong_echo", f"{tag}: answered {result!r:.200}")
-                        break
-                    tally.completed += 1
-                    tally.numbered.append(
-                        Numbered(profile, int(result["turn_id"][1:]), _epoch(result["started_at"]), time.time())
-                    )
-                    break
-
-    async def warm_up(self) -> None:
-        with trio.fail_after(WARM_UP_TIMEOUT):
-            while {n.profile for n in self.tally.numbered} != set(self.profiles):
-                await trio.sleep(0.05)
-
-    async def watch_exits(self, pids: dict[str, int]) -> None:
-        """When each old gateway process ended (a zombie counts: supervisord has not reaped it yet)."""
-        waiting = dict(pids)
-        while waiting and not self.stopping:
-            for profile, pid in list(waiting.items()):
-                try:
-                    gone = psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-                except psutil.NoSuchProcess:
-                    gone = True
-                if gone:
-                    self.exits[profile] = time.time()
-                    del waiting[profile]
-            await trio.sleep(EXIT_POLL)
-
-
-def account(tally: Tally, processes: dict[str, list[float]]) -> dict[str, Any]:
-    """Every number each gateway process gave out must have reached a caller.
-
-    ``processes``: per profile, the start (epoch s) of each gateway process seen, oldest
-    first. A completed turn belongs to the last process started before the turn did; a
-    ``turn_cut`` answer to the last process started before the answer (an old process answers
-    its cut turns before it exits, and its successor cannot start until it has). Numbers
-    missing from a process's sequence are turns it accepted whose answer never arrived.
-
-    An unanswered call sent after its gateway was seen draining cannot have been accepted by
-    the old process (a drain never ends: it refuses every later turn); only a newer process
-    could have taken it, and if that process's numbers have no gap, it did not. Such calls are
-    dropped requests, not lost turns. Any other unanswered call may have been accepted: lost.
-    """
-    gaps: dict[str, list[str]] = {}
-    counts: dict[str, list[int]] = {}
-    for profile, starts in processes.items():
-        ids: list[set[int]] = [set() for _ in starts]
-        for turn in (t for t in tally.numbered if t.profile == profile):
-            at = turn.started_at if turn.started_at is not None else turn.answered
-            index = max([i for i, s in enumerate(starts) if s <= at] or [0])
-            ids[index].add(turn.turn_id)
-        counts[profile] = [len(seen) for seen in ids]
-        for index, seen in enumerate(ids):
-            missing = sorted(set(range(1, max(seen, default=0) + 1)) - seen)
-            gaps.setdefault(profile, []).extend(f"process {index + 1} t{m}" for m in missing)
-    dropped: list[Unanswered] = []
-    unproven: Counter = Counter()
-    for call in tally.unanswered:
-        refused = tally.drain_seen(call.profile)
-        newer_gaps = [g for g in gaps.get(call.profile, []) if not g.startswith("process 1 ")]
-        if refused is not None and call.sent >= refused and not newer_gaps:
-            dropped.append(call)
-        else:
-            unproven[call.profile] += 1
-    # An accepted turn whose answer was lost is both a gap and an unanswered call: count it once.
-    lost = sum(tally.lost_answers.values()) + sum(
-        max(len(gaps.get(p, [])), unproven[p]) for p in set(gaps) | set(unproven)
-    )
-    return {
-        "lost": lost,
-        "gaps": {p: g for p, g in gaps.items() if g},
-        "unanswered_unproven": sum(unproven.values()),
-        "dropped": dropped,
-        "turns_per_process": counts,
-    }
 
 
 # --- one scenario ----------------------------------------------------------------------------
@@ -469,7 +89,7 @@ SUPERVISORD_LINE = re.compile(
 )
 
 
-def _supervisord_events(install: Install, since: float) -> dict[tuple[str, str], float]:
+def _supervisord_events(install: FleetInstall, since: float) -> dict[tuple[str, str], float]:
     """(profile, "exited" | "spawned") -> the first such line after ``since`` in supervisord's
     log (epoch s): when it reaped the old gateway and when it started the new one."""
     events: dict[tuple[str, str], float] = {}
@@ -491,9 +111,9 @@ def _stage_times(receipt: dict[str, Any], start: float) -> dict[str, float]:
     """Seconds from the start of ``hermes update`` to the updater's start and to the end of
     each step its receipt records (the restart and verify steps are recorded when the
     completion's result comes back)."""
-    out = {"updater": round(_epoch(receipt["started_at"]) - start, 3)}
+    out = {"updater": round(epoch(receipt["started_at"]) - start, 3)}
     for step in receipt.get("steps", []):
-        out[step["name"]] = round(_epoch(step["at"]) - start, 3)
+        out[step["name"]] = round(epoch(step["at"]) - start, 3)
     return out
 
 
@@ -508,7 +128,7 @@ TIMELINE = {  # key -> label
 
 
 def _timeline(
-    install: Install, load: Load, start: float, processes: dict[str, list[float]]
+    install: FleetInstall, load: Load, start: float, processes: dict[str, list[float]]
 ) -> dict[str, dict[str, float | None]]:
     """Per gateway, seconds from the start of ``hermes update`` to each moment of its restart."""
     supervisord = _supervisord_events(install, start)
@@ -559,9 +179,9 @@ def _unanswered_row(
 
 
 def run_scenario(base: Path, gateways: int, args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
-    install: Install | None = None
+    install: FleetInstall | None = None
     try:
-        install = Install(base)
+        install = FleetInstall(base)
         profiles = [f"g{i:02d}" for i in range(gateways)]
         for profile in profiles:
             install.checked("profile", "create", profile)
@@ -571,14 +191,14 @@ def run_scenario(base: Path, gateways: int, args: argparse.Namespace, notes: lis
         old_sha = install.head()
         load = Load(install, profiles, args.clients, args.turn_seconds)
         run = trio.run(_drive, install, load, {p: before[p]["pid"] for p in profiles}, args.after)
-        processes: dict[str, list[float]] = {p: [_epoch(before[p]["started_at"])] for p in profiles}
+        processes: dict[str, list[float]] = {p: [epoch(before[p]["started_at"])] for p in profiles}
         for profile in profiles:
             try:
                 now = install.status(profile)
             except RemoteError:
                 continue
             if now["pid"] != before[profile]["pid"]:
-                processes[profile].append(_epoch(now["started_at"]))
+                processes[profile].append(epoch(now["started_at"]))
         report = run["report"]
         receipt = json.loads(Path(report["receipt"]).read_text()) if report.get("receipt") else {}
         restarts = receipt.get("restart") or []
@@ -627,7 +247,7 @@ def run_scenario(base: Path, gateways: int, args: argparse.Namespace, notes: lis
         cleanup(install, base, notes)
 
 
-async def _drive(install: Install, load: Load, old_pids: dict[str, int], after: float) -> dict[str, Any]:
+async def _drive(install: FleetInstall, load: Load, old_pids: dict[str, int], after: float) -> dict[str, Any]:
     run: dict[str, Any] = {}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(load.watch_states)

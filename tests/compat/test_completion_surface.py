@@ -25,7 +25,7 @@ from services.updater.completion_contract import (
     dependency_digest,
     read_result,
 )
-from tests.conftest import ROOT, python_env
+from tests.support.processes import ROOT, python_env
 
 PINNED = sorted(Path(__file__).parent.glob("completion_request_v*.json"))
 
@@ -88,7 +88,7 @@ def test_the_result_schema_is_pinned():
 
 @pytest.mark.parametrize("pinned", RESULTS, ids=lambda p: p.name)
 def test_a_pinned_result_is_read_and_accepted_by_the_updater(pinned, tmp_path):
-    from tests.test_update_completion import bare_run
+    from tests.support.updater import bare_run
 
     run = bare_run(tmp_path)
     request = Request.read(PINNED[-1])  # the pinned results answer the pinned request

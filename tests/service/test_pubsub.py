@@ -1,0 +1,72 @@
+"""Events over real pub/sub sockets: in order per topic, a publisher that never waits, junk skipped."""
+
+from __future__ import annotations
+
+import trio
+
+from shared import protocol
+from shared.pubsub import open_publisher, open_subscriber
+
+
+async def test_subscriber_gets_events_in_order_for_its_topics(short_dir):
+    address = f"ipc://{short_dir}/svc.pub"
+    async with open_publisher(address) as pub, open_subscriber(address, ["state"]) as events:
+        # PUB/SUB joins are asynchronous: publish until the subscription is in place.
+        with trio.fail_after(5):
+            while True:
+                pub.publish("state", {"probe": True})
+                with trio.move_on_after(0.05):
+                    first = await events.receive()
+                    break
+        assert first.topic == "state"
+        base = first.seq
+        for i in range(20):
+            pub.publish("progress", {"skip": i})  # filtered out by topic
+            pub.publish("state", {"n": i})
+        received = []
+        with trio.fail_after(5):
+            async for event in events:
+                if event.event.get("probe"):
+                    continue
+                received.append(event)
+                if len(received) == 20:
+                    break
+    assert [e.event for e in received] == [{"n": i} for i in range(20)]
+    assert all(e.topic == "state" for e in received)
+    seqs = [e.seq for e in received]
+    assert seqs == sorted(seqs) and seqs[0] > base
+
+
+async def test_publisher_never_waits_for_subscribers(short_dir):
+    async with open_publisher(f"ipc://{short_dir}/svc.pub", queue=8) as pub:
+        with trio.fail_after(2):
+            outcomes = [pub.publish("state", {"n": i}) for i in range(1000)]
+        assert outcomes[0] is True
+        assert pub.dropped == outcomes.count(False) > 0
+
+
+async def test_subscriber_skips_junk_from_the_wire_and_keeps_reading(short_dir):
+    import zmq
+
+    from shared.zmq_trio import open_socket
+
+    address = f"ipc://{short_dir}/raw.pub"
+    hello = protocol.pack({"v": 1, "topic": "state", "seq": 1, "event": "hello"})
+    after_junk = protocol.pack({"v": 1, "topic": "state", "seq": 2, "event": "after junk"})
+    async with open_socket(zmq.PUB, bind=[address]) as raw, open_subscriber(address) as sub:
+        with trio.fail_after(5):
+            while True:  # PUB/SUB joins asynchronously: wait until events get through
+                raw.send_nowait([b"state", hello])
+                with trio.move_on_after(0.05):
+                    await sub.receive()
+                    break
+            while True:  # drain the extra hellos
+                with trio.move_on_after(0.1):
+                    await sub.receive()
+                    continue
+                break
+            raw.send_nowait([b"state", b"\xc1"])
+            raw.send_nowait([b"state", after_junk])
+            event = await sub.receive()
+    assert event.event == "after junk"
+    assert sub.skipped == 1

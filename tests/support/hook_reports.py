@@ -1,0 +1,36 @@
+"""Hook reports as the tests make and receive them: a managed session's environment, a
+report naming a process, and what arrives at a reporter's intake."""
+
+from __future__ import annotations
+
+import time
+
+import zmq
+
+from shared.hook_reports import Report
+from shared.hooks import HookClient
+from shared.protocol import unpack
+
+SESSION = "pohunek:s-1.a_b"
+MANAGED = {"POHUNEK_SESSION_ID": SESSION}
+
+
+def receive(pull: zmq.Socket) -> dict:
+    assert pull.poll(10_000), "no report arrived"
+    return unpack(pull.recv())
+
+
+def first_received_is_the_sentinel(pull: zmq.Socket, root) -> bool:
+    """Whether a fresh report from another client is the first frame ``pull`` gets."""
+    sentinel = HookClient(MANAGED, root)
+    assert sentinel.report_native_id("sentinel")
+    sentinel.close()
+    return receive(pull)["native_id"] == "sentinel"
+
+
+def counts(**nonzero: int) -> dict[str, int]:
+    return {"sent": 0, "unmanaged": 0, "refused": 0, "not_accepted": 0, "error": 0, **nonzero}
+
+
+def report_for(pid, start_time, launch=None):
+    return Report("native_id" if launch else "activity", "s", pid, start_time, time.time(), {}, launch)

@@ -1,0 +1,141 @@
+"""Real installs for end-to-end tests and benchmarks: git run the way every caller needs it,
+a clone of this checkout whose commits are releases, and a whole install (a clone of this
+checkout's committed tree with an origin of its own, a developer clone that pushes releases,
+and a root home)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.support.cli import HERMES, hermes, hermes_json
+from tests.support.processes import ROOT, GatewayProcess, python_env, wait_for
+
+GIT_TIMEOUT = 120.0
+
+
+def isolated_git_env(**extra: str) -> dict[str, str]:
+    """This process's environment with no user or system git config (hooks, credential
+    helpers, pull defaults), for git runs of ours and of the code under test."""
+    return {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", **extra}
+
+
+def git(cwd: Path, *args: str) -> str:
+    """``git args`` in ``cwd`` as a developer with a name, without user or system config: its
+    stdout, stripped. A failure, or a git still running after two minutes, fails the caller."""
+    done = subprocess.run(
+        ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.invalid", *args],
+        cwd=cwd,
+        env=isolated_git_env(),
+        capture_output=True,
+        text=True,
+        timeout=GIT_TIMEOUT,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} in {cwd} exited {done.returncode}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def clone_checkout(path: Path) -> Path:
+    """A clone of this checkout at ``path`` for gateways to run: its commits are the releases."""
+    # Copied, not hard-linked: git freshens an object it writes again by touching its file, and
+    # a hard link would carry that into every other clone of this checkout.
+    git(path.parent, "clone", "-q", "--no-hardlinks", str(ROOT), str(path))
+    return path
+
+
+def release(code: Path) -> str:
+    """A new commit in the clone: the code a restart must bring the gateways onto."""
+    git(code, "commit", "-q", "--allow-empty", "-m", "release")
+    return git(code, "rev-parse", "HEAD")
+
+
+class Install:
+    """An origin, the install cloned from it, a dev clone that pushes releases, and the root
+    home, under ``base``; every gateway it started is listed in ``gateways``."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.origin = base / "origin.git"
+        self.path = base / "install"
+        self.dev = base / "dev"
+        self.root = base / "home"
+        self.gateways: list[GatewayProcess] = []
+        base.mkdir(parents=True, exist_ok=True)
+        git(base, "clone", "-q", "--bare", str(ROOT), str(self.origin))
+        git(base, "clone", "-q", str(self.origin), str(self.path))
+        git(base, "clone", "-q", str(self.origin), str(self.dev))
+        self.root.mkdir()
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The install's environment: its root home, its code (not this checkout's), and no
+        user or system git config for the updater's git."""
+        env = python_env(HERMES_HOME=str(self.root), GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", **extra)
+        env["PYTHONPATH"] = str(self.path)
+        return env
+
+    def head(self) -> str:
+        return git(self.path, "rev-parse", "HEAD")
+
+    def release(self, message: str, edit: Callable[[Path], Any] | None = None) -> str:
+        """Push a new commit from the dev clone (``edit`` changes its tree first); its sha."""
+        (self.dev / "RELEASE").write_text(message)
+        if edit:
+            edit(self.dev)
+        git(self.dev, "add", "-A")
+        git(self.dev, "commit", "-qm", message)
+        git(self.dev, "push", "-q", "origin", "HEAD")
+        return git(self.dev, "rev-parse", "HEAD")
+
+    def hermes(self, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
+        """``hermes ARGS`` in the install, on its code and root, with ``env`` added."""
+        return hermes(*args, env=self.env(**env), cwd=self.path, timeout=timeout)
+
+    def hermes_json(self, *args: str, timeout: float = 300, **env: str) -> tuple[int, Any]:
+        """``hermes ARGS --json`` in the install with ``env`` added: its exit code and document."""
+        return hermes_json(*args, env=self.env(**env), cwd=self.path, timeout=timeout)
+
+    def gateway(self, profile: str) -> GatewayProcess:
+        """A gateway of ``profile`` on the install's code, once it runs."""
+        if profile != "default":
+            (self.root / "profiles" / profile).mkdir(parents=True, exist_ok=True)
+        gateway = GatewayProcess(self.root, profile, env=self.env(), cwd=self.path)
+        self.gateways.append(gateway)
+        gateway.wait_running()
+        return gateway
+
+    def stop(self) -> None:
+        """Kill every gateway it started and bring its mesh down."""
+        for gateway in self.gateways:
+            gateway.kill()
+        self.hermes("mesh", "down", timeout=120)
+
+
+def owed_warnings(install: Install) -> list[str]:
+    """The warning lines of an ordinary command in ``install`` (its stdout stays the JSON document)."""
+    listed = install.hermes("profile", "list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout)["root"] == str(install.root)
+    return [line for line in listed.stderr.splitlines() if line.startswith("⚠")]
+
+
+def start_update(install: Install) -> subprocess.Popen[str]:
+    """``hermes update --yes --json`` in ``install``, running: its output on pipes."""
+    return subprocess.Popen(
+        [*HERMES, "update", "--yes", "--json"],
+        cwd=install.path,
+        env=install.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def updater_pid(install: Install) -> int:
+    """The pid of the updater that holds ``install``'s update lock, once one does."""
+    from services.updater.lock import holder
+
+    return wait_for(lambda: (holder(install.root) or {}).get("pid"), timeout=60, what="the updater to hold the lock")

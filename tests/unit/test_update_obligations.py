@@ -1,0 +1,92 @@
+"""What a committed update owes (``services.updater.obligations``): the record and its warning line."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_cli import main as cli
+from services.updater import obligations
+from shared.files import StateFileCorrupt
+from tests.support.updater import NEW, owe
+
+
+def test_nothing_owed_means_no_file_and_no_warning(tmp_path):
+    assert obligations.read_fleet(tmp_path) == {}
+    assert obligations.read_completion(tmp_path) is None
+    assert obligations.restart_warning({"HERMES_HOME": str(tmp_path)}) is None
+    owe(tmp_path, coder=obligations.STALE)
+    owe(tmp_path)  # a verify that found nothing wanting
+    assert not obligations.fleet_path(tmp_path).exists()
+
+
+def test_the_warning_names_every_owed_gateway_in_one_line(tmp_path):
+    env = {"HERMES_HOME": str(tmp_path / "profiles" / "coder")}  # run for a profile: the root's file counts
+    owe(tmp_path, coder=obligations.STALE, writer=obligations.NOT_RESTARTED)
+    assert obligations.restart_warning(env) == "⚠ 2 gateways still run old code (coder, writer): run `hermes update`"
+    owe(tmp_path, coder=obligations.STALE)
+    assert obligations.restart_warning(env) == "⚠ 1 gateway still runs old code (coder): run `hermes update`"
+    owe(tmp_path, coder=obligations.STALE, writer=obligations.DOWN)
+    line = obligations.restart_warning(env)
+    assert line.startswith("⚠ 2 gateways are not on the new code (coder, writer: down): run `hermes update`")
+    assert "\n" not in line
+
+
+def test_a_corrupt_obligation_is_reported_never_taken_for_nothing_owed(tmp_path):
+    path = obligations.fleet_path(tmp_path)
+    path.parent.mkdir()
+    path.write_text('{"schema": 1, "gateways": {"coder": {"state": "sleepy"}}}')
+    with pytest.raises(StateFileCorrupt):
+        obligations.read_fleet(tmp_path)
+    path.write_text('{"schema": 1, "gate')  # torn
+    line = obligations.restart_warning({"HERMES_HOME": str(tmp_path)})
+    assert line.startswith("⚠ state file") and "corrupt" in line and str(path) in line
+    obligations.completion_path(tmp_path).write_text("[]")
+    with pytest.raises(StateFileCorrupt):
+        obligations.read_completion(tmp_path)
+
+
+def test_a_gateway_part_clears_only_on_the_code_expected_of_it(tmp_path):
+    owe(tmp_path, coder=obligations.STALE, writer=obligations.DOWN)
+    assert not obligations.clear_gateway(tmp_path, "coder", "a" * 40)  # restarted, but onto other code
+    assert not obligations.clear_gateway(tmp_path, "coder", None)  # did not answer
+    assert not obligations.clear_gateway(tmp_path, "default", NEW)  # never owed
+    assert set(obligations.read_fleet(tmp_path)) == {"coder", "writer"}
+    assert obligations.clear_gateway(tmp_path, "coder", NEW)
+    assert set(obligations.read_fleet(tmp_path)) == {"writer"}
+    assert obligations.clear_gateway(tmp_path, "writer", NEW)
+    assert not obligations.fleet_path(tmp_path).exists()  # nothing owed: no file, no warning
+
+
+def test_a_pending_completion_round_trips_and_clears(tmp_path):
+    obligations.arm_completion(tmp_path, update_id="u1", before="a" * 40, after=NEW)
+    pending = obligations.read_completion(tmp_path)
+    assert (pending["update_id"], pending["before"], pending["after"], pending["attempt"]) == (
+        "u1",
+        "a" * 40,
+        NEW,
+        None,
+    )
+    attempt = {"update_id": "u2", "request": "/r/u2.request.json", "result": "/r/u2.result.json"}
+    obligations.arm_completion(tmp_path, update_id="u1", before="a" * 40, after=NEW, attempt=attempt)
+    assert obligations.read_completion(tmp_path)["attempt"] == attempt
+    obligations.clear_completion(tmp_path)
+    assert obligations.read_completion(tmp_path) is None
+    obligations.clear_completion(tmp_path)  # clearing what is not owed is fine
+
+
+def test_an_unknown_state_is_refused():
+    with pytest.raises(ValueError):
+        obligations.owed_part(NEW, "bored", "why", "u1")
+
+
+def test_commands_that_report_owed_work_themselves_do_not_warn(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    owe(tmp_path, coder=obligations.STALE)
+    ran: list[str] = []
+    monkeypatch.setattr(cli, "_load", lambda target: lambda args: ran.append(target) or 0)
+    for argv in (["update", "--yes"], ["update", "--check"], ["gateway", "run"], ["gateway"]):
+        assert cli.main(argv) == 0
+        assert "⚠" not in capsys.readouterr().err, argv
+    assert cli.main(["gateway", "status"]) == 0
+    assert capsys.readouterr().err.count("⚠") == 1
+    assert ran[-1] == "hermes_cli.commands.gateway_status:cmd_status"
