@@ -3,6 +3,7 @@ keeps serving. The service is a real process; the junk goes over a real ipc sock
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -75,6 +76,7 @@ def live_service():
     yield peer, sock
     sock.close(linger=0)
     peer.kill()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def ask(sock: zmq.Socket, raw: bytes) -> protocol.Reply:
