@@ -10,24 +10,12 @@ import time
 import pytest
 
 from nous import refresh, refresh_rules, store
-from nous.access_token import read_claims
 from tests.support.processes import ROOT, python_env
+from tests.support.sign_ins import account_from_grant
 
 
 def signed_in(root, sim, email="ada@example.com", tier="plus"):
-    tokens = sim.grant(email, tier)
-    claims = read_claims(tokens["access_token"])
-    record = store.account_record(
-        sub=claims.sub,
-        email=claims.email,
-        tier=claims.tier,
-        host=claims.host,
-        access_token=tokens["access_token"],
-        refresh_token=tokens["refresh_token"],
-        expires_in=tokens["expires_in"],
-        portal=sim.url,
-        ca_bundle=None,
-    )
+    record = account_from_grant(sim, email, tier)
     store.save_account(root, root, record)
     return record
 

@@ -11,10 +11,10 @@ import pytest
 import trio
 
 from nous import store
-from nous.access_token import read_claims
 from nous.guest_handoff import attempts, records, rules
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
 from tests.support.processes import ROOT, python_env
+from tests.support.sign_ins import account_from_grant
 
 pytestmark = pytest.mark.root(profiles=("a", "b"))
 
@@ -39,20 +39,7 @@ def account_apps(sim, email="ada@example.com"):
 
 def signed_in_record(root, sim, email="ada@example.com"):
     """An account saved directly over nothing, as another writer would: its record destination."""
-    tokens = sim.grant(email)
-    claims = read_claims(tokens["access_token"])
-    record = store.account_record(
-        sub=claims.sub,
-        email=email,
-        tier=claims.tier,
-        host=claims.host,
-        access_token=tokens["access_token"],
-        refresh_token=tokens["refresh_token"],
-        expires_in=tokens["expires_in"],
-        portal=sim.url,
-        ca_bundle=None,
-    )
-    return record
+    return account_from_grant(sim, email)
 
 
 async def test_a_sign_in_over_a_guest_moves_its_apps_once(sim, root):

@@ -8,31 +8,19 @@ import sys
 import time
 
 from nous import store
-from nous.access_token import read_claims
 from nous.guest_handoff import records
 from services.handoff_retry import ops
 from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.sync_client import SyncClient
 from tests.support.processes import ROOT, python_env, wait_for
+from tests.support.sign_ins import account_from_grant
 
 
 def guest_replaced_by_account(root, sim, *apps):
     """A guest with ``apps``, then an account saved over it (as any writer would): the record is pending."""
     store.save_guest(root, sim.guest(*apps), "guest_1")
-    tokens = sim.grant("ada@example.com")
-    claims = read_claims(tokens["access_token"])
-    account = store.account_record(
-        sub=claims.sub,
-        email=claims.email,
-        tier=claims.tier,
-        host=claims.host,
-        access_token=tokens["access_token"],
-        refresh_token=tokens["refresh_token"],
-        expires_in=tokens["expires_in"],
-        portal=sim.url,
-        ca_bundle=None,
-    )
+    account = account_from_grant(sim)
     store.write_shared_nous_state(root, lambda s: {**s, "account": account})
     (key,) = records.read_records(root)
     return key

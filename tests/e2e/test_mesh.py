@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from shared.files import read_json, write_json_atomic
 from shared.identity import ProcessIdentity, is_alive, process_identity, read_cmdline
 from shared.supervisors import supervisord as sv
 from shared.supervisors.errors import SupervisorUnavailable
+from tests.support import processes
 from tests.support.cli import hermes
 from tests.support.homes import make_profile
 from tests.support.processes import ROOT, python_env
@@ -37,14 +37,7 @@ WAIT = 30.0  # generous: a gateway restart under supervisord takes about a secon
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.05)
+    return processes.wait_for(check, timeout=timeout, what=what)
 
 
 def gone(ident: ProcessIdentity) -> bool:

@@ -25,7 +25,7 @@ from services.updater.lock import holder
 from services.updater.snapshot import MANIFEST, SNAPSHOTS_DIR
 from shared.files import lock_path_for, locked
 from tests.support.cli import HERMES
-from tests.support.installs import Install, git, owed_warnings
+from tests.support.installs import Install, git, owed_warnings, start_update
 from tests.support.processes import gone, holds_open, kill, read_state, wait_for
 from tests.support.releases import hold_completion, mark_completion, patch_release
 
@@ -413,17 +413,7 @@ def test_a_move_that_fails_after_arming_ahead_owes_again_exactly_what_was_owed(i
 def test_three_updates_at_once_one_runs_and_the_others_are_refused_naming_it(install):
     gateway = install.gateway("default")
     new = install.release("release 2", edit=mark_completion)
-    runs = [
-        subprocess.Popen(
-            [*HERMES, "update", "--yes", "--json"],
-            cwd=install.path,
-            env=install.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
-    ]
+    runs = [start_update(install) for _ in range(3)]
     done = [(run.returncode, out, err) for run in runs for out, err in [run.communicate(timeout=WAIT)]]
     assert sorted(code for code, _, _ in done) == [0, 2, 2], done
     [(_, winner_out, _)] = [d for d in done if d[0] == 0]
