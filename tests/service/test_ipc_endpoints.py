@@ -4,6 +4,7 @@ the real one."""
 from __future__ import annotations
 
 import os
+import stat
 
 import pytest
 import zmq
@@ -27,10 +28,21 @@ def _bind_and_close(address: str) -> None:
 
 
 def test_real_bind_on_fallback_endpoint(tmp_path, fallback_dirs):
-    ep = endpoint(deep_home(tmp_path), "gateway", env={})
+    home = deep_home(tmp_path)
+    ep = endpoint(home, "gateway", env={})
     fallback_dirs.append(ep.directory)
-    _bind_and_close(ep.control)
-    _bind_and_close(ep.events)
+    # The home's own run/ is too deep for a socket path: the endpoint is elsewhere, and fits.
+    assert not ep.directory.is_relative_to(home)
+    for address in (ep.control, ep.events):
+        path = address.removeprefix("ipc://")
+        assert len(os.fsencode(path)) <= IPC_PATH_MAX
+        sock = zmq.Context.instance().socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.bind(address)
+            assert stat.S_ISSOCK(os.stat(path).st_mode), f"binding {address} made no socket"
+        finally:
+            sock.close()
 
 
 def test_ipc_path_max_is_the_real_kernel_limit(tmp_path):
