@@ -82,7 +82,9 @@ class Gateway:
         await self._transition(ops.STARTING)
         await trio.sleep(self._start_delay)
         try:
-            async with trio.open_nursery() as nursery, open_publisher(self.endpoint.events) as publisher:
+            # The publisher outlives the nursery: a task still writing the state file when the
+            # nursery is cancelled publishes that write once its thread returns.
+            async with open_publisher(self.endpoint.events) as publisher, trio.open_nursery() as nursery:
                 self._publisher = publisher
                 await nursery.start(self.service.serve)
                 nursery.start_soon(self._watch_signals)
