@@ -1,7 +1,8 @@
 """The async client of a mesh service: one DEALER, many concurrent calls.
 
-Replies are matched to calls by request id, each call waiting on its own mailbox. One
-watcher task enforces every call's deadline (a cancel scope per call costs more than the
+A caller hands its request to the socket itself. Replies are matched to calls by request
+id: whichever task takes a reply off the socket puts it in its call's mailbox, and the
+call wakes. One watcher task enforces every call's deadline (a cancel scope per call costs more than the
 rest of a round trip). A call that times out closes the socket and opens a fresh one: the
 request may still sit in the old socket's queue, and closing it with ``LINGER`` 0 makes
 sure it is never delivered late. Calls that were in flight on the old socket fail with
@@ -15,9 +16,10 @@ it did send has been delivered, rather than leaving them to wait out their deadl
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +39,7 @@ from shared.call_rules import (
     request_ids,
 )
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError, Reply
-from shared.zmq_trio import Socket, open_socket
+from shared.zmq_trio import Conduit, Message, open_conduit
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +49,17 @@ EventCallback = Callable[[Any], Any]
 DEADLINE_RESOLUTION = 0.02
 # Events a streaming call may have waiting before its consumer is judged stuck.
 MAX_PENDING_EVENTS = 1024
-# How long the answers a departed service sent may take to reach their calls.
-LAST_ANSWERS_SECONDS = 1.0
 
 
 class _Mailbox:
     """Replies for one call: filled by the connection's reader, emptied by the call."""
 
-    __slots__ = ("op", "deadline", "_replies", "_waiter", "_failure")
+    __slots__ = ("op", "deadline", "answered", "_replies", "_waiter", "_failure")
 
     def __init__(self, op: OpSpec, deadline: float):
         self.op = op
         self.deadline = deadline
+        self.answered = False  # a terminal reply is in
         self._replies: collections.deque[Reply] = collections.deque()
         self._waiter: trio.lowlevel.Task | None = None
         self._failure: RemoteError | None = None
@@ -74,6 +75,8 @@ class _Mailbox:
             self.fail(RemoteError(Code.CONNECTION_RESET, f"{self.op.name!r} fell {MAX_PENDING_EVENTS} events behind"))
             return
         self._replies.append(reply)
+        if reply.kind != "event":
+            self.answered = True
         self._wake()
 
     def fail(self, error: RemoteError) -> None:
@@ -109,8 +112,8 @@ def _local_error(request_id: str, code: str, message: str, detail: dict | None =
 
 @dataclass
 class _Connection:
-    sock: Socket
     scope: trio.CancelScope
+    conduit: Conduit | None = None  # set once the socket is open
     pending: dict[str, _Mailbox] = field(default_factory=dict)
     busy: trio.Event = field(default_factory=trio.Event)  # set while calls are pending
 
@@ -126,8 +129,10 @@ class Client:
         window: tuple[int, int],
         max_frame: int,
         retry: RetryPolicy,
+        options: Iterable[tuple[int, int | bytes]] = (),
     ):
         self.address = address
+        self._options = tuple(options)
         self._nursery = nursery
         self._window = window
         self._max_frame = max_frame
@@ -172,7 +177,11 @@ class Client:
         if not conn.busy.is_set():
             conn.busy.set()
         try:
-            await conn.sock.send([raw])
+            assert conn.conduit is not None  # a connection is handed out open
+            try:
+                await conn.conduit.send([raw])
+            except trio.ClosedResourceError:
+                raise RemoteError(Code.CONNECTION_RESET, f"the connection to {self.address} was reset") from None
             while True:
                 reply = await mailbox.get()
                 if reply.kind != "event":
@@ -198,18 +207,22 @@ class Client:
 
     async def _run_connection(self, *, task_status: trio.TaskStatus[_Connection]) -> None:
         with trio.CancelScope() as scope:
-            async with open_socket(
-                zmq.DEALER, connect=[self.address], max_frame=self._max_frame, monitor=zmq.EVENT_DISCONNECTED
-            ) as sock:
-                conn = _Connection(sock, scope)
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._watch_deadlines, conn)
-                    nursery.start_soon(self._watch_peer, conn)
-                    task_status.started(conn)
-                    async for parts in sock:
-                        self._dispatch(conn, parts)
+            conn = _Connection(scope)
+            async with open_conduit(
+                zmq.DEALER,
+                functools.partial(self._dispatch, conn),
+                connect=[self.address],
+                options=self._options,
+                max_frame=self._max_frame,
+                monitor=zmq.EVENT_DISCONNECTED,
+                on_monitor=functools.partial(self._on_monitor, conn),
+            ) as conduit:
+                conn.conduit = conduit
+                task_status.started(conn)
+                await self._watch_deadlines(conn)
 
     async def _watch_deadlines(self, conn: _Connection) -> None:
+        assert conn.conduit is not None
         while True:
             if not conn.pending:
                 conn.busy = trio.Event()
@@ -220,7 +233,7 @@ class Client:
             if not expired:
                 continue
             # Nothing left the socket at all: no service took the request.
-            unsent = conn.sock.pending_output() > 0
+            unsent = conn.conduit.pending_output() > 0
             for mailbox in expired:
                 if unsent:
                     mailbox.fail(RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}"))
@@ -235,19 +248,17 @@ class Client:
             self._reset(conn)
             return
 
-    async def _watch_peer(self, conn: _Connection) -> None:
-        assert conn.sock.events is not None
-        async for parts in conn.sock.events:
-            if parse_monitor_message(parts)["event"] != zmq.EVENT_DISCONNECTED:
-                continue
-            with trio.move_on_after(LAST_ANSWERS_SECONDS):
-                await conn.sock.wait_input_consumed()  # what the service answered before it left
-            if not conn.pending:
-                continue  # nothing was waiting: zmq reconnects by itself
-            self._reset(conn, f"the service at {self.address} went away before answering")
-            return
+    def _on_monitor(self, conn: _Connection, parts: Message) -> None:
+        """What the socket's monitor reports, one event at a time."""
+        event = _monitor_event(parts)
+        if event == zmq.EVENT_DISCONNECTED:
+            assert conn.conduit is not None
+            conn.conduit.take_input()  # what the service answered before it left
+            if any(not mailbox.answered for mailbox in conn.pending.values()):
+                self._reset(conn, f"the service at {self.address} went away before answering")
+            # else nothing was waiting: zmq reconnects by itself
 
-    def _dispatch(self, conn: _Connection, parts: list[bytes]) -> None:
+    def _dispatch(self, conn: _Connection, parts: Message) -> None:
         raw = reply_frame(parts, self.address)
         if raw is None:
             return
@@ -267,6 +278,11 @@ class Client:
             self._reset(self._conn)
 
 
+def _monitor_event(parts: Message) -> int:
+    """The event number of one message from a socket's monitor."""
+    return int(parse_monitor_message(parts)["event"])
+
+
 async def _deliver(on_event: EventCallback | None, payload: Any) -> None:
     if on_event is None:
         return
@@ -282,9 +298,12 @@ async def open_client(
     window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
     max_frame: int = protocol.MAX_FRAME_BYTES,
     retry: RetryPolicy = DEFAULT_RETRY,
+    options: Iterable[tuple[int, int | bytes]] = (),
 ) -> AsyncIterator[Client]:
+    """A client of the service at ``address``. ``options`` are extra ``(zmq option, value)``
+    pairs set on each socket it opens, before the connect (CURVE keys, for one)."""
     async with trio.open_nursery() as nursery:
-        client = Client(address, nursery, window=window, max_frame=max_frame, retry=retry)
+        client = Client(address, nursery, window=window, max_frame=max_frame, retry=retry, options=options)
         try:
             yield client
         finally:

@@ -1,15 +1,20 @@
 """A mesh service: a ROUTER control socket, a handler registry, and the rules around them.
 
 Every frame is decoded by ``shared.protocol`` before a handler sees it; a bad frame is
-answered with a typed error and the service keeps serving. Each call runs under its own
-deadline, the number of calls in flight is capped (over the cap: a typed ``busy``), and a
-handler that raises answers ``internal_error`` without taking the service down.
+answered with a typed error and the service keeps serving. A handler that raises answers
+``internal_error`` without taking the service down.
+
+Two kinds of handler. A plain ``def`` cannot block, so it runs inline, in whichever task
+took the request off the socket, and answers before that task reads the next one: no task,
+no cancel scope, no slot. An ``async def`` gets a task of its own under the call's deadline;
+the number of those in flight is capped (over the cap: a typed ``busy``).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,13 +27,14 @@ from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.locks import FileLock
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
-from shared.zmq_trio import Socket, drain_output, open_socket
+from shared.zmq_trio import Conduit, Message, open_conduit
 
 log = logging.getLogger(__name__)
 
 HELLO = OpSpec("hello", idempotent=True, timeout=5.0)
 
-Handler = Callable[["Call"], Awaitable[Any]]
+# ``async def`` handlers, or plain ones that run inline and must not block.
+Handler = Callable[["Call"], Awaitable[Any]] | Callable[["Call"], Any]
 
 
 @dataclass
@@ -48,11 +54,19 @@ class Call:
         await self._emit(event)
 
 
+async def _no_events(event: Any) -> None:
+    raise AssertionError("only streaming ops emit, and their handlers are async")  # Call.emit checks first
+
+
 class Service:
     """Serve ops on one ROUTER endpoint.
 
-    At most ``concurrency`` handlers run at once; up to ``backlog`` more calls wait for a
-    slot (within their deadline), and past that a call is answered ``busy`` at once.
+    At most ``concurrency`` async handlers run at once; up to ``backlog`` more calls wait
+    for a slot (within their deadline), and past that a call is answered ``busy`` at once.
+    Plain handlers complete as they are called and take no slot.
+
+    ``options`` are extra ``(zmq option, value)`` pairs set on the socket before the bind
+    (CURVE keys, for one).
 
     ``ipc://`` endpoints need their lock: binding an ipc path that another live service
     holds would silently steal it, so the lock is taken before the bind and a held lock
@@ -73,6 +87,7 @@ class Service:
         window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
         max_frame: int = protocol.MAX_FRAME_BYTES,
         info: Callable[[], dict[str, Any]] | None = None,
+        options: Iterable[tuple[int, int | bytes]] = (),
     ):
         if address.startswith("ipc://") and lock_path is None and lock is None:
             raise ValueError("an ipc:// endpoint needs a lock file")
@@ -87,7 +102,8 @@ class Service:
         self._window = window
         self._max_frame = max_frame
         self._info = info
-        self._handlers: dict[str, tuple[OpSpec, Handler]] = {}
+        self._options = tuple(options)
+        self._handlers: dict[str, tuple[OpSpec, Handler, bool]] = {}  # op -> spec, handler, inline
         self._specs: dict[str, OpSpec] = {}
         self._calls: set[trio.CancelScope] = set()
         self._idle = trio.Event()
@@ -96,12 +112,19 @@ class Service:
         self._stop_requested = trio.Event()
         self._stopped = trio.Event()
         self._grace = 0.0
+        self._conduit: Conduit | None = None
+        self._nursery: trio.Nursery | None = None
         self.add(HELLO, self._hello)
 
     def add(self, spec: OpSpec, handler: Handler) -> None:
+        """Serve ``spec`` with ``handler``: an ``async def``, or a plain ``def`` that runs
+        inline and must not block (a streaming op needs an async one, to emit)."""
         if spec.name in self._handlers:
             raise ValueError(f"op {spec.name!r} is already registered")
-        self._handlers[spec.name] = (spec, handler)
+        inline = not inspect.iscoroutinefunction(handler)
+        if inline and spec.streaming:
+            raise ValueError(f"op {spec.name!r} streams: its handler must be an async def")
+        self._handlers[spec.name] = (spec, handler, inline)
         self._specs[spec.name] = spec
 
     def handles(self, spec: OpSpec) -> Callable[[Handler], Handler]:
@@ -133,7 +156,7 @@ class Service:
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
-    async def _hello(self, call: Call) -> dict[str, Any]:
+    def _hello(self, call: Call) -> dict[str, Any]:
         me = current_identity()
         info = {
             "service": self.name,
@@ -154,20 +177,28 @@ class Service:
         if self._lock is not None:
             self._lock.acquire()
         try:
-            async with open_socket(
-                zmq.ROUTER, bind=[self.address], max_frame=self._max_frame, close_linger_ms=1000
-            ) as sock:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._receive_loop, sock, nursery)
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery  # before the socket: a request may be dispatched at once
+                async with open_conduit(
+                    zmq.ROUTER,
+                    self._on_message,
+                    bind=[self.address],
+                    options=self._options,
+                    max_frame=self._max_frame,
+                    close_linger_ms=1000,
+                ) as conduit:
+                    self._conduit = conduit
                     task_status.started()
                     await self._stop_requested.wait()
-                    await self._shutdown(sock, nursery)
+                    await self._shutdown()
+                nursery.cancel_scope.cancel()
         finally:
+            self._conduit = None
             if self._lock is not None:
                 self._lock.release()
             self._stopped.set()
 
-    async def _shutdown(self, sock: Socket, nursery: trio.Nursery) -> None:
+    async def _shutdown(self) -> None:
         self._stopping = True
         with trio.move_on_after(self._grace):
             await self._idle.wait()
@@ -175,51 +206,74 @@ class Service:
             scope.cancel()  # each cancelled call answers shutting_down itself
         with trio.move_on_after(1.0):
             await self._idle.wait()
-        await drain_output(sock, timeout=1.0)
-        nursery.cancel_scope.cancel()
+        # The last replies were handed to zmq as they were made; the socket's linger lets them leave.
 
-    async def _receive_loop(self, sock: Socket, nursery: trio.Nursery) -> None:
-        async for parts in sock:
-            peer, *body = parts  # ROUTER always puts the peer's routing id first
-            try:
-                raw = protocol.one_frame(body, kind="request")
-                request = protocol.decode_request(raw, self._specs, window=self._window, max_bytes=self._max_frame)
-            except ProtocolError as exc:
-                await self._reply_error(sock, peer, exc.request_id, exc)
-                continue
-            if self._stopping:
-                await self._reply_error(
-                    sock, peer, request.id, RemoteError(Code.SHUTTING_DOWN, f"{self.name} is shutting down")
-                )
-                continue
-            if len(self._calls) >= self._concurrency + self._backlog:
-                await self._reply_error(
-                    sock,
-                    peer,
-                    request.id,
-                    RemoteError(
-                        Code.BUSY,
-                        f"{self.name} is running {self._concurrency} calls with {self._backlog} waiting; try again",
-                        detail={"limit": self._concurrency, "backlog": self._backlog},
-                    ),
-                )
-                continue
-            budget = request.op.timeout
-            if request.deadline_ms is not None:
-                budget = min(budget, request.deadline_ms / 1000)
-            scope = trio.CancelScope(deadline=trio.current_time() + budget)
-            self._calls.add(scope)
+    def _on_message(self, parts: Message) -> None:
+        """One request off the socket, in whichever task drained it: answered here, or
+        handed to a task of its own. Nothing raised here may reach the socket's drain."""
+        peer, *body = parts  # ROUTER always puts the peer's routing id first
+        try:
+            raw = protocol.one_frame(body, kind="request")
+            request = protocol.decode_request(raw, self._specs, window=self._window, max_bytes=self._max_frame)
+        except ProtocolError as exc:
+            self._reply_error(peer, exc.request_id, exc)
+            return
+        if self._stopping:
+            self._reply_error(peer, request.id, RemoteError(Code.SHUTTING_DOWN, f"{self.name} is shutting down"))
+            return
+        spec, handler, inline = self._handlers[request.op.name]
+        budget = request.op.timeout
+        if request.deadline_ms is not None:
+            budget = min(budget, request.deadline_ms / 1000)
+        if inline:
+            self._run_inline(peer, request, spec, handler, trio.current_time() + budget)
+            return
+        if len(self._calls) >= self._concurrency + self._backlog:
+            self._reply_error(
+                peer,
+                request.id,
+                RemoteError(
+                    Code.BUSY,
+                    f"{self.name} is running {self._concurrency} calls with {self._backlog} waiting; try again",
+                    detail={"limit": self._concurrency, "backlog": self._backlog},
+                ),
+            )
+            return
+        scope = trio.CancelScope(deadline=trio.current_time() + budget)
+        if not self._calls:
             self._idle = trio.Event()
-            nursery.start_soon(self._run_call, sock, peer, request, scope, budget)
+        self._calls.add(scope)
+        assert self._nursery is not None  # messages arrive only while serving
+        self._nursery.start_soon(self._run_call, peer, request, spec, handler, scope, budget)
+
+    def _run_inline(
+        self, peer: bytes, request: protocol.Request, spec: OpSpec, handler: Handler, deadline: float
+    ) -> None:
+        call = Call(request.id, spec, request.args, deadline, _no_events)
+        try:
+            reply = self._result_reply(request, spec, handler(call))
+        except Exception as exc:
+            reply = self._error_reply(request, spec, exc)
+        self._send(peer, reply)
 
     async def _run_call(
-        self, sock: Socket, peer: bytes, request: protocol.Request, scope: trio.CancelScope, budget: float
+        self,
+        peer: bytes,
+        request: protocol.Request,
+        spec: OpSpec,
+        handler: Handler,
+        scope: trio.CancelScope,
+        budget: float,
     ) -> None:
-        spec, handler = self._handlers[request.op.name]
         version = request.version  # answer in the version the caller speaks
+        conduit = self._conduit
+        assert conduit is not None  # calls run only while serving
 
         async def emit(event: Any) -> None:
-            await self._send(sock, peer, protocol.encode_reply(request.id, "event", event, version=version))
+            try:
+                await conduit.send([peer, protocol.encode_reply(request.id, "event", event, version=version)])
+            except trio.ClosedResourceError:
+                log.debug("%s: socket closed before an event could be sent", self.name)
 
         call = Call(request.id, spec, request.args, scope.deadline, emit)
         reply: bytes | None = None
@@ -231,18 +285,9 @@ class Service:
                         result = await handler(call)
                     finally:
                         self._slots.release()
-                    reply = protocol.encode_reply(request.id, "result", result, version=version)
-                    if len(reply) > self._max_frame:
-                        raise RemoteError(Code.FRAME_TOO_LARGE, f"the result of {spec.name!r} is over the frame limit")
-                except HermesError as exc:
-                    reply = protocol.encode_error(request.id, exc, version=version)
-                except Exception:
-                    log.exception("%s: op %r failed", self.name, spec.name)
-                    reply = protocol.encode_error(
-                        request.id,
-                        RemoteError(Code.INTERNAL_ERROR, f"{self.name} failed to run {spec.name!r}"),
-                        version=version,
-                    )
+                    reply = self._result_reply(request, spec, result)
+                except Exception as exc:
+                    reply = self._error_reply(request, spec, exc)
             if scope.cancelled_caught:
                 if self._stopping:
                     error = RemoteError(Code.SHUTTING_DOWN, f"{self.name} is shutting down")
@@ -252,18 +297,32 @@ class Service:
                     )
                 reply = protocol.encode_error(request.id, error, version=version)
             if reply is not None:
-                await self._send(sock, peer, reply)
+                self._send(peer, reply)
         finally:
             self._calls.discard(scope)
             if not self._calls:
                 self._idle.set()
 
-    async def _reply_error(self, sock: Socket, peer: bytes, request_id: str | None, error: HermesError) -> None:
-        await self._send(sock, peer, protocol.encode_error(request_id, error))
+    def _result_reply(self, request: protocol.Request, spec: OpSpec, result: Any) -> bytes:
+        reply = protocol.encode_reply(request.id, "result", result, version=request.version)
+        if len(reply) > self._max_frame:
+            raise RemoteError(Code.FRAME_TOO_LARGE, f"the result of {spec.name!r} is over the frame limit")
+        return reply
 
-    async def _send(self, sock: Socket, peer: bytes, payload: bytes) -> None:
+    def _error_reply(self, request: protocol.Request, spec: OpSpec, exc: Exception) -> bytes:
+        if not isinstance(exc, HermesError):
+            log.error("%s: op %r failed", self.name, spec.name, exc_info=exc)
+            exc = RemoteError(Code.INTERNAL_ERROR, f"{self.name} failed to run {spec.name!r}")
+        return protocol.encode_error(request.id, exc, version=request.version)
+
+    def _reply_error(self, peer: bytes, request_id: str | None, error: HermesError) -> None:
+        self._send(peer, protocol.encode_error(request_id, error))
+
+    def _send(self, peer: bytes, payload: bytes) -> None:
+        if self._conduit is None:
+            return
         try:
-            await sock.send([peer, payload])
+            self._conduit.send_nowait([peer, payload])
         except trio.ClosedResourceError:
             log.debug("%s: socket closed before a reply to a peer could be sent", self.name)
 

@@ -1,22 +1,27 @@
-"""pyzmq for trio: one owner task per socket, fed by memory channels.
+"""pyzmq for trio: ``Conduit``, a socket driven by whoever touches it, and ``Socket``, a socket
+fed through memory channels for consumers that want to pull messages.
 
 pyzmq has no trio integration. Its ``FD`` is edge-triggered: it becomes readable when the
 socket's state *may* have changed, and only ``EVENTS`` tells what can be done now. Reading
 ``EVENTS``, sending and receiving all consume that edge, so ``EVENTS`` is re-checked after
-every send and receive, and the task sleeps on the FD only when the last check showed
-nothing to do.
+every send and receive, and a task sleeps on the FD only when the last check showed
+nothing to do. Trio allows one waiter per FD (a second raises ``BusyResourceError``).
 
-Exactly one task, the pump, touches the socket. Other tasks hand it messages through a
-bounded memory channel and take received messages from another. Trio allows one waiter per
-FD (a second raises ``BusyResourceError``), and waking a task out of an FD wait means
-cancelling it, which costs more than a whole message; so the pump parks, and a second task,
-the watcher, is the FD's only waiter. The watcher never touches the socket: it wakes the
-pump when the FD turns readable, and a task that queues a message wakes the pump directly.
+``Conduit`` is the lean one, used by a service and its clients: a single owner task waits
+on the FD and hands each message straight to a callback, and any task sends directly.
+Whoever touches the socket reads ``EVENTS`` afterwards and drains what arrived before it
+yields, so the owner, parked on the FD, never misses an edge.
+
+``Socket`` serves pub/sub and the other pullers: one task, the pump, touches the socket;
+other tasks hand it messages through a bounded memory channel and take received ones from
+another. Waking a task out of an FD wait means cancelling it, which costs more than a whole
+message; so the pump parks, and a second task, the watcher, is the FD's only waiter.
 No thread hop per message: everything runs in the trio thread with non-blocking calls.
 """
 
 from __future__ import annotations
 
+import collections
 import errno
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -34,6 +39,10 @@ Message = list[bytes]
 
 # How many rounds of sends and receives the pump does before yielding to other tasks.
 _BATCH = 16
+# How many messages one drain of a ``Conduit`` dispatches before it lets other tasks run.
+_DRAIN_BATCH = 64
+# How often a sender waiting for a ROUTER peer over its high-water mark tries again.
+FULL_PEER_POLL = 0.005
 # How often ``wait_input_consumed`` looks whether the pump and the receiver have caught up.
 INPUT_POLL = 0.001
 
@@ -280,6 +289,176 @@ class Socket:
         self._zsock.close(linger=linger_ms)
 
 
+_SENT, _FULL, _GONE = 0, 1, 2
+
+
+class Conduit:
+    """A zmq socket that hands each message it receives straight to ``on_message``.
+    Create it with ``open_conduit``.
+
+    One owner task is the FD's only waiter; any task may send, directly, without yielding.
+    After each send the sender reads ``EVENTS`` and drains what arrived, dispatching it
+    itself: whatever consumed the FD's edge also takes what the edge announced. So
+    ``on_message`` runs in whichever task drained; it must neither block nor raise.
+
+    A ROUTER never holds a message back: a peer over its high-water mark is not reading,
+    and holding its message would stall every other peer behind it. A DEALER keeps up to
+    ``outbound`` messages zmq cannot take yet (no peer, or one over its high-water mark).
+    """
+
+    def __init__(self, zsock: zmq.Socket[Any], on_message: Callable[[Message], None], *, outbound: int):
+        self._zsock = zsock
+        self._get = cast(Callable[[int], int], zsock.getsockopt)  # FD, EVENTS, RCVMORE: ints
+        self._fd = self._get(zmq.FD)
+        self._on_message = on_message
+        self._routes = zsock.type == zmq.ROUTER
+        self._queue: collections.deque[Message] = collections.deque()
+        self._limit = outbound
+        self._room = trio.lowlevel.ParkingLot()  # senders waiting for room in the queue
+        self._draining = False
+        self._owner_wait: trio.CancelScope | None = None
+        self._closed = False
+        self.dropped = 0  # messages a ROUTER could not deliver, or a full DEALER queue refused
+        self.events: Conduit | None = None  # the monitor's conduit, when ``open_conduit`` was asked for one
+
+    def send_nowait(self, parts: Message) -> bool:
+        """Hand ``parts`` to zmq now; ``False`` if it was dropped (a ROUTER's peer that is
+        gone or not reading, a DEALER's queue full). Never yields."""
+        if self._closed:
+            raise trio.ClosedResourceError("socket is closed")
+        if self._queue:
+            if len(self._queue) >= self._limit:
+                self.dropped += 1
+                return False
+            self._queue.append(parts)  # behind the others: order is kept
+            sent = True
+        else:
+            outcome = self._put(parts)
+            if outcome == _FULL and not self._routes:
+                self._queue.append(parts)
+            sent = outcome == _SENT or not self._routes
+            if not sent:
+                self.dropped += 1
+                log.warning("dropping a message for a peer that is %s", "not reading" if outcome == _FULL else "gone")
+        self._after_io()
+        return sent
+
+    async def send(self, parts: Message) -> None:
+        """Hand ``parts`` to zmq, waiting (within the caller's deadline) while a DEALER's
+        queue is full or a ROUTER's peer is over its high-water mark: a stream's events
+        slow down to the pace of their reader instead of being lost. A ROUTER peer that is
+        gone gets nothing. Does not yield when zmq takes the message at once."""
+        while True:
+            if self._closed:
+                raise trio.ClosedResourceError("socket is closed")
+            if not self._routes:
+                if len(self._queue) < self._limit:
+                    self.send_nowait(parts)
+                    return
+                await self._room.park()
+                continue
+            outcome = self._put(parts)
+            self._after_io()
+            if outcome == _GONE:
+                self.dropped += 1
+                return
+            if outcome == _SENT:
+                return
+            await trio.sleep(FULL_PEER_POLL)  # zmq has no per-peer POLLOUT to wait on
+
+    def pending_output(self) -> int:
+        """Messages queued but not yet handed to zmq."""
+        return len(self._queue)
+
+    def take_input(self) -> None:
+        """Dispatch every message zmq holds for this socket now (reading ``EVENTS`` is
+        where zmq takes in what its I/O thread delivered)."""
+        if not self._draining and not self._closed:
+            while self._drain(_DRAIN_BATCH):
+                pass
+
+    def _put(self, parts: Message) -> int:
+        send = self._zsock.send
+        try:
+            for part in parts[:-1]:  # zmq queues a multipart message whole, or not at all
+                send(part, _NOBLOCK | _SNDMORE)
+            send(parts[-1], _NOBLOCK)
+        except zmq.Again:
+            return _FULL
+        except zmq.ZMQError as exc:
+            if exc.errno != errno.EHOSTUNREACH:
+                raise
+            return _GONE  # ROUTER_MANDATORY: the peer is gone
+        return _SENT
+
+    def _after_io(self) -> None:
+        if self._draining:
+            return  # the drain under way re-reads EVENTS after this
+        if self._drain(_DRAIN_BATCH) and self._owner_wait is not None:
+            self._owner_wait.cancel()  # more is waiting: the owner takes it from here
+
+    def _drain(self, limit: int) -> bool:
+        """Send what is queued and dispatch what arrived until ``EVENTS`` shows nothing to
+        do; ``True`` if messages were still waiting after ``limit`` of them."""
+        get, recv, dispatch = self._get, self._zsock.recv, self._on_message
+        self._draining = True
+        try:
+            taken = 0
+            events = get(_EVENTS)
+            while True:
+                flushed = False
+                if self._queue and events & _POLLOUT:
+                    flushed = self._flush()
+                    events = get(_EVENTS)
+                if events & _POLLIN:
+                    if taken >= limit:
+                        return True
+                    try:
+                        message = [recv(_NOBLOCK)]
+                    except zmq.Again:
+                        events = get(_EVENTS)
+                        continue
+                    while get(_RCVMORE):  # the rest of a multipart message is already here
+                        message.append(recv(_NOBLOCK))
+                    taken += 1
+                    dispatch(message)
+                    events = get(_EVENTS)
+                elif not flushed:
+                    return False
+        finally:
+            self._draining = False
+
+    def _flush(self) -> bool:
+        queue, sent = self._queue, False
+        while queue and self._put(queue[0]) == _SENT:
+            queue.popleft()
+            sent = True
+        if sent and self._room:
+            self._room.unpark_all()
+        return sent
+
+    async def _own(self) -> None:
+        """The owner: drain, then wait on the FD. A sender that leaves messages behind
+        cancels the wait, which is rare, so one cancel scope serves many waits."""
+        while True:
+            with trio.CancelScope() as self._owner_wait:
+                while True:
+                    if self._drain(_DRAIN_BATCH):
+                        await trio.lowlevel.checkpoint()
+                    else:
+                        await trio.lowlevel.wait_readable(self._fd)
+            self._owner_wait = None
+
+    def _close(self, linger_ms: int) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.clear()
+        self._room.unpark_all()
+        trio.lowlevel.notify_closing(self._fd)
+        self._zsock.close(linger=linger_ms)
+
+
 def _configure(
     zsock: zmq.Socket[Any], sock_type: int, max_frame: int, options: Iterable[tuple[int, int | bytes]]
 ) -> None:
@@ -292,6 +471,78 @@ def _configure(
     # whether anything listens before they connect instead (call_rules.ipc_unreachable).
     for option, value in options:
         zsock.setsockopt(option, value)
+
+
+def _make(
+    sock_type: int,
+    bind: Iterable[str],
+    connect: Iterable[str],
+    options: Iterable[tuple[int, int | bytes]],
+    max_frame: int,
+    monitor: int,
+) -> tuple[zmq.Socket[Any], zmq.Socket[Any] | None]:
+    """A configured, bound and connected socket, and its monitor's socket if ``monitor``."""
+    zsock: zmq.Socket[Any] = zmq.Context.instance().socket(sock_type)
+    watch: zmq.Socket[Any] | None = None
+    try:
+        _configure(zsock, sock_type, max_frame, options)
+        if monitor:
+            watch = zsock.get_monitor_socket(monitor)  # before the first connect: no event is missed
+        for address in bind:
+            zsock.bind(address)
+        for address in connect:
+            zsock.connect(address)
+    except BaseException:
+        if watch is not None:
+            zsock.disable_monitor()
+            watch.close(linger=0)
+        zsock.close(linger=0)
+        raise
+    return zsock, watch
+
+
+@asynccontextmanager
+async def open_conduit(
+    sock_type: int,
+    on_message: Callable[[Message], None],
+    *,
+    bind: Iterable[str] = (),
+    connect: Iterable[str] = (),
+    options: Iterable[tuple[int, int | bytes]] = (),
+    max_frame: int = MAX_FRAME_BYTES,
+    outbound: int = 256,
+    close_linger_ms: int = 0,
+    monitor: int = 0,
+    on_monitor: Callable[[Message], None] | None = None,
+) -> AsyncIterator[Conduit]:
+    """A configured ``Conduit`` with its owner task running; closed on exit.
+
+    ``options`` are ``(option, value)`` pairs set before any bind or connect (CURVE keys go
+    here). With a ``monitor`` mask of zmq socket events, each event's message goes to
+    ``on_monitor`` (parse it with ``zmq.utils.monitor``); ``close_linger_ms`` as for
+    ``open_socket``.
+    """
+    if monitor and on_monitor is None:
+        raise ValueError("a monitor needs on_monitor")
+    zsock, watch = _make(sock_type, bind, connect, options, max_frame, monitor)
+    conduit = Conduit(zsock, on_message, outbound=outbound)
+    if watch is not None:
+        assert on_monitor is not None  # checked above
+        conduit.events = Conduit(watch, on_monitor, outbound=1)
+    try:
+        async with trio.open_nursery() as nursery:
+            for owned in (conduit, conduit.events):
+                if owned is not None:
+                    nursery.start_soon(owned._own)
+            try:
+                yield conduit
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        if conduit.events is not None:
+            zsock.disable_monitor()
+            conduit.events._close(0)
+        conduit._close(close_linger_ms)
 
 
 @asynccontextmanager
@@ -319,21 +570,13 @@ async def open_socket(
     ``close_linger_ms`` lets a service that is shutting down give its last replies time to
     leave; sockets are created with ``LINGER`` 0 so an abandoned socket never blocks exit.
     """
-    zsock: zmq.Socket[Any] = zmq.Context.instance().socket(sock_type)
-    sock: Socket | None = None
-    events: Socket | None = None
+    zsock, watch = _make(sock_type, bind, connect, options, max_frame, monitor)
+    sock = Socket(zsock, inbound=inbound, outbound=outbound)
+    if watch is not None:
+        sock.events = Socket(watch, inbound=64, outbound=1)
     try:
-        _configure(zsock, sock_type, max_frame, options)
-        if monitor:
-            events = Socket(zsock.get_monitor_socket(monitor), inbound=64, outbound=1)
-        for address in bind:
-            zsock.bind(address)
-        for address in connect:
-            zsock.connect(address)
-        sock = Socket(zsock, inbound=inbound, outbound=outbound)
-        sock.events = events
         async with trio.open_nursery() as nursery:
-            for pumped in (sock, events):
+            for pumped in (sock, sock.events):
                 if pumped is not None:
                     nursery.start_soon(pumped._pump)
                     nursery.start_soon(pumped._watch_fd)
@@ -342,13 +585,10 @@ async def open_socket(
             finally:
                 nursery.cancel_scope.cancel()
     finally:
-        if events is not None:
+        if sock.events is not None:
             zsock.disable_monitor()
-            events._close(0)
-        if sock is not None:
-            sock._close(close_linger_ms)
-        else:
-            zsock.close(linger=0)
+            sock.events._close(0)
+        sock._close(close_linger_ms)
 
 
 async def drain_output(sock: Socket, timeout: float) -> bool:

@@ -21,7 +21,7 @@ from shared.protocol import Code, OpSpec, RemoteError
 from shared.service import HELLO
 from shared.sync_client import SyncClient
 from shared.zmq_trio import open_socket
-from tests.support.peers.echo_service import BIG, ECHO, FAIL, SLOW, STREAM, build_service
+from tests.support.peers.echo_service import BIG, ECHO, ECHO_ASYNC, FAIL, SLOW, STREAM, build_service
 
 
 @pytest.fixture
@@ -108,10 +108,12 @@ async def test_concurrency_limit_answers_busy(nursery, endpoint):
                 while service.in_flight < 2:
                     await trio.sleep(0.01)
             with pytest.raises(RemoteError) as info:
-                await client.call(ECHO, {"text": "x"}, retry=NO_RETRY)
+                await client.call(ECHO_ASYNC, {"text": "x"}, retry=NO_RETRY)
             assert (info.value.code, info.value.detail) == (Code.BUSY, {"limit": 2, "backlog": 0})
+            # an inline handler takes no slot: it is answered while the slots are full
+            assert await client.call(ECHO, {"text": "inline"}, retry=NO_RETRY) == "inline"
         # the slow calls finished; an idempotent call retried through ``busy`` succeeds
-        assert await client.call(ECHO, {"text": "after"}) == "after"
+        assert await client.call(ECHO_ASYNC, {"text": "after"}) == "after"
     service.stop(0)
 
 

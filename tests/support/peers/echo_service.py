@@ -1,6 +1,7 @@
 """A real service process for transport tests: ``python -m tests.support.peers.echo_service ADDRESS LOCK``.
 
-Prints ``ready <pid>`` once bound, then serves until SIGTERM/SIGINT or kill.
+Prints ``ready <pid>`` once bound, then serves until SIGTERM/SIGINT or kill. ``echo``,
+``fail_now`` and ``big`` have plain handlers, run inline; the others are async.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from shared.protocol import Field, OpSpec
 from shared.service import Call, Service
 
 ECHO = OpSpec("echo", {"text": Field(str, max_len=1 << 21)}, idempotent=True)
+ECHO_ASYNC = OpSpec("echo_async", {"text": Field(str, max_len=1 << 21)}, idempotent=True)
 SLOW = OpSpec("slow", {"seconds": Field(float, min=0, max=60)}, timeout=60)
 STREAM = OpSpec(
     "count", {"to": Field(int, min=0, max=10_000), "pause": Field(float, required=False, min=0, max=1)}, streaming=True
 )
 FAIL = OpSpec("fail", {"typed": Field(bool)})
+FAIL_NOW = OpSpec("fail_now", {"typed": Field(bool)})
 BIG = OpSpec("big", {"size": Field(int, min=0, max=1 << 22)})
-OPS = (ECHO, SLOW, STREAM, FAIL, BIG)
+OPS = (ECHO, ECHO_ASYNC, SLOW, STREAM, FAIL, FAIL_NOW, BIG)
 
 
 class Refused(HermesError):
@@ -34,7 +37,11 @@ def build_service(address: str, lock: Path, **options: Any) -> Service:
     service = Service("echo", address, lock_path=lock, **options)
 
     @service.handles(ECHO)
-    async def echo(call: Call) -> str:
+    def echo(call: Call) -> str:
+        return call.args["text"]
+
+    @service.handles(ECHO_ASYNC)
+    async def echo_async(call: Call) -> str:
         return call.args["text"]
 
     @service.handles(SLOW)
@@ -56,8 +63,14 @@ def build_service(address: str, lock: Path, **options: Any) -> Service:
             raise Refused("refused, as asked", detail={"why": "test"})
         raise RuntimeError("a bug in a handler")
 
+    @service.handles(FAIL_NOW)
+    def fail_now(call: Call) -> None:
+        if call.args["typed"]:
+            raise Refused("refused at once, as asked", detail={"why": "test"})
+        raise RuntimeError("a bug in an inline handler")
+
     @service.handles(BIG)
-    async def big(call: Call) -> bytes:
+    def big(call: Call) -> bytes:
         return b"x" * call.args["size"]
 
     return service
