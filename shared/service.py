@@ -141,6 +141,11 @@ class Service:
         return self._window
 
     @property
+    def dropped(self) -> int:
+        """Replies and events lost to peers that were gone or not reading."""
+        return self._conduit.dropped if self._conduit is not None else 0
+
+    @property
     def in_flight(self) -> int:
         """Calls accepted and not yet answered: running, or waiting for a free slot."""
         return len(self._calls)
