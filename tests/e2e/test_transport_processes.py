@@ -17,7 +17,7 @@ from shared.call_rules import NO_RETRY
 from shared.client import open_client
 from shared.protocol import Code, RemoteError
 from shared.sync_client import SyncClient
-from tests.support.peers.echo_service import ECHO, SLOW, STREAM
+from tests.support.peers.echo_service import ECHO, ECHO_ASYNC, SLOW, STREAM
 
 # --- faults with real processes -----------------------------------------------------------
 
@@ -161,3 +161,51 @@ def test_call_all_asks_many_services_at_once(spawn, short_dir):
     assert isinstance(outcomes[addresses[2]], RemoteError) and outcomes[addresses[2]].code == Code.UNAVAILABLE
     bad = call_all(addresses[:1], ECHO, {"text": 1}, timeout=2)
     assert bad[addresses[0]].code == Code.INVALID_FIELD
+
+
+# --- load across processes ------------------------------------------------------------------
+
+
+async def test_load_across_processes_then_kill_9_mid_load(spawn, endpoint):
+    # Many callers and streams against a real service process: every answer arrives. Then the
+    # service is killed mid-load: every call still waiting ends typed, none waits out its deadline.
+    address, lock = endpoint
+    peer = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.support.peers.echo_service", address, str(lock)))
+    answers: dict[tuple[int, int], str] = {}
+    streamed: list[list[int]] = []
+    async with open_client(address, retry=NO_RETRY) as client:
+
+        async def caller(t: int) -> None:
+            for i in range(30):
+                spec = ECHO if i % 2 else ECHO_ASYNC
+                answers[t, i] = await client.call(spec, {"text": f"{t}-{i}"})
+
+        async def streamer() -> None:
+            seen: list[int] = []
+            assert await client.call(STREAM, {"to": 300}, on_event=lambda e: seen.append(e["n"])) == 300
+            streamed.append(seen)
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                for t in range(40):
+                    nursery.start_soon(caller, t)
+                for _ in range(4):
+                    nursery.start_soon(streamer)
+        assert answers == {(t, i): f"{t}-{i}" for t in range(40) for i in range(30)}
+        assert streamed == [list(range(300))] * 4
+
+        codes: list[str] = []
+
+        async def doomed() -> None:
+            try:
+                await client.call(STREAM, {"to": 10_000, "pause": 0.01}, on_event=lambda e: None, timeout=50)
+            except RemoteError as exc:
+                codes.append(exc.code)
+
+        with trio.fail_after(20):  # not the calls' deadlines: the disconnect ends them
+            async with trio.open_nursery() as nursery:
+                for _ in range(10):
+                    nursery.start_soon(doomed)
+                await trio.sleep(0.3)
+                os.kill(peer.pid, signal.SIGKILL)
+    assert codes == [Code.CONNECTION_RESET] * 10
