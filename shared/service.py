@@ -156,6 +156,7 @@ class Service:
         Returns at once; ``wait_stopped`` waits until the endpoint is free again.
         """
         self._grace = grace
+        self._stopping = True  # from now on, not only once the serving task next runs
         self._stop_requested.set()
 
     async def wait_stopped(self) -> None:
@@ -204,7 +205,6 @@ class Service:
             self._stopped.set()
 
     async def _shutdown(self) -> None:
-        self._stopping = True
         with trio.move_on_after(self._grace):
             await self._idle.wait()
         for scope in list(self._calls):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import errno
 import logging
+import types
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -46,7 +47,10 @@ FULL_PEER_POLL = 0.005
 # How often ``wait_input_consumed`` looks whether the pump and the receiver have caught up.
 INPUT_POLL = 0.001
 
-# Plain ints: pyzmq's flag enums cost an object per ``&`` on the hot path.
+# Plain ints: pyzmq's flag enums cost an object per ``&`` on the hot path. Option names stay
+# enum members: ``get`` turns a plain int back into one by a slow lookup.
+_EVENTS_OPTION = zmq.EVENTS
+_RCVMORE_OPTION = zmq.RCVMORE
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 _POLLOUT = int(zmq.POLLOUT)
@@ -308,8 +312,10 @@ class Conduit:
 
     def __init__(self, zsock: zmq.Socket[Any], on_message: Callable[[Message], None], *, outbound: int):
         self._zsock = zsock
-        self._get = cast(Callable[[int], int], zsock.getsockopt)  # FD, EVENTS, RCVMORE: ints
+        self._get = cast(Callable[[int], int], zsock.get)  # FD, EVENTS, RCVMORE: ints
         self._fd = self._get(zmq.FD)
+        # pyzmq's Python ``send`` wrapper costs four times the send itself; its backend's does not.
+        self._send = cast(Callable[[bytes, int], None], types.MethodType(zmq.backend.Socket.send, zsock))
         self._on_message = on_message
         self._routes = zsock.type == zmq.ROUTER
         self._queue: collections.deque[Message] = collections.deque()
@@ -378,7 +384,7 @@ class Conduit:
                 pass
 
     def _put(self, parts: Message) -> int:
-        send = self._zsock.send
+        send = self._send
         try:
             for part in parts[:-1]:  # zmq queues a multipart message whole, or not at all
                 send(part, _NOBLOCK | _SNDMORE)
@@ -404,25 +410,25 @@ class Conduit:
         self._draining = True
         try:
             taken = 0
-            events = get(_EVENTS)
+            events = get(_EVENTS_OPTION)
             while True:
                 flushed = False
                 if self._queue and events & _POLLOUT:
                     flushed = self._flush()
-                    events = get(_EVENTS)
+                    events = get(_EVENTS_OPTION)
                 if events & _POLLIN:
                     if taken >= limit:
                         return True
                     try:
                         message = [recv(_NOBLOCK)]
                     except zmq.Again:
-                        events = get(_EVENTS)
+                        events = get(_EVENTS_OPTION)
                         continue
-                    while get(_RCVMORE):  # the rest of a multipart message is already here
+                    while get(_RCVMORE_OPTION):  # the rest of a multipart message is already here
                         message.append(recv(_NOBLOCK))
                     taken += 1
                     dispatch(message)
-                    events = get(_EVENTS)
+                    events = get(_EVENTS_OPTION)
                 elif not flushed:
                     return False
         finally:
