@@ -52,16 +52,18 @@ MAX_PENDING_EVENTS = 1024
 
 
 class _Mailbox:
-    """Replies for one call: filled by the connection's reader, emptied by the call."""
+    """Replies for one call, put in by whichever task drained the socket, taken out by the call."""
 
-    __slots__ = ("op", "deadline", "answered", "_replies", "_waiter", "_failure")
+    __slots__ = ("op", "deadline", "answered", "_conn", "_replies", "_waiter", "_watching", "_failure")
 
-    def __init__(self, op: OpSpec, deadline: float):
+    def __init__(self, op: OpSpec, deadline: float, conn: _Connection):
         self.op = op
         self.deadline = deadline
         self.answered = False  # a terminal reply is in
+        self._conn = conn
         self._replies: collections.deque[Reply] = collections.deque()
-        self._waiter: trio.lowlevel.Task | None = None
+        self._waiter: trio.lowlevel.Task | None = None  # the call, parked until a reply comes
+        self._watching = False  # the call is watching the socket itself
         self._failure: RemoteError | None = None
 
     def put(self, reply: Reply) -> None:
@@ -84,25 +86,53 @@ class _Mailbox:
             self._failure = error
             self._wake()
 
+    @property
+    def parked(self) -> bool:
+        return self._waiter is not None
+
+    def _ready(self) -> bool:
+        return bool(self._replies) or self._failure is not None
+
     def _wake(self) -> None:
         if self._waiter is not None:
             trio.lowlevel.reschedule(self._waiter)
             self._waiter = None
+        elif self._watching:
+            conduit = self._conn.conduit
+            assert conduit is not None  # only an open socket is watched
+            conduit.wake_watcher()
 
     async def get(self) -> Reply:
-        if not self._replies and self._failure is None:
-            self._waiter = trio.lowlevel.current_task()
-
-            def abort(_: Any) -> trio.lowlevel.Abort:
-                self._waiter = None
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
-        else:
+        """The next reply. Waiting, the call watches the socket itself when no other task
+        does (a lone caller then costs one task switch per reply), and parks otherwise."""
+        conduit = self._conn.conduit
+        assert conduit is not None  # a connection is handed out open
+        if self._ready():
             await trio.lowlevel.checkpoint()
+        while not self._ready():
+            if conduit.watched:
+                self._waiter = trio.lowlevel.current_task()
+
+                def abort(_: Any) -> trio.lowlevel.Abort:
+                    self._waiter = None
+                    return trio.lowlevel.Abort.SUCCEEDED
+
+                await trio.lowlevel.wait_task_rescheduled(abort)
+                continue
+            self._watching = True
+            try:
+                await conduit.watch(self._ready)
+            except trio.ClosedResourceError:
+                self.fail(RemoteError(Code.CONNECTION_RESET, "the connection was reset"))
+            finally:
+                self._watching = False
+                if not conduit.watched:
+                    self._conn.hand_over()
+        if not conduit.watched:
+            self._conn.hand_over()  # woken to take the watch, but a reply came first: pass it on
         if self._replies:
             return self._replies.popleft()
-        assert self._failure is not None  # woken with no reply only by a failure
+        assert self._failure is not None  # ready with no reply only by a failure
         raise self._failure
 
 
@@ -116,6 +146,13 @@ class _Connection:
     conduit: Conduit | None = None  # set once the socket is open
     pending: dict[str, _Mailbox] = field(default_factory=dict)
     busy: trio.Event = field(default_factory=trio.Event)  # set while calls are pending
+
+    def hand_over(self) -> None:
+        """Wake one parked call to watch the socket: the one watching stopped."""
+        for mailbox in self.pending.values():
+            if mailbox.parked:
+                mailbox._wake()
+                return
 
 
 class Client:
@@ -172,7 +209,7 @@ class Client:
         request_id = self._next_id()
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
         conn = await self._connection()
-        mailbox = _Mailbox(spec, trio.current_time() + budget + REPLY_GRACE)
+        mailbox = _Mailbox(spec, trio.current_time() + budget + REPLY_GRACE, conn)
         conn.pending[request_id] = mailbox
         if not conn.busy.is_set():
             conn.busy.set()
@@ -216,6 +253,7 @@ class Client:
                 max_frame=self._max_frame,
                 monitor=zmq.EVENT_DISCONNECTED,
                 on_monitor=functools.partial(self._on_monitor, conn),
+                owned=False,  # the calls waiting for replies watch it
             ) as conduit:
                 conn.conduit = conduit
                 task_status.started(conn)

@@ -300,10 +300,12 @@ class Conduit:
     """A zmq socket that hands each message it receives straight to ``on_message``.
     Create it with ``open_conduit``.
 
-    One owner task is the FD's only waiter; any task may send, directly, without yielding.
-    After each send the sender reads ``EVENTS`` and drains what arrived, dispatching it
-    itself: whatever consumed the FD's edge also takes what the edge announced. So
-    ``on_message`` runs in whichever task drained; it must neither block nor raise.
+    One task at a time watches the FD (``watch``): a permanent owner task, or, without one,
+    whichever task is waiting for something to arrive. Any task may send, directly, without
+    yielding. After each send the sender reads ``EVENTS`` and drains what arrived,
+    dispatching it itself: whatever consumed the FD's edge also takes what the edge
+    announced. So ``on_message`` runs in whichever task drained; it must neither block nor
+    raise, and when it gives the watcher what it waits for, it calls ``wake_watcher``.
 
     A ROUTER never holds a message back: a peer over its high-water mark is not reading,
     and holding its message would stall every other peer behind it. A DEALER keeps up to
@@ -322,7 +324,8 @@ class Conduit:
         self._limit = outbound
         self._room = trio.lowlevel.ParkingLot()  # senders waiting for room in the queue
         self._draining = False
-        self._owner_wait: trio.CancelScope | None = None
+        self._watcher: trio.lowlevel.Task | None = None
+        self._watcher_wait: trio.CancelScope | None = None
         self._closed = False
         self.dropped = 0  # messages a ROUTER could not deliver, or a full DEALER queue refused
         self.events: Conduit | None = None  # the monitor's conduit, when ``open_conduit`` was asked for one
@@ -400,8 +403,8 @@ class Conduit:
     def _after_io(self) -> None:
         if self._draining:
             return  # the drain under way re-reads EVENTS after this
-        if self._drain(_DRAIN_BATCH) and self._owner_wait is not None:
-            self._owner_wait.cancel()  # more is waiting: the owner takes it from here
+        if self._drain(_DRAIN_BATCH):
+            self.wake_watcher()  # more is waiting: the watcher takes it from here
 
     def _drain(self, limit: int) -> bool:
         """Send what is queued and dispatch what arrived until ``EVENTS`` shows nothing to
@@ -443,17 +446,41 @@ class Conduit:
             self._room.unpark_all()
         return sent
 
+    @property
+    def watched(self) -> bool:
+        """Whether a task is watching the FD now."""
+        return self._watcher is not None
+
+    async def watch(self, done: Callable[[], bool]) -> None:
+        """Watch the FD, dispatching what arrives, until ``done()``. One watcher at a time.
+
+        Another task wakes the watcher, when it drained what the watcher waits for or left
+        messages behind, by cancelling its wait; that is rare, so one cancel scope serves
+        many waits."""
+        if self._watcher is not None:
+            raise trio.BusyResourceError("another task is watching this socket")
+        self._watcher = trio.lowlevel.current_task()
+        try:
+            while True:
+                with trio.CancelScope() as self._watcher_wait:
+                    while not done():
+                        if self._closed:
+                            raise trio.ClosedResourceError("socket is closed")
+                        if self._drain(_DRAIN_BATCH):
+                            await trio.lowlevel.checkpoint()
+                        elif not done():
+                            await trio.lowlevel.wait_readable(self._fd)
+                    return
+        finally:
+            self._watcher = self._watcher_wait = None
+
+    def wake_watcher(self) -> None:
+        """Make the watcher look again (it does by itself when it is the one draining)."""
+        if self._watcher_wait is not None and self._watcher is not trio.lowlevel.current_task():
+            self._watcher_wait.cancel()
+
     async def _own(self) -> None:
-        """The owner: drain, then wait on the FD. A sender that leaves messages behind
-        cancels the wait, which is rare, so one cancel scope serves many waits."""
-        while True:
-            with trio.CancelScope() as self._owner_wait:
-                while True:
-                    if self._drain(_DRAIN_BATCH):
-                        await trio.lowlevel.checkpoint()
-                    else:
-                        await trio.lowlevel.wait_readable(self._fd)
-            self._owner_wait = None
+        await self.watch(lambda: False)
 
     def _close(self, linger_ms: int) -> None:
         if self._closed:
@@ -520,8 +547,10 @@ async def open_conduit(
     close_linger_ms: int = 0,
     monitor: int = 0,
     on_monitor: Callable[[Message], None] | None = None,
+    owned: bool = True,
 ) -> AsyncIterator[Conduit]:
-    """A configured ``Conduit`` with its owner task running; closed on exit.
+    """A configured ``Conduit``, with an owner task watching it unless not ``owned`` (then
+    the tasks that wait for messages ``watch`` it themselves); closed on exit.
 
     ``options`` are ``(option, value)`` pairs set before any bind or connect (CURVE keys go
     here). With a ``monitor`` mask of zmq socket events, each event's message goes to
@@ -537,9 +566,10 @@ async def open_conduit(
         conduit.events = Conduit(watch, on_monitor, outbound=1)
     try:
         async with trio.open_nursery() as nursery:
-            for owned in (conduit, conduit.events):
-                if owned is not None:
-                    nursery.start_soon(owned._own)
+            if owned:
+                nursery.start_soon(conduit._own)
+            if conduit.events is not None:
+                nursery.start_soon(conduit.events._own)
             try:
                 yield conduit
             finally:
