@@ -154,6 +154,34 @@ async def test_a_cancelled_caller_leaves_the_client_usable_and_gets_no_one_elses
         assert await client.call(STREAM, {"to": 5}) == 5
 
 
+async def test_when_the_call_watching_the_socket_is_cancelled_a_parked_one_takes_over(served):
+    # The first call to wait watches the socket; the others park. Cancelling the watcher must
+    # hand the watch on, or the parked calls would wait out their 30 s deadlines.
+    _, address = served
+    async with open_client(address, retry=NO_RETRY) as client:
+        for _ in range(3):
+            done: list[float] = []
+            watcher = trio.CancelScope()
+
+            async def first(scope: trio.CancelScope) -> None:
+                with scope:
+                    await client.call(SLOW, {"seconds": 20})
+
+            async def parked(into: list[float]) -> None:
+                into.append(await client.call(SLOW, {"seconds": 0.2}))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(first, watcher)
+                await trio.sleep(0.05)  # the first call is waiting, so it is the watcher
+                with trio.fail_after(5):
+                    async with trio.open_nursery() as others:
+                        for _ in range(3):
+                            others.start_soon(parked, done)
+                        await trio.sleep(0.05)
+                        watcher.cancel()
+            assert done == [0.2] * 3
+
+
 async def test_inline_handlers_that_raise_answer_typed_and_the_service_keeps_serving(served):
     _, address = served
     async with open_client(address) as client:
