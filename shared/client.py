@@ -47,6 +47,8 @@ EventCallback = Callable[[Any], Any]
 
 # How late a deadline may be noticed; call timeouts are whole seconds or tenths.
 DEADLINE_RESOLUTION = 0.02
+# What the socket's monitor reports to ``Client._on_monitor``.
+MONITORED_EVENTS = zmq.EVENT_DISCONNECTED
 # Events a streaming call may have waiting before its consumer is judged stuck.
 MAX_PENDING_EVENTS = 1024
 
@@ -251,7 +253,7 @@ class Client:
                 connect=[self.address],
                 options=self._options,
                 max_frame=self._max_frame,
-                monitor=zmq.EVENT_DISCONNECTED,
+                monitor=MONITORED_EVENTS,
                 on_monitor=functools.partial(self._on_monitor, conn),
                 owned=False,  # the calls waiting for replies watch it
             ) as conduit:
