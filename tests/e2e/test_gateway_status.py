@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 
+from shared import homes, ids
 from shared.gateways import discovery, ops
 from shared.identity import process_identity, read_cmdline
 from shared.sync_client import SyncClient
@@ -27,6 +28,10 @@ def make_profile(root, name):
     (root / "profiles" / name).mkdir(parents=True)
 
 
+def gateway_home(root, profile):
+    return homes.profile_home(profile, root)
+
+
 def by_pid(records):
     return {r.pid: r for r in records}
 
@@ -39,7 +44,12 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
     listed = as_json(hermes("gateway", "status", "--json", home=root))["gateways"]
 
     assert [g["profile"] for g in listed] == ["default", "coder", "writer"]
+    install = ids.read_install_id(root)
+    assert ids.is_id(install)  # made by the first gateway to start, shared by all of them
+    assert len({g["instance_id"] for g in listed}) == 3 and all(ids.is_id(g["instance_id"]) for g in listed)
     for g in listed:
+        assert g["install_id"] == install
+        assert g["instance_id"] == read_state(gateway_home(root, g["profile"]))["instance_id"]
         gateway = started[g["profile"]]
         assert g["pid"] == gateway.pid
         assert g["start_time"] == process_identity(gateway.pid).start_time
@@ -57,6 +67,8 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
             "supervisor",
             "source",
             "home",
+            "install_id",
+            "instance_id",
         }
 
 
