@@ -129,3 +129,32 @@ def own_pid(pid: int) -> int | None:
             except ValueError:
                 return None
     return pid
+
+
+def all_pids() -> list[int]:
+    """Every pid on this host (as seen from this pid namespace)."""
+    if _LINUX:
+        return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+    import psutil
+
+    return psutil.pids()
+
+
+def read_environ(pid: int) -> dict[str, str] | None:
+    """The environment ``pid`` was started with, or None when it is gone or unreadable."""
+    if type(pid) is not int or pid <= 0:
+        return None
+    if _LINUX:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                raw = f.read()
+        except OSError:
+            return None
+        pairs = (os.fsdecode(item).partition("=") for item in raw.split(b"\0") if item)
+        return {key: value for key, sep, value in pairs if sep}
+    import psutil
+
+    try:
+        return psutil.Process(pid).environ()
+    except (psutil.Error, OSError):
+        return None

@@ -12,7 +12,7 @@ namespace's pid, and its start time) or when it runs on our root home, so a gate
 another install is never taken for ours. No gateway is listed twice: one that answered, or
 that a state file vouches for, is not listed again by the scan under its host pid.
 
-No trio here: the CLI imports this module, and psutil is imported only when a scan runs.
+No trio here: the CLI imports this module. The scan reads ``/proc`` (``shared.identity``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,15 @@ from shared import homes, ids
 from shared.command_lines import looks_like_gateway_command_line
 from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
-from shared.identity import ProcessIdentity, is_alive, own_pid, process_identity
+from shared.identity import (
+    ProcessIdentity,
+    all_pids,
+    is_alive,
+    own_pid,
+    process_identity,
+    read_cmdline,
+    read_environ,
+)
 from shared.layout import GATEWAY_STATE_FILE
 from shared.locks import probe
 from shared.protocol import RemoteError
@@ -293,20 +301,14 @@ class _Seen:
 def _gateway_processes() -> Iterator[_Seen]:
     """Every process the canonical matcher calls a gateway; no ancestor of ours is left out
     (an update run from inside a gateway must still see that gateway)."""
-    import psutil  # lazy: `hermes gateway status` only pays for it when the scan runs
-
-    # environ is read only for gateway-shaped processes: it is the expensive part of a scan.
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info.get("cmdline")
+    for pid in all_pids():
+        cmdline = read_cmdline(pid)
         if not cmdline or not looks_like_gateway_command_line(cmdline):
             continue
-        try:
-            environ = proc.environ()
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-        ident, inner = process_identity(proc.pid), own_pid(proc.pid)
-        if ident is not None and inner is not None:  # else it exited since the scan saw it
-            yield _Seen(proc.pid, ProcessIdentity(inner, ident.start_time), environ)
+        # environ is read only for gateway-shaped processes: it is the expensive part of a scan.
+        environ, ident, inner = read_environ(pid), process_identity(pid), own_pid(pid)
+        if environ is not None and ident is not None and inner is not None:  # else it has gone
+            yield _Seen(pid, ProcessIdentity(inner, ident.start_time), environ)
 
 
 def _scan(root: Path) -> list[tuple[ProcessIdentity, GatewayRecord]]:
