@@ -50,6 +50,8 @@ def read_install_id(root: Path) -> str | None:
             raw = f.read(_MAX_BYTES)
     except FileNotFoundError:
         return None
+    except OSError:  # a directory in its place, no permission: as good as junk
+        raw = b""
     value = raw.decode("ascii", errors="replace").strip()
     if not is_id(value):
         raise InstallIdCorrupt(

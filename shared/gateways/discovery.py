@@ -154,12 +154,12 @@ def _listening(endpoint: homes.Endpoint) -> bool:
 
 
 def _speaks_for(profile: str, home: Path, said: Mapping[str, Any], install: str | None) -> bool:
-    """Whether a gateway's own account of itself (a status answer, a state file) is this
-    profile's gateway: by the install id and profile it gives, or, when it gives no install id
-    (it is from before the ids), by the home it runs on."""
-    if said.get("install_id") is None:
+    """Whether a gateway's own account of itself (``install_id``, ``profile``, ``home``) is this
+    profile's gateway: by the install id and profile it gives; by the home it runs on when it
+    gives no install id (it is from before the ids) or ours cannot be read."""
+    if said.get("install_id") is None or install is None:
         return _same_path(said.get("home"), home)
-    return install is not None and said.get("install_id") == install and said.get("profile") == profile
+    return said.get("install_id") == install and said.get("profile") == profile
 
 
 def _from_answer(profile: str, home: Path, answer: Any, install: str | None) -> GatewayRecord | None:
@@ -208,7 +208,8 @@ def _from_state_file(profile: str, home: Path, install: str | None) -> GatewayRe
     state = _read_state(home)
     if state is None or state.get("gateway_state") not in LIVE_STATES:
         return None
-    if state.get("install_id") is not None and not _speaks_for(profile, home, state, install):
+    said = {"install_id": state.get("install_id"), "profile": state.get("profile"), "home": state.get("hermes_home")}
+    if said["install_id"] is not None and not _speaks_for(profile, home, said, install):
         return None  # written through a symlinked profile by another profile's gateway
     ident = _state_identity(state)
     if ident is None or not is_alive(ident):

@@ -438,3 +438,13 @@ def test_the_connections_of_a_discovery_are_kept_for_the_next_call_and_a_dead_on
     finally:
         for sock in pool.values():
             sock.close(linger=0)
+
+
+def test_an_unreadable_install_id_falls_back_to_the_home_the_gateway_reports(root, gateways):
+    gateway = gateways(root, "default")
+    (root / ids.INSTALL_ID_FILE).write_text("junk\n")
+
+    result = hermes("gateway", "status", "--json", home=root)
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+    listed = json.loads(result.stdout)["gateways"]
+    assert [(g["pid"], g["source"]) for g in listed] == [(gateway.pid, "socket")]

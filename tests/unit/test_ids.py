@@ -33,6 +33,12 @@ def test_a_corrupt_id_file_is_a_typed_error_and_is_left_alone(tmp_path, junk):
     assert path.read_bytes() == junk
 
 
+def test_an_unreadable_id_file_is_corrupt_too(tmp_path):
+    (tmp_path / ids.INSTALL_ID_FILE).mkdir()
+    with pytest.raises(ids.InstallIdCorrupt):
+        ids.read_install_id(tmp_path)
+
+
 def test_a_service_reports_no_install_id_rather_than_failing(tmp_path, caplog):
     (tmp_path / ids.INSTALL_ID_FILE).write_text("junk")
     assert ids.describe(tmp_path) == {"install_id": None, "instance_id": ids.instance_id()}
