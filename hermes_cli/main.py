@@ -17,9 +17,6 @@ import os
 import sys
 from collections.abc import Callable
 
-from hermes_cli.commands import TARGETS
-from shared.cli_grammar import build_top_level_parser
-
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
@@ -55,9 +52,19 @@ def warn_owed_restarts() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--version"]:  # the commonest probe of all answers before any parser is built
+        from shared.version import version_line
+
+        print(version_line())
+        warn_owed_restarts()
+        return EXIT_OK
+    from hermes_cli.commands import TARGETS
+    from shared.cli_grammar import build_top_level_parser  # its command parsers are built as parsing needs them
+
     parser = build_top_level_parser()
     try:
-        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        args = parser.parse_args(argv)
     except SystemExit:  # --version, --help or a usage error: the parser has answered
         warn_owed_restarts()
         raise

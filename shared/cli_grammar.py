@@ -5,31 +5,87 @@ matchers (``shared.command_lines``) that walk other processes' command lines the
 would; so a flag added here is understood there without a second list. Building it imports
 nothing but argparse.
 
-Each command's parser sets ``command_words`` (``"gateway drain"``); which function runs a
-command is the CLI's business (``hermes_cli.commands.TARGETS``).
+A command's parser is made only when it is looked up (``_Commands``): ``hermes gateway
+status`` builds the top-level, ``gateway`` and ``status`` parsers and no other, while the
+matchers, which look at every command, get them all. Each command's parser sets
+``command_words`` (``"gateway drain"``); which function runs a command is the CLI's business
+(``hermes_cli.commands.TARGETS``).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
-from shared.version import __version__, code_sha
+from shared.version import version_line
+
+Build = Callable[[argparse.ArgumentParser], object]  # adds arguments; what it returns is ignored
 
 
 class _VersionAction(argparse.Action):
-    """``--version``: the version and the commit of the code this command runs.
-
-    An action, not a flag the CLI reads afterwards: it answers while the line is parsed, so
-    ``hermes --version`` works whatever follows it, as argparse's own ``--help`` does. It is
-    part of the grammar so that the parser the matchers read is the very one the CLI runs."""
+    """``--version``: an action, not a flag the CLI reads afterwards: it answers while the line
+    is parsed, so ``hermes --version`` works whatever follows it, as argparse's own ``--help``
+    does. It is part of the grammar so that the parser the matchers read is the very one the
+    CLI runs (the CLI answers a leading ``--version`` itself, before building any parser)."""
 
     def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002 (argparse passes help=)
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        sha = code_sha()
-        print(f"hermes {__version__} ({sha[:12] if sha else 'no git checkout'})")
+        print(version_line())
         parser.exit()
+
+
+class _Pending:
+    def __init__(self, summary: str, build: Build):
+        self.summary, self.build = summary, build
+
+
+class _OnDemand(dict):
+    """A sub-command table (name -> parser) that builds each parser on its first lookup."""
+
+    def __init__(self, commands: _Commands):
+        super().__init__()
+        self._commands = commands
+
+    def __getitem__(self, name):
+        entry = super().__getitem__(name)
+        return self._commands._build(name, entry) if isinstance(entry, _Pending) else entry
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def values(self):
+        return [self[name] for name in list(self)]
+
+    def items(self):
+        return [(name, self[name]) for name in list(self)]
+
+
+class _Commands(argparse._SubParsersAction):
+    """Sub-commands whose parsers are built when first used. ``add_parser`` still builds one
+    at once; ``add_later`` lists the command (its help line) and builds it on demand."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._name_parser_map = self.choices = _OnDemand(self)
+
+    def add_later(self, name: str, summary: str, build: Build) -> None:
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
+        dict.__setitem__(self._name_parser_map, name, _Pending(summary, build))
+
+    def _build(self, name: str, pending: _Pending) -> argparse.ArgumentParser:
+        # Made as add_parser makes it, put in the pending one's place (the order of the listing stays).
+        parser = self._parser_class(prog=f"{self._prog_prefix} {name}", description=pending.summary)
+        dict.__setitem__(self._name_parser_map, name, parser)
+        pending.build(parser)
+        return parser
+
+
+def _commands(parser: argparse.ArgumentParser, dest: str, metavar: str, *, required: bool = True) -> _Commands:
+    commands = parser.add_subparsers(action=_Commands, dest=dest, metavar=metavar, required=required)
+    assert isinstance(commands, _Commands)
+    return commands
 
 
 def _profile_option(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -48,14 +104,29 @@ def _json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
 
 
-def _command(sub, words: str, summary: str, *, json: bool = True) -> argparse.ArgumentParser:
-    """The parser of the command ``words`` (``"gateway drain"``), the last of which is its name."""
-    parser = sub.add_parser(words.split()[-1], help=summary, description=summary)
-    _profile_option(parser, top=False)
-    if json:
-        _json_option(parser)
-    parser.set_defaults(command_words=words)
-    return parser
+def _command(sub: _Commands, words: str, summary: str, args: Build | None = None, *, json: bool = True) -> None:
+    """The command ``words`` (``"gateway drain"``, the last word its name); its parser, made
+    when the command is used, gets the common options and what ``args`` adds."""
+
+    def build(parser: argparse.ArgumentParser) -> None:
+        _profile_option(parser, top=False)
+        if json:
+            _json_option(parser)
+        parser.set_defaults(command_words=words)
+        if args is not None:
+            args(parser)
+
+    sub.add_later(words.split()[-1], summary, build)
+
+
+def _group(sub: _Commands, name: str, summary: str, build: Build) -> None:
+    """A command group (``gateway``, ``auth``): ``build`` adds its own sub-commands."""
+
+    def group(parser: argparse.ArgumentParser) -> None:
+        _profile_option(parser, top=False)
+        build(parser)
+
+    sub.add_later(name, summary, group)
 
 
 def build_top_level_parser() -> argparse.ArgumentParser:
@@ -73,61 +144,81 @@ def build_top_level_parser() -> argparse.ArgumentParser:
         default=None,
         help="model for agent turns this command starts (exported as HERMES_MODEL to its processes)",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    profile = commands.add_parser("profile", help="list, create, show and delete profiles")
-    _profile_option(profile, top=False)
-    profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
-    _command(profile_commands, "profile list", "list every profile of this install")
-    create = _command(profile_commands, "profile create", "create a profile")
-    create.add_argument("name", help="profile name: ^[a-z0-9][a-z0-9_-]{0,63}$")
-    show = _command(profile_commands, "profile show", "show one profile")
-    show.add_argument("name", nargs="?", help="profile name (default: the active profile)")
-    delete = _command(profile_commands, "profile delete", "delete a profile and all its files")
-    delete.add_argument("name", help="profile name")
-    delete.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-
-    _command(
-        commands,
-        "doctor",
-        "check homes, permissions, IPC endpoints, locks and dependencies",
-    )
+    commands = _commands(parser, "command", "COMMAND", required=False)
+    _group(commands, "profile", "list, create, show and delete profiles", _profile_commands)
+    _command(commands, "doctor", "check homes, permissions, IPC endpoints, locks and dependencies")
     _gateway_commands(commands)
     _mesh_commands(commands)
     _update_commands(commands)
     _auth_commands(commands)
-    skin = commands.add_parser("skin", help="the CLI's look: built-in and user skins")
-    _profile_option(skin, top=False)
-    skin_actions = skin.add_subparsers(dest="skin_command", metavar="ACTION", required=True)
-    _command(skin_actions, "skin list", "every skin, built in and in <home>/skins/")
-    show = _command(skin_actions, "skin show", "one skin's colors, glyphs and words")
-    show.add_argument("name", nargs="?", help="skin name (default: the active one)")
-    choose = _command(skin_actions, "skin set", "use a skin for this profile (display.skin)")
-    choose.add_argument("name", help="skin name")
-    operator = commands.add_parser("operator", help="the operator daemon integration: lifecycle hooks")
-    _profile_option(operator, top=False)
-    operator_actions = operator.add_subparsers(dest="operator_command", metavar="ACTION", required=True)
-    _command(
-        operator_actions,
-        "operator doctor",
-        "a payload-free dry run of the hooks: session, identity, reporter, daemon",
-    )
-    demo = _command(
-        commands,
-        "demo",
-        "build a demo install, run its mesh and update it live",
-    )
-    demo.add_argument("--home", metavar="DIR", help="where to build the demo (default: a new temporary directory)")
-    demo.add_argument("--keep", action="store_true", help="leave the demo mesh running and its home in place")
+    _group(commands, "skin", "the CLI's look: built-in and user skins", _skin_commands)
+    _group(commands, "operator", "the operator daemon integration: lifecycle hooks", _operator_commands)
+    _command(commands, "demo", "build a demo install, run its mesh and update it live", _demo_args)
     return parser
 
 
-def _gateway_commands(commands) -> None:
-    gateway = commands.add_parser("gateway", help="run, inspect and manage the per-profile gateways")
-    _profile_option(gateway, top=False)
+def _profile_commands(profile: argparse.ArgumentParser) -> None:
+    actions = _commands(profile, "profile_command", "ACTION")
+    _command(actions, "profile list", "list every profile of this install")
+    _command(
+        actions,
+        "profile create",
+        "create a profile",
+        lambda p: p.add_argument("name", help="profile name: ^[a-z0-9][a-z0-9_-]{0,63}$"),
+    )
+    _command(
+        actions,
+        "profile show",
+        "show one profile",
+        lambda p: p.add_argument("name", nargs="?", help="profile name (default: the active profile)"),
+    )
+
+    def delete(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", help="profile name")
+        p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+    _command(actions, "profile delete", "delete a profile and all its files", delete)
+
+
+def _skin_commands(skin: argparse.ArgumentParser) -> None:
+    actions = _commands(skin, "skin_command", "ACTION")
+    _command(actions, "skin list", "every skin, built in and in <home>/skins/")
+    _command(
+        actions,
+        "skin show",
+        "one skin's colors, glyphs and words",
+        lambda p: p.add_argument("name", nargs="?", help="skin name (default: the active one)"),
+    )
+    _command(
+        actions,
+        "skin set",
+        "use a skin for this profile (display.skin)",
+        lambda p: p.add_argument("name", help="skin name"),
+    )
+
+
+def _operator_commands(operator: argparse.ArgumentParser) -> None:
+    actions = _commands(operator, "operator_command", "ACTION")
+    _command(
+        actions,
+        "operator doctor",
+        "a payload-free dry run of the hooks: session, identity, reporter, daemon",
+    )
+
+
+def _demo_args(demo: argparse.ArgumentParser) -> None:
+    demo.add_argument("--home", metavar="DIR", help="where to build the demo (default: a new temporary directory)")
+    demo.add_argument("--keep", action="store_true", help="leave the demo mesh running and its home in place")
+
+
+def _gateway_commands(commands: _Commands) -> None:
+    _group(commands, "gateway", "run, inspect and manage the per-profile gateways", _gateway_actions)
+
+
+def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
     # Bare ``hermes gateway`` runs the gateway, as the process matchers expect.
     gateway.set_defaults(command_words="gateway")
-    actions = gateway.add_subparsers(dest="gateway_command", metavar="ACTION")
+    actions = _commands(gateway, "gateway_command", "ACTION", required=False)
     _command(
         actions,
         "gateway run",
@@ -136,65 +227,101 @@ def _gateway_commands(commands) -> None:
     )
     _command(actions, "gateway status", "every live gateway of this install")
     _command(actions, "gateway list", "every profile, with or without a gateway")
-    drain = _command(actions, "gateway drain", "drain the active profile's gateway")
-    drain.add_argument("--deadline", type=float, default=30.0, metavar="SECONDS", help="how long turns may finish")
-    drain.add_argument("--stay", action="store_true", help="keep the gateway running after the drain")
-    install = _command(
+
+    def drain(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--deadline", type=float, default=30.0, metavar="SECONDS", help="how long turns may finish")
+        p.add_argument("--stay", action="store_true", help="keep the gateway running after the drain")
+
+    _command(actions, "gateway drain", "drain the active profile's gateway", drain)
+
+    def install(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--supervisor", required=True, choices=("supervisord", "systemd", "launchd"))
+        p.add_argument("--scope", choices=("user", "system"), default="user", help="systemd/launchd scope")
+
+    _command(
         actions,
         "gateway install",
         "write the supervisor unit for the active profile's gateway",
+        install,
     )
-    install.add_argument("--supervisor", required=True, choices=("supervisord", "systemd", "launchd"))
-    install.add_argument("--scope", choices=("user", "system"), default="user", help="systemd/launchd scope")
     for action in ("start", "stop", "restart"):
         _command(
             actions, f"gateway {action}", f"{action} the active profile's gateway through the supervisor that owns it"
         )
 
 
-def _update_commands(commands) -> None:
-    update = _command(
+def _update_commands(commands: _Commands) -> None:
+    def update(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--plan", action="store_true", help="print what an update would do; change nothing")
+        p.add_argument("--check", action="store_true", help="say whether an update is available; change nothing")
+        backup = p.add_mutually_exclusive_group()
+        backup.add_argument("--backup", action="store_true", help="also archive the whole root home for rollback")
+        backup.add_argument("--no-backup", action="store_true", help="take no snapshot and no backup")
+        p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+        p.add_argument("--branch", metavar="NAME", help="branch to update to (default: the current one)")
+
+    _command(
         commands,
         "update",
         "update this install and move every gateway onto the new code",
+        update,
     )
-    update.add_argument("--plan", action="store_true", help="print what an update would do; change nothing")
-    update.add_argument("--check", action="store_true", help="say whether an update is available; change nothing")
-    backup = update.add_mutually_exclusive_group()
-    backup.add_argument("--backup", action="store_true", help="also archive the whole root home for rollback")
-    backup.add_argument("--no-backup", action="store_true", help="take no snapshot and no backup")
-    update.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-    update.add_argument("--branch", metavar="NAME", help="branch to update to (default: the current one)")
 
-    logs = commands.add_parser("logs", help="what happened: update receipts")
-    _profile_option(logs, top=False)
-    kinds = logs.add_subparsers(dest="logs_command", metavar="KIND", required=True)
-    update_logs = _command(kinds, "logs update", "the update receipts (root home)")
-    update_logs.add_argument("--all", action="store_true", help="every kept receipt, newest first")
-    update_logs.add_argument("--follow", action="store_true", help="follow an update in progress")
+    def update_logs(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--all", action="store_true", help="every kept receipt, newest first")
+        p.add_argument("--follow", action="store_true", help="follow an update in progress")
 
-
-def _auth_commands(commands) -> None:
-    auth = commands.add_parser("auth", help="sign in to a provider, and see or end the sign-in")
-    _profile_option(auth, top=False)
-    actions = auth.add_subparsers(dest="auth_command", metavar="ACTION", required=True)
-    login = _command(actions, "auth login", "sign in with a device code (JSON lines with --json)")
-    login.add_argument("provider", choices=("nous",), help="the provider to sign in to")
-    login.add_argument("--replace", action="store_true", help="sign in again even when already signed in")
-    login.add_argument("--no-browser", action="store_true", help="do not open the sign-in page in a browser")
-    status = _command(actions, "auth status", "whether and as whom this install is signed in")
-    status.add_argument("provider", choices=("nous",), help="the provider")
-    guest = _command(actions, "auth guest", "start the free tier as a guest (apps move on sign-in)")
-    guest.add_argument("provider", choices=("nous",), help="the provider")
-    logout = _command(actions, "auth logout", "forget this install's sign-in")
-    logout.add_argument("provider", choices=("nous",), help="the provider")
+    _group(
+        commands,
+        "logs",
+        "what happened: update receipts",
+        lambda logs: _command(
+            _commands(logs, "logs_command", "KIND"), "logs update", "the update receipts (root home)", update_logs
+        ),
+    )
 
 
-def _mesh_commands(commands) -> None:
-    mesh = commands.add_parser("mesh", help="the embedded supervisor: one gateway per profile")
-    _profile_option(mesh, top=False)
-    actions = mesh.add_subparsers(dest="mesh_command", metavar="ACTION", required=True)
-    up = _command(actions, "mesh up", "start the mesh (supervisord and its gateways)")
-    up.add_argument("--profiles", metavar="A,B,...", help="profiles to run gateways for (default: all)")
+def _auth_commands(commands: _Commands) -> None:
+    _group(commands, "auth", "sign in to a provider, and see or end the sign-in", _auth_actions)
+
+
+def _auth_actions(auth: argparse.ArgumentParser) -> None:
+    actions = _commands(auth, "auth_command", "ACTION")
+
+    def provider(help: str, also: Build | None = None) -> Build:  # noqa: A002 (argparse's word)
+        def build(p: argparse.ArgumentParser) -> None:
+            p.add_argument("provider", choices=("nous",), help=help)
+            if also is not None:
+                also(p)
+
+        return build
+
+    def login(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--replace", action="store_true", help="sign in again even when already signed in")
+        p.add_argument("--no-browser", action="store_true", help="do not open the sign-in page in a browser")
+
+    _command(
+        actions,
+        "auth login",
+        "sign in with a device code (JSON lines with --json)",
+        provider("the provider to sign in to", login),
+    )
+    _command(actions, "auth status", "whether and as whom this install is signed in", provider("the provider"))
+    _command(actions, "auth guest", "start the free tier as a guest (apps move on sign-in)", provider("the provider"))
+    _command(actions, "auth logout", "forget this install's sign-in", provider("the provider"))
+
+
+def _mesh_commands(commands: _Commands) -> None:
+    _group(commands, "mesh", "the embedded supervisor: one gateway per profile", _mesh_actions)
+
+
+def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
+    actions = _commands(mesh, "mesh_command", "ACTION")
+    _command(
+        actions,
+        "mesh up",
+        "start the mesh (supervisord and its gateways)",
+        lambda p: p.add_argument("--profiles", metavar="A,B,...", help="profiles to run gateways for (default: all)"),
+    )
     _command(actions, "mesh down", "stop the mesh; nothing is left running")
     _command(actions, "mesh status", "the mesh's supervisor and its programs")

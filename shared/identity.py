@@ -106,3 +106,55 @@ def read_cmdline(pid: int) -> list[str] | None:
         return psutil.Process(pid).cmdline()
     except (psutil.Error, OSError):
         return None
+
+
+def own_pid(pid: int) -> int | None:
+    """The pid process ``pid`` knows itself by: the last of ``NSpid`` in ``/proc/<pid>/status``,
+    its pid in the innermost pid namespace it is in (a container's). None when it is gone.
+
+    What a process reports about itself (``os.getpid()``) is this pid, and its start time is the
+    same as seen from here, so ``ProcessIdentity(own_pid(p), start time)`` names it as it names
+    itself. ``pid`` itself off Linux, or on a kernel without ``NSpid`` (before 4.1)."""
+    if not _LINUX:
+        return pid
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            status = f.read()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith(b"NSpid:"):
+            try:
+                return int(line.split()[-1])
+            except ValueError:
+                return None
+    return pid
+
+
+def all_pids() -> list[int]:
+    """Every pid on this host (as seen from this pid namespace)."""
+    if _LINUX:
+        return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+    import psutil
+
+    return psutil.pids()
+
+
+def read_environ(pid: int) -> dict[str, str] | None:
+    """The environment ``pid`` was started with, or None when it is gone or unreadable."""
+    if type(pid) is not int or pid <= 0:
+        return None
+    if _LINUX:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                raw = f.read()
+        except OSError:
+            return None
+        pairs = (os.fsdecode(item).partition("=") for item in raw.split(b"\0") if item)
+        return {key: value for key, sep, value in pairs if sep}
+    import psutil
+
+    try:
+        return psutil.Process(pid).environ()
+    except (psutil.Error, OSError):
+        return None

@@ -187,19 +187,26 @@ def call_all(
     timeout: float,
     window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
     max_frame: int = protocol.MAX_FRAME_BYTES,
+    probe: bool = True,
+    sockets: dict[str, zmq.Socket] | None = None,
 ) -> dict[str, Any]:
     """The same call to many services at once, from one thread: every request goes out
     first, then the answers are taken as they arrive, all within one deadline. Each
-    address maps to its result or to the ``RemoteError`` it ended with. No retries."""
+    address maps to its result or to the ``RemoteError`` it ended with. No retries.
+
+    ``probe=False`` skips the ipc probe, for a caller that already knows someone listens.
+    ``sockets``, kept by the caller between calls, holds the connected sockets: a second call
+    to the same services does not reconnect. A socket that timed out is closed and dropped
+    from it; the caller closes the rest."""
     context: zmq.Context[zmq.Socket[Any]] = zmq.Context.instance()
     next_id = request_ids()
     outcomes: dict[str, Any] = {}
-    opened: list[zmq.Socket] = []
+    pool: dict[str, zmq.Socket] = {} if sockets is None else sockets
     waiting: dict[zmq.Socket, tuple[str, str]] = {}
     poller = zmq.Poller()
     try:
         for address in addresses:
-            if ipc_unreachable(address):
+            if address not in pool and probe and ipc_unreachable(address):
                 outcomes[address] = RemoteError(Code.UNAVAILABLE, f"no service is listening at {address}")
                 continue
             request_id = next_id()
@@ -208,11 +215,12 @@ def call_all(
             except RemoteError as exc:
                 outcomes[address] = exc
                 continue
-            sock = context.socket(zmq.DEALER)
-            opened.append(sock)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.MAXMSGSIZE, max_frame * protocol.TRANSPORT_SIZE_FACTOR)
-            sock.connect(address)
+            sock = pool.get(address)
+            if sock is None:
+                sock = pool[address] = context.socket(zmq.DEALER)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.MAXMSGSIZE, max_frame * protocol.TRANSPORT_SIZE_FACTOR)
+                sock.connect(address)
             sock.send(raw, zmq.NOBLOCK)  # the request waits in the pipe for the connection
             waiting[sock] = (address, request_id)
             poller.register(sock, zmq.POLLIN)
@@ -231,9 +239,11 @@ def call_all(
                 del waiting[sock]
         for address, _ in waiting.values():
             outcomes[address] = RemoteError(Code.TIMEOUT, f"no answer to {spec.name!r} from {address} in time")
+            pool.pop(address).close(linger=0)  # its request may still be queued: never reuse it
     finally:
-        for sock in opened:
-            sock.close(linger=0)
+        if sockets is None:
+            for sock in pool.values():
+                sock.close(linger=0)
     return outcomes
 
 

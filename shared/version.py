@@ -33,6 +33,12 @@ def code_sha(root: Path = INSTALL_ROOT) -> str | None:
     return stamp["code_sha"] if stamp else head_commit(root)
 
 
+def version_line() -> str:
+    """What ``hermes --version`` prints: the version and the commit of the code this command runs."""
+    sha = code_sha()
+    return f"hermes {__version__} ({sha[:12] if sha else 'no git checkout'})"
+
+
 def read_version(root: Path) -> str | None:
     """The version of the code at ``root``, read from its files, never imported: an updater
     asks this of a tree it moved, whose modules its own interpreter must not load. This

@@ -65,7 +65,12 @@ class Gateway:
             ops.SERVICE,
             endpoint.control,
             lock=lock,
-            info=lambda: {"profile": state.profile, "state": state.state},
+            info=lambda: {
+                "profile": state.profile,
+                "state": state.state,
+                "install_id": state.install_id,
+                "instance_id": state.instance_id,
+            },
         )
         self.service.add(ops.PING, self._ping)
         self.service.add(ops.STATUS, self._status)
@@ -170,6 +175,8 @@ class Gateway:
             "pid": data["pid"],
             "start_time": data["start_time"],
             "profile": data["profile"],
+            "install_id": data["install_id"],
+            "instance_id": data["instance_id"],
             "home": data["hermes_home"],
             "state": data["gateway_state"],
             "code_sha": data["code_sha"],

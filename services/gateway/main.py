@@ -14,7 +14,7 @@ import time
 
 from services.gateway import storm
 from services.gateway.state import GatewayState
-from shared import exit_codes, homes, logs
+from shared import exit_codes, homes, ids, logs
 from shared.files import StateFileCorrupt, write_json_atomic
 from shared.gateways import ops
 from shared.identity import current_identity
@@ -45,7 +45,10 @@ def run_gateway(profile: str | None = None) -> int:
     from services.gateway.app import Gateway
 
     try:
-        state = GatewayState(current_identity(), profile, home, detect_supervisor())
+        said = ids.describe(root)  # before the loop: it may create the install's id file
+        state = GatewayState(
+            current_identity(), profile, home, detect_supervisor(), said["install_id"], ids.instance_id()
+        )
         gateway = Gateway(state, endpoint, lock, start_delay=_storm_delay(home))
         code = trio.run(gateway.run)
     finally:

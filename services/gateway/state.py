@@ -34,6 +34,8 @@ class GatewayState:
     profile: str
     home: Path
     supervisor: str
+    install_id: str | None  # shared.ids: what says "this install" wherever the home is mounted
+    instance_id: str  # shared.ids: this start of the process
     argv: list[str] = field(default_factory=lambda: list(sys.orig_argv))  # as the OS started us
     started_at: str = field(default_factory=utc_now)
     state: str = "starting"
@@ -53,6 +55,8 @@ class GatewayState:
             "argv": self.argv,
             "hermes_home": str(self.home),
             "profile": self.profile,
+            "install_id": self.install_id,
+            "instance_id": self.instance_id,
             "gateway_state": self.state,
             "exit_reason": self.exit_reason,
             "restart_requested": self.restart_requested,

@@ -1,28 +1,42 @@
 """Every gateway of one install (a root home and its ``profiles/<name>``).
 
-Each profile's control socket is asked first: a live gateway answers for itself. A gateway
-that cannot answer (stopped, wedged, mid-start) is found through its state file, trusted only
-while the process it names is alive with the same start time. A process scan comes last, for
-old or crashed gateways whose socket and state file are gone; it classifies processes only by
-``looks_like_gateway_command_line`` on the full argv and judges ownership by the home the
-process runs on, so a gateway of another install is never taken for ours.
+Each profile's control socket is asked first: a live gateway answers for itself, and is
+taken by what it says it is (the install id and profile of ``shared.ids``), not by the pid
+and home it reports, which a container gives its own. A gateway from before the ids is taken
+by the home it reports. A gateway that cannot answer (stopped, wedged, mid-start) is found
+through its state file, trusted only while the process it names is alive with the same start
+time. A process scan comes last, for old or crashed gateways whose socket and state file are
+gone. It classifies processes only by ``looks_like_gateway_command_line`` on the full argv;
+a process is ours when a state file of ours names it (as it names itself: its own pid
+namespace's pid, and its start time) or when it runs on our root home, so a gateway of
+another install is never taken for ours. No gateway is listed twice: one that answered, or
+that a state file vouches for, is not listed again by the scan under its host pid.
 
-No trio here: the CLI imports this module, and psutil is imported only when a scan runs.
+No trio here: the CLI imports this module. The scan reads ``/proc`` (``shared.identity``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from shared import homes
+from shared import homes, ids
 from shared.command_lines import looks_like_gateway_command_line
 from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
-from shared.identity import ProcessIdentity, is_alive, process_identity
+from shared.identity import (
+    ProcessIdentity,
+    all_pids,
+    is_alive,
+    own_pid,
+    process_identity,
+    read_cmdline,
+    read_environ,
+)
 from shared.layout import GATEWAY_STATE_FILE
 from shared.locks import probe
 from shared.protocol import RemoteError
@@ -39,7 +53,7 @@ LIVE_STATES = frozenset({ops.STARTING, ops.RUNNING, ops.DRAINING, ops.STOPPING})
 @dataclass(frozen=True)
 class GatewayRecord:
     profile: str
-    pid: int
+    pid: int  # on this host when it can see the process, else as the gateway reports it
     start_time: int | None
     state: str
     code_sha: str | None
@@ -47,7 +61,9 @@ class GatewayRecord:
     active_turns: int | None
     supervisor: str
     source: Source
-    home: Path
+    home: Path  # the profile's home as this install names it, wherever the gateway mounts it
+    install_id: str | None = None  # None: a gateway from before the ids, or one found by the scan
+    instance_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,22 +77,36 @@ class GatewayRecord:
             "supervisor": self.supervisor,
             "source": self.source,
             "home": str(self.home),
+            "install_id": self.install_id,
+            "instance_id": self.instance_id,
         }
 
+    def _self_identity(self) -> ProcessIdentity | None:
+        # The (pid, start time) the gateway gave, or read from a process in its namespace.
+        return None if self.start_time is None else ProcessIdentity(self.pid, self.start_time)
 
-def discover(root: Path, *, timeout: float = 1.0, scan: bool = True) -> list[GatewayRecord]:
-    """The gateways of the install at ``root``, default profile first, then by profile name."""
+
+def discover(
+    root: Path, *, timeout: float = 1.0, scan: bool = True, sockets: dict[str, Any] | None = None
+) -> list[GatewayRecord]:
+    """The gateways of the install at ``root``, default profile first, then by profile name.
+
+    ``sockets`` (see ``shared.sync_client.call_all``) keeps the connections to the gateways
+    open for the caller's next call to them; the caller closes them."""
     root = Path(root).absolute()
     profile_homes = {name: homes.profile_home(name, root) for name in homes.list_profiles(root)}
-    answers = _ask_all(profile_homes, timeout)
-    found = [
-        record
-        for name, home in profile_homes.items()
-        if (record := _from_answer(name, home, answers.get(name)) or _from_state_file(name, home))
-    ]
+    answers = _ask_all(profile_homes, timeout, sockets)
+    install = _install_id(root)  # read after the answers: a gateway makes it before it binds
+    found: list[GatewayRecord] = []
+    seen: set[object] = set()
+    for name, home in profile_homes.items():
+        record = _from_answer(name, home, answers.get(name), install) or _from_state_file(name, home, install)
+        # One gateway behind two profile paths (a symlinked profile) is listed once.
+        if record is not None and (key := record.instance_id or record._self_identity()) not in seen:
+            seen.add(key)
+            found.append(record)
     if scan:
-        known = {r.pid for r in found}
-        found += [r for r in scan_gateways(root) if r.pid not in known]
+        found = _with_scan(root, found)
     return sorted(found, key=_order)
 
 
@@ -88,7 +118,14 @@ def _order(record: GatewayRecord) -> tuple[bool, str, int, int]:
     return record.profile != homes.DEFAULT_PROFILE, record.profile, _SOURCE_RANK[record.source], record.pid
 
 
-def _ask_all(profile_homes: Mapping[str, Path], timeout: float) -> dict[str, Any]:
+def _install_id(root: Path) -> str | None:
+    try:
+        return ids.read_install_id(root)
+    except ids.InstallIdCorrupt:
+        return None  # no gateway can prove it is ours by id: the ones from before the ids still can
+
+
+def _ask_all(profile_homes: Mapping[str, Path], timeout: float, sockets: dict[str, Any] | None) -> dict[str, Any]:
     """STATUS from every profile's gateway at once; profile -> answer (or RemoteError)."""
     addresses: dict[str, str] = {}
     for name, home in profile_homes.items():
@@ -96,20 +133,40 @@ def _ask_all(profile_homes: Mapping[str, Path], timeout: float) -> dict[str, Any
             endpoint = homes.endpoint(home, ops.SERVICE, create=False)
         except homes.EndpointPathTooLong:
             continue
-        # A gateway holds its endpoint lock while it lives. A socket file left by a killed one
-        # would make the client wait out its whole timeout for nobody; the lock says so at once.
-        if _lock_held(endpoint.lock_path):
+        if _listening(endpoint):
             addresses[name] = endpoint.control
-    outcomes = call_all(list(addresses.values()), ops.STATUS, timeout=timeout)
+    outcomes = call_all(list(addresses.values()), ops.STATUS, timeout=timeout, probe=False, sockets=sockets)
     return {name: outcomes.get(address) for name, address in addresses.items()}
 
 
-def _from_answer(profile: str, home: Path, answer: Any) -> GatewayRecord | None:
-    if isinstance(answer, RemoteError):
+def _listening(endpoint: homes.Endpoint) -> bool:
+    """Whether a gateway may answer at ``endpoint``, known without waking any gateway up.
+
+    No socket file: nobody to ask. A socket file left by a killed gateway would make the client
+    wait out its whole timeout for nobody; the endpoint lock, which a gateway holds while it
+    lives and the kernel drops when it dies, says so at once."""
+    if not os.path.exists(endpoint.control[len("ipc://") :]):
+        return False
+    try:
+        return probe(endpoint.lock_path).held
+    except OSError:
+        return True  # cannot tell (a symlink, no permission): let the socket answer for itself
+
+
+def _speaks_for(profile: str, home: Path, said: Mapping[str, Any], install: str | None) -> bool:
+    """Whether a gateway's own account of itself (``install_id``, ``profile``, ``home``) is this
+    profile's gateway: by the install id and profile it gives; by the home it runs on when it
+    gives no install id (it is from before the ids) or ours cannot be read."""
+    if said.get("install_id") is None or install is None:
+        return _same_path(said.get("home"), home)
+    return said.get("install_id") == install and said.get("profile") == profile
+
+
+def _from_answer(profile: str, home: Path, answer: Any, install: str | None) -> GatewayRecord | None:
+    if isinstance(answer, RemoteError) or not isinstance(answer, dict):
         return None  # unavailable, timed out, or refused: it did not answer
-    # A fallback socket dir is keyed by a digest; make sure it is this home's gateway that spoke.
-    if not isinstance(answer, dict) or not _same_path(answer.get("home"), home):
-        return None
+    if not _speaks_for(profile, home, answer, install):
+        return None  # a socket of ours answered by another install's or profile's gateway
     ident = _state_identity(answer)
     if ident is None:
         return None
@@ -124,14 +181,13 @@ def _from_answer(profile: str, home: Path, answer: Any) -> GatewayRecord | None:
         supervisor=str(answer.get("supervisor", UNKNOWN)),
         source="socket",
         home=home,
+        install_id=_an_id(answer.get("install_id")),
+        instance_id=_an_id(answer.get("instance_id")),
     )
 
 
-def _lock_held(path: Path) -> bool:
-    try:
-        return probe(path).held
-    except OSError:
-        return True  # cannot tell (a symlink, no permission): let the socket answer for itself
+def _an_id(value: object) -> str | None:
+    return value if ids.is_id(value) else None  # type: ignore[return-value]
 
 
 def _read_state(home: Path) -> dict[str, Any] | None:
@@ -148,10 +204,13 @@ def _state_identity(state: Mapping[str, Any]) -> ProcessIdentity | None:
         return None
 
 
-def _from_state_file(profile: str, home: Path) -> GatewayRecord | None:
+def _from_state_file(profile: str, home: Path, install: str | None) -> GatewayRecord | None:
     state = _read_state(home)
     if state is None or state.get("gateway_state") not in LIVE_STATES:
         return None
+    said = {"install_id": state.get("install_id"), "profile": state.get("profile"), "home": state.get("hermes_home")}
+    if said["install_id"] is not None and not _speaks_for(profile, home, said, install):
+        return None  # written through a symlinked profile by another profile's gateway
     ident = _state_identity(state)
     if ident is None or not is_alive(ident):
         return None
@@ -178,6 +237,8 @@ def _record_from_state(
         supervisor=supervisor or str(state.get("supervisor", UNKNOWN)),
         source=source,
         home=home,
+        install_id=_an_id(state.get("install_id")),
+        instance_id=_an_id(state.get("instance_id")),
     )
 
 
@@ -188,58 +249,103 @@ def _same_path(a: object, b: Path) -> bool:
 # --- the process scan --------------------------------------------------------------------------
 
 
-def scan_gateways(root: Path) -> list[GatewayRecord]:
-    """Gateway processes running on ``root`` or one of its profiles, found by a full process scan."""
-    root = Path(root).absolute()
-    real_root = os.path.realpath(root)
-    # Which profile a pid serves, from state files naming that very process: a gateway started
-    # with --profile runs under the root's HERMES_HOME, so its environment alone cannot say.
-    by_identity = _state_files_by_identity(root)
-    records = [
-        record
-        for pid, environ in _gateway_processes()
-        if os.path.realpath(homes.root_home(environ)) == real_root  # another install's is never ours
-        and (record := _scanned_record(root, pid, environ, by_identity)) is not None
+def _with_scan(root: Path, found: list[GatewayRecord]) -> list[GatewayRecord]:
+    """``found`` and the scanned gateways that are none of them. A found gateway is known to the
+    scan by the identity it gave (its own pid namespace's pid and its start time); the scan
+    tells its pid on this host, which its record then carries."""
+    scanned = _scan(root)
+    host_pids = {ident: record.pid for ident, record in scanned}
+    known = {r._self_identity() for r in found}
+    merged = [
+        dataclasses.replace(r, pid=host_pids[ident]) if (ident := r._self_identity()) in host_pids else r for r in found
     ]
-    return sorted(records, key=_order)
+    return merged + [record for ident, record in scanned if ident not in known]
+
+
+def scan_gateways(root: Path) -> list[GatewayRecord]:
+    """Gateway processes of the install at ``root``, found by a full process scan, by host pid."""
+    return sorted((record for _, record in _scan(Path(root).absolute())), key=_order)
 
 
 def scan_foreign(root: Path) -> list[dict[str, Any]]:
     """Gateway processes of OTHER homes on this machine: named in a plan, never touched.
 
-    Judged by the home each process actually runs on (its live environment), so a sibling
-    install on the same account is told apart from ours whatever its command line says."""
-    real_root = os.path.realpath(Path(root).absolute())
+    Judged as the scan judges ours (a state file of ours naming the process, or the home it
+    actually runs on: its live environment), so a sibling install on the same account is told
+    apart from ours whatever its command line says."""
+    root = Path(root).absolute()
+    real_root = os.path.realpath(root)
+    ours = _state_files_by_identity(root)
     foreign = []
-    for pid, environ in _gateway_processes():
-        other = homes.root_home(environ)
-        if os.path.realpath(other) != real_root:
+    for seen in _gateway_processes():
+        other = homes.root_home(seen.environ)
+        if seen.self_identity not in ours and os.path.realpath(other) != real_root:
             foreign.append(
                 {
                     "kind": "process",
-                    "name": f"pid {pid}",
-                    "pid": pid,
-                    "home": str(homes.active_home(environ)),
+                    "name": f"pid {seen.pid}",
+                    "pid": seen.pid,
+                    "home": str(homes.active_home(seen.environ)),
                     "root": str(other),
                 }
             )
     return foreign
 
 
-def _gateway_processes() -> Iterator[tuple[int, dict[str, str]]]:
-    """(pid, environment) of every process the canonical matcher calls a gateway; no ancestor
-    of ours is left out (an update run from inside a gateway must still see that gateway)."""
-    import psutil  # lazy: `hermes gateway status` only pays for it when the scan runs
+@dataclass(frozen=True)
+class _Seen:
+    pid: int  # on this host
+    self_identity: ProcessIdentity  # as the process knows itself, in its own pid namespace
+    environ: dict[str, str]
 
-    # environ is read only for gateway-shaped processes: it is the expensive part of a scan.
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info.get("cmdline")
+
+def _gateway_processes() -> Iterator[_Seen]:
+    """Every process the canonical matcher calls a gateway; no ancestor of ours is left out
+    (an update run from inside a gateway must still see that gateway)."""
+    for pid in all_pids():
+        cmdline = read_cmdline(pid)
         if not cmdline or not looks_like_gateway_command_line(cmdline):
             continue
-        try:
-            yield proc.pid, proc.environ()
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+        # environ is read only for gateway-shaped processes: it is the expensive part of a scan.
+        environ, ident, inner = read_environ(pid), process_identity(pid), own_pid(pid)
+        if environ is not None and ident is not None and inner is not None:  # else it has gone
+            yield _Seen(pid, ProcessIdentity(inner, ident.start_time), environ)
+
+
+def _scan(root: Path) -> list[tuple[ProcessIdentity, GatewayRecord]]:
+    """(the identity it knows itself by, its record) for every gateway process of ours."""
+    real_root = os.path.realpath(root)
+    # Which profile a process serves, from a state file naming that very process: a gateway
+    # started with --profile runs under the root's HERMES_HOME, and one in a container runs
+    # on a home mounted elsewhere, so its environment alone cannot say.
+    by_identity = _state_files_by_identity(root)
+    found = []
+    for seen in _gateway_processes():
+        supervisor = detect_supervisor(seen.environ)
+        host = ProcessIdentity(seen.pid, seen.self_identity.start_time)
+        if seen.self_identity in by_identity:
+            profile, state = by_identity[seen.self_identity]
+            record = _record_from_state(
+                profile, homes.profile_home(profile, root), host, state, source="scan", supervisor=supervisor
+            )
+        elif os.path.realpath(homes.root_home(seen.environ)) == real_root:  # another install's is never ours
+            profile = homes.active_profile(seen.environ)
+            record = GatewayRecord(
+                profile=profile,
+                pid=seen.pid,
+                start_time=host.start_time,
+                state=UNKNOWN,
+                code_sha=None,
+                code_version=None,
+                active_turns=None,
+                supervisor=supervisor,
+                source="scan",
+                home=homes.profile_home(profile, root),
+            )
+        else:
             continue
+        found.append((seen.self_identity, record))
+    return found
 
 
 def _state_files_by_identity(root: Path) -> dict[ProcessIdentity, tuple[str, dict[str, Any]]]:
@@ -252,30 +358,3 @@ def _state_files_by_identity(root: Path) -> dict[ProcessIdentity, tuple[str, dic
         if ident is not None:
             states[ident] = (profile, state)
     return states
-
-
-def _scanned_record(
-    root: Path, pid: int, environ: Mapping[str, str], by_identity: Mapping[ProcessIdentity, tuple[str, dict[str, Any]]]
-) -> GatewayRecord | None:
-    ident = process_identity(pid)
-    if ident is None:
-        return None  # exited since the scan saw it
-    supervisor = detect_supervisor(dict(environ))
-    if ident in by_identity:
-        profile, state = by_identity[ident]
-        return _record_from_state(
-            profile, homes.profile_home(profile, root), ident, state, source="scan", supervisor=supervisor
-        )
-    profile = homes.active_profile(environ)
-    return GatewayRecord(
-        profile=profile,
-        pid=pid,
-        start_time=ident.start_time,
-        state=UNKNOWN,
-        code_sha=None,
-        code_version=None,
-        active_turns=None,
-        supervisor=supervisor,
-        source="scan",
-        home=homes.profile_home(profile, root),
-    )

@@ -10,12 +10,16 @@ import subprocess
 import sys
 import threading
 
+import psutil
+import pytest
+
+from shared import homes, ids
 from shared.gateways import discovery, ops
 from shared.identity import process_identity, read_cmdline
-from shared.sync_client import SyncClient
+from shared.sync_client import SyncClient, call_all
 from shared.version import code_sha
 from tests.support.cli import hermes
-from tests.support.processes import python_env, read_state, wait_for
+from tests.support.processes import ROOT, python_env, read_state, wait_for
 
 
 def as_json(result: subprocess.CompletedProcess):
@@ -25,6 +29,10 @@ def as_json(result: subprocess.CompletedProcess):
 
 def make_profile(root, name):
     (root / "profiles" / name).mkdir(parents=True)
+
+
+def gateway_home(root, profile):
+    return homes.profile_home(profile, root)
 
 
 def by_pid(records):
@@ -39,7 +47,12 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
     listed = as_json(hermes("gateway", "status", "--json", home=root))["gateways"]
 
     assert [g["profile"] for g in listed] == ["default", "coder", "writer"]
+    install = ids.read_install_id(root)
+    assert ids.is_id(install)  # made by the first gateway to start, shared by all of them
+    assert len({g["instance_id"] for g in listed}) == 3 and all(ids.is_id(g["instance_id"]) for g in listed)
     for g in listed:
+        assert g["install_id"] == install
+        assert g["instance_id"] == read_state(gateway_home(root, g["profile"]))["instance_id"]
         gateway = started[g["profile"]]
         assert g["pid"] == gateway.pid
         assert g["start_time"] == process_identity(gateway.pid).start_time
@@ -57,6 +70,8 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
             "supervisor",
             "source",
             "home",
+            "install_id",
+            "instance_id",
         }
 
 
@@ -224,3 +239,213 @@ def test_status_text_names_the_columns_and_an_empty_install(root, gateways):
     assert lines[0].split() == ["PROFILE", "PID", "STATE", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE"]
     sha = code_sha()
     assert lines[1].split()[:4] == ["default", str(gateway.pid), "running", sha[:12] if sha else "-"]
+
+
+# --- gateways that see their home elsewhere, or live in their own pid namespace ------------------
+#
+# A container stand-in built from real processes: the gateway runs in a private mount namespace
+# in which the install's root is bind-mounted at another path (its home, as it reports it, is a
+# path that on the host is an empty directory), and optionally in a new pid namespace (it is
+# pid 1 there). Only unshare(1) and root are needed; without them these tests skip.
+
+CONTAINED = 'mount --bind "$0" "$1" && exec "$2" -m services.gateway'
+
+
+@pytest.fixture
+def contained(short_dir):
+    probe = subprocess.run(
+        ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "true"], capture_output=True
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"unshare cannot make namespaces here: {probe.stderr.decode().strip()}")
+    started: list[subprocess.Popen] = []
+
+    def start(root, profile, *, pid_namespace: bool):
+        home = homes.profile_home(profile, root)
+        home.mkdir(parents=True, exist_ok=True)
+        elsewhere = short_dir / f"mnt{len(started)}"  # the root, as the gateway sees it
+        elsewhere.mkdir()
+        isolate = ["--pid", "--fork", "--mount-proc", "--kill-child"] if pid_namespace else []
+        proc = subprocess.Popen(
+            ["unshare", "--mount", *isolate, "sh", "-c", CONTAINED, str(root), str(elsewhere), sys.executable],
+            cwd=ROOT,
+            env=python_env(HERMES_HOME=str(homes.profile_home(profile, elsewhere))),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        started.append(proc)
+
+        def running():
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+            state = read_state(home)
+            return state if state and state["gateway_state"] == "running" else None
+
+        state = wait_for(running, timeout=20, what=f"contained gateway {profile}")
+        host_pid = proc.pid if not pid_namespace else wait_for(lambda: _only_child(proc.pid), timeout=10, what="pid")
+        return state, host_pid
+
+    yield start
+    for proc in started:
+        for child in psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []:
+            child.kill()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def _only_child(pid):
+    children = psutil.Process(pid).children()
+    return children[0].pid if len(children) == 1 else None
+
+
+def test_a_gateway_that_sees_its_home_elsewhere_is_listed_by_what_it_says(root, contained):
+    make_profile(root, "coder")
+    state, host_pid = contained(root, "coder", pid_namespace=False)
+    assert state["hermes_home"] != str(root / "profiles" / "coder")  # its own view of its home
+
+    [record] = discovery.discover(root)
+    assert (record.profile, record.pid, record.source, record.state) == ("coder", host_pid, "socket", "running")
+    assert record.home == root / "profiles" / "coder"  # the home as this install names it
+    assert (record.install_id, record.instance_id) == (ids.read_install_id(root), state["instance_id"])
+    # A state file of ours names it: it is not another install's (whatever else runs here).
+    assert host_pid not in {p["pid"] for p in discovery.scan_foreign(root)}
+    [scanned] = discovery.scan_gateways(root)
+    assert (scanned.pid, scanned.profile, scanned.instance_id) == (host_pid, "coder", state["instance_id"])
+
+
+def test_a_gateway_in_its_own_pid_namespace_is_listed_once_under_its_host_pid(root, gateways, contained):
+    mine = gateways(root, "default")
+    make_profile(root, "coder")
+    state, host_pid = contained(root, "coder", pid_namespace=True)
+    assert state["pid"] == 1 and host_pid != 1  # what it says about itself is not the host's pid
+
+    records = discovery.discover(root)
+    assert [(r.profile, r.pid, r.source) for r in records] == [
+        ("default", mine.pid, "socket"),
+        ("coder", host_pid, "socket"),  # not again from the scan
+    ]
+    assert records[1].start_time == process_identity(host_pid).start_time == state["start_time"]
+    # Without the scan nobody here can tell its host pid: it is listed as it reports itself.
+    assert [(r.profile, r.pid) for r in discovery.discover(root, scan=False)] == [("default", mine.pid), ("coder", 1)]
+    listed = as_json(hermes("gateway", "status", "--json", home=root))["gateways"]
+    assert [(g["profile"], g["pid"], g["instance_id"]) for g in listed] == [
+        ("default", mine.pid, read_state(mine.home)["instance_id"]),
+        ("coder", host_pid, state["instance_id"]),
+    ]
+
+
+def test_a_contained_gateway_that_cannot_answer_is_found_once_by_the_scan(root, contained):
+    make_profile(root, "coder")
+    state, host_pid = contained(root, "coder", pid_namespace=True)
+    os.kill(host_pid, signal.SIGSTOP)
+    try:
+        records = discovery.discover(root, timeout=0.5)
+    finally:
+        os.kill(host_pid, signal.SIGCONT)
+    # Its state file names pid 1, which here is another process: the scan knows it by the pid
+    # it has in its own namespace and its start time.
+    assert [(r.profile, r.pid, r.source, r.state) for r in records] == [("coder", host_pid, "scan", "running")]
+    assert records[0].instance_id == state["instance_id"]
+
+
+def test_a_profile_reached_through_a_symlink_does_not_list_its_gateway_twice(root, gateways):
+    make_profile(root, "coder")
+    coder = gateways(root, "coder")
+    (root / "profiles" / "alias").symlink_to(root / "profiles" / "coder")
+
+    records = discovery.discover(root)
+    assert [(r.profile, r.pid, r.source) for r in records] == [("coder", coder.pid, "socket")]
+
+
+# A real service on a profile's gateway socket that answers STATUS as it is told to: a gateway
+# from before the ids, or one of another install or profile.
+IMPOSTOR = """
+import json, sys, trio
+from shared import homes
+from shared.gateways import ops
+from shared.identity import current_identity
+from shared.service import Service
+
+home, said = sys.argv[1], json.loads(sys.argv[2])
+endpoint = homes.endpoint(home, ops.SERVICE)
+service = Service(ops.SERVICE, endpoint.control, lock_path=endpoint.lock_path)
+
+async def status(call):
+    return {**current_identity().to_dict(), "state": "running", "supervisor": "unmanaged", **said}
+
+service.add(ops.STATUS, status)
+
+async def main():
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.serve)
+        print("ready", flush=True)
+
+trio.run(main)
+"""
+
+
+@pytest.mark.parametrize(
+    ("said", "listed"),
+    [
+        ({"home": "{coder}", "profile": "coder"}, True),  # from before the ids: its home says
+        ({"home": "/elsewhere", "profile": "coder"}, False),
+        ({"install_id": "{ours}", "profile": "coder", "home": "/elsewhere"}, True),
+        ({"install_id": "0" * 32, "profile": "coder", "home": "{coder}"}, False),  # another install's
+        ({"install_id": "{ours}", "profile": "writer", "home": "{coder}"}, False),  # another profile's
+        ({"install_id": "not an id", "profile": "coder", "home": "{coder}"}, False),
+    ],
+)
+def test_an_answer_is_taken_only_from_this_installs_gateway_of_that_profile(root, spawn, said, listed):
+    make_profile(root, "coder")
+    coder = root / "profiles" / "coder"
+    ours = ids.ensure_install_id(root)
+    said = {k: v.format(coder=coder, ours=ours) for k, v in said.items()}
+    impostor = spawn("-c", IMPOSTOR, str(coder), json.dumps(said), env=python_env())
+
+    found = [(r.profile, r.pid, r.source, r.install_id) for r in discovery.discover(root, scan=False)]
+    expected_id = said.get("install_id") if listed else None
+    assert found == ([("coder", impostor.pid, "socket", expected_id)] if listed else [])
+
+
+def test_the_connections_of_a_discovery_are_kept_for_the_next_call_and_a_dead_one_dropped(root, gateways):
+    make_profile(root, "coder")
+    default, coder = gateways(root, "default"), gateways(root, "coder")
+    pool: dict = {}
+    try:
+        assert {r.pid for r in discovery.discover(root, scan=False, sockets=pool)} == {default.pid, coder.pid}
+        kept = dict(pool)
+        assert set(kept) == {default.endpoint.control, coder.endpoint.control}
+
+        pongs = call_all(list(kept), ops.PING, timeout=5, sockets=pool)
+        assert {a: p["pid"] for a, p in pongs.items()} == {
+            default.endpoint.control: default.pid,
+            coder.endpoint.control: coder.pid,
+        }
+        assert all(pool[a] is kept[a] for a in kept)  # the same connected sockets: no reconnect
+
+        os.kill(coder.pid, signal.SIGSTOP)
+        try:
+            assert {r.source for r in discovery.discover(root, timeout=0.3, scan=False, sockets=pool)} == {
+                "socket",
+                "state_file",
+            }
+        finally:
+            os.kill(coder.pid, signal.SIGCONT)
+        # The one that timed out is closed (its request may still be queued), the other kept.
+        assert (
+            list(pool) == [default.endpoint.control]
+            and pool[default.endpoint.control] is kept[default.endpoint.control]
+        )
+    finally:
+        for sock in pool.values():
+            sock.close(linger=0)
+
+
+def test_an_unreadable_install_id_falls_back_to_the_home_the_gateway_reports(root, gateways):
+    gateway = gateways(root, "default")
+    (root / ids.INSTALL_ID_FILE).write_text("junk\n")
+
+    result = hermes("gateway", "status", "--json", home=root)
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+    listed = json.loads(result.stdout)["gateways"]
+    assert [(g["pid"], g["source"]) for g in listed] == [(gateway.pid, "socket")]

@@ -7,7 +7,56 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.processes import ROOT, python_env
+
+WATCHED = ("asyncio", "trio", "zmq", "zmq.utils.monitor", "argparse", "psutil", "shared.cli_grammar")
+
+
+def imported_by(argv: list[str], home) -> set[str]:
+    """Which of ``WATCHED`` one ``hermes ARGV`` run, in a fresh process, has imported."""
+    program = (
+        "import json, sys; from hermes_cli.main import main\n"
+        "try: main(sys.argv[2:])\n"
+        "except SystemExit: pass\n"
+        "print(json.dumps([m for m in json.loads(sys.argv[1]) if m in sys.modules]), file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, json.dumps(WATCHED), *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=python_env(HERMES_HOME=str(home)),
+        timeout=60,
+    )
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_version_is_answered_before_any_parser_or_client_is_loaded(root):
+    assert imported_by(["--version"], root) == set()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gateway", "status", "--json"],
+        ["gateway", "list"],
+        ["gateway", "drain", "--deadline", "1"],
+        ["profile", "list"],
+        ["skin", "list"],
+        ["mesh", "status"],
+        ["logs", "update"],
+        ["update", "--check"],
+        ["operator", "doctor"],
+    ],
+)
+def test_no_command_line_path_starts_an_event_loop_library(root, argv):
+    loaded = imported_by(argv, root)
+    assert "trio" not in loaded
+    # pyzmq's monitor helper pulls in asyncio; the blocking client is to read monitor events
+    # without it, and once it does the asyncio import must be gone with it.
+    assert "asyncio" not in loaded or "zmq.utils.monitor" in loaded
 
 
 def test_light_commands_import_no_heavy_dependencies(root):

@@ -38,3 +38,39 @@ def test_a_command_parses_to_its_own_words():
     assert parser.parse_args(["-p", "x", "gateway"]).command_words == "gateway"
     assert parser.parse_args(["logs", "update", "--all"]).command_words == "logs update"
     assert getattr(parser.parse_args([]), "command_words", None) is None
+
+
+def built(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The command paths whose parsers exist now, found without building any more of them."""
+    found = {words}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in dict.items(action.choices):  # the raw table: no lookup, no build
+                if isinstance(child, argparse.ArgumentParser):
+                    found |= built(child, (*words, name))
+    return found
+
+
+def test_parsing_a_command_builds_only_the_parsers_on_its_way():
+    parser = build_top_level_parser()
+    assert built(parser) == {()}
+    assert parser.parse_args(["-p", "x", "gateway", "status", "--json"]).command_words == "gateway status"
+    assert built(parser) == {(), ("gateway",), ("gateway", "status")}
+    assert parser.parse_args(["doctor"]).command_words == "doctor"
+    assert built(parser) == {(), ("gateway",), ("gateway", "status"), ("doctor",)}
+
+
+def test_help_lists_every_command_without_building_one(capsys):
+    parser = build_top_level_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in ("profile", "doctor", "gateway", "mesh", "update", "auth", "demo"))
+    assert built(parser) == {()}
+
+
+def test_an_unknown_command_is_a_usage_error_naming_the_choices(capsys):
+    with pytest.raises(SystemExit) as exited:
+        build_top_level_parser().parse_args(["gateway", "bogus"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'bogus'" in capsys.readouterr().err
