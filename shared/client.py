@@ -17,21 +17,22 @@ from __future__ import annotations
 import collections
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 import zmq
-from zmq.utils.monitor import parse_monitor_message
 
-from shared import protocol
+from shared import protocol, zmq_monitor
 from shared.call_rules import (
     DEFAULT_RETRY,
+    HANDSHAKE_EVENTS,
     REPLY_GRACE,
     RetryPolicy,
     encode_call,
+    handshake_failure,
     ipc_unreachable,
     reply_frame,
     request_ids,
@@ -113,6 +114,7 @@ class _Connection:
     scope: trio.CancelScope
     pending: dict[str, _Mailbox] = field(default_factory=dict)
     busy: trio.Event = field(default_factory=trio.Event)  # set while calls are pending
+    failed: RemoteError | None = None  # a handshake failure seen while no call was pending
 
 
 class Client:
@@ -126,8 +128,10 @@ class Client:
         window: tuple[int, int],
         max_frame: int,
         retry: RetryPolicy,
+        options: Iterable[tuple[int, Any]] = (),
     ):
         self.address = address
+        self._options = list(options)
         self._nursery = nursery
         self._window = window
         self._max_frame = max_frame
@@ -167,6 +171,9 @@ class Client:
         request_id = self._next_id()
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
         conn = await self._connection()
+        if conn.failed is not None:
+            self._reset(conn)
+            raise conn.failed
         mailbox = _Mailbox(spec, trio.current_time() + budget + REPLY_GRACE)
         conn.pending[request_id] = mailbox
         if not conn.busy.is_set():
@@ -199,7 +206,11 @@ class Client:
     async def _run_connection(self, *, task_status: trio.TaskStatus[_Connection]) -> None:
         with trio.CancelScope() as scope:
             async with open_socket(
-                zmq.DEALER, connect=[self.address], max_frame=self._max_frame, monitor=zmq.EVENT_DISCONNECTED
+                zmq.DEALER,
+                connect=[self.address],
+                max_frame=self._max_frame,
+                monitor=zmq.EVENT_DISCONNECTED | HANDSHAKE_EVENTS,
+                options=self._options,
             ) as sock:
                 conn = _Connection(sock, scope)
                 async with trio.open_nursery() as nursery:
@@ -238,7 +249,20 @@ class Client:
     async def _watch_peer(self, conn: _Connection) -> None:
         assert conn.sock.events is not None
         async for parts in conn.sock.events:
-            if parse_monitor_message(parts)["event"] != zmq.EVENT_DISCONNECTED:
+            try:
+                event, _, _ = zmq_monitor.parse(parts)
+            except zmq_monitor.BadMonitorFrame:
+                continue
+            failure = handshake_failure(event, self.address)
+            if failure is not None:  # libzmq would retry it for ever: fail every call now
+                conn.failed = failure
+                for mailbox in conn.pending.values():
+                    mailbox.fail(failure)
+                if conn.pending:
+                    self._reset(conn)
+                    return
+                continue
+            if event != zmq.EVENT_DISCONNECTED:
                 continue
             with trio.move_on_after(LAST_ANSWERS_SECONDS):
                 await conn.sock.wait_input_consumed()  # what the service answered before it left
@@ -282,9 +306,10 @@ async def open_client(
     window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
     max_frame: int = protocol.MAX_FRAME_BYTES,
     retry: RetryPolicy = DEFAULT_RETRY,
+    options: Iterable[tuple[int, Any]] = (),
 ) -> AsyncIterator[Client]:
     async with trio.open_nursery() as nursery:
-        client = Client(address, nursery, window=window, max_frame=max_frame, retry=retry)
+        client = Client(address, nursery, window=window, max_frame=max_frame, retry=retry, options=options)
         try:
             yield client
         finally:

@@ -9,7 +9,7 @@ handler that raises answers ``internal_error`` without taking the service down.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,7 @@ class Service:
         window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
         max_frame: int = protocol.MAX_FRAME_BYTES,
         info: Callable[[], dict[str, Any]] | None = None,
+        options: Iterable[tuple[int, Any]] = (),
     ):
         if address.startswith("ipc://") and lock_path is None and lock is None:
             raise ValueError("an ipc:// endpoint needs a lock file")
@@ -87,6 +88,7 @@ class Service:
         self._window = window
         self._max_frame = max_frame
         self._info = info
+        self._options = list(options)  # set before the bind: CURVE on tcp:// endpoints
         self._handlers: dict[str, tuple[OpSpec, Handler]] = {}
         self._specs: dict[str, OpSpec] = {}
         self._calls: set[trio.CancelScope] = set()
@@ -155,7 +157,11 @@ class Service:
             self._lock.acquire()
         try:
             async with open_socket(
-                zmq.ROUTER, bind=[self.address], max_frame=self._max_frame, close_linger_ms=1000
+                zmq.ROUTER,
+                bind=[self.address],
+                max_frame=self._max_frame,
+                close_linger_ms=1000,
+                options=self._options,
             ) as sock:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._receive_loop, sock, nursery)

@@ -9,37 +9,48 @@ the disconnect), after reading every answer the service did send.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import parse_monitor_message
 
-from shared import protocol
+from shared import protocol, zmq_monitor
 from shared.call_rules import (
     DEFAULT_RETRY,
+    HANDSHAKE_EVENTS,
     REPLY_GRACE,
     RetryPolicy,
     encode_call,
+    handshake_failure,
     ipc_unreachable,
     reply_frame,
     request_ids,
 )
+from shared.curve import refuse_plaintext
+from shared.errors import HermesError
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
 
 
 @dataclass(frozen=True)
 class _Connection:
     sock: zmq.Socket[Any]
-    monitor: zmq.Socket[Any]  # reports the service's disconnects
+    monitor: zmq.Socket[Any]  # reports the service's disconnects and failed handshakes
 
 
-def _peer_left(monitor: zmq.Socket[Any]) -> bool:
-    """Whether the monitor reported a disconnect (reading what it reported)."""
+def _peer_left(monitor: zmq.Socket[Any], address: str) -> bool:
+    """Whether the monitor reported a disconnect (reading what it reported); a failed
+    handshake raises its typed error at once, since libzmq would retry it for ever."""
     left = False
     while monitor.poll(0):
-        left |= parse_monitor_message(monitor.recv_multipart())["event"] == zmq.EVENT_DISCONNECTED
+        try:
+            event, _, _ = zmq_monitor.parse(monitor.recv_multipart())
+        except zmq_monitor.BadMonitorFrame:
+            continue
+        failure = handshake_failure(event, address)
+        if failure is not None:
+            raise failure
+        left |= event == zmq.EVENT_DISCONNECTED
     return left
 
 
@@ -51,7 +62,12 @@ class SyncClient:
         window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
         max_frame: int = protocol.MAX_FRAME_BYTES,
         retry: RetryPolicy = DEFAULT_RETRY,
+        options: Iterable[tuple[int, Any]] = (),
     ):
+        """``options`` are ``(zmq option, value)`` pairs set before the connect: the CURVE
+        options a tcp:// address must have (``shared.curve.client_options``)."""
+        self._options = list(options)
+        refuse_plaintext([address], self._options)
         self.address = address
         self._window = window
         self._max_frame = max_frame
@@ -99,10 +115,19 @@ class SyncClient:
             sock: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
-            monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            for option, value in self._options:
+                sock.setsockopt(option, value)
+            monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | HANDSHAKE_EVENTS)
             sock.connect(self.address)
             self._conn = _Connection(sock, monitor)
         return self._conn
+
+    def _peer_left(self, conn: _Connection) -> bool:
+        try:
+            return _peer_left(conn.monitor, self.address)
+        except RemoteError:
+            self.close()  # never let libzmq go on retrying a handshake that cannot succeed
+            raise
 
     def _attempt(
         self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None
@@ -113,7 +138,7 @@ class SyncClient:
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
         conn = self._connection()
         sock = conn.sock
-        _peer_left(conn.monitor)  # a disconnect before this request is not this request's
+        self._peer_left(conn)  # a disconnect before this request is not this request's
         deadline = time.monotonic() + budget + REPLY_GRACE
         try:
             if not _wait(sock, zmq.POLLOUT, deadline):
@@ -145,7 +170,7 @@ class SyncClient:
                         detail={"op": spec.name},
                     )
                 if sock not in ready:
-                    gone = _peer_left(conn.monitor)
+                    gone = self._peer_left(conn)
                     continue
             frame = reply_frame(sock.recv_multipart(zmq.NOBLOCK), self.address)
             if frame is None:
@@ -187,18 +212,27 @@ def call_all(
     timeout: float,
     window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
     max_frame: int = protocol.MAX_FRAME_BYTES,
+    options: Mapping[str, Iterable[tuple[int, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The same call to many services at once, from one thread: every request goes out
     first, then the answers are taken as they arrive, all within one deadline. Each
-    address maps to its result or to the ``RemoteError`` it ended with. No retries."""
+    address maps to its result or to the ``RemoteError`` it ended with. No retries.
+    ``options`` maps an address to its socket options (CURVE, for tcp:// addresses)."""
     context: zmq.Context[zmq.Socket[Any]] = zmq.Context.instance()
     next_id = request_ids()
     outcomes: dict[str, Any] = {}
     opened: list[zmq.Socket] = []
     waiting: dict[zmq.Socket, tuple[str, str]] = {}
+    monitors: dict[zmq.Socket, zmq.Socket] = {}  # a monitor -> the socket whose handshakes it watches
     poller = zmq.Poller()
     try:
         for address in addresses:
+            socket_options = list((options or {}).get(address, ()))
+            try:
+                refuse_plaintext([address], socket_options)
+            except HermesError as exc:
+                outcomes[address] = RemoteError(exc.code, exc.message)
+                continue
             if ipc_unreachable(address):
                 outcomes[address] = RemoteError(Code.UNAVAILABLE, f"no service is listening at {address}")
                 continue
@@ -212,6 +246,13 @@ def call_all(
             opened.append(sock)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, max_frame * protocol.TRANSPORT_SIZE_FACTOR)
+            for option, value in socket_options:
+                sock.setsockopt(option, value)
+            if socket_options:
+                monitor = sock.get_monitor_socket(HANDSHAKE_EVENTS)
+                opened.append(monitor)
+                monitors[monitor] = sock
+                poller.register(monitor, zmq.POLLIN)
             sock.connect(address)
             sock.send(raw, zmq.NOBLOCK)  # the request waits in the pipe for the connection
             waiting[sock] = (address, request_id)
@@ -221,8 +262,20 @@ def call_all(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            for sock, _ in poller.poll(int(remaining * 1000) + 1):
+            for ready, _ in poller.poll(int(remaining * 1000) + 1):
+                sock = monitors.get(ready, ready)
+                if sock not in waiting:
+                    poller.unregister(ready)
+                    continue
                 address, request_id = waiting[sock]
+                if ready is not sock:
+                    try:
+                        _peer_left(ready, address)
+                    except RemoteError as exc:
+                        outcomes[address] = exc
+                        poller.unregister(sock)
+                        del waiting[sock]
+                    continue
                 answer = _take_answer(sock, address, request_id, window, max_frame)
                 if answer is _NO_ANSWER:
                     continue
@@ -232,7 +285,9 @@ def call_all(
         for address, _ in waiting.values():
             outcomes[address] = RemoteError(Code.TIMEOUT, f"no answer to {spec.name!r} from {address} in time")
     finally:
-        for sock in opened:
+        for sock in monitors.values():
+            sock.disable_monitor()
+        for sock in reversed(opened):
             sock.close(linger=0)
     return outcomes
 

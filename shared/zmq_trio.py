@@ -26,6 +26,7 @@ from typing import Any, cast
 import trio
 import zmq
 
+from shared.curve import refuse_plaintext
 from shared.protocol import MAX_FRAME_BYTES, TRANSPORT_SIZE_FACTOR
 
 log = logging.getLogger(__name__)
@@ -311,7 +312,7 @@ async def open_socket(
 
     ``monitor`` is a mask of zmq socket events (``zmq.EVENT_DISCONNECTED`` ...); with it the
     socket's ``events`` is a second ``Socket`` that receives them, watched from before the
-    first connect so none is missed. Parse them with ``zmq.utils.monitor``.
+    first connect so none is missed. Parse them with ``shared.zmq_monitor``.
 
     ``options`` are ``(option, value)`` pairs set before any bind or connect (a SUB's
     ``SUBSCRIBE`` goes here: once the pump runs, no other task touches the socket).
@@ -319,6 +320,8 @@ async def open_socket(
     ``close_linger_ms`` lets a service that is shutting down give its last replies time to
     leave; sockets are created with ``LINGER`` 0 so an abandoned socket never blocks exit.
     """
+    bind, connect, options = list(bind), list(connect), list(options)
+    refuse_plaintext([*bind, *connect], options)  # a tcp:// socket is CURVE or nothing
     zsock: zmq.Socket[Any] = zmq.Context.instance().socket(sock_type)
     sock: Socket | None = None
     events: Socket | None = None
