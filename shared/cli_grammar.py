@@ -198,3 +198,22 @@ def _mesh_commands(commands) -> None:
     up.add_argument("--profiles", metavar="A,B,...", help="profiles to run gateways for (default: all)")
     _command(actions, "mesh down", "stop the mesh; nothing is left running")
     _command(actions, "mesh status", "the mesh's supervisor and its programs")
+    keys = actions.add_parser("keys", help="the CURVE keys of TCP endpoints (public keys only are shown)")
+    _profile_option(keys, top=False)
+    key_actions = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    _command(key_actions, "mesh keys init", "create the keys that are missing (never overwrites)")
+    _command(key_actions, "mesh keys show", "this install's public keys and the keys it accepts and trusts")
+    authorize = _command(
+        key_actions, "mesh keys authorize", "accept a client's public key (or, with --server, trust a server's)"
+    )
+    authorize.add_argument("name", help="a name for the key (a-z, 0-9, '_', '-'; a server's: SERVICE[@PROFILE])")
+    authorize.add_argument("key", help="the public key: 40 characters of Z85")
+    authorize.add_argument("--server", action="store_true", help="a server's public key that clients trust")
+    revoke = _command(key_actions, "mesh keys revoke", "stop accepting a client's key (or trusting a server's)")
+    revoke.add_argument("name", help="the key's name")
+    revoke.add_argument("--server", action="store_true", help="a trusted server's key")
+    rotate = _command(key_actions, "mesh keys rotate", "replace the client keypair, or a service's")
+    rotate.add_argument(
+        "--service", metavar="NAME", action="append", default=[], help="a service's keypair (SERVICE[@PROFILE])"
+    )
+    rotate.add_argument("--client", action="store_true", help="the client keypair (the default without --service)")

@@ -158,6 +158,8 @@ def _ensure_dir(path: Path) -> Path:
         os.mkdir(path, DIR_MODE)
     except FileExistsError:
         pass
+    except OSError as exc:
+        raise CurveKeyUnsafe(f"cannot create {path}: {exc.strerror or exc}", detail={"path": str(path)}) from None
     else:
         os.chmod(path, DIR_MODE)  # the umask may have taken owner bits away
     _check(path, directory=True)
@@ -166,6 +168,8 @@ def _ensure_dir(path: Path) -> Path:
 
 def _dirs(root: Path) -> Path:
     top = store(root)
+    if not top.parent.parent.exists():
+        top.parent.parent.mkdir(mode=DIR_MODE, parents=True)  # a new install's root home
     _ensure_dir(top.parent)
     _ensure_dir(top)
     for sub in ("server", "authorized", "servers"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -27,9 +27,12 @@ from shared.call_rules import (
     reply_frame,
     request_ids,
 )
-from shared.curve import refuse_plaintext
+from shared.curve import client_options, refuse_plaintext
 from shared.errors import HermesError
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
+
+if TYPE_CHECKING:
+    from shared.homes import Endpoint
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,11 @@ def _peer_left(monitor: zmq.Socket[Any], address: str) -> bool:
             raise failure
         left |= event == zmq.EVENT_DISCONNECTED
     return left
+
+
+def connect(endpoint: Endpoint, **options: Any) -> SyncClient:
+    """A client of ``endpoint``'s control socket, with the CURVE options a TCP endpoint needs."""
+    return SyncClient(endpoint.control, options=client_options(endpoint), **options)
 
 
 class SyncClient:

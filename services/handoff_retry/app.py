@@ -18,6 +18,7 @@ import trio
 
 from nous.guest_handoff import attempts, records, rules
 from services.handoff_retry import ops
+from shared import curve
 from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
@@ -37,7 +38,13 @@ class HandoffWorker:
         self._wake = trio.Event()
         self._next_tick: float | None = None
         self._draining = trio.Lock()
-        self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"root": str(self.root)})
+        self.service = Service(
+            ops.SERVICE,
+            endpoint.bind_control,
+            lock=lock,
+            options=curve.server_options(endpoint),
+            info=lambda: {"root": str(self.root)},
+        )
         self.service.add(ops.STATUS, self._status)
         self.service.add(ops.HANDOFF_STATUS, self._handoff_status)
         self.service.add(ops.DRAIN, self._drain_op)

@@ -19,7 +19,7 @@ import zmq
 
 from services.hook_reporter import ops
 from services.hook_reporter.checks import identity_refusal, launch_refusal
-from shared import operator_daemon, protocol
+from shared import curve, operator_daemon, protocol
 from shared.call_rules import NO_RETRY
 from shared.client import open_client
 from shared.homes import Endpoint
@@ -48,7 +48,13 @@ class HookReporter:
         self.forwarded = 0
         self.dropped: Counter[str] = Counter()
         self._send, self._queue = trio.open_memory_channel[Report](QUEUE)
-        self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"intake": self.intake})
+        self.service = Service(
+            ops.SERVICE,
+            endpoint.bind_control,
+            lock=lock,
+            options=curve.server_options(endpoint),
+            info=lambda: {"intake": self.intake},
+        )
         self.service.add(ops.STATUS, self._status)
         self.service.add(ops.CHECK, self._check)
 

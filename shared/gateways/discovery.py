@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from shared import homes
 from shared.command_lines import looks_like_gateway_command_line
+from shared.curve import client_options
 from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
 from shared.identity import ProcessIdentity, is_alive, process_identity
@@ -91,6 +92,7 @@ def _order(record: GatewayRecord) -> tuple[bool, str, int, int]:
 def _ask_all(profile_homes: Mapping[str, Path], timeout: float) -> dict[str, Any]:
     """STATUS from every profile's gateway at once; profile -> answer (or RemoteError)."""
     addresses: dict[str, str] = {}
+    options: dict[str, Any] = {}
     for name, home in profile_homes.items():
         try:
             endpoint = homes.endpoint(home, ops.SERVICE, create=False)
@@ -100,7 +102,8 @@ def _ask_all(profile_homes: Mapping[str, Path], timeout: float) -> dict[str, Any
         # would make the client wait out its whole timeout for nobody; the lock says so at once.
         if _lock_held(endpoint.lock_path):
             addresses[name] = endpoint.control
-    outcomes = call_all(list(addresses.values()), ops.STATUS, timeout=timeout)
+            options[endpoint.control] = client_options(endpoint)
+    outcomes = call_all(list(addresses.values()), ops.STATUS, timeout=timeout, options=options)
     return {name: outcomes.get(address) for name, address in addresses.items()}
 
 
