@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,10 @@ def _serve(sock: zmq.Socket[Any]) -> None:
             parts = sock.recv_multipart()
         except zmq.ContextTerminated:
             return
+        with _lock:
+            domains = dict(_domains)
         try:
-            reply = answer(parts)
+            reply = answer(parts, domains)
         except Exception:  # a handler that dies lets every handshake hang: answer, keep going
             log.exception("zap: failed to judge a request")
             reply = _reply(parts[1] if len(parts) > 1 else b"", b"500", b"internal error")
@@ -65,15 +68,15 @@ def _reply(request_id: bytes, status: bytes, text: bytes, user: bytes = b"") -> 
     return [_VERSION, request_id, status, text, user, b""]
 
 
-def answer(parts: list[bytes]) -> list[bytes]:
-    """The ZAP reply to one request: 200 for an authorized CURVE key, else 400 or 500."""
+def answer(parts: list[bytes], domains: Mapping[str, Path]) -> list[bytes]:
+    """The ZAP reply to one request: 200 for a CURVE key authorized in the install that
+    ``domains`` maps the request's domain to, else 400 or 500."""
     if len(parts) < 6 or parts[0] != _VERSION:
         return _reply(parts[1] if len(parts) > 1 else b"", b"500", b"malformed ZAP request")
     _, request_id, domain, _address, _identity, mechanism, *credentials = parts
     if len(request_id) > 255:
         return _reply(b"", b"500", b"malformed ZAP request")
-    with _lock:
-        root = _domains.get(domain.decode("utf-8", "replace"))
+    root = domains.get(domain.decode("utf-8", "replace"))
     if root is None:
         log.warning("zap: DENIED a handshake for an unknown domain")
         return _reply(request_id, b"400", b"unknown domain")

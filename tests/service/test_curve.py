@@ -33,8 +33,7 @@ def install(tmp_path):
 @pytest.fixture
 async def served(nursery, install):
     root, ep = install
-    service = build_service(ep.bind_control, None)
-    service._options = curve.server_options(ep)
+    service = build_service(ep.bind_control, ep.lock_path, options=curve.server_options(ep))
     await nursery.start(service.serve)
     yield root, ep
     service.stop(grace=0)
