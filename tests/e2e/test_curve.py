@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import time
 
 import pytest
@@ -14,7 +15,7 @@ from shared import curve, curve_keys, homes
 from shared.gateways import ops
 from shared.protocol import Code, RemoteError
 from shared.sync_client import SyncClient, connect
-from tests.support.cli import hermes, hermes_json
+from tests.support.cli import HERMES, hermes, hermes_json
 from tests.support.processes import GatewayProcess, python_env
 from tests.support.tcp import free_port_pair, tcp_env
 
@@ -110,3 +111,21 @@ def test_a_gateway_on_tcp_without_keys_refuses_to_start(root):
     ep = homes.endpoint(root, "gateway", env=tcp_env("gateway", port))
     with pytest.raises(curve_keys.CurveKeyMissing):
         curve.client_options(ep)
+
+
+def test_rotating_the_client_key_during_a_stream_of_calls_loses_none(root, tcp_gateway):
+    gateway, env, ep = tcp_gateway
+    answers = []
+    rotations = 0
+    while rotations < 3 or len(answers) < 30:
+        with connect(ep) as client:
+            answers.append(client.call(ops.PING, timeout=CALL_TIMEOUT))
+        if len(answers) % 10 == 0 and rotations < 3:
+            rotator = subprocess.Popen([*HERMES, "mesh", "keys", "rotate"], env=python_env(HERMES_HOME=str(root)))
+            while rotator.poll() is None:  # calls go on while the CLI swaps the keys
+                with connect(ep) as client:
+                    answers.append(client.call(ops.PING, timeout=CALL_TIMEOUT))
+            assert rotator.wait(timeout=60) == 0
+            rotations += 1
+    assert all(answer == {"pong": True, "pid": gateway.pid} for answer in answers)
+    assert set(curve_keys.public_keys(root, "authorized")) == {"local"}

@@ -13,6 +13,7 @@ from shared import curve, curve_keys, homes, zap
 from shared.client import open_client
 from shared.curve import PlaintextRefused
 from shared.protocol import Code, RemoteError
+from shared.pubsub import open_publisher, open_subscriber
 from shared.service import HELLO, Service
 from shared.sync_client import SyncClient, call_all
 from shared.zmq_trio import open_socket
@@ -193,3 +194,18 @@ async def test_malformed_zap_requests_do_not_kill_the_handler(served):
     finally:
         req.close()
     assert await trio.to_thread.run_sync(_echo_over_sync, ep) == "hi"
+
+
+async def test_events_flow_over_curve_to_an_authorized_subscriber(install):
+    root, ep = install
+    async with (
+        open_publisher(ep.bind_events, options=curve.server_options(ep)) as publisher,
+        open_subscriber(ep.events, options=curve.client_options(ep)) as subscriber,
+    ):
+        with trio.fail_after(CALL_TIMEOUT):
+            while True:  # a subscriber that joins late misses what went before: publish until one lands
+                publisher.publish("state", {"n": 1})
+                with trio.move_on_after(0.05):
+                    event = await subscriber.receive()
+                    break
+    assert (event.topic, event.event) == ("state", {"n": 1})
