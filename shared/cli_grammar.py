@@ -217,3 +217,6 @@ def _mesh_commands(commands) -> None:
         "--service", metavar="NAME", action="append", default=[], help="a service's keypair (SERVICE[@PROFILE])"
     )
     rotate.add_argument("--client", action="store_true", help="the client keypair (the default without --service)")
+    rotate.add_argument(
+        "--grace", type=float, metavar="SECONDS", help="how long the old client key is still accepted (default 5)"
+    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -31,7 +32,11 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}(@[a-z0-9][a-z0-9_-]{0,63})?")
 _Z85 = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
 # The name init authorizes this install's own client under.
 LOCAL_CLIENT = "local"
-_NEXT_CLIENT = "local-next"
+# Where the old client key stays authorized while a rotation is under way.
+_PREVIOUS_CLIENT = "local-previous"
+# How long a rotation keeps the old client key: a client reads its key just before it connects.
+ROTATION_GRACE = 5.0
+MAX_ROTATION_GRACE = 60.0
 
 
 class CurveKeyInvalid(HermesError):
@@ -221,20 +226,23 @@ def remove_public(root: Path, sub: str, name: str) -> None:
         raise CurveKeyUnknown(f"no key named {name!r} in {sub}/", detail={"name": name}) from None
 
 
-def rotate_client(root: Path) -> bytes:
-    """Replace the client keypair so that no handshake is refused on the way: the new public
-    key is authorized first, then the secret is swapped, and only then is the old public key
-    retired. Returns the new public key."""
-    _check_dirs(root, "authorized")
-    top = store(root)
-    client_secret(root)  # refuse to rotate what was never made (or is unsafe)
+def rotate_client(root: Path, *, grace: float = ROTATION_GRACE) -> bytes:
+    """Replace the client keypair so that no handshake is refused on the way: the old public
+    key is kept authorized (as ``local-previous``) and the new one authorized (as ``local``)
+    before the secret is swapped; the old one is retired ``grace`` seconds later, once the
+    clients that read the old secret just before the swap have made their handshake.
+    Returns the new public key."""
+    authorized = _check_dirs(root, "authorized")
+    old = client_secret(root)  # refuse to rotate what was never made (or is unsafe)
+    if not 0 <= grace <= MAX_ROTATION_GRACE:
+        raise CurveKeyInvalid(f"the grace is 0 to {MAX_ROTATION_GRACE:g} seconds, not {grace!r}")
     secret = zmq.curve_keypair()[1]
-    public = public_of(secret)
-    _write_key(top / "authorized" / f"{_NEXT_CLIENT}.key", public)
-    _write_key(top / "client.key_secret", secret)
-    _write_key(top / "authorized" / f"{LOCAL_CLIENT}.key", public)
-    os.unlink(top / "authorized" / f"{_NEXT_CLIENT}.key")
-    return public
+    _write_key(authorized / f"{_PREVIOUS_CLIENT}.key", public_of(old))
+    _write_key(authorized / f"{LOCAL_CLIENT}.key", public_of(secret))
+    _write_key(store(root) / "client.key_secret", secret)
+    time.sleep(grace)
+    os.unlink(authorized / f"{_PREVIOUS_CLIENT}.key")
+    return public_of(secret)
 
 
 def rotate_server(root: Path, name: str) -> bytes:

@@ -6,7 +6,8 @@ first ``register``. Each CURVE service sets its own ``ZAP_DOMAIN``; the registry
 domain to the install whose ``authorized/`` directory decides. The directory is read for
 every handshake, so a revoked key is refused at its next handshake; a connection already
 established is kept until it reconnects. Every request is validated: a malformed one gets a
-500 (or 400) answer and the thread keeps serving. The log names keys by their file name only.
+500 (or 400) answer and the thread keeps serving. The log names keys by their file name only,
+and says "allowed" at info level once per key and domain (a client may connect per call).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ _VERSION = b"1.0"
 _lock = threading.Lock()
 _domains: dict[str, Path] = {}
 _thread: threading.Thread | None = None
+# (domain, key name) already logged as allowed at info level: as many as there are key files.
+_allowed: set[tuple[bytes, str]] = set()
 
 
 def register(domain: str, root: Path) -> None:
@@ -93,7 +96,10 @@ def answer(parts: list[bytes], domains: Mapping[str, Path]) -> list[bytes]:
         authorized = {}
     for name, key in authorized.items():
         if key == public:
-            log.info("zap: ALLOWED client key %r in %s", name, domain.decode("utf-8", "replace"))
+            # A client may connect once per call: the first handshake of each key is enough at info.
+            level = logging.DEBUG if (domain, name) in _allowed else logging.INFO
+            _allowed.add((domain, name))
+            log.log(level, "zap: ALLOWED client key %r in %s", name, domain.decode("utf-8", "replace"))
             return _reply(request_id, b"200", b"OK", name.encode())
     log.warning("zap: DENIED an unknown client key in %s", domain.decode("utf-8", "replace"))
     return _reply(request_id, b"400", b"unknown key")

@@ -85,7 +85,8 @@ def cmd_rotate(args) -> int:
     root = homes.root_home()
     rotated: dict[str, str] = {}
     if args.client or not args.service:
-        rotated["client"] = curve_keys.rotate_client(root).decode()
+        grace = curve_keys.ROTATION_GRACE if args.grace is None else args.grace
+        rotated["client"] = curve_keys.rotate_client(root, grace=grace).decode()
     for name in args.service:
         curve_keys.validate_name(name)
         rotated[name] = curve_keys.rotate_server(root, name).decode()

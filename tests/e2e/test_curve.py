@@ -48,7 +48,7 @@ def test_mesh_keys_commands_never_print_a_secret(root):
     assert run("authorize", "laptop", "too-short", code=2)["error"]["code"] == "curve_key_invalid"
     assert run("revoke", "nobody", code=2)["error"]["code"] == "curve_key_unknown"
     assert run("revoke", "laptop") == {"removed": "laptop", "from": "authorized"}
-    rotated = run("rotate", "--client", "--service", "updater")["rotated"]
+    rotated = run("rotate", "--client", "--service", "updater", "--grace", "0")["rotated"]
     shown = run("show")
     assert shown["client"] == rotated["client"] == shown["authorized"]["local"]
     assert shown["servers"]["updater"] == rotated["updater"] == shown["services"]["updater"]
@@ -121,7 +121,9 @@ def test_rotating_the_client_key_during_a_stream_of_calls_loses_none(root, tcp_g
         with connect(ep) as client:
             answers.append(client.call(ops.PING, timeout=CALL_TIMEOUT))
         if len(answers) % 10 == 0 and rotations < 3:
-            rotator = subprocess.Popen([*HERMES, "mesh", "keys", "rotate"], env=python_env(HERMES_HOME=str(root)))
+            rotator = subprocess.Popen(
+                [*HERMES, "mesh", "keys", "rotate", "--grace", "2"], env=python_env(HERMES_HOME=str(root))
+            )
             while rotator.poll() is None:  # calls go on while the CLI swaps the keys
                 with connect(ep) as client:
                     answers.append(client.call(ops.PING, timeout=CALL_TIMEOUT))

@@ -124,9 +124,9 @@ async def test_client_rotation_during_a_stream_of_calls_loses_none(served):
         for n in range(60):
             answers.append(_echo_over_sync(ep))
             if n == 20:
-                curve_keys.rotate_client(root)
+                curve_keys.rotate_client(root, grace=0)
             if n == 40:
-                curve_keys.rotate_client(root)
+                curve_keys.rotate_client(root, grace=0)
 
     old = curve_keys.public_keys(root, "authorized")
     await trio.to_thread.run_sync(stream)
