@@ -31,6 +31,8 @@ REFUSAL_CODES = frozenset(
         "unsupported_scope",
         "skin_not_found",
         "skin_invalid",
+        "curve_key_invalid",
+        "curve_key_unknown",
     }
 )
 

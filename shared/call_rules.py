@@ -15,6 +15,8 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import zmq
+
 from shared import protocol
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
 
@@ -81,6 +83,28 @@ def ipc_unreachable(address: str) -> bool:
         return False
     finally:
         probe.close()
+
+
+# Monitor events that end a connection attempt for good: retrying cannot change the keys.
+HANDSHAKE_EVENTS = (
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+)
+
+
+def handshake_failure(event: int, address: str) -> RemoteError | None:
+    """The typed error a failed handshake event means, or None for any other event.
+
+    libzmq reports a server key we do not match only as "no detail" (and would retry it for
+    ever); a refusal by the service's ZAP handler is "auth"."""
+    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return RemoteError(Code.AUTH_FAILED, f"the service at {address} refused this client's CURVE key")
+    if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        return RemoteError(
+            Code.SERVER_KEY_MISMATCH, f"the service at {address} does not hold the server key this client trusts"
+        )
+    if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        return RemoteError(Code.HANDSHAKE_FAILED, f"the handshake with {address} failed (is it a CURVE service?)")
+    return None
 
 
 def encode_call(

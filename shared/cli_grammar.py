@@ -325,3 +325,34 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
     )
     _command(actions, "mesh down", "stop the mesh; nothing is left running")
     _command(actions, "mesh status", "the mesh's supervisor and its programs")
+    _group(actions, "keys", "the CURVE keys of TCP endpoints (public keys only are shown)", _mesh_keys_actions)
+
+
+def _mesh_keys_actions(keys: argparse.ArgumentParser) -> None:
+    actions = _commands(keys, "keys_command", "ACTION")
+    _command(actions, "mesh keys init", "create the keys that are missing (never overwrites)")
+    _command(actions, "mesh keys show", "this install's public keys and the keys it accepts and trusts")
+
+    def authorize(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", help="a name for the key (a-z, 0-9, '_', '-'; a server's: SERVICE[@PROFILE])")
+        p.add_argument("key", help="the public key: 40 characters of Z85")
+        p.add_argument("--server", action="store_true", help="a server's public key that clients trust")
+
+    def revoke(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", help="the key's name")
+        p.add_argument("--server", action="store_true", help="a trusted server's key")
+
+    def rotate(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--service", metavar="NAME", action="append", default=[], help="a service's keypair (SERVICE[@PROFILE])"
+        )
+        p.add_argument("--client", action="store_true", help="the client keypair (the default without --service)")
+        p.add_argument(
+            "--grace", type=float, metavar="SECONDS", help="how long the old client key is still accepted (default 5)"
+        )
+
+    _command(
+        actions, "mesh keys authorize", "accept a client's public key (or, with --server, trust a server's)", authorize
+    )
+    _command(actions, "mesh keys revoke", "stop accepting a client's key (or trusting a server's)", revoke)
+    _command(actions, "mesh keys rotate", "replace the client keypair, or a service's", rotate)

@@ -26,14 +26,15 @@ from typing import Any
 
 import trio
 import zmq
-from zmq.utils.monitor import parse_monitor_message
 
-from shared import protocol
+from shared import protocol, zmq_monitor
 from shared.call_rules import (
     DEFAULT_RETRY,
+    HANDSHAKE_EVENTS,
     REPLY_GRACE,
     RetryPolicy,
     encode_call,
+    handshake_failure,
     ipc_unreachable,
     reply_frame,
     request_ids,
@@ -48,7 +49,7 @@ EventCallback = Callable[[Any], Any]
 # How late a deadline may be noticed; call timeouts are whole seconds or tenths.
 DEADLINE_RESOLUTION = 0.02
 # What the socket's monitor reports to ``Client._on_monitor``.
-MONITORED_EVENTS = zmq.EVENT_DISCONNECTED
+MONITORED_EVENTS = zmq.EVENT_DISCONNECTED | HANDSHAKE_EVENTS
 # Events a streaming call may have waiting before its consumer is judged stuck.
 MAX_PENDING_EVENTS = 1024
 
@@ -148,6 +149,7 @@ class _Connection:
     conduit: Conduit | None = None  # set once the socket is open
     pending: dict[str, _Mailbox] = field(default_factory=dict)
     busy: trio.Event = field(default_factory=trio.Event)  # set while calls are pending
+    failed: RemoteError | None = None  # a handshake failure seen while no call was pending
 
     def hand_over(self) -> None:
         """Wake one parked call to watch the socket: the one watching stopped."""
@@ -211,6 +213,9 @@ class Client:
         request_id = self._next_id()
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
         conn = await self._connection()
+        if conn.failed is not None:
+            self._reset(conn)
+            raise conn.failed
         mailbox = _Mailbox(spec, trio.current_time() + budget + REPLY_GRACE, conn)
         conn.pending[request_id] = mailbox
         if not conn.busy.is_set():
@@ -290,7 +295,18 @@ class Client:
 
     def _on_monitor(self, conn: _Connection, parts: Message) -> None:
         """What the socket's monitor reports, one event at a time."""
-        event = _monitor_event(parts)
+        try:
+            event, _, _ = zmq_monitor.parse(parts)
+        except zmq_monitor.BadMonitorFrame:
+            return
+        failure = handshake_failure(event, self.address)
+        if failure is not None:  # libzmq would retry it for ever: fail every call now
+            conn.failed = failure
+            for mailbox in conn.pending.values():
+                mailbox.fail(failure)
+            if conn.pending:
+                self._reset(conn)
+            return
         if event == zmq.EVENT_DISCONNECTED:
             assert conn.conduit is not None
             conn.conduit.take_input()  # what the service answered before it left
@@ -316,11 +332,6 @@ class Client:
     def close(self) -> None:
         if self._conn is not None:
             self._reset(self._conn)
-
-
-def _monitor_event(parts: Message) -> int:
-    """The event number of one message from a socket's monitor."""
-    return int(parse_monitor_message(parts)["event"])
 
 
 async def _deliver(on_event: EventCallback | None, payload: Any) -> None:

@@ -14,11 +14,12 @@ import re
 import stat
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shared.errors import HermesError
 from shared.home_env import DEFAULT_PROFILE, HOME_ENV, PROFILE_NAME, is_named_profile, resolve, root_home
+from shared.mesh_tcp import TcpAddress, tcp_address
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -207,17 +208,28 @@ def check_run_dir(home: Path) -> RunDirStatus:
     return _private_dir_status(Path(home) / "run")
 
 
-# --- IPC endpoints ------------------------------------------------------------------------------
+# --- endpoints ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Endpoint:
     service: str
     directory: Path
-    control: str  # ROUTER, "ipc://<directory>/<service>.ctl"
-    events: str  # PUB, "ipc://<directory>/<service>.pub"
+    control: str  # ROUTER, "ipc://<directory>/<service>.ctl", or where clients connect on TCP
+    events: str  # PUB, "ipc://<directory>/<service>.pub", or where subscribers connect on TCP
     lock_path: Path
     fallback: bool  # True when the home is too deep for a socket path and a short dir is used
+    key_name: str = ""  # "updater", "gateway" (default profile), "gateway@coder": its TCP and CURVE name
+    root: Path = Path()  # the install's root home, which holds its CURVE keys
+    tcp: TcpAddress | None = None  # set when the service is on TCP (and so CURVE)
+
+    @property
+    def bind_control(self) -> str:
+        return self.control if self.tcp is None else self.tcp.bind_control
+
+    @property
+    def bind_events(self) -> str:
+        return self.events if self.tcp is None else self.tcp.bind_events
 
 
 def endpoint(
@@ -227,9 +239,27 @@ def endpoint(
     create: bool = True,
     env: Mapping[str, str] | None = None,
 ) -> Endpoint:
-    """Where ``service`` of ``home`` binds. With ``create`` the directory is made and checked."""
+    """Where ``service`` of ``home`` binds. With ``create`` the directory is made and checked.
+
+    A service named in the TCP settings (``shared.mesh_tcp``) binds there instead of its ipc
+    sockets; its lock stays in the run directory."""
+    found = _ipc_endpoint(Path(home).absolute(), service, create=create, env=env)
+    root, profile = _root_and_profile(Path(home).absolute())
+    name = service if profile == DEFAULT_PROFILE or SERVICES[service] == "root" else f"{service}@{profile}"
+    tcp = tcp_address(root, name, env)
+    if tcp is None:
+        return replace(found, key_name=name, root=root)
+    return replace(found, control=tcp.control, events=tcp.events, key_name=name, root=root, tcp=tcp)
+
+
+def _root_and_profile(home: Path) -> tuple[Path, str]:
+    if home.parent.name == "profiles" and is_named_profile(home.name):
+        return home.parent.parent, home.name
+    return home, DEFAULT_PROFILE
+
+
+def _ipc_endpoint(home: Path, service: str, *, create: bool, env: Mapping[str, str] | None) -> Endpoint:
     _service_scope(service)
-    home = Path(home).absolute()
     run = home / "run"
     if _sockets_fit(run, service):
         directory = ensure_run_dir(home) if create else run

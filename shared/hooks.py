@@ -255,10 +255,11 @@ class HookClient:
 
 
 def intake_address(root: Path, env: Mapping[str, str] | None = None) -> str:
-    """Where the hook reporter of ``root`` takes reports: its control socket's path, ``.in``
-    for ``.ctl`` (the one definition the client and the reporter share)."""
-    control = homes.endpoint(root, "hook_reporter", create=False, env=env).control
-    return control.removesuffix(".ctl") + ".in"
+    """Where the hook reporter of ``root`` takes reports: ``hook_reporter.in`` in its endpoint's
+    directory, always ipc, even when its control socket is on TCP (the one definition the
+    client and the reporter share)."""
+    directory = homes.endpoint(root, "hook_reporter", create=False, env=env).directory
+    return f"ipc://{directory / 'hook_reporter.in'}"
 
 
 def _after_fork_in_child() -> None:

@@ -66,6 +66,9 @@ class Code:
     UNAVAILABLE = "unavailable"
     CONNECTION_RESET = "connection_reset"
     MALFORMED_REPLY = "malformed_reply"
+    AUTH_FAILED = "auth_failed"  # the service's ZAP handler refused our CURVE key
+    SERVER_KEY_MISMATCH = "server_key_mismatch"  # the service does not hold the key we trust
+    HANDSHAKE_FAILED = "handshake_failed"  # the peer broke the ZMTP/CURVE handshake
 
 
 class ProtocolError(HermesError):

@@ -55,9 +55,12 @@ class Publisher:
 
 
 @asynccontextmanager
-async def open_publisher(address: str, *, queue: int = 1024) -> AsyncIterator[Publisher]:
-    """Bind ``address``. For ipc endpoints the owning service's endpoint lock covers it."""
-    async with open_socket(zmq.PUB, bind=[address], outbound=queue, inbound=1) as sock:
+async def open_publisher(
+    address: str, *, queue: int = 1024, options: Iterable[tuple[int, Any]] = ()
+) -> AsyncIterator[Publisher]:
+    """Bind ``address``. For ipc endpoints the owning service's endpoint lock covers it.
+    ``options`` (set before the bind) carry CURVE for tcp:// endpoints."""
+    async with open_socket(zmq.PUB, bind=[address], outbound=queue, inbound=1, options=options) as sock:
         yield Publisher(sock)
 
 
@@ -107,9 +110,9 @@ class Subscriber:
 
 @asynccontextmanager
 async def open_subscriber(
-    address: str, topics: Iterable[str] = ("",), *, queue: int = 256
+    address: str, topics: Iterable[str] = ("",), *, queue: int = 256, options: Iterable[tuple[int, Any]] = ()
 ) -> AsyncIterator[Subscriber]:
     """Connect to a publisher and subscribe to ``topics`` (prefixes; "" is everything)."""
-    options = [(zmq.SUBSCRIBE, topic.encode()) for topic in topics]
+    options = [*options, *((zmq.SUBSCRIBE, topic.encode()) for topic in topics)]
     async with open_socket(zmq.SUB, connect=[address], inbound=queue, outbound=1, options=options) as sock:
         yield Subscriber(sock)

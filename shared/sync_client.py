@@ -9,38 +9,57 @@ the disconnect), after reading every answer the service did send.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
-from zmq.utils.monitor import parse_monitor_message
 
-from shared import protocol
+from shared import protocol, zmq_monitor
 from shared.call_rules import (
     DEFAULT_RETRY,
+    HANDSHAKE_EVENTS,
     REPLY_GRACE,
     RetryPolicy,
     encode_call,
+    handshake_failure,
     ipc_unreachable,
     reply_frame,
     request_ids,
 )
+from shared.curve import client_options, refuse_plaintext
+from shared.errors import HermesError
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
+
+if TYPE_CHECKING:
+    from shared.homes import Endpoint
 
 
 @dataclass(frozen=True)
 class _Connection:
     sock: zmq.Socket[Any]
-    monitor: zmq.Socket[Any]  # reports the service's disconnects
+    monitor: zmq.Socket[Any]  # reports the service's disconnects and failed handshakes
 
 
-def _peer_left(monitor: zmq.Socket[Any]) -> bool:
-    """Whether the monitor reported a disconnect (reading what it reported)."""
+def _peer_left(monitor: zmq.Socket[Any], address: str) -> bool:
+    """Whether the monitor reported a disconnect (reading what it reported); a failed
+    handshake raises its typed error at once, since libzmq would retry it for ever."""
     left = False
     while monitor.poll(0):
-        left |= parse_monitor_message(monitor.recv_multipart())["event"] == zmq.EVENT_DISCONNECTED
+        try:
+            event, _, _ = zmq_monitor.parse(monitor.recv_multipart())
+        except zmq_monitor.BadMonitorFrame:
+            continue
+        failure = handshake_failure(event, address)
+        if failure is not None:
+            raise failure
+        left |= event == zmq.EVENT_DISCONNECTED
     return left
+
+
+def connect(endpoint: Endpoint, **options: Any) -> SyncClient:
+    """A client of ``endpoint``'s control socket, with the CURVE options a TCP endpoint needs."""
+    return SyncClient(endpoint.control, options=client_options(endpoint), **options)
 
 
 class SyncClient:
@@ -51,7 +70,12 @@ class SyncClient:
         window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
         max_frame: int = protocol.MAX_FRAME_BYTES,
         retry: RetryPolicy = DEFAULT_RETRY,
+        options: Iterable[tuple[int, Any]] = (),
     ):
+        """``options`` are ``(zmq option, value)`` pairs set before the connect: the CURVE
+        options a tcp:// address must have (``shared.curve.client_options``)."""
+        self._options = list(options)
+        refuse_plaintext([address], self._options)
         self.address = address
         self._window = window
         self._max_frame = max_frame
@@ -99,10 +123,19 @@ class SyncClient:
             sock: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
-            monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            for option, value in self._options:
+                sock.setsockopt(option, value)
+            monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | HANDSHAKE_EVENTS)
             sock.connect(self.address)
             self._conn = _Connection(sock, monitor)
         return self._conn
+
+    def _peer_left(self, conn: _Connection) -> bool:
+        try:
+            return _peer_left(conn.monitor, self.address)
+        except RemoteError:
+            self.close()  # never let libzmq go on retrying a handshake that cannot succeed
+            raise
 
     def _attempt(
         self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None
@@ -113,7 +146,7 @@ class SyncClient:
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
         conn = self._connection()
         sock = conn.sock
-        _peer_left(conn.monitor)  # a disconnect before this request is not this request's
+        self._peer_left(conn)  # a disconnect before this request is not this request's
         deadline = time.monotonic() + budget + REPLY_GRACE
         try:
             if not _wait(sock, zmq.POLLOUT, deadline):
@@ -145,7 +178,7 @@ class SyncClient:
                         detail={"op": spec.name},
                     )
                 if sock not in ready:
-                    gone = _peer_left(conn.monitor)
+                    gone = self._peer_left(conn)
                     continue
             frame = reply_frame(sock.recv_multipart(zmq.NOBLOCK), self.address)
             if frame is None:
@@ -187,6 +220,7 @@ def call_all(
     timeout: float,
     window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
     max_frame: int = protocol.MAX_FRAME_BYTES,
+    options: Mapping[str, Iterable[tuple[int, Any]]] | None = None,
     probe: bool = True,
     sockets: dict[str, zmq.Socket] | None = None,
 ) -> dict[str, Any]:
@@ -194,18 +228,26 @@ def call_all(
     first, then the answers are taken as they arrive, all within one deadline. Each
     address maps to its result or to the ``RemoteError`` it ended with. No retries.
 
+    ``options`` maps an address to its socket options (CURVE, for tcp:// addresses).
     ``probe=False`` skips the ipc probe, for a caller that already knows someone listens.
     ``sockets``, kept by the caller between calls, holds the connected sockets: a second call
-    to the same services does not reconnect. A socket that timed out is closed and dropped
-    from it; the caller closes the rest."""
+    to the same services does not reconnect. A socket that timed out or failed its handshake
+    is closed and dropped from it; the caller closes the rest."""
     context: zmq.Context[zmq.Socket[Any]] = zmq.Context.instance()
     next_id = request_ids()
     outcomes: dict[str, Any] = {}
     pool: dict[str, zmq.Socket] = {} if sockets is None else sockets
     waiting: dict[zmq.Socket, tuple[str, str]] = {}
+    monitors: dict[zmq.Socket, zmq.Socket] = {}  # a monitor -> the socket whose handshakes it watches
     poller = zmq.Poller()
     try:
         for address in addresses:
+            socket_options = list((options or {}).get(address, ()))
+            try:
+                refuse_plaintext([address], socket_options)
+            except HermesError as exc:
+                outcomes[address] = RemoteError(exc.code, exc.message)
+                continue
             if address not in pool and probe and ipc_unreachable(address):
                 outcomes[address] = RemoteError(Code.UNAVAILABLE, f"no service is listening at {address}")
                 continue
@@ -220,6 +262,12 @@ def call_all(
                 sock = pool[address] = context.socket(zmq.DEALER)
                 sock.setsockopt(zmq.LINGER, 0)
                 sock.setsockopt(zmq.MAXMSGSIZE, max_frame * protocol.TRANSPORT_SIZE_FACTOR)
+                for option, value in socket_options:
+                    sock.setsockopt(option, value)
+                if socket_options:  # a new CURVE connection: watch its handshake
+                    monitor = sock.get_monitor_socket(HANDSHAKE_EVENTS)
+                    monitors[monitor] = sock
+                    poller.register(monitor, zmq.POLLIN)
                 sock.connect(address)
             sock.send(raw, zmq.NOBLOCK)  # the request waits in the pipe for the connection
             waiting[sock] = (address, request_id)
@@ -229,22 +277,49 @@ def call_all(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            for sock, _ in poller.poll(int(remaining * 1000) + 1):
+            for ready, _ in poller.poll(int(remaining * 1000) + 1):
+                sock = monitors.get(ready, ready)
+                if sock not in waiting:
+                    poller.unregister(ready)
+                    continue
                 address, request_id = waiting[sock]
+                if ready is not sock:
+                    try:
+                        _peer_left(ready, address)
+                    except RemoteError as exc:
+                        outcomes[address] = exc
+                        poller.unregister(sock)
+                        del waiting[sock]
+                        pool.pop(address, None)  # a failed handshake is retried for ever: never reuse it
+                        _close(sock, monitors)
+                    continue
                 answer = _take_answer(sock, address, request_id, window, max_frame)
                 if answer is _NO_ANSWER:
                     continue
                 outcomes[address] = answer
                 poller.unregister(sock)
                 del waiting[sock]
-        for address, _ in waiting.values():
+        for sock, (address, _) in waiting.items():
             outcomes[address] = RemoteError(Code.TIMEOUT, f"no answer to {spec.name!r} from {address} in time")
-            pool.pop(address).close(linger=0)  # its request may still be queued: never reuse it
+            pool.pop(address, None)  # its request may still be queued: never reuse it
+            _close(sock, monitors)
     finally:
+        for monitor, sock in list(monitors.items()):
+            sock.disable_monitor()
+            monitor.close(linger=0)
         if sockets is None:
             for sock in pool.values():
                 sock.close(linger=0)
     return outcomes
+
+
+def _close(sock: zmq.Socket, monitors: dict[zmq.Socket, zmq.Socket]) -> None:
+    for monitor, watched in list(monitors.items()):
+        if watched is sock:
+            sock.disable_monitor()
+            monitor.close(linger=0)
+            del monitors[monitor]
+    sock.close(linger=0)
 
 
 # An event, a stray answer to another request, or a dropped message: keep waiting.

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared import exit_codes, homes, logs
+from shared import curve, exit_codes, homes, logs
+from shared.errors import HermesError
 from shared.locks import FileLock, take_or_report
 
 
@@ -38,7 +39,8 @@ def run_install_worker(
     try:
         root = homes.root_home()
         endpoint = homes.endpoint(root, service)
-    except (homes.UnsafeRunDir, homes.EndpointPathTooLong) as exc:
+        curve.server_options(endpoint)  # a TCP endpoint without its keys never starts
+    except HermesError as exc:  # a bad run dir, TCP setting or key
         print(f"{service}: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
     lock = take_or_report(endpoint.lock_path, f"{service}: this install already has {what}")

@@ -32,6 +32,7 @@ from typing import Any, cast
 import trio
 import zmq
 
+from shared.curve import refuse_plaintext
 from shared.protocol import MAX_FRAME_BYTES, TRANSPORT_SIZE_FACTOR
 
 log = logging.getLogger(__name__)
@@ -515,6 +516,8 @@ def _make(
     monitor: int,
 ) -> tuple[zmq.Socket[Any], zmq.Socket[Any] | None]:
     """A configured, bound and connected socket, and its monitor's socket if ``monitor``."""
+    bind, connect, options = list(bind), list(connect), list(options)
+    refuse_plaintext([*bind, *connect], options)  # a tcp:// socket is CURVE or nothing
     zsock: zmq.Socket[Any] = zmq.Context.instance().socket(sock_type)
     watch: zmq.Socket[Any] | None = None
     try:
@@ -554,7 +557,7 @@ async def open_conduit(
 
     ``options`` are ``(option, value)`` pairs set before any bind or connect (CURVE keys go
     here). With a ``monitor`` mask of zmq socket events, each event's message goes to
-    ``on_monitor`` (parse it with ``zmq.utils.monitor``); ``close_linger_ms`` as for
+    ``on_monitor`` (parse it with ``shared.zmq_monitor``); ``close_linger_ms`` as for
     ``open_socket``.
     """
     if monitor and on_monitor is None:
@@ -598,7 +601,7 @@ async def open_socket(
 
     ``monitor`` is a mask of zmq socket events (``zmq.EVENT_DISCONNECTED`` ...); with it the
     socket's ``events`` is a second ``Socket`` that receives them, watched from before the
-    first connect so none is missed. Parse them with ``zmq.utils.monitor``.
+    first connect so none is missed. Parse them with ``shared.zmq_monitor``.
 
     ``options`` are ``(option, value)`` pairs set before any bind or connect (a SUB's
     ``SUBSCRIBE`` goes here: once the pump runs, no other task touches the socket).

@@ -32,7 +32,7 @@ def cmd_login(args) -> int:
     from services.auth_worker import ops
     from shared.call_rules import NO_RETRY
     from shared.spawn import ensure_service
-    from shared.sync_client import SyncClient
+    from shared.sync_client import connect
 
     args.json_lines = True
     root = homes.root_home()
@@ -49,24 +49,24 @@ def cmd_login(args) -> int:
     endpoint = ensure_service(root, ops.SERVICE, "services.auth_worker")
     view = _LoginView(args)
     try:
-        with SyncClient(endpoint.control, retry=NO_RETRY) as client:
+        with connect(endpoint, retry=NO_RETRY) as client:
             terminal = client.call(ops.SIGN_IN, request, on_event=view.state)
     except KeyboardInterrupt:
         view.stop()
-        terminal = _cancel(endpoint.control, sign_in_id, root)
+        terminal = _cancel(endpoint, sign_in_id, root)
     view.stop()
     view.state(terminal)
     return EXIT_BY_STATE.get(terminal.get("state"), 1)
 
 
-def _cancel(address: str, sign_in_id: str, root) -> dict[str, Any]:
+def _cancel(endpoint, sign_in_id: str, root) -> dict[str, Any]:
     """Cancel the sign-in after a Ctrl-C; the terminal state to report."""
     from nous import store
     from services.auth_worker import Cancelled, Completed, ops
     from shared.call_rules import NO_RETRY
-    from shared.sync_client import SyncClient
+    from shared.sync_client import connect
 
-    with SyncClient(address, retry=NO_RETRY) as client:
+    with connect(endpoint, retry=NO_RETRY) as client:
         answer = client.call(ops.CANCEL, {"sign_in_id": sign_in_id}, timeout=10)
     if answer.get("cancelled") or not answer.get("known"):
         return Cancelled().to_wire()

@@ -151,13 +151,13 @@ def _running_code(home: Path) -> str | None:
     from shared.call_rules import NO_RETRY
     from shared.gateways import ops
     from shared.protocol import RemoteError
-    from shared.sync_client import SyncClient
+    from shared.sync_client import connect
 
-    address = homes.endpoint(home, ops.SERVICE, create=False).control
+    endpoint = homes.endpoint(home, ops.SERVICE, create=False)
     deadline = time.monotonic() + ANSWER_SECONDS
     while time.monotonic() < deadline:
         try:
-            with SyncClient(address, retry=NO_RETRY) as client:
+            with connect(endpoint, retry=NO_RETRY) as client:
                 status = client.call(ops.STATUS, timeout=2.0)
         except RemoteError:
             status = {}

@@ -12,7 +12,7 @@ from shared.errors import HermesError
 from shared.gateways import discovery, ops
 from shared.locks import probe
 from shared.protocol import Code, RemoteError
-from shared.sync_client import SyncClient
+from shared.sync_client import connect
 
 # The drain answer can only come after the deadline; this much more is allowed for the reply.
 DRAIN_REPLY_MARGIN = 10.0
@@ -92,7 +92,7 @@ def cmd_drain(args) -> int:
     if not lock.held:
         raise not_running
     try:
-        with SyncClient(endpoint.control, retry=NO_RETRY) as client:
+        with connect(endpoint, retry=NO_RETRY) as client:
             answer = client.call(
                 ops.DRAIN, {"deadline": args.deadline, "stay": args.stay}, timeout=args.deadline + DRAIN_REPLY_MARGIN
             )

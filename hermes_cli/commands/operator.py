@@ -30,7 +30,7 @@ def cmd_doctor(args) -> int:
     from shared.identity import process_identity
     from shared.operator_daemon import ENDPOINT_ENV
     from shared.protocol import RemoteError
-    from shared.sync_client import SyncClient
+    from shared.sync_client import connect
 
     findings = []
     session = os.environ.get(SESSION_ENV)
@@ -62,9 +62,9 @@ def cmd_doctor(args) -> int:
             findings.append(_finding("dry_run", True, "report_valid"))
         except ReportRefused as exc:
             findings.append(_finding("dry_run", False, f"report_{exc.reason}", exc.message))
-    address = homes.endpoint(homes.root_home(), ops.SERVICE, create=False).control
+    endpoint = homes.endpoint(homes.root_home(), ops.SERVICE, create=False)
     try:
-        with SyncClient(address, retry=NO_RETRY) as client:
+        with connect(endpoint, retry=NO_RETRY) as client:
             status = client.call(ops.STATUS, timeout=3.0)
             check = client.call(ops.CHECK, timeout=8.0)["daemon"]
     except RemoteError as exc:

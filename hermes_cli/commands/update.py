@@ -147,7 +147,7 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
     from services.updater import holder, ops
     from shared.call_rules import NO_RETRY
     from shared.protocol import Code, RemoteError
-    from shared.sync_client import SyncClient
+    from shared.sync_client import connect
 
     def updater_alive() -> bool:
         return updater.poll() is None if updater is not None else holder(root) is not None
@@ -155,7 +155,7 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
     endpoint = homes.endpoint(root, ops.SERVICE, create=False)
     socket = Path(endpoint.control[len("ipc://") :])
     deadline = time.monotonic() + START_TIMEOUT
-    while not socket.exists() and updater_alive():
+    while endpoint.tcp is None and not socket.exists() and updater_alive():
         if time.monotonic() > deadline:
             raise HermesError(
                 f"the updater did not start within {START_TIMEOUT:g}s; see {root / 'logs' / 'update.log'}"
@@ -163,7 +163,7 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
         time.sleep(0.05)
     view = _Progress(args)
     retry_codes = {Code.TIMEOUT, Code.DEADLINE_EXCEEDED, Code.UNAVAILABLE, Code.SHUTTING_DOWN, Code.CONNECTION_RESET}
-    with SyncClient(endpoint.control, retry=NO_RETRY) as client:
+    with connect(endpoint, retry=NO_RETRY) as client:
         while True:
             try:
                 # The socket is the install's, not this run's: an updater this command did not

@@ -21,7 +21,7 @@ from nous.refresh_rules import RefreshOutcome
 from services.auth_worker import keepalive, ops
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
 from services.auth_worker.states import Completed
-from shared import homes, ids
+from shared import curve, homes, ids
 from shared.errors import HermesError
 from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
@@ -50,7 +50,13 @@ class AuthWorker:
         self._next_check: float | None = None
         self.life = Lifecycle(busy=lambda: bool(self._sign_ins))
         said = ids.describe(root)  # built before the event loop runs: a blocking read is fine
-        self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"root": str(self.root), **said})
+        self.service = Service(
+            ops.SERVICE,
+            endpoint.bind_control,
+            lock=lock,
+            options=curve.server_options(endpoint),
+            info=lambda: {"root": str(self.root), **said},
+        )
         self.service.add(ops.SIGN_IN, self._sign_in)
         self.service.add(ops.CANCEL, self._cancel)
         self.service.add(ops.STATUS, self._status)

@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from services.gateway.state import GatewayState, utc_now
-from shared import exit_codes, hooks, sd_notify
+from shared import curve, exit_codes, hooks, sd_notify
 from shared.errors import HermesError
 from shared.gateways import ops
 from shared.homes import Endpoint
@@ -63,8 +63,9 @@ class Gateway:
         self._publisher: Publisher | None = None
         self.service = Service(
             ops.SERVICE,
-            endpoint.control,
+            endpoint.bind_control,
             lock=lock,
+            options=curve.server_options(endpoint),
             info=lambda: {
                 "profile": state.profile,
                 "state": state.state,
@@ -89,7 +90,10 @@ class Gateway:
         try:
             # The publisher outlives the nursery: a task still writing the state file when the
             # nursery is cancelled publishes that write once its thread returns.
-            async with open_publisher(self.endpoint.events) as publisher, trio.open_nursery() as nursery:
+            async with (
+                open_publisher(self.endpoint.bind_events, options=curve.server_options(self.endpoint)) as publisher,
+                trio.open_nursery() as nursery,
+            ):
                 self._publisher = publisher
                 await nursery.start(self.service.serve)
                 nursery.start_soon(self._watch_signals)

@@ -14,7 +14,8 @@ import time
 
 from services.gateway import storm
 from services.gateway.state import GatewayState
-from shared import exit_codes, homes, ids, logs
+from shared import curve, exit_codes, homes, ids, logs
+from shared.errors import HermesError
 from shared.files import StateFileCorrupt, write_json_atomic
 from shared.gateways import ops
 from shared.identity import current_identity
@@ -33,7 +34,8 @@ def run_gateway(profile: str | None = None) -> int:
         profile = homes.validate_profile_name(profile) if profile else homes.active_profile()
         home = homes.profile_home(profile, root, must_exist=True)
         endpoint = homes.endpoint(home, ops.SERVICE)
-    except (homes.InvalidProfileName, homes.ProfileNotFound, homes.UnsafeRunDir, homes.EndpointPathTooLong) as exc:
+        curve.server_options(endpoint)  # a TCP endpoint without its keys never starts
+    except HermesError as exc:  # a bad profile, run dir, TCP setting or key
         print(f"gateway: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
     lock = take_or_report(endpoint.lock_path, f"gateway: profile {profile!r} already has a running gateway")

@@ -18,7 +18,7 @@ import trio
 
 from nous.guest_handoff import attempts, records, rules
 from services.handoff_retry import ops
-from shared import ids
+from shared import curve, ids
 from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
@@ -39,7 +39,13 @@ class HandoffWorker:
         self._next_tick: float | None = None
         self._draining = trio.Lock()
         said = ids.describe(root)  # built before the event loop runs: a blocking read is fine
-        self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"root": str(self.root), **said})
+        self.service = Service(
+            ops.SERVICE,
+            endpoint.bind_control,
+            lock=lock,
+            options=curve.server_options(endpoint),
+            info=lambda: {"root": str(self.root), **said},
+        )
         self.service.add(ops.STATUS, self._status)
         self.service.add(ops.HANDOFF_STATUS, self._handoff_status)
         self.service.add(ops.DRAIN, self._drain_op)

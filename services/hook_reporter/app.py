@@ -19,7 +19,7 @@ import zmq
 
 from services.hook_reporter import ops
 from services.hook_reporter.checks import identity_refusal, launch_refusal
-from shared import ids, operator_daemon, protocol
+from shared import curve, ids, operator_daemon, protocol
 from shared.call_rules import NO_RETRY
 from shared.client import open_client
 from shared.homes import Endpoint
@@ -49,7 +49,13 @@ class HookReporter:
         self.dropped: Counter[str] = Counter()
         self._send, self._queue = trio.open_memory_channel[Report](QUEUE)
         said = ids.describe(root)  # built before the event loop runs: a blocking read is fine
-        self.service = Service(ops.SERVICE, endpoint.control, lock=lock, info=lambda: {"intake": self.intake, **said})
+        self.service = Service(
+            ops.SERVICE,
+            endpoint.bind_control,
+            lock=lock,
+            options=curve.server_options(endpoint),
+            info=lambda: {"intake": self.intake, **said},
+        )
         self.service.add(ops.STATUS, self._status)
         self.service.add(ops.CHECK, self._check)
 

@@ -22,7 +22,7 @@ import trio
 from services.updater import ops
 from services.updater.lock import UpdateLock
 from services.updater.pipeline import Pipeline
-from shared import homes
+from shared import curve, homes
 from shared.errors import HermesError
 from shared.service import Call, Service
 
@@ -55,7 +55,12 @@ class UpdateRun:
     async def main(self) -> int:
         self._token = trio.lowlevel.current_trio_token()
         endpoint = homes.endpoint(self.root, ops.SERVICE)
-        service = Service(ops.SERVICE, endpoint.control, lock_path=endpoint.lock_path)
+        service = Service(
+            ops.SERVICE,
+            endpoint.bind_control,
+            lock_path=endpoint.lock_path,
+            options=curve.server_options(endpoint),
+        )
         service.add(ops.FOLLOW, self._follow)
         service.add(ops.STATUS, self._status)
         async with trio.open_nursery() as nursery:
@@ -116,6 +121,11 @@ def run_update(root: Path, install_root: Path, update_id: str, options: dict[str
     stop = threading.Event()
     for signum in STOP_SIGNALS:
         signal.signal(signum, lambda *_: stop.set())
+    try:
+        curve.server_options(homes.endpoint(root, ops.SERVICE))  # a TCP endpoint without its keys never starts
+    except HermesError as exc:
+        print(f"updater: {exc.message}", file=sys.stderr)
+        return 2
     lock = UpdateLock(root)
     try:
         lock.acquire(update_id)

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from shared import homes, ids
 from shared.command_lines import looks_like_gateway_command_line
+from shared.curve import client_options
 from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
 from shared.identity import (
@@ -128,6 +129,7 @@ def _install_id(root: Path) -> str | None:
 def _ask_all(profile_homes: Mapping[str, Path], timeout: float, sockets: dict[str, Any] | None) -> dict[str, Any]:
     """STATUS from every profile's gateway at once; profile -> answer (or RemoteError)."""
     addresses: dict[str, str] = {}
+    options: dict[str, Any] = {}
     for name, home in profile_homes.items():
         try:
             endpoint = homes.endpoint(home, ops.SERVICE, create=False)
@@ -135,7 +137,10 @@ def _ask_all(profile_homes: Mapping[str, Path], timeout: float, sockets: dict[st
             continue
         if _listening(endpoint):
             addresses[name] = endpoint.control
-    outcomes = call_all(list(addresses.values()), ops.STATUS, timeout=timeout, probe=False, sockets=sockets)
+            options[endpoint.control] = client_options(endpoint)
+    outcomes = call_all(
+        list(addresses.values()), ops.STATUS, timeout=timeout, options=options, probe=False, sockets=sockets
+    )
     return {name: outcomes.get(address) for name, address in addresses.items()}
 
 

@@ -27,7 +27,7 @@ from shared.gateways import ops
 from shared.gateways.discovery import GatewayRecord
 from shared.protocol import Code, RemoteError
 from shared.supervisors import Unit
-from shared.sync_client import SyncClient
+from shared.sync_client import connect
 
 MAX_PARALLEL = 8
 T = TypeVar("T")
@@ -141,25 +141,25 @@ def live_gateways(batch: Sequence[Target]) -> list[GatewayRecord]:
 # --- a gateway's control socket -----------------------------------------------------------------
 
 
-def control_address(home: Path) -> str:
-    return homes.endpoint(home, ops.SERVICE, create=False).control
+def control_endpoint(home: Path) -> homes.Endpoint:
+    return homes.endpoint(home, ops.SERVICE, create=False)
 
 
-def status(address: str, timeout: float) -> dict[str, Any] | None:
+def status(endpoint: homes.Endpoint, timeout: float) -> dict[str, Any] | None:
     """The gateway's status answer, or None when it gave none."""
     try:
-        with SyncClient(address, retry=NO_RETRY) as client:
+        with connect(endpoint, retry=NO_RETRY) as client:
             answer = client.call(ops.STATUS, timeout=timeout)
     except RemoteError:
         return None
     return answer if isinstance(answer, dict) else None
 
 
-def drain(address: str, waits: Waits, *, reexec: bool = False) -> dict[str, Any]:
+def drain(endpoint: homes.Endpoint, waits: Waits, *, reexec: bool = False) -> dict[str, Any]:
     """Ask the gateway to drain and exit (``reexec``: and re-execute itself); its answer, with the
     turns that ``finished`` and were ``cut``. A refusal or no answer raises RemoteError."""
     op = ops.REEXEC if reexec else ops.DRAIN
-    with SyncClient(address, retry=NO_RETRY) as client:
+    with connect(endpoint, retry=NO_RETRY) as client:
         return client.call(op, {"deadline": waits.drain}, timeout=waits.drain + 10)
 
 
@@ -212,9 +212,9 @@ def _restart_live(
     gave_up: Callable[[], str | None] | None,
     if_hung: Callable[[str], RestartOutcome] | None,
 ) -> RestartOutcome:
-    address = control_address(gateway.home)
+    address = control_endpoint(gateway.home)
     try:
-        with SyncClient(address, retry=NO_RETRY) as client:
+        with connect(address, retry=NO_RETRY) as client:
             client.call(ops.STATUS, timeout=waits.probe)
     except RemoteError as exc:
         if if_hung is not None and exc.code in UNANSWERED:
@@ -240,7 +240,7 @@ def _restart_live(
 
 def wait_for_fresh(
     gateway: GatewayRecord,
-    address: str,
+    address: homes.Endpoint,
     expected_sha: str | None,
     waits: Waits,
     *,

@@ -29,7 +29,7 @@ from services.updater.restart.base import (
     RestartOutcome,
     Target,
     Waits,
-    control_address,
+    control_endpoint,
     drain,
     each,
     restart_live,
@@ -167,7 +167,7 @@ class _Restart:
     def _restart(self, drains: bool) -> RestartOutcome:
         unit, gateway = self.unit, self.gateway
         target = launchd.service_target(unit, uid=self.uid)
-        address = control_address(unit.home)
+        address = control_endpoint(unit.home)
         old = OldProcess(gateway.pid, gateway.start_time) if gateway is not None else None
         answer: dict[str, Any] = {}
         notes: list[str] = []
@@ -214,7 +214,7 @@ class _Restart:
             **turns(answer or {}),
         )
 
-    def _wait_for_fresh(self, address: str, old: OldProcess | None) -> tuple[int | None, str | None]:
+    def _wait_for_fresh(self, address: homes.Endpoint, old: OldProcess | None) -> tuple[int | None, str | None]:
         """Poll until a process other than ``old`` answers as running on the expected code:
         ``(its pid, None)``; otherwise, once the wait is up, the last pid that answered and why
         it is not the fresh one."""

@@ -21,7 +21,7 @@ from services.updater.restart.base import (
     RestartOutcome,
     Target,
     Waits,
-    control_address,
+    control_endpoint,
     each,
     failed,
     live_gateways,
@@ -65,7 +65,7 @@ class SupervisordKind:
         except HermesError as exc:
             return failed(gateway, "drain", f"{why}; supervisord could not restart it: {exc.message}")
         gave_up = partial(supervisord.gave_up_on, root, gateway.profile)
-        address = control_address(gateway.home)
+        address = control_endpoint(gateway.home)
         new_pid, reason = wait_for_fresh(gateway, address, expected_sha, self.waits, reexec=False, gave_up=gave_up)
         return RestartOutcome(
             gateway.profile,

@@ -28,7 +28,7 @@ from services.updater.restart.base import (
     RestartOutcome,
     Target,
     Waits,
-    control_address,
+    control_endpoint,
     drain,
     each,
     join,
@@ -133,8 +133,8 @@ class _Restart:
         self.waits, self.unit, self.expected_sha = waits, unit, expected_sha
 
     @property
-    def address(self) -> str:
-        return control_address(self.unit.home)
+    def address(self) -> homes.Endpoint:
+        return control_endpoint(self.unit.home)
 
     def run(self, root: Path, gateway: GatewayRecord | None, euid: int) -> RestartOutcome:
         """Never raises: whatever goes wrong with one unit is that unit's outcome."""

@@ -1,0 +1,256 @@
+"""The install's CURVE keys, under ``<root>/mesh/curve/``.
+
+    server/<name>.key_secret    a service's secret key (``updater``, ``gateway``, ``gateway@coder``)
+    client.key_secret           this install's client secret key
+    authorized/<name>.key       client public keys this install's services accept
+    servers/<name>.key          server public keys this install's clients trust
+
+A key file is one line: the key as 40 characters of Z85. Every directory is 0700 and every
+file 0600, owned by us and not a symlink; anything looser is refused, never repaired, so a
+key another user could have read or swapped is never used. Public halves are derived from
+the secret ones where they are needed; only public keys ever leave this module as text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import zmq
+
+from shared.errors import HermesError
+from shared.files import SECRET_MODE, write_bytes_atomic
+
+DIR_MODE = 0o700
+KEY_LENGTH = 40
+# A service's key name (``gateway@coder`` for a profile's gateway) or an authorized client's name.
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}(@[a-z0-9][a-z0-9_-]{0,63})?")
+_Z85 = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
+# The name init authorizes this install's own client under.
+LOCAL_CLIENT = "local"
+# Where the old client key stays authorized while a rotation is under way.
+_PREVIOUS_CLIENT = "local-previous"
+# How long a rotation keeps the old client key: a client reads its key just before it connects.
+ROTATION_GRACE = 5.0
+MAX_ROTATION_GRACE = 60.0
+
+
+class CurveKeyInvalid(HermesError):
+    code = "curve_key_invalid"
+
+
+class CurveKeyUnsafe(HermesError):
+    code = "curve_key_unsafe"
+
+
+class CurveKeyMissing(HermesError):
+    code = "curve_key_missing"
+
+
+class CurveKeyUnknown(HermesError):
+    code = "curve_key_unknown"
+
+
+def store(root: Path) -> Path:
+    return Path(root) / "mesh" / "curve"
+
+
+def validate_name(name: object) -> str:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise CurveKeyInvalid(
+            f"invalid key name {name!r}: use a-z, 0-9, '_' and '-' (and one '@profile')",
+            detail={"name": name if isinstance(name, str) else repr(name)},
+        )
+    return name
+
+
+def validate_key(text: object, *, what: str = "key") -> bytes:
+    """A Z85 key of exactly 40 characters, as bytes (surrounding whitespace allowed)."""
+    raw = text.strip() if isinstance(text, (str, bytes)) else None
+    if isinstance(raw, bytes):
+        raw = raw.decode("ascii", "replace")
+    if raw is None or not _Z85.fullmatch(raw):
+        raise CurveKeyInvalid(f"the {what} is not a {KEY_LENGTH}-character Z85 CURVE key")
+    return raw.encode("ascii")
+
+
+# --- reading, with the safety checks ------------------------------------------------------------
+
+
+def _check(path: Path, *, directory: bool) -> os.stat_result | None:
+    """lstat ``path`` and refuse anything looser than private; None when it does not exist."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    problem = None
+    if stat.S_ISLNK(st.st_mode):
+        problem = "is a symlink"
+    elif directory != stat.S_ISDIR(st.st_mode) or not (directory or stat.S_ISREG(st.st_mode)):
+        problem = "is not a directory" if directory else "is not a regular file"
+    elif st.st_uid != os.geteuid():
+        problem = f"is owned by uid {st.st_uid}"
+    elif stat.S_IMODE(st.st_mode) & 0o077:
+        problem = f"has mode {stat.S_IMODE(st.st_mode):04o} (expected {DIR_MODE if directory else SECRET_MODE:04o})"
+    if problem:
+        raise CurveKeyUnsafe(f"refusing to use {path}: it {problem}", detail={"path": str(path)})
+    return st
+
+
+def _check_dirs(root: Path, sub: str | None) -> Path:
+    top = store(root)
+    for path in (top.parent, top) + ((top / sub,) if sub else ()):
+        if _check(path, directory=True) is None:
+            raise CurveKeyMissing(f"no CURVE keys at {path}: run `hermes mesh keys init`", detail={"path": str(path)})
+    return top / sub if sub else top
+
+
+def _read_key(path: Path, what: str) -> bytes:
+    if _check(path, directory=False) is None:
+        raise CurveKeyMissing(f"no {what} at {path}: run `hermes mesh keys init`", detail={"path": str(path)})
+    with open(path, "rb") as f:
+        raw = f.read(KEY_LENGTH * 4)
+    try:
+        return validate_key(raw, what=what)
+    except CurveKeyInvalid:
+        raise CurveKeyInvalid(f"{path} does not hold a valid {what}", detail={"path": str(path)}) from None
+
+
+def server_secret(root: Path, name: str) -> bytes:
+    directory = _check_dirs(root, "server")
+    return _read_key(directory / f"{validate_name(name)}.key_secret", f"server secret key of {name}")
+
+
+def client_secret(root: Path) -> bytes:
+    return _read_key(_check_dirs(root, None) / "client.key_secret", "client secret key")
+
+
+def trusted_server(root: Path, name: str) -> bytes:
+    """The public key this install's clients expect ``name`` to have."""
+    directory = _check_dirs(root, "servers")
+    return _read_key(directory / f"{validate_name(name)}.key", f"public key of server {name}")
+
+
+def public_keys(root: Path, sub: str) -> dict[str, bytes]:
+    """name -> public key of every ``<sub>/<name>.key`` (``authorized`` or ``servers``).
+
+    A file that is unsafe or invalid is left out (and so, for ``authorized``, refused)."""
+    directory = _check_dirs(root, sub)
+    keys: dict[str, bytes] = {}
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        name = entry.name.removesuffix(".key")
+        if entry.name.endswith(".key") and NAME_RE.fullmatch(name):
+            try:
+                keys[name] = _read_key(Path(entry.path), "public key")
+            except (CurveKeyInvalid, CurveKeyUnsafe, CurveKeyMissing, OSError):
+                continue
+    return keys
+
+
+def public_of(secret: bytes) -> bytes:
+    return zmq.curve_public(secret)
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def _ensure_dir(path: Path) -> Path:
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise CurveKeyUnsafe(f"cannot create {path}: {exc.strerror or exc}", detail={"path": str(path)}) from None
+    else:
+        os.chmod(path, DIR_MODE)  # the umask may have taken owner bits away
+    _check(path, directory=True)
+    return path
+
+
+def _dirs(root: Path) -> Path:
+    top = store(root)
+    if not top.parent.parent.exists():
+        top.parent.parent.mkdir(mode=DIR_MODE, parents=True)  # a new install's root home
+    _ensure_dir(top.parent)
+    _ensure_dir(top)
+    for sub in ("server", "authorized", "servers"):
+        _ensure_dir(top / sub)
+    return top
+
+
+def _write_key(path: Path, key: bytes) -> None:
+    write_bytes_atomic(path, key + b"\n", mode=SECRET_MODE)
+
+
+def _create(path: Path, key: bytes) -> bool:
+    """Write ``key`` unless ``path`` exists (checked first); True when written."""
+    if _check(path, directory=False) is not None:
+        return False
+    _write_key(path, key)
+    return True
+
+
+def init(root: Path, services: Iterable[str]) -> list[str]:
+    """Create what is missing, never overwriting: the client keypair (authorized as
+    ``local``) and a keypair per service (trusted by name). Returns what was created."""
+    top = _dirs(root)
+    created: list[str] = []
+    if _create(top / "client.key_secret", zmq.curve_keypair()[1]):
+        created.append("client")
+    client_public = public_of(client_secret(root))
+    if _create(top / "authorized" / f"{LOCAL_CLIENT}.key", client_public):
+        created.append(f"authorized/{LOCAL_CLIENT}")
+    for name in services:
+        if _create(top / "server" / f"{validate_name(name)}.key_secret", zmq.curve_keypair()[1]):
+            created.append(f"server/{name}")
+        if _create(top / "servers" / f"{name}.key", public_of(server_secret(root, name))):
+            created.append(f"servers/{name}")
+    return created
+
+
+def add_public(root: Path, sub: str, name: str, key: object) -> None:
+    """Record a public key: a client's in ``authorized``, a (remote) server's in ``servers``."""
+    public = validate_key(key, what="public key")
+    _write_key(_dirs(root) / sub / f"{validate_name(name)}.key", public)
+
+
+def remove_public(root: Path, sub: str, name: str) -> None:
+    path = _check_dirs(root, sub) / f"{validate_name(name)}.key"
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        raise CurveKeyUnknown(f"no key named {name!r} in {sub}/", detail={"name": name}) from None
+
+
+def rotate_client(root: Path, *, grace: float = ROTATION_GRACE) -> bytes:
+    """Replace the client keypair so that no handshake is refused on the way: the old public
+    key is kept authorized (as ``local-previous``) and the new one authorized (as ``local``)
+    before the secret is swapped; the old one is retired ``grace`` seconds later, once the
+    clients that read the old secret just before the swap have made their handshake.
+    Returns the new public key."""
+    authorized = _check_dirs(root, "authorized")
+    old = client_secret(root)  # refuse to rotate what was never made (or is unsafe)
+    if not 0 <= grace <= MAX_ROTATION_GRACE:
+        raise CurveKeyInvalid(f"the grace is 0 to {MAX_ROTATION_GRACE:g} seconds, not {grace!r}")
+    secret = zmq.curve_keypair()[1]
+    _write_key(authorized / f"{_PREVIOUS_CLIENT}.key", public_of(old))
+    _write_key(authorized / f"{LOCAL_CLIENT}.key", public_of(secret))
+    _write_key(store(root) / "client.key_secret", secret)
+    time.sleep(grace)
+    os.unlink(authorized / f"{_PREVIOUS_CLIENT}.key")
+    return public_of(secret)
+
+
+def rotate_server(root: Path, name: str) -> bytes:
+    """Replace a service's keypair and this install's trust in it. A running service keeps
+    its old key until it restarts. Returns the new public key."""
+    top = _dirs(root)
+    server_secret(root, name)
+    secret = zmq.curve_keypair()[1]
+    _write_key(top / "server" / f"{name}.key_secret", secret)
+    _write_key(top / "servers" / f"{name}.key", public_of(secret))
+    return public_of(secret)

@@ -1,0 +1,133 @@
+"""TCP+CURVE endpoints with real processes: ``hermes mesh keys``, a real gateway on TCP asked by
+``hermes gateway status`` and a SyncClient, and a start refused without keys."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+
+import pytest
+import zmq
+
+from shared import curve, curve_keys, homes
+from shared.gateways import ops
+from shared.protocol import Code, RemoteError
+from shared.sync_client import SyncClient, connect
+from tests.support.cli import HERMES, hermes, hermes_json
+from tests.support.processes import GatewayProcess, python_env
+from tests.support.tcp import free_port_pair, tcp_env
+
+# Far longer than a handshake takes: failing "fast" means well within it.
+CALL_TIMEOUT = 30.0
+
+
+def _secrets(root) -> list[str]:
+    top = curve_keys.store(root)
+    return [p.read_text().strip() for p in [top / "client.key_secret", *(top / "server").iterdir()]]
+
+
+def test_mesh_keys_commands_never_print_a_secret(root):
+    outputs = []
+
+    def run(*args: str, code: int = 0) -> dict:
+        done = hermes("mesh", "keys", *args, "--json", home=root)
+        outputs.append(done.stdout + done.stderr)
+        assert done.returncode == code, done.stderr
+        return json.loads(done.stdout)
+
+    assert "client" in run("init")["created"]
+    assert run("init")["created"] == []  # idempotent, and never overwrites
+    shown = run("show")
+    assert shown["authorized"] == {"local": shown["client"]}
+    assert shown["servers"]["updater"] == shown["services"]["updater"]
+    stranger = zmq.curve_keypair()[0].decode()
+    assert run("authorize", "laptop", stranger) == {"added": "laptop", "in": "authorized"}
+    assert run("authorize", "gateway@far", stranger, "--server") == {"added": "gateway@far", "in": "servers"}
+    assert run("authorize", "laptop", "too-short", code=2)["error"]["code"] == "curve_key_invalid"
+    assert run("revoke", "nobody", code=2)["error"]["code"] == "curve_key_unknown"
+    assert run("revoke", "laptop") == {"removed": "laptop", "from": "authorized"}
+    rotated = run("rotate", "--client", "--service", "updater", "--grace", "0")["rotated"]
+    shown = run("show")
+    assert shown["client"] == rotated["client"] == shown["authorized"]["local"]
+    assert shown["servers"]["updater"] == rotated["updater"] == shown["services"]["updater"]
+    assert set(shown["servers"]) >= {"gateway@far", "updater", "gateway"}
+    text = hermes("mesh", "keys", "show", home=root)
+    outputs.append(text.stdout + text.stderr)
+    for secret in _secrets(root):
+        assert not any(secret in out for out in outputs)
+    assert all(len(secret) == 40 for secret in _secrets(root))
+
+
+@pytest.fixture
+def tcp_gateway(root, gateways):
+    assert hermes("mesh", "keys", "init", home=root).returncode == 0
+    env = tcp_env("gateway", free_port_pair())
+    gateway = gateways(root, env=python_env(**env))
+    return gateway, env, homes.endpoint(root, "gateway", env=env)
+
+
+def test_a_gateway_on_tcp_answers_over_curve(root, tcp_gateway):
+    gateway, env, ep = tcp_gateway
+    assert not (root / "run" / "gateway.ctl").exists()  # nothing on ipc
+    code, listed = hermes_json("gateway", "status", home=root, env_extra=env)
+    assert code == 0
+    assert [(g["pid"], g["source"]) for g in listed["gateways"]] == [(gateway.pid, "socket")]
+    with connect(ep) as client:
+        assert client.call(ops.PING) == {"pong": True, "pid": gateway.pid}
+
+
+def test_a_gateway_on_tcp_refuses_a_stranger_fast(root, tcp_gateway):
+    gateway, env, ep = tcp_gateway
+    public, secret = zmq.curve_keypair()
+    options = [
+        (zmq.CURVE_SERVERKEY, curve_keys.trusted_server(root, "gateway")),
+        (zmq.CURVE_PUBLICKEY, public),
+        (zmq.CURVE_SECRETKEY, secret),
+    ]
+    started = time.monotonic()
+    with SyncClient(ep.control, options=options) as client, pytest.raises(RemoteError) as caught:
+        client.call(ops.PING, timeout=CALL_TIMEOUT)
+    assert caught.value.code == Code.AUTH_FAILED
+    assert time.monotonic() - started < CALL_TIMEOUT / 2
+    # A revoked key is refused on its next connection; the gateway lives on.
+    assert hermes("mesh", "keys", "revoke", "local", home=root).returncode == 0
+    with connect(ep) as client, pytest.raises(RemoteError) as caught:
+        client.call(ops.PING, timeout=CALL_TIMEOUT)
+    assert caught.value.code == Code.AUTH_FAILED
+    assert gateway.proc.poll() is None
+
+
+def test_a_gateway_on_tcp_without_keys_refuses_to_start(root):
+    port = free_port_pair()
+    gateway = GatewayProcess(root, "default", env=python_env(**tcp_env("gateway", port)))
+    code = gateway.wait_exit()
+    stderr = gateway.proc.stderr.read().decode()
+    assert code == 78, stderr
+    assert "hermes mesh keys init" in stderr and "Traceback" not in stderr
+    with socket.socket() as probe:  # nothing was bound, in plaintext or otherwise
+        probe.bind(("127.0.0.1", port))
+    ep = homes.endpoint(root, "gateway", env=tcp_env("gateway", port))
+    with pytest.raises(curve_keys.CurveKeyMissing):
+        curve.client_options(ep)
+
+
+def test_rotating_the_client_key_during_a_stream_of_calls_loses_none(root, tcp_gateway):
+    gateway, env, ep = tcp_gateway
+    answers = []
+    rotations = 0
+    while rotations < 3 or len(answers) < 30:
+        with connect(ep) as client:
+            answers.append(client.call(ops.PING, timeout=CALL_TIMEOUT))
+        if len(answers) % 10 == 0 and rotations < 3:
+            rotator = subprocess.Popen(
+                [*HERMES, "mesh", "keys", "rotate", "--grace", "2"], env=python_env(HERMES_HOME=str(root))
+            )
+            while rotator.poll() is None:  # calls go on while the CLI swaps the keys
+                with connect(ep) as client:
+                    answers.append(client.call(ops.PING, timeout=CALL_TIMEOUT))
+            assert rotator.wait(timeout=60) == 0
+            rotations += 1
+    assert all(answer == {"pong": True, "pid": gateway.pid} for answer in answers)
+    assert set(curve_keys.public_keys(root, "authorized")) == {"local"}
