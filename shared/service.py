@@ -23,6 +23,7 @@ import trio
 import zmq
 
 from shared import protocol
+from shared.curve import refuse_plaintext
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.locks import FileLock
@@ -103,6 +104,7 @@ class Service:
         self._max_frame = max_frame
         self._info = info
         self._options = tuple(options)
+        refuse_plaintext([address], self._options)  # a tcp:// endpoint is CURVE or nothing
         self._handlers: dict[str, tuple[OpSpec, Handler, bool]] = {}  # op -> spec, handler, inline
         self._specs: dict[str, OpSpec] = {}
         self._calls: set[trio.CancelScope] = set()
