@@ -46,6 +46,11 @@ class TcpAddress:
         return f"tcp://{self.host}:{self.port + 1}"
 
     @property
+    def is_local(self) -> bool:
+        """Bound on this host's loopback or every interface: its lock file is here."""
+        return self.host in _WILDCARDS or self.host == "localhost" or self.host.startswith("127.")
+
+    @property
     def _connect_host(self) -> str:
         return "127.0.0.1" if self.host in _WILDCARDS else self.host
 

@@ -96,12 +96,15 @@ def discover(
     open for the caller's next call to them; the caller closes them."""
     root = Path(root).absolute()
     profile_homes = {name: homes.profile_home(name, root) for name in homes.list_profiles(root)}
-    answers = _ask_all(profile_homes, timeout, sockets)
+    answers, vouched = _ask_all(profile_homes, timeout, sockets)
     install = _install_id(root)  # read after the answers: a gateway makes it before it binds
     found: list[GatewayRecord] = []
     seen: set[object] = set()
     for name, home in profile_homes.items():
-        record = _from_answer(name, home, answers.get(name), install) or _from_state_file(name, home, install)
+        answer = answers.get(name)
+        record = _from_answer(name, home, answer, install, vouched=name in vouched) or _from_state_file(
+            name, home, install
+        )
         # One gateway behind two profile paths (a symlinked profile) is listed once.
         if record is not None and (key := record.instance_id or record._self_identity()) not in seen:
             seen.add(key)
@@ -126,9 +129,13 @@ def _install_id(root: Path) -> str | None:
         return None  # no gateway can prove it is ours by id: the ones from before the ids still can
 
 
-def _ask_all(profile_homes: Mapping[str, Path], timeout: float, sockets: dict[str, Any] | None) -> dict[str, Any]:
-    """STATUS from every profile's gateway at once; profile -> answer (or RemoteError)."""
+def _ask_all(
+    profile_homes: Mapping[str, Path], timeout: float, sockets: dict[str, Any] | None
+) -> tuple[dict[str, Any], set[str]]:
+    """STATUS from every profile's gateway at once: profile -> answer (or RemoteError), and
+    the profiles asked over CURVE, whose server key proved which gateway answered."""
     addresses: dict[str, str] = {}
+    vouched: set[str] = set()
     options: dict[str, Any] = {}
     for name, home in profile_homes.items():
         try:
@@ -138,10 +145,12 @@ def _ask_all(profile_homes: Mapping[str, Path], timeout: float, sockets: dict[st
         if _listening(endpoint):
             addresses[name] = endpoint.control
             options[endpoint.control] = client_options(endpoint)
+            if endpoint.tcp is not None:
+                vouched.add(name)
     outcomes = call_all(
         list(addresses.values()), ops.STATUS, timeout=timeout, options=options, probe=False, sockets=sockets
     )
-    return {name: outcomes.get(address) for name, address in addresses.items()}
+    return {name: outcomes.get(address) for name, address in addresses.items()}, vouched
 
 
 def _listening(endpoint: homes.Endpoint) -> bool:
@@ -149,28 +158,41 @@ def _listening(endpoint: homes.Endpoint) -> bool:
 
     No socket file: nobody to ask. A socket file left by a killed gateway would make the client
     wait out its whole timeout for nobody; the endpoint lock, which a gateway holds while it
-    lives and the kernel drops when it dies, says so at once."""
+    lives and the kernel drops when it dies, says so at once. A TCP endpoint on another host
+    has neither here: it is asked."""
+    if endpoint.tcp is not None:
+        return not endpoint.tcp.is_local or _lock_held(endpoint)
     if not os.path.exists(endpoint.control[len("ipc://") :]):
         return False
+    return _lock_held(endpoint)
+
+
+def _lock_held(endpoint: homes.Endpoint) -> bool:
     try:
         return probe(endpoint.lock_path).held
     except OSError:
         return True  # cannot tell (a symlink, no permission): let the socket answer for itself
 
 
-def _speaks_for(profile: str, home: Path, said: Mapping[str, Any], install: str | None) -> bool:
+def _speaks_for(
+    profile: str, home: Path, said: Mapping[str, Any], install: str | None, *, vouched: bool = False
+) -> bool:
     """Whether a gateway's own account of itself (``install_id``, ``profile``, ``home``) is this
     profile's gateway: by the install id and profile it gives; by the home it runs on when it
-    gives no install id (it is from before the ids) or ours cannot be read."""
+    gives no install id (it is from before the ids) or ours cannot be read. An answer over
+    CURVE (``vouched``) came from the server whose key this install trusts for that gateway:
+    the key is the proof, and a gateway on another host belongs to an install of its own."""
+    if vouched:
+        return said.get("profile") == profile
     if said.get("install_id") is None or install is None:
         return _same_path(said.get("home"), home)
     return said.get("install_id") == install and said.get("profile") == profile
 
 
-def _from_answer(profile: str, home: Path, answer: Any, install: str | None) -> GatewayRecord | None:
+def _from_answer(profile: str, home: Path, answer: Any, install: str | None, *, vouched: bool) -> GatewayRecord | None:
     if isinstance(answer, RemoteError) or not isinstance(answer, dict):
         return None  # unavailable, timed out, or refused: it did not answer
-    if not _speaks_for(profile, home, answer, install):
+    if not _speaks_for(profile, home, answer, install, vouched=vouched):
         return None  # a socket of ours answered by another install's or profile's gateway
     ident = _state_identity(answer)
     if ident is None:

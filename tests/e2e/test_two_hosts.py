@@ -12,7 +12,7 @@ import pytest
 
 from shared import curve_keys
 from tests.support import netns
-from tests.support.cli import hermes
+from tests.support.cli import HERMES, hermes
 from tests.support.processes import ROOT, python_env, read_state, wait_for
 from tests.support.tcp import tcp_env
 
@@ -96,6 +96,18 @@ def test_client_on_another_host_talks_curve_and_a_wrong_key_fails_fast(hosts, sh
             return json.loads(done.stdout)
 
         assert ping_from_b()["answer"] == {"pong": True, "pid": gateway.pid}
+        # The CLI on host B lists host A's gateway from its own answer over CURVE.
+        status = subprocess.run(
+            [*hosts.exec(hosts.b), *HERMES, "gateway", "status", "--json"],
+            cwd=ROOT,
+            env=env_b,
+            capture_output=True,
+            text=True,
+            timeout=CALL_TIMEOUT,
+        )
+        assert status.returncode == 0, status.stderr
+        listed = json.loads(status.stdout)["gateways"]
+        assert [(g["pid"], g["source"], g["profile"]) for g in listed] == [(gateway.pid, "socket", "default")]
         assert hermes("mesh", "keys", "revoke", "host-b", home=host_a).returncode == 0
         refused = ping_from_b()
         assert refused["code"] == "auth_failed" and refused["seconds"] < CALL_TIMEOUT / 2
