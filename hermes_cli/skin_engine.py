@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from shared import config
+from shared import config_text
 from shared.errors import HermesError
 from shared.layout import SKINS_DIR
 
@@ -206,6 +206,14 @@ def active_skin(home: Path) -> tuple[Skin, str | None]:
     """The skin ``display.skin`` names in ``home``'s config, and a warning when that failed
     (then the skin is ``default``): a bad skin never fails a command."""
     try:
+        named = config_text.mentions(home, b"skin")
+    except OSError:
+        named = True  # unreadable: the parser below says why, as a warning
+    try:
+        if not named:
+            return load_skin(DEFAULT, home), None
+        from shared import config  # parsing costs a ruamel import: only for a config that names a skin
+
         name = config.get(config.load_config(home), "display.skin", DEFAULT) or DEFAULT
         return load_skin(str(name), home), None
     except HermesError as exc:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shared import config_text
 from shared.errors import HermesError
 from shared.layout import CONFIG_FILE
 
@@ -98,11 +99,8 @@ def _env_entries(raw: str) -> dict[str, str]:
 
 def _config_entries(root: Path) -> dict[str, Any]:
     try:
-        with open(root / CONFIG_FILE, "rb") as f:
-            if b"tcp://" not in f.read(1 << 20):
-                return {}
-    except FileNotFoundError:
-        return {}
+        if not config_text.mentions(root, b"tcp://"):
+            return {}
     except OSError as exc:
         raise TcpConfigInvalid(f"cannot read {root / CONFIG_FILE}: {exc.strerror or exc}") from None
     from shared import config
