@@ -14,11 +14,14 @@ import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shared import curve, exit_codes, homes, logs
+from shared import curve, exit_codes, homes, ids, logs
 from shared.errors import HermesError
 from shared.locks import FileLock, take_or_report
+
+if TYPE_CHECKING:
+    from shared.service import Service
 
 
 def worker_main(service: str, factory: str, description: str, what: str) -> int:
@@ -59,3 +62,16 @@ def run_install_worker(
 
         reexec_module(module)
     return code
+
+
+def install_service(
+    name: str, root: Path, endpoint: homes.Endpoint, lock: FileLock, info: Callable[[], dict[str, Any]]
+) -> Service:
+    """An install-wide worker's control service: bound where its endpoint says (CURVE on TCP),
+    holding the lock ``run_install_worker`` took, its ``hello`` naming the install and process."""
+    from shared.service import Service  # trio comes with it: only once the lock is held
+
+    said = ids.describe(root)  # built before the event loop runs: a blocking read is fine
+    return Service(
+        name, endpoint.bind_control, lock=lock, options=curve.server_options(endpoint), info=lambda: {**info(), **said}
+    )

@@ -21,13 +21,14 @@ from nous.refresh_rules import RefreshOutcome
 from services.auth_worker import keepalive, ops
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
 from services.auth_worker.states import Completed
-from shared import curve, homes, ids
+from shared import homes
 from shared.errors import HermesError
 from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
-from shared.service import Call, Service
+from shared.service import Call
 from shared.spawn import ensure_service
+from shared.worker_main import install_service
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,7 @@ class AuthWorker:
         self._last_refresh: RefreshOutcome | None = None
         self._next_check: float | None = None
         self.life = Lifecycle(busy=lambda: bool(self._sign_ins))
-        said = ids.describe(root)  # built before the event loop runs: a blocking read is fine
-        self.service = Service(
-            ops.SERVICE,
-            endpoint.bind_control,
-            lock=lock,
-            options=curve.server_options(endpoint),
-            info=lambda: {"root": str(self.root), **said},
-        )
+        self.service = install_service(ops.SERVICE, root, endpoint, lock, lambda: {"root": str(self.root)})
         self.service.add(ops.SIGN_IN, self._sign_in)
         self.service.add(ops.CANCEL, self._cancel)
         self.service.add(ops.STATUS, self._status)

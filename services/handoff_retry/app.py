@@ -18,11 +18,11 @@ import trio
 
 from nous.guest_handoff import attempts, records, rules
 from services.handoff_retry import ops
-from shared import curve, ids
 from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
-from shared.service import Call, Service
+from shared.service import Call
+from shared.worker_main import install_service
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +38,7 @@ class HandoffWorker:
         self._wake = trio.Event()
         self._next_tick: float | None = None
         self._draining = trio.Lock()
-        said = ids.describe(root)  # built before the event loop runs: a blocking read is fine
-        self.service = Service(
-            ops.SERVICE,
-            endpoint.bind_control,
-            lock=lock,
-            options=curve.server_options(endpoint),
-            info=lambda: {"root": str(self.root), **said},
-        )
+        self.service = install_service(ops.SERVICE, root, endpoint, lock, lambda: {"root": str(self.root)})
         self.service.add(ops.STATUS, self._status)
         self.service.add(ops.HANDOFF_STATUS, self._handoff_status)
         self.service.add(ops.DRAIN, self._drain_op)

@@ -19,7 +19,7 @@ import zmq
 
 from services.hook_reporter import ops
 from services.hook_reporter.checks import identity_refusal, launch_refusal
-from shared import curve, ids, operator_daemon, protocol
+from shared import operator_daemon, protocol
 from shared.call_rules import NO_RETRY
 from shared.client import open_client
 from shared.homes import Endpoint
@@ -28,7 +28,8 @@ from shared.hooks import intake_address
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
 from shared.protocol import ProtocolError, RemoteError
-from shared.service import HELLO, Call, Service
+from shared.service import HELLO, Call
+from shared.worker_main import install_service
 from shared.zmq_trio import open_socket
 
 log = logging.getLogger(__name__)
@@ -48,14 +49,7 @@ class HookReporter:
         self.forwarded = 0
         self.dropped: Counter[str] = Counter()
         self._send, self._queue = trio.open_memory_channel[Report](QUEUE)
-        said = ids.describe(root)  # built before the event loop runs: a blocking read is fine
-        self.service = Service(
-            ops.SERVICE,
-            endpoint.bind_control,
-            lock=lock,
-            options=curve.server_options(endpoint),
-            info=lambda: {"intake": self.intake, **said},
-        )
+        self.service = install_service(ops.SERVICE, root, endpoint, lock, lambda: {"intake": self.intake})
         self.service.add(ops.STATUS, self._status)
         self.service.add(ops.CHECK, self._check)
 
