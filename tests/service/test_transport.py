@@ -194,7 +194,7 @@ async def test_shutdown_answers_calls_in_flight_and_frees_the_endpoint(nursery, 
     address, lock = endpoint
     service = build_service(address, lock)
     await nursery.start(service.serve)
-    async with open_client(address) as client:
+    async with open_client(address, retry=NO_RETRY) as client:
         async with trio.open_nursery() as calls:
             outcome = {}
 
@@ -209,6 +209,9 @@ async def test_shutdown_answers_calls_in_flight_and_frees_the_endpoint(nursery, 
                 while service.in_flight < 1:
                     await trio.sleep(0.01)
             service.stop(grace=0.1)
+            with pytest.raises(RemoteError) as info:  # stopping: a new call is turned away at once
+                await client.call(ECHO, {"text": "late"})
+            assert info.value.code == Code.SHUTTING_DOWN
         assert outcome == {"code": Code.SHUTTING_DOWN}
     with trio.fail_after(5):
         await service.wait_stopped()

@@ -228,30 +228,3 @@ def test_a_streaming_op_needs_an_async_handler(endpoint):
         return 0
 
     service.add(OpSpec("stream", streaming=True), fine)
-
-
-async def test_shutdown_answers_the_inline_and_the_async_alike(nursery, endpoint):
-    address, lock = endpoint
-    service = build_service(address, lock)
-    await nursery.start(service.serve)
-    async with open_client(address, retry=NO_RETRY) as client:
-        async with trio.open_nursery() as calls:
-            outcome = {}
-
-            async def slow() -> None:
-                try:
-                    await client.call(SLOW, {"seconds": 30})
-                except RemoteError as exc:
-                    outcome["slow"] = exc.code
-
-            calls.start_soon(slow)
-            with trio.fail_after(5):
-                while service.in_flight < 1:
-                    await trio.sleep(0.01)
-            service.stop(grace=1.0)
-            with pytest.raises(RemoteError) as info:  # stopping: a new call is turned away at once
-                await client.call(ECHO, {"text": "late"})
-            assert info.value.code == Code.SHUTTING_DOWN
-        assert outcome == {"slow": Code.SHUTTING_DOWN}
-    with trio.fail_after(5):
-        await service.wait_stopped()
