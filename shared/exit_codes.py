@@ -8,7 +8,8 @@ OK = 0
 # EX_CANTCREAT: the endpoint is held by a live process of the same service; the first one stays.
 DUPLICATE = 73
 # EX_TEMPFAIL: drained for a planned restart; start me again (systemd RestartForceExitStatus,
-# supervisord autorestart, launchd KeepAlive).
+# with SuccessExitStatus so it is not logged as a failure; supervisord autorestart, launchd
+# KeepAlive).
 PLANNED_RESTART = 75
 # EX_CONFIG: a broken configuration, which a restart loop would not fix: supervisors are told
 # not to restart it.

@@ -92,6 +92,8 @@ def test_rendered_unit_has_the_restart_contract(tmp_path):
     assert one["NotifyAccess"] == ["main"]
     assert one["Restart"] == ["on-failure"]
     assert one["RestartForceExitStatus"] == ["75"]
+    # Without it systemd logs every planned restart as "Failed with result 'exit-code'".
+    assert one["SuccessExitStatus"] == ["75"]
     assert one["RestartPreventExitStatus"] == ["78"]
     assert one["TimeoutStopSec"] == ["90"]
     assert one["KillSignal"] == ["SIGTERM"]

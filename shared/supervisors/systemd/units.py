@@ -122,7 +122,9 @@ def render(profile: str, home: Path, *, scope: str, python: str | None = None) -
         f"WorkingDirectory={_path_value(working_directory())}",
         *(f"Environment={quote_word(f'{key}={value}', always=True)}" for key, value in environment.items()),
         "Restart=on-failure",
-        # 75: a planned restart (drained, new code on disk); 78: broken config, do not loop.
+        # 75: a planned restart (drained, new code on disk): restarted, and logged as a success
+        # rather than a failure; 78: broken config, do not loop.
+        f"SuccessExitStatus={exit_codes.PLANNED_RESTART}",
         f"RestartForceExitStatus={exit_codes.PLANNED_RESTART}",
         f"RestartPreventExitStatus={exit_codes.CONFIG}",
         f"TimeoutStopSec={STOP_TIMEOUT:g}",
