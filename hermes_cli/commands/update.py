@@ -234,6 +234,8 @@ def _report(args, terminal: dict[str, Any]) -> int:
         "fleet": data.get("fleet", []),
         "followups": data.get("followups", []),
         "user_action": data.get("user_action"),
+        # The tree already held the target: nothing moved, though what was owed was retried.
+        "up_to_date": bool((data.get("apply") or {}).get("up_to_date")),
     }
     output.emit(args, document, _summary_text)
     return int(terminal["exit_code"])
@@ -243,6 +245,8 @@ def _summary_text(d: dict[str, Any]) -> str:
     lines = [
         f"! update {update_id} had been interrupted; marked so in its receipt" for update_id in d["found_interrupted"]
     ]
+    if d["up_to_date"]:
+        lines.append(f"Already up to date ({str((d['after'] or {}).get('code_sha') or '-')[:12]})")
     for retry in d["retried"]:
         if retry["owed"] == "completion":
             lines.append(f"↻ retried the completion of update {retry['update_id']} ({retry['how']})")

@@ -37,6 +37,7 @@ def test_update_moves_every_gateway_onto_the_new_commit(install):
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["outcome"] == "success"
+    assert report["up_to_date"] is False
     assert install.head() == new != old
     assert {(row["profile"], row["verdict"]) for row in report["fleet"]} == {
         ("default", "current"),
@@ -69,6 +70,7 @@ def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["outcome"] == "success"
+    assert report["up_to_date"] is True
     assert Path(report["receipt"]).exists()
     latest = json.loads(install.hermes("logs", "update", "--json").stdout)
     assert (latest["update_id"], latest["outcome"]) == (report["update_id"], "success")
@@ -77,6 +79,9 @@ def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):
     assert [r["update_id"] for r in listed["receipts"]] == [report["update_id"]]
     followed = install.hermes("logs", "update", "--follow", "--json")  # nothing running: the latest receipt
     assert json.loads(followed.stdout)["update_id"] == report["update_id"]
+    text = install.hermes("update", "--yes")
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert f"Already up to date ({install.head()[:12]})" in text.stdout.splitlines()
 
 
 def test_a_second_update_is_refused_while_one_runs(install):
