@@ -22,6 +22,7 @@ from hermes_cli import output
 from shared import homes
 from shared.errors import HermesError
 from shared.files import read_json
+from shared.redaction import redact
 from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 30.0
@@ -236,9 +237,22 @@ def _report(args, terminal: dict[str, Any]) -> int:
         "user_action": data.get("user_action"),
         # The tree already held the target: nothing moved, though what was owed was retried.
         "up_to_date": bool((data.get("apply") or {}).get("up_to_date")),
+        "failure": _failure(terminal["outcome"], steps),
     }
     output.emit(args, document, _summary_text)
     return int(terminal["exit_code"])
+
+
+def _failure(outcome: str, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The step a run that did not succeed failed at, with the reason its progress line showed
+    (redacted again: the receipt file is read from disk)."""
+    failed = [s for s in steps if not s["ok"]]
+    if outcome == "success" or not failed:
+        return None
+    step = redact(failed[-1])
+    detail = step["detail"]
+    reason = detail.get("message") if isinstance(detail, dict) else detail
+    return {"step": step["name"], "reason": None if reason is None else str(reason), "detail": detail}
 
 
 def _summary_text(d: dict[str, Any]) -> str:

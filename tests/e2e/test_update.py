@@ -37,7 +37,7 @@ def test_update_moves_every_gateway_onto_the_new_commit(install):
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["outcome"] == "success"
-    assert report["up_to_date"] is False
+    assert (report["up_to_date"], report["failure"]) == (False, None)
     assert install.head() == new != old
     assert {(row["profile"], row["verdict"]) for row in report["fleet"]} == {
         ("default", "current"),
@@ -70,7 +70,7 @@ def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["outcome"] == "success"
-    assert report["up_to_date"] is True
+    assert (report["up_to_date"], report["failure"]) == (True, None)
     assert Path(report["receipt"]).exists()
     latest = json.loads(install.hermes("logs", "update", "--json").stdout)
     assert (latest["update_id"], latest["outcome"]) == (report["update_id"], "success")
@@ -82,6 +82,19 @@ def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):
     text = install.hermes("update", "--yes")
     assert text.returncode == 0, text.stdout + text.stderr
     assert f"Already up to date ({install.head()[:12]})" in text.stdout.splitlines()
+
+
+def test_a_failed_update_says_in_json_which_step_failed_and_why_without_its_secret(install):
+    token = "ghp_" + "A1b2" * 9
+    git(install.path, "remote", "set-url", "origin", f"https://oauth2:{token}@127.0.0.1:9/hermes.git")
+    result = install.hermes("update", "--yes", "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert (report["outcome"], report["up_to_date"]) == ("failed", False)
+    failure = report["failure"]
+    assert failure["step"] == "plan"
+    assert failure["reason"].startswith("cannot read the update target") and "127.0.0.1" in failure["reason"]
+    assert token not in result.stdout + result.stderr
 
 
 def test_a_second_update_is_refused_while_one_runs(install):
@@ -294,6 +307,8 @@ def test_a_swap_cut_short_over_a_head_that_moved_since_fails_the_update_with_wha
         report = json.loads(result.stdout)
         staging = install.path / ".git" / "hermes-update" / "u1"
         assert report["outcome"] == "failed" and str(staging) in report["user_action"]
+        assert (report["failure"]["step"], report["failure"]["detail"]["code"]) == ("recover", "swap_recovery_needed")
+        assert report["failure"]["reason"] == report["failure"]["detail"]["message"]
         receipt = json.loads(Path(report["receipt"]).read_text())
         last = receipt["steps"][-1]
         assert last["name"] == "recover" and last["detail"]["code"] == "swap_recovery_needed"
