@@ -4,7 +4,9 @@
 updater's control socket. The CLI dying does not stop the update; ``hermes logs update
 --follow`` re-attaches. Exit codes are the update's: 0 success (also committed with
 follow-ups), 1 nothing committed or rolled back, 2 refused or concurrent, 130 interrupted.
-Its report names what the run found interrupted, what it retried and what is still owed;
+Its report names what the run found interrupted, what it retried and what is still owed,
+whether the code was already up to date, and for a run that did not succeed the step it
+failed at and why;
 ``--plan`` and ``--check`` name what is owed, since ``hermes update`` prints no owed-restart
 warning of its own.
 """

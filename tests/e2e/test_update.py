@@ -86,14 +86,22 @@ def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):
 
 def test_a_failed_update_says_in_json_which_step_failed_and_why_without_its_secret(install):
     token = "ghp_" + "A1b2" * 9
-    git(install.path, "remote", "set-url", "origin", f"https://oauth2:{token}@127.0.0.1:9/hermes.git")
+    git(
+        install.path,
+        "remote",
+        "set-url",
+        "origin",
+        f"https://oauth2:{token}@127.0.0.1:9/hermes.git?access_token={token}",
+    )
     result = install.hermes("update", "--yes", "--json")
     assert result.returncode == 1, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert (report["outcome"], report["up_to_date"]) == ("failed", False)
     failure = report["failure"]
     assert failure["step"] == "plan"
-    assert failure["reason"].startswith("cannot read the update target") and "127.0.0.1" in failure["reason"]
+    assert (
+        failure["reason"].startswith("cannot read the update target") and "access_token=[redacted]" in failure["reason"]
+    )
     assert token not in result.stdout + result.stderr
 
 
