@@ -33,6 +33,7 @@ REFUSAL_CODES = frozenset(
         "skin_invalid",
         "curve_key_invalid",
         "curve_key_unknown",
+        "unsafe_run_dir",
     }
 )
 

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,12 @@ import pytest
 
 from shared import homes
 from shared.files import read_json, write_json_atomic
+from shared.gateways import ops
 from shared.identity import ProcessIdentity, is_alive, process_identity, read_cmdline
+from shared.layout import GATEWAY_STARTS_FILE
 from shared.supervisors import supervisord as sv
 from shared.supervisors.errors import SupervisorUnavailable
+from shared.sync_client import connect
 from tests.support import processes
 from tests.support.cli import hermes
 from tests.support.homes import make_profile
@@ -322,6 +326,44 @@ def test_cli_concurrent_up_starts_one_supervisord_then_status_and_down(mesh_root
     assert json.loads(down.stdout)["programs"] == ["hermes-gateway-a", "hermes-gateway-b"]
     assert not is_alive(ProcessIdentity.from_dict(doc["supervisord"]))
     assert hermes("mesh", "down", home=mesh_root).stdout.strip() == "the mesh was not running"
+
+
+def test_cli_up_returns_only_once_a_gateway_that_binds_late_answers(mesh_root):
+    # b looks like it is in a restart storm: it owes 8s before it binds, long after supervisord
+    # has called it RUNNING (startsecs 1).
+    now = time.time()
+    write_json_atomic(homes.profile_home("b", mesh_root) / GATEWAY_STARTS_FILE, {"starts": [now - i for i in range(8)]})
+    up = hermes("mesh", "up", "--profiles", "a,b", "--json", home=mesh_root, timeout=90)
+    assert up.returncode == 0, up.stderr
+    assert [p["state"] for p in json.loads(up.stdout)["programs"]] == ["RUNNING", "RUNNING"]
+    for profile in ("a", "b"):
+        with connect(homes.endpoint(homes.profile_home(profile, mesh_root), ops.SERVICE, create=False)) as client:
+            assert client.call(ops.PING)["pong"] is True
+    listed = json.loads(hermes("gateway", "status", "--json", home=mesh_root).stdout)["gateways"]
+    assert sorted((g["profile"], g["source"]) for g in listed) == [("a", "socket"), ("b", "socket")]
+    progress = up.stderr.splitlines()  # not a terminal: a plain line per state change
+    assert any(line.startswith("hermes-gateway-b: RUNNING, not answering yet") for line in progress)
+    assert any(line.startswith("hermes-gateway-b: RUNNING, answering") for line in progress)
+
+
+def test_a_gateway_that_never_answers_is_named_within_the_deadline(mesh_root):
+    now = time.time()  # b owes 60s before it binds: far past the deadline
+    write_json_atomic(
+        homes.profile_home("b", mesh_root) / GATEWAY_STARTS_FILE, {"starts": [now - i for i in range(12)]}
+    )
+    with pytest.raises(sv.GatewayStartFailed) as err:
+        sv.up(mesh_root, ["a", "b"], timeout=5.0)
+    assert "hermes-gateway-b" in err.value.message and "answer ping" in err.value.message
+    assert [(p["name"], p["state"]) for p in err.value.detail["programs"]] == [("hermes-gateway-b", "RUNNING")]
+    assert running_pid(mesh_root, "a")
+
+
+def test_cli_up_refuses_an_unsafe_run_dir_with_exit_2(mesh_root):
+    (mesh_root / "run").mkdir(mode=0o755)
+    (mesh_root / "run").chmod(0o755)
+    refused = hermes("mesh", "up", "--profiles", "a", "--json", home=mesh_root)
+    assert refused.returncode == 2, refused.stdout
+    assert json.loads(refused.stdout)["error"]["code"] == "unsafe_run_dir"
 
 
 def test_a_hung_gateway_is_restarted_through_supervisord_and_the_others_drain(mesh_root):

@@ -143,12 +143,19 @@ def _from_info(paths: MeshPaths, info: dict[str, Any]) -> ProgramStatus:
 # --- up ---------------------------------------------------------------------------------------
 
 
-def up(root: Path, profiles: Sequence[str] | None = None, *, progress: Progress | None = None) -> MeshStatus:
+def up(
+    root: Path,
+    profiles: Sequence[str] | None = None,
+    *,
+    progress: Progress | None = None,
+    timeout: float = START_TIMEOUT,
+) -> MeshStatus:
     """Run a gateway for each of ``profiles`` (default: every profile) under the mesh supervisor.
 
     Starts supervisord if it is not running, otherwise applies the new config to it (added
-    programs start, removed ones stop). Waits, bounded, until every program is RUNNING; raises
-    GatewayStartFailed naming those that are not, with their log tails.
+    programs start, removed ones stop). Waits, up to ``timeout``, until every program is RUNNING
+    and its gateway answers ``ping``; raises GatewayStartFailed naming those that do not, with
+    their log tails.
     """
     require_supervisor()
     paths = mesh_paths(root)
@@ -166,7 +173,7 @@ def up(root: Path, profiles: Sequence[str] | None = None, *, progress: Progress 
         else:
             _apply_config(paths)
             start_stopped(paths, [unit_name(p) for p in chosen])
-    wait_running(paths, [unit_name(p) for p in chosen], START_TIMEOUT, progress)
+    wait_running(paths, [unit_name(p) for p in chosen], timeout, progress)
     return _status(paths, daemon)
 
 

@@ -1,5 +1,8 @@
 """Driving the gateway programs of a running supervisord: start, stop, and wait (bounded)
-until they are RUNNING, reporting those that are not with their log tails."""
+until they are ready, reporting those that are not with their log tails.
+
+Ready means RUNNING and answering ``ping`` on the control socket: supervisord calls a
+program RUNNING once it has lived ``startsecs``, which says nothing of its socket."""
 
 from __future__ import annotations
 
@@ -9,6 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from shared import homes
+from shared.call_rules import NO_RETRY
+from shared.errors import HermesError
+from shared.gateways import ops
 from shared.supervisors.errors import SupervisorFailed
 from shared.supervisors.supervisord.config import EXPECTED_EXIT_CODES, STOP_WAIT_SECS
 from shared.supervisors.supervisord.logs import log_tail
@@ -16,16 +23,19 @@ from shared.supervisors.supervisord.names import profile_of, unit_name
 from shared.supervisors.supervisord.paths import MeshPaths, mesh_paths
 from shared.supervisors.supervisord.rpc import call, failure, fault_code, process_infos
 from shared.supervisors.supervisord.waits import POLL, wait_for
+from shared.sync_client import connect
 
-# How long a program may take to reach RUNNING: startsecs plus every retry's backoff, with room.
+# How long a program may take to be ready: startsecs plus every retry's backoff, with room.
 START_TIMEOUT = 30.0
+# One ping per program per poll, short: a gateway not yet bound must not hold up the others.
+PING_TIMEOUT = 1.0
 STOP_TIMEOUT = STOP_WAIT_SECS + 10.0
 
 Progress = Callable[[Mapping[str, str], float], None]
 
 
 class GatewayStartFailed(SupervisorFailed):
-    """Programs that did not reach RUNNING; ``detail["programs"]`` has each one's log tail."""
+    """Programs that did not become ready; ``detail["programs"]`` has each one's log tail."""
 
 
 def start_stopped(paths: MeshPaths, names: Sequence[str]) -> None:
@@ -74,22 +84,51 @@ def gave_up_on(root: Path, profile: str) -> str | None:
     return None
 
 
+def _answers(root: Path, name: str) -> bool:
+    """Whether the gateway of program ``name`` answers ``ping`` on its control socket now."""
+    profile = profile_of(name)
+    if profile is None:
+        return False
+    try:
+        endpoint = homes.endpoint(homes.profile_home(profile, root), ops.SERVICE, create=False)
+        with connect(endpoint, retry=NO_RETRY) as client:
+            client.call(ops.PING, timeout=PING_TIMEOUT)
+    except HermesError:  # not bound yet, timed out, or its run dir refused: not ready
+        return False
+    return True
+
+
 def wait_running(paths: MeshPaths, names: Sequence[str], timeout: float, progress: Progress | None) -> None:
+    """Wait (bounded) until every program is RUNNING and its gateway answers ``ping``."""
     started = time.monotonic()
     deadline = started + timeout
+    answered: set[str] = set()
     while True:
         infos = process_infos(paths)
         states = {name: infos.get(name, {}).get("statename", "NOT_LOADED") for name in names}
+        for name, state in states.items():
+            if state != "RUNNING":
+                answered.discard(name)  # restarted: the new process must answer too
+            elif name not in answered and _answers(paths.root, name):
+                answered.add(name)
         if progress is not None:
-            progress(states, time.monotonic() - started)
-        # FATAL is final (retries used up); anything else may still become RUNNING.
-        settled = all(s in ("RUNNING", "FATAL") for s in states.values())
-        if all(s == "RUNNING" for s in states.values()):
+            progress(
+                {name: _shown(state, name in answered) for name, state in states.items()}, time.monotonic() - started
+            )
+        if answered == set(names):
             return
+        # FATAL is final (retries used up); anything else may still become ready.
+        settled = all(name in answered or state == "FATAL" for name, state in states.items())
         if settled or time.monotonic() >= deadline:
-            failed = [n for n, s in states.items() if s != "RUNNING"]
+            failed = [n for n in names if n not in answered]
             raise _start_failure(paths, failed, states, infos, timeout)
         time.sleep(POLL)
+
+
+def _shown(state: str, answered: bool) -> str:
+    if state != "RUNNING":
+        return state
+    return "RUNNING, answering" if answered else "RUNNING, not answering yet"
 
 
 def _start_failure(
@@ -112,8 +151,10 @@ def _start_failure(
             }
         )
         last = "\n".join("    " + line for line in tail.splitlines()[-10:]) or "    (log is empty)"
-        lines.append(f"  {name}: {states[name]} {description}\n  last lines of {log}:\n{last}")
+        state = _shown(states[name], False)
+        lines.append(f"  {name}: {state} {description}\n  last lines of {log}:\n{last}")
     return GatewayStartFailed(
-        f"{len(failed)} gateway(s) did not reach RUNNING within {timeout:g}s:\n" + "\n".join(lines),
+        f"{len(failed)} gateway(s) did not start and answer ping within {timeout:g}s"
+        f" ({', '.join(failed)}):\n" + "\n".join(lines),
         detail={"programs": details},
     )
