@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from pathlib import Path
 
@@ -10,19 +11,28 @@ from shared.mesh_tcp import TCP_ENV
 
 
 def free_port_pair(host: str = "127.0.0.1") -> int:
-    """A port P such that P and P+1 were both free a moment ago (control and events)."""
-    for _ in range(50):
+    """A port P such that P and P+1 were both free a moment ago (control and events).
+
+    Taken below the kernel's ephemeral range: a port from there (what binding port 0 gives)
+    may be handed to any outgoing connection before the service binds it."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(10000, low - 2)
         with socket.socket() as first, socket.socket() as second:
-            first.bind((host, 0))
-            port = first.getsockname()[1]
-            if port >= 65534:
-                continue
             try:
+                first.bind((host, port))
                 second.bind((host, port + 1))
             except OSError:
                 continue
             return port
     raise AssertionError("no free pair of TCP ports")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default start
 
 
 def tcp_env(name: str, port: int, host: str = "127.0.0.1") -> dict[str, str]:
