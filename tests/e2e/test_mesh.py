@@ -22,11 +22,13 @@ from typing import Any
 import psutil
 import pytest
 
+from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
 from shared import homes
 from shared.files import read_json, write_json_atomic
 from shared.gateways import ops
 from shared.identity import ProcessIdentity, is_alive, process_identity, read_cmdline
 from shared.layout import GATEWAY_STARTS_FILE
+from shared.spawn import stop_service
 from shared.supervisors import supervisord as sv
 from shared.supervisors.errors import SupervisorUnavailable
 from shared.sync_client import connect
@@ -81,7 +83,8 @@ def supervisords_of(config: Path) -> list[int]:
 
 @pytest.fixture
 def mesh_root() -> Iterator[Path]:
-    """A fresh install with profiles a and b; the mesh is brought down whatever happens."""
+    """A fresh install with profiles a and b; the mesh, and the workers ``hermes mesh up``
+    starts beside it, are brought down whatever happens."""
     root = Path(tempfile.mkdtemp(prefix="hm-"))
     make_profile(root, "a")
     make_profile(root, "b")
@@ -91,6 +94,8 @@ def mesh_root() -> Iterator[Path]:
         try:
             sv.down(root)
         finally:
+            for worker in ON_DEMAND_WORKERS:
+                stop_service(root, worker)
             shutil.rmtree(root, ignore_errors=True)
 
 
