@@ -259,6 +259,13 @@ def _update_commands(commands: _Commands) -> None:
         backup.add_argument("--no-backup", action="store_true", help="take no snapshot and no backup")
         p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
         p.add_argument("--branch", metavar="NAME", help="branch to update to (default: the current one)")
+        p.add_argument(
+            "--rollback",
+            nargs="?",
+            const="",
+            metavar="UPDATE_ID",
+            help="go back to where an update started (default: the newest that moved the code)",
+        )
 
     _command(
         commands,
