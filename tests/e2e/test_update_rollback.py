@@ -169,16 +169,15 @@ import os, sys
 from pathlib import Path
 from services.updater import obligations, receipt_store
 from services.updater.restore_owed import RestoreOwed
-root, target, renames = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+root, target, dies_at = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 [update] = receipt_store.ReceiptStore(root).all()[0]
 owed = RestoreOwed(root, Path(sys.argv[4]), "r1", update, lambda *a: None)
 owed.plan(target, update["backup"])
 owed.arm()
-real, done = os.replace, []
+real = os.replace
 def replace(src, dst):
-    if len(done) == renames:
+    if Path(dst).name == dies_at:  # killed (like kill -9) with the files before it renamed
         os._exit(9)
-    done.append(dst)
     real(src, dst)
 os.replace = replace
 owed.run()
@@ -195,7 +194,7 @@ def test_a_restore_killed_midway_is_done_again_by_the_next_update(install):
         (install.root / "cron" / f"{name}.json").write_text(f"{name} after\n")
     git(install.path, "reset", "-q", "--keep", old)  # the rollback's move happened; its restore is cut short
     crashed = subprocess.run(
-        [sys.executable, "-c", CRASH_MID_RESTORE, str(install.root), old, "1", str(install.path)],
+        [sys.executable, "-c", CRASH_MID_RESTORE, str(install.root), old, "b.json", str(install.path)],
         env=python_env(),
         cwd=ROOT,
         capture_output=True,
