@@ -84,7 +84,6 @@ class RestoreOwed:
         self._restore(owed["backup"], "restore")
 
     def _restore(self, backup: dict[str, Any], step: str) -> None:
-        self.emit("restore", "start", backup["path"])
         try:
             done = restore_home(self.root, backup, self.update_id)
         except ArchiveUnusable as exc:  # no run can do it now: the user is told, nothing stays owed
