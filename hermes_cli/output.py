@@ -34,6 +34,12 @@ REFUSAL_CODES = frozenset(
         "curve_key_invalid",
         "curve_key_unknown",
         "unsafe_run_dir",
+        "rollback_unknown_update",
+        "rollback_commit_gone",
+        "rollback_archive_invalid",
+        "rollback_not_git",
+        "gateway_running",
+        "snapshot_unusable",
     }
 )
 

@@ -152,6 +152,7 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _update_commands(commands)
     _auth_commands(commands)
     _group(commands, "skin", "the CLI's look: built-in and user skins", _skin_commands)
+    _group(commands, "snapshot", "the profiles' quick snapshots: list them, restore lost files", _snapshot_commands)
     _group(commands, "operator", "the operator daemon integration: lifecycle hooks", _operator_commands)
     _command(commands, "demo", "build a demo install, run its mesh and update it live", _demo_args)
     return parser
@@ -178,6 +179,22 @@ def _profile_commands(profile: argparse.ArgumentParser) -> None:
         p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
     _command(actions, "profile delete", "delete a profile and all its files", delete)
+
+
+def _snapshot_commands(snapshot: argparse.ArgumentParser) -> None:
+    actions = _commands(snapshot, "snapshot_command", "ACTION")
+    _command(
+        actions,
+        "snapshot list",
+        "the quick snapshots kept of every profile, or of one",
+        lambda p: p.add_argument("name", nargs="?", metavar="PROFILE", help="profile name (default: every profile)"),
+    )
+
+    def restore(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", metavar="PROFILE", help="profile name")
+        p.add_argument("--update", metavar="UPDATE_ID", help="the snapshot of this update (default: the newest)")
+
+    _command(actions, "snapshot restore", "put a profile's files back from its snapshot (its gateway stopped)", restore)
 
 
 def _skin_commands(skin: argparse.ArgumentParser) -> None:
@@ -259,6 +276,13 @@ def _update_commands(commands: _Commands) -> None:
         backup.add_argument("--no-backup", action="store_true", help="take no snapshot and no backup")
         p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
         p.add_argument("--branch", metavar="NAME", help="branch to update to (default: the current one)")
+        p.add_argument(
+            "--rollback",
+            nargs="?",
+            const="",
+            metavar="UPDATE_ID",
+            help="go back to where an update started (default: the newest that moved the code)",
+        )
 
     _command(
         commands,

@@ -53,9 +53,12 @@ def cmd_update(args) -> int:
     running = holder(root)
     if running:
         raise UpdateInProgress(lock_path(root), running)
+    what = "Update"
+    if args.rollback is not None:
+        what = f"Roll back {INSTALL_ROOT} to {_rollback_target(root, args)[:12]}"
     if not args.yes and sys.stdin.isatty() and not output.wants_json(args):
         try:
-            answer = input(f"Update {INSTALL_ROOT} and restart every gateway of {root}? [y/N] ")
+            answer = input(f"{what} and restart every gateway of {root}? [y/N] ")
         except EOFError:  # Ctrl-D: no answer is no
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
@@ -102,7 +105,17 @@ def _plan(args, root: Path) -> int:
 
 def _options(args) -> dict[str, Any]:
     """The options the updater is started with (see ``services.updater``)."""
-    return {"branch": args.branch, "backup": args.backup, "no_backup": args.no_backup}
+    return {"branch": args.branch, "backup": args.backup, "no_backup": args.no_backup, "rollback": args.rollback}
+
+
+def _rollback_target(root: Path, args) -> str:
+    """The commit a rollback goes back to; a rollback that would be refused is refused here,
+    before any updater starts (the updater's plan asks the same again)."""
+    from services.updater import load_settings, plan_update
+
+    plan = plan_update(root, INSTALL_ROOT, _options(args), load_settings(root))
+    assert plan.rollback is not None
+    return plan.rollback["target"]
 
 
 def _owed(root: Path) -> dict[str, Any]:
@@ -129,6 +142,8 @@ def _spawn(root: Path, update_id: str, args) -> subprocess.Popen:
         argv.append("--backup")
     if args.no_backup:
         argv.append("--no-backup")
+    if args.rollback is not None:
+        argv += ["--rollback", args.rollback] if args.rollback else ["--rollback"]
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with open(logs / "update.log", "ab") as log:
@@ -232,6 +247,8 @@ def _report(args, terminal: dict[str, Any]) -> int:
         "receipt": terminal["receipt"],
         "before": data.get("before"),
         "after": data.get("after"),
+        # A rollback: {of, target, backup} (the update it undoes, where it went, the archive).
+        "rollback": (data.get("plan") or {}).get("rollback"),
         "found_interrupted": [u for s in steps if s["name"] == "found-interrupted" for u in s["detail"]["updates"]],
         "retried": [s["detail"] for s in steps if s["name"] == "retry"],
         "fleet": data.get("fleet", []),
@@ -261,6 +278,8 @@ def _summary_text(d: dict[str, Any]) -> str:
     lines = [
         f"! update {update_id} had been interrupted; marked so in its receipt" for update_id in d["found_interrupted"]
     ]
+    if d.get("rollback"):
+        lines.append(f"↺ rollback of update {d['rollback']['of']} to {d['rollback']['target'][:12]}")
     if d["up_to_date"]:
         lines.append(f"Already up to date ({str((d['after'] or {}).get('code_sha') or '-')[:12]})")
     for retry in d["retried"]:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from services.updater.receipt import Receipt
     from services.updater.receipt_store import ReceiptStore
     from services.updater.settings import load_settings
+    from services.updater.snapshot_restore import list_snapshots, restore_snapshot
     from services.updater.update_id import new_update_id
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "availability",
     "clear_gateway",
     "holder",
+    "list_snapshots",
     "load_settings",
     "lock_path",
     "new_update_id",
@@ -43,6 +45,7 @@ __all__ = [
     "read_fleet",
     "render_plan",
     "restart_warning",
+    "restore_snapshot",
 ]
 
 # The names imported on first use, and the module each comes from; ``ops`` (the control
@@ -53,12 +56,14 @@ _ON_FIRST_USE = {
     "UpdateInProgress": "services.updater.lock",
     "availability": "services.updater.plan",
     "holder": "services.updater.lock",
+    "list_snapshots": "services.updater.snapshot_restore",
     "load_settings": "services.updater.settings",
     "lock_path": "services.updater.lock",
     "new_update_id": "services.updater.update_id",
     "ops": "services.updater.ops",
     "plan_update": "services.updater.plan",
     "render_plan": "services.updater.plan_text",
+    "restore_snapshot": "services.updater.snapshot_restore",
 }
 
 

@@ -302,3 +302,22 @@ def _restore_after_move(repo: Path, moved: ApplyResult, sha: str, emit: StepCall
     )
     emit("parked", {"sha": sha, "ref": ref, "conflicts": list(conflicts)})
     return replace(moved, stash="parked", stash_ref=ref, stash_sha=sha, user_action=action, conflicts=conflicts)
+
+
+def rewind(
+    repo: Path | str, target: str, *, timeout: float = APPLY_TIMEOUT, on_step: StepCallback | None = None
+) -> ApplyResult:
+    """A rollback's move: HEAD, and the branch it is on, back to ``target``, a commit the local
+    ``.git`` holds (nothing is fetched). ``on_step`` gets "moving" and "moved" as ``apply``
+    gives them. Local changes to tracked files the move does not touch are kept; one it would
+    overwrite makes git refuse (``git reset --keep``), and nothing changes."""
+    repo = Path(repo)
+    emit: StepCallback = on_step or (lambda name, detail: None)
+    before = run_git(repo, "rev-parse", "--verify", "HEAD^{commit}", stage="status", timeout=timeout).strip()
+    branch = _current_branch(repo, timeout) or "HEAD"
+    if before == target:
+        return ApplyResult(before=before, after=before, branch=branch, fetched_sha=target, up_to_date=True)
+    emit("moving", {"before": before, "after": target, "branch": branch})
+    run_git(repo, "reset", "--quiet", "--keep", target, stage="rewind", timeout=timeout)
+    emit("moved", {"before": before, "after": target, "branch": branch})
+    return ApplyResult(before=before, after=target, branch=branch, fetched_sha=target, moved=True)

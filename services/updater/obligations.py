@@ -1,7 +1,7 @@
 """What a committed update still owes, kept in the ROOT home until it is done.
 
 After the commit point nothing fails an update, so whatever its tail could not finish must
-outlive the run that owed it. Two obligations, each one JSON file under ``<root>/obligations/``,
+outlive the run that owed it. Each obligation is one JSON file under ``<root>/obligations/``,
 replaced atomically under a lock:
 
 - ``source-completion-pending.json``: the tree moved and no completion has yet delivered a
@@ -18,6 +18,9 @@ replaced atomically under a lock:
   stale ones, and those down that should run). A gateway's part is cleared as soon as it is
   seen running the commit expected of it (an update's verify, ``hermes gateway
   start|restart``); the file is removed when nothing is owed.
+- ``home-restore-pending.json``: a rollback restores the root home from a ``--backup``
+  archive. Armed just ahead of the move and cleared once every file is back, so a kill
+  mid-restore leaves it owed and the next update restores again (``home_restore``).
 
 The next ``hermes update``, already up to date or not, retries both. While a fleet restart is
 owed every ``hermes`` command prints ``restart_warning`` on stderr. That check runs on every
@@ -41,6 +44,7 @@ SCHEMA = 1
 DIRECTORY = "obligations"
 COMPLETION_FILE = "source-completion-pending.json"
 FLEET_FILE = "fleet-restart.json"
+RESTORE_FILE = "home-restore-pending.json"
 
 # Why a gateway is owed a restart.
 NOT_RESTARTED = "not-restarted"  # the code moved and nothing has restarted it yet
@@ -66,6 +70,10 @@ def completion_path(root: Path) -> Path:
 
 def fleet_path(root: Path) -> Path:
     return Path(root) / DIRECTORY / FLEET_FILE
+
+
+def restore_path(root: Path) -> Path:
+    return Path(root) / DIRECTORY / RESTORE_FILE
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -143,6 +151,24 @@ def read_fleet(root: Path) -> dict[str, dict[str, Any]]:
     return gateways
 
 
+def read_restore(root: Path) -> dict[str, Any] | None:
+    """``{schema, update_id, armed_at, target, backup: {path, sha256}}`` while a rollback's restore
+    of the root home from ``backup`` is owed (the tree moves, or moved, to ``target``), else None."""
+    path = restore_path(root)
+    data = _load(path)
+    if data is None:
+        return None
+    backup = data.get("backup")
+    if not (
+        isinstance(data.get("update_id"), str)
+        and isinstance(data.get("target"), str)
+        and isinstance(backup, dict)
+        and all(isinstance(backup.get(k), str) for k in ("path", "sha256"))
+    ):
+        raise _corrupt(path, "not a pending home restore (update_id, target, backup)")
+    return data
+
+
 def restart_warning(env: Mapping[str, str] | None = None) -> str | None:
     """The one line every ``hermes`` command prints while a fleet restart is owed, else None.
 
@@ -214,6 +240,24 @@ def arm_completion(
 
 def clear_completion(root: Path) -> None:
     path = completion_path(root)
+    _locked(path, lambda: _put(path, None))
+
+
+def arm_restore(root: Path, *, update_id: str, target: str, backup: Mapping[str, Any]) -> None:
+    """A restore of the root home from ``backup`` is owed by rollback ``update_id`` to ``target``."""
+    path = restore_path(root)
+    record = {
+        "schema": SCHEMA,
+        "update_id": update_id,
+        "armed_at": _now(),
+        "target": target,
+        "backup": {"path": backup["path"], "sha256": backup["sha256"]},
+    }
+    _locked(path, lambda: _put(path, record))
+
+
+def clear_restore(root: Path) -> None:
+    path = restore_path(root)
     _locked(path, lambda: _put(path, None))
 
 

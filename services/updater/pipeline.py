@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from services.updater.apply_archive import ArchiveIsOlder, DirtyTree, apply_archive, should_fall_back
-from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply
+from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply, rewind
 from services.updater.archive import ArchiveFailed, DownloadStopped
 from services.updater.completion_child import CompletionChild
 from services.updater.completion_contract import UNKNOWN_SPEC, Request, dependency_digest
@@ -31,6 +31,8 @@ from services.updater.plan import plan_update
 from services.updater.receipt import Receipt, exit_code_for
 from services.updater.receipt_store import ReceiptStore
 from services.updater.restart import restart_fleet
+from services.updater.restore_owed import RestoreOwed
+from services.updater.rollback import RollbackRefused
 from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
 from services.updater.swap import SwapFailed, SwapRecoveryNeeded, recover_interrupted_swap
@@ -87,6 +89,7 @@ class Pipeline:
         self.receipt_path: Path | None = None
         self.debts = Debts(root, update_id, self.receipt, self.emit)
         self.completion = CompletionChild(install_root, self.receipt, self.debts, self.emit, lock, stop)
+        self.restore = RestoreOwed(root, install_root, update_id, self.receipt, self.emit)
         self.stage = "starting"
         self.committed = False
         self.outcome: str | None = None
@@ -188,13 +191,15 @@ class Pipeline:
     def _stages(self) -> None:
         self._boundary("plan")
         settings, plan = self._plan()
+        self.restore.repair()
         self._boundary("snapshot")
         self._snapshot()
         self._boundary("apply")
         branch = (plan["git"] or {}).get("branch") or self.options.get("branch") or settings.branch
         branch = branch or current_branch(self.install_root) or DEFAULT_BRANCH
+        rollback = plan.get("rollback")
         try:
-            result = self._apply(branch, settings)
+            result = self._rewind(rollback) if rollback else self._apply(branch, settings)
         except APPLY_FAILURES as exc:
             message = getattr(exc, "message", str(exc))
             self.receipt.step("apply", False, exc.to_dict() if isinstance(exc, HermesError) else str(exc))
@@ -217,6 +222,9 @@ class Pipeline:
         if not result.moved:
             self._retry_owed(result.after)
             return
+        if rollback and rollback["backup"]:
+            self._boundary("restore")
+            self.restore.run()
         self._boundary("completion")
         completion = self.complete(self.debts.owed_before(result.before), result.after)
         if result.stash == "parked":
@@ -231,8 +239,16 @@ class Pipeline:
             receipt.step("plan", False, exc.to_dict())
             self.emit("plan", "fail", exc.message)
             raise _Finish("failed") from None
-        plan = plan_update(self.root, self.install_root, self.options, settings).to_dict()
+        try:
+            plan = plan_update(self.root, self.install_root, self.options, settings).to_dict()
+        except RollbackRefused as exc:
+            receipt.step("plan", False, exc.to_dict())
+            receipt.skip("apply", exc.message)
+            self.emit("plan", "refused", exc.message)
+            raise _Finish("refused") from None
         receipt.set("plan", plan)
+        if plan["rollback"]:
+            receipt.step("rollback", True, {"of": plan["rollback"]["of"], "target": plan["rollback"]["target"]})
         self.debts.dependency_spec = self.spec_digest()
         receipt.step("plan", True)
         self.emit("plan", "done", _plan_summary(plan))
@@ -315,6 +331,19 @@ class Pipeline:
             self.debts.withdraw()
             raise
 
+    def _rewind(self, rollback: dict[str, Any]) -> ApplyResult:
+        """A rollback's move back to ``rollback["target"]``, from the local ``.git`` alone; the
+        home's restore is owed from just ahead of the move."""
+        self._recover_swap()
+        if rollback["backup"]:
+            self.restore.plan(rollback["target"], rollback["backup"])
+        try:
+            return rewind(self.install_root, rollback["target"], on_step=self._applied)
+        except BaseException:
+            self.debts.withdraw()
+            self.restore.withdraw()
+            raise
+
     def _recover_swap(self) -> None:
         """Whichever way this run applies, an archive swap a crash cut short is undone first:
         git would otherwise fast-forward (and stash) a half-swapped tree. One that cannot be
@@ -335,6 +364,7 @@ class Pipeline:
         """Apply's hook for each of its steps (it must not raise)."""
         if name == "moving":
             self.debts.moving(detail["before"], detail["after"])
+            self.restore.arm()  # a rollback's restore of the home, if it has one
         if name == "moved":
             self.committed = True  # the commit point: from here on nothing fails the update
             self.receipt.step("moved", True, detail)

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from services.updater.git import GitFailed
 from services.updater.git_target import GIT_TIMEOUT, git_target
 from services.updater.install_kind import SYSTEM_PROBES, InstallKind, Probes, detect_install_kind, refusal
+from services.updater.rollback import local_target
+from services.updater.rollback import target as rollback_target
 from shared import homes
 from shared.gateways import discovery
 from shared.redaction import redact_text
@@ -43,6 +45,7 @@ class Plan:
     foreign: list[dict[str, Any]]  # runtimes of other homes on this machine: named, never touched
     backup: BackupMode
     actions: list[str]
+    rollback: dict[str, Any] | None = None  # a rollback's {of, target, backup} (``rollback.target``)
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
@@ -65,6 +68,7 @@ class Plan:
             "foreign": self.foreign,
             "backup": self.backup,
             "actions": self.actions,
+            "rollback": self.rollback,
         }
 
 
@@ -73,6 +77,9 @@ def plan_update(root: Path, install_root: Path, options: Mapping[str, Any], sett
     the root's ``settings``: the one the updater follows and the one ``--plan`` shows."""
     backup: BackupMode = "none" if options.get("no_backup") else "full" if options.get("backup") else "quick"
     branch = options.get("branch") or settings.branch
+    rollback = options.get("rollback")
+    if rollback is not None:  # "": the newest update that moved the code
+        return make_plan(root, install_root, backup=backup, rollback=rollback or None)
     return make_plan(root, install_root, branch=branch, backup=backup, archive_url=settings.archive_url)
 
 
@@ -103,14 +110,23 @@ def make_plan(
     probes: Probes = SYSTEM_PROBES,
     git_timeout: float = GIT_TIMEOUT,
     archive_url: str | None = None,
+    rollback: str | None | Literal[False] = False,
 ) -> Plan:
-    """The read-only inventory of an update of ``install_root`` serving the homes under ``root``."""
+    """The read-only inventory of an update of ``install_root`` serving the homes under ``root``;
+    with ``rollback`` (an update id, or None for the newest that moved the code), of a rollback,
+    which asks only the local ``.git`` (a refusal raises ``RollbackRefused``)."""
     root = Path(root).absolute()
     install_root = Path(install_root).absolute()
     install = detect_install_kind(install_root, env=env, probes=probes)
     target: dict[str, Any] | None = None
     target_error: dict[str, Any] | None = None
-    if install.kind == "git":
+    undo: dict[str, Any] | None = None
+    if rollback is not False:
+        from services.updater.receipt_store import ReceiptStore
+
+        undo = rollback_target(install_root, install.kind, ReceiptStore(root).all()[0], rollback)
+        target = local_target(install_root, undo["target"], timeout=git_timeout)
+    elif install.kind == "git":
         try:
             target = git_target(install_root, branch, timeout=git_timeout)
         except GitFailed as exc:
@@ -131,8 +147,9 @@ def make_plan(
         gateways=gateways,
         foreign=foreign,
         backup=backup,
-        actions=_actions(install, target, target_error, profiles, gateways, backup, archive_url)
+        actions=_actions(install, target, target_error, profiles, gateways, backup, archive_url, undo)
         + _leave_alone(foreign),
+        rollback=undo,
     )
 
 
@@ -148,6 +165,7 @@ def _actions(
     gateways: list[dict[str, Any]],
     backup: BackupMode,
     archive_url: str | None,
+    rollback: dict[str, Any] | None = None,
 ) -> list[str]:
     if not install.in_place:
         run = f"; run instead: {install.external_command}" if install.external_command else ""
@@ -169,7 +187,9 @@ def _actions(
     moves = not target["up_to_date"]
     # After a code change every gateway is stale; without one, only those not running it.
     stale = gateways if moves else [g for g in gateways if g.get("code_sha") != new]
-    if moves:
+    if rollback is not None:
+        actions = [_rollback_action(target, rollback)]
+    elif moves:
         actions = [f"fetch origin and fast-forward {target['branch']} {short(target['head'])} → {short(new)}"]
         if target["dirty"]:
             actions.append(f"stash local changes to {target['dirty_count']} tracked file(s) and restore them after")
@@ -177,6 +197,8 @@ def _actions(
         actions = [f"no code change: {target['branch']} is at origin's {short(new)}"]
     if moves or stale:
         actions.append(_snapshot_action(profiles, backup))
+    if rollback is not None and rollback["backup"] and moves:
+        actions.append(f"restore the root home from {rollback['backup']['path']} (what it does not hold is kept)")
     if stale:
         listed = ", ".join(f"{g['profile']} (pid {g['pid']}, {g['supervisor']})" for g in stale)
         actions.append(f"restart {len(stale)} gateway(s), drain first: {listed}")
@@ -184,6 +206,13 @@ def _actions(
     elif not gateways:
         actions.append("no live gateway to restart")
     return actions
+
+
+def _rollback_action(target: dict[str, Any], rollback: dict[str, Any]) -> str:
+    where = f"roll {target['branch']} back {short(target['head'])} → {short(target['remote_sha'])}"
+    if target["up_to_date"]:
+        where = f"no code change: {target['branch']} is at {short(target['remote_sha'])} already"
+    return f"{where}, where update {rollback['of']} started (local commit, no fetch)"
 
 
 def _foreign_units(root: Path) -> list[dict[str, Any]]:

@@ -9,11 +9,14 @@ from services.updater.plan import Plan, short
 
 def render_plan(plan: Plan) -> str:
     """The text of ``hermes update --plan``."""
-    lines = ["Update plan (read-only: nothing was changed)", ""]
+    kind = "Rollback" if plan.rollback else "Update"
+    lines = [f"{kind} plan (read-only: nothing was changed)", ""]
     how = "updated in place" if plan.install.in_place else "not updated in place"
     lines.append(f"  install   {plan.install.kind} at {plan.install_root} ({how})")
     lines.append(f"  code      {plan.code_version} @ {short(plan.code_sha)}")
-    if plan.git is not None:
+    if plan.rollback is not None and plan.git is not None:
+        lines.extend(_rollback_lines(plan.git, plan.rollback))
+    elif plan.git is not None:
         lines.extend(_target_lines(plan.git))
     elif plan.git_error is not None:
         lines.append(f"  target    unknown: {plan.git_error['message']}")
@@ -32,6 +35,17 @@ def render_plan(plan: Plan) -> str:
     lines.append("Would:" if not plan.refused else "Refused:")
     lines.extend(f"  {i}. {action}" for i, action in enumerate(plan.actions, 1))
     return "\n".join(lines) + "\n"
+
+
+def _rollback_lines(target: dict[str, Any], rollback: dict[str, Any]) -> list[str]:
+    status = "there already" if target["up_to_date"] else f"from {short(target['head'])}"
+    backup = rollback["backup"]
+    tree = f"{target['dirty_count']} modified tracked file(s)" if target["dirty"] else "clean"
+    return [
+        f"  target    {short(rollback['target'])}, where update {rollback['of']} started: {status}",
+        f"  backup    {backup['path'] if backup else 'none: the home is not restored'}",
+        f"  tree      {tree}",
+    ]
 
 
 def _target_lines(target: dict[str, Any]) -> list[str]:
