@@ -203,7 +203,7 @@ def test_exit_code_for(outcome, committed, code):
 
 @pytest.mark.parametrize(
     ("outcome", "committed"),
-    [("failed", True), ("refused", True), ("partial", False), ("running", False), ("bogus", True)],
+    [("failed", True), ("refused", True), ("running", False), ("bogus", True)],
 )
 def test_exit_code_for_impossible_combinations(outcome, committed):
     with pytest.raises(ReceiptError):
