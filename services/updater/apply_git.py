@@ -232,7 +232,8 @@ def _label(before: str) -> str:
 
 
 def _stash_ref(repo: Path, sha: str, timeout: float) -> str | None:
-    """``stash@{N}`` of the entry whose commit is ``sha``, if it is still listed."""
+    """``stash@{N}`` of the entry whose commit is ``sha``, if it is still listed. Given to git as
+    ``refs/stash@{N}``: beside a branch named ``stash`` the short form names that branch's reflog."""
     listed = run_git(repo, "stash", "list", "--format=%H", stage="stash", timeout=timeout).split()
     return f"stash@{{{listed.index(sha)}}}" if sha in listed else None
 
@@ -269,7 +270,7 @@ def _restore_after_failed_merge(repo: Path, sha: str, exc: BaseException, emit: 
     try:
         ref = _stash_ref(repo, sha, timeout)
         if ref is not None:
-            run_git(repo, "stash", "pop", "--quiet", ref, stage="restore", timeout=timeout)
+            run_git(repo, "stash", "pop", "--quiet", f"refs/{ref}", stage="restore", timeout=timeout)
             emit("restored", {"sha": sha})
             return
         failure: dict[str, Any] = {"reason": "stash entry no longer listed"}
@@ -330,7 +331,7 @@ def _pop_or_park(repo: Path, sha: str, label: str, timeout: float) -> Restore:
     failure of the pop) leave the tree clean and the entry listed, for the operator."""
     ref = _stash_ref(repo, sha, timeout)
     if ref is not None:
-        popped = run(repo, ["stash", "pop", "--quiet", ref], stage="restore", timeout=timeout, ok=range(256))
+        popped = run(repo, ["stash", "pop", "--quiet", f"refs/{ref}"], stage="restore", timeout=timeout, ok=range(256))
         if popped.returncode == 0:
             return Restore("restored")
 
