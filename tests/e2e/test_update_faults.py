@@ -528,6 +528,9 @@ def test_a_local_change_stashed_by_an_updater_killed_inside_the_merge_is_put_bac
     assert owed is not None and owed["update_id"] == killed["update_id"] and owed["paths"] == ["README.md"]
     assert stashes(install) == [owed["sha"], mine_before]
     assert git(install.path, "show", f"{owed['sha']}:README.md") + "\n" == edited
+    check = install.hermes("update", "--check", "--json")  # names it among what is owed
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert json.loads(check.stdout)["owed"]["stash"]["sha"] == owed["sha"]
     # The operator stashes something else in between: the entry is no longer stash@{0}.
     mine_after = operator_stash(install, "docs/testing.md")
     assert stashes(install) == [mine_after, owed["sha"], mine_before]
