@@ -120,9 +120,9 @@ def _rollback_target(root: Path, args) -> str:
 
 def _owed(root: Path) -> dict[str, Any]:
     """What earlier updates left owed, which the next ``hermes update`` retries."""
-    from services.updater import read_completion, read_fleet
+    from services.updater import read_completion, read_fleet, read_stash
 
-    return {"completion": read_completion(root), "fleet_restart": read_fleet(root)}
+    return {"completion": read_completion(root), "fleet_restart": read_fleet(root), "stash": read_stash(root)}
 
 
 def _with_owed(text: str, owed: dict[str, Any]) -> str:
@@ -131,6 +131,9 @@ def _with_owed(text: str, owed: dict[str, Any]) -> str:
         lines.append(f"⚠ owed: the completion of update {owed['completion']['update_id']}; `hermes update` runs it")
     for profile, part in owed["fleet_restart"].items():
         lines.append(f"⚠ owed: a restart of gateway {profile} onto {str(part['expected'])[:12]} ({part['reason']})")
+    if owed["stash"]:
+        stash = owed["stash"]
+        lines.append(f"⚠ owed: your local changes in stash {stash['sha'][:12]}; `hermes update` puts them back")
     return "\n".join(lines)
 
 
@@ -285,6 +288,10 @@ def _summary_text(d: dict[str, Any]) -> str:
     for retry in d["retried"]:
         if retry["owed"] == "completion":
             lines.append(f"↻ retried the completion of update {retry['update_id']} ({retry['how']})")
+        elif retry["owed"] == "stash":
+            lines.append(
+                f"↻ local changes in stash {retry['sha'][:12]}, left by update {retry['update_id']}: {retry['how']}"
+            )
         else:
             lines.append(f"↻ retried the restart of {', '.join(retry['gateways'])}")
     if d["fleet"]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from services.updater.obligations import clear_gateway, read_completion, read_fleet, restart_warning
+from services.updater.obligations import clear_gateway, read_completion, read_fleet, read_stash, restart_warning
 
 if TYPE_CHECKING:
     from services.updater import ops
@@ -43,6 +43,7 @@ __all__ = [
     "plan_update",
     "read_completion",
     "read_fleet",
+    "read_stash",
     "render_plan",
     "restart_warning",
     "restore_snapshot",

@@ -9,7 +9,12 @@ restore that can still go wrong.
 
 Local changes to tracked files are stashed around the fast-forward. A restore that
 conflicts leaves the tree clean on the new commit and the stash entry parked for the
-user (``ApplyResult.user_action``); untracked files are never stashed or touched.
+user (``ApplyResult.user_action``); untracked files are never stashed or touched. The
+stash commit is announced (``on_step("stashed", ...)``) before it is listed or the tree
+cleaned, so the caller can record it as owed first: a run killed anywhere after that leaves
+the change in the tree, or in a stash entry the record names by its commit, which the next
+update puts back (``restore_owed``). Entries are found by commit, never by position: the
+operator's own stashes are never touched.
 
 A tree an archive update installed (``services.updater.apply_archive``) is adopted once git
 works again: HEAD moves to the commit the archive was cut from, which changes no file.
@@ -94,9 +99,11 @@ def apply(
 ) -> ApplyResult:
     """Fetch ``remote``'s ``branch`` and fast-forward the tree to it.
 
-    ``on_step(name, detail)`` is called with "fetched", "stashed", "moving" (just before the
-    fast-forward: what it is about to commit), "moved" (the commit point) and "restored" or
-    "parked"; it is the caller's receipt hook and must not raise.
+    ``on_step(name, detail)`` is called with "fetched", "stashed" (the stash commit exists, and
+    the tree is about to be cleaned: record it now), "moving" (just before the fast-forward:
+    what it is about to commit), "moved" (the commit point) and "restored" or "parked" (also
+    "restored" when a failed fast-forward put the stash back); it is the caller's receipt hook
+    and must not raise.
     ``timeout`` bounds each git command. Refusals (``WrongBranch``, ``NotFastForward``)
     and failures before the commit point leave HEAD and the working tree as they were.
     """
@@ -142,9 +149,7 @@ def apply(
         )
 
     dirty = is_dirty(repo, timeout=timeout)
-    stash_sha = _stash(repo, before, timeout) if dirty else None
-    if stash_sha is not None:
-        emit("stashed", {"sha": stash_sha, "paths": dirty})
+    stash_sha = _stash(repo, before, dirty, emit, timeout) if dirty else None
     emit("moving", {"before": before, "after": target, "branch": branch})
     try:
         git("merge", "--ff-only", target, stage="merge")
@@ -152,7 +157,7 @@ def apply(
         if isinstance(exc, GitFailed) and exc.detail is not None:
             exc.detail["untracked"] = _untracked_in_the_way(repo, before, target, timeout)
         if stash_sha is not None:
-            _restore_after_failed_merge(repo, stash_sha, exc, timeout)
+            _restore_after_failed_merge(repo, stash_sha, exc, emit, timeout)
         raise
 
     # The commit point: the tree moved. Whatever follows is reported, not rolled back.
@@ -208,21 +213,27 @@ def _ahead_behind(repo: Path, head: str, target: str, timeout: float) -> tuple[i
     return int(ahead), int(behind)
 
 
-def _stash(repo: Path, before: str, timeout: float) -> str | None:
-    """Stash tracked changes; the new stash commit, or None if there was nothing left to stash."""
-    previous = _stash_top(repo, timeout)
-    run_git(repo, "stash", "push", "--message", f"hermes-update {before[:12]}", stage="stash", timeout=timeout)
-    top = _stash_top(repo, timeout)
-    return top if top != previous else None
+def _stash(repo: Path, before: str, dirty: list[str], emit: StepCallback, timeout: float) -> str | None:
+    """Stash tracked changes (what ``git stash push`` does, in its three steps, so that the
+    commit is announced before the tree changes); the stash commit, or None if there was
+    nothing to stash."""
+    label = _label(before)
+    sha = run_git(repo, "stash", "create", label, stage="stash", timeout=timeout).strip()
+    if not sha:
+        return None
+    emit("stashed", {"sha": sha, "before": before, "paths": dirty})
+    run_git(repo, "stash", "store", "--message", label, sha, stage="stash", timeout=timeout)
+    run_git(repo, "reset", "--quiet", "--hard", "--no-recurse-submodules", "HEAD", stage="stash", timeout=timeout)
+    return sha
 
 
-def _stash_top(repo: Path, timeout: float) -> str | None:
-    proc = run(repo, ["rev-parse", "-q", "--verify", "refs/stash"], stage="stash", timeout=timeout, ok=(0, 1))
-    return proc.stdout.strip() or None
+def _label(before: str) -> str:
+    return f"hermes-update {before[:12]}"
 
 
 def _stash_ref(repo: Path, sha: str, timeout: float) -> str | None:
-    """``stash@{N}`` of the entry whose commit is ``sha``, if it is still listed."""
+    """``stash@{N}`` of the entry whose commit is ``sha``, if it is still listed. Given to git as
+    ``refs/stash@{N}``: beside a branch named ``stash`` the short form names that branch's reflog."""
     listed = run_git(repo, "stash", "list", "--format=%H", stage="stash", timeout=timeout).split()
     return f"stash@{{{listed.index(sha)}}}" if sha in listed else None
 
@@ -254,12 +265,13 @@ def _untracked_in_the_way(repo: Path, before: str, target: str, timeout: float) 
     )
 
 
-def _restore_after_failed_merge(repo: Path, sha: str, exc: BaseException, timeout: float) -> None:
+def _restore_after_failed_merge(repo: Path, sha: str, exc: BaseException, emit: StepCallback, timeout: float) -> None:
     """Put the stashed changes back on the unmoved HEAD before ``exc`` propagates."""
     try:
         ref = _stash_ref(repo, sha, timeout)
         if ref is not None:
-            run_git(repo, "stash", "pop", "--quiet", ref, stage="restore", timeout=timeout)
+            run_git(repo, "stash", "pop", "--quiet", f"refs/{ref}", stage="restore", timeout=timeout)
+            emit("restored", {"sha": sha})
             return
         failure: dict[str, Any] = {"reason": "stash entry no longer listed"}
     except GitFailed as restore_exc:
@@ -271,37 +283,82 @@ def _restore_after_failed_merge(repo: Path, sha: str, exc: BaseException, timeou
 
 
 def _restore_after_move(repo: Path, moved: ApplyResult, sha: str, emit: StepCallback, timeout: float) -> ApplyResult:
+    back = _pop_or_park(repo, sha, _label(moved.before), timeout)
+    if back.state == "restored":
+        emit("restored", {"sha": sha})
+        return replace(moved, stash="restored", stash_sha=sha)
+    emit("parked", {"sha": sha, "ref": back.ref, "conflicts": list(back.conflicts)})
+    return replace(
+        moved, stash="parked", stash_ref=back.ref, stash_sha=sha, user_action=back.user_action, conflicts=back.conflicts
+    )
+
+
+@dataclass(frozen=True)
+class Restore:
+    """What became of a stash entry put back onto the tree."""
+
+    state: Literal["restored", "parked"]
+    ref: str | None = None  # "stash@{N}" while parked
+    conflicts: tuple[str, ...] = ()
+    user_action: str | None = None
+
+
+def restore_owed(repo: Path | str, sha: str, before: str, *, timeout: float = APPLY_TIMEOUT) -> Restore | None:
+    """Put back the stash entry ``sha`` that an interrupted update made over ``before``, onto
+    whatever tree is checked out now; None when it is no longer listed (restored, or the operator took it).
+
+    Only onto a tree without tracked changes: a conflict is undone by a hard reset, which must
+    destroy nothing but the failed restore. With changes of its own the tree is left alone
+    and the entry is parked for the operator.
+    """
+    repo = Path(repo)
+    ref = _stash_ref(repo, sha, timeout)
+    if ref is None:
+        return None
+    if is_dirty(repo, timeout=timeout):
+        files = _stash_files(repo, sha, timeout)
+        action = (
+            f"Your local changes to {', '.join(files)} are kept in stash {ref} ({sha}), not re-applied "
+            f"because {repo} has changes of its own: once those are committed or stashed, run "
+            f"`git stash apply {sha}` in {repo}, then `git stash drop` that entry"
+        )
+        return Restore("parked", ref, (), action)
+    return _pop_or_park(repo, sha, _label(before), timeout)
+
+
+def _pop_or_park(repo: Path, sha: str, label: str, timeout: float) -> Restore:
+    """Pop the entry ``sha`` onto a tree without tracked changes; on a conflict (or any other
+    failure of the pop) leave the tree clean and the entry listed, for the operator."""
     ref = _stash_ref(repo, sha, timeout)
     if ref is not None:
-        popped = run(repo, ["stash", "pop", "--quiet", ref], stage="restore", timeout=timeout, ok=range(256))
+        popped = run(repo, ["stash", "pop", "--quiet", f"refs/{ref}"], stage="restore", timeout=timeout, ok=range(256))
         if popped.returncode == 0:
-            emit("restored", {"sha": sha})
-            return replace(moved, stash="restored", stash_sha=sha)
+            return Restore("restored")
 
-    # The pop conflicted (or failed otherwise): back to a clean tree on the new commit. Every
-    # index entry HEAD lacks came from the failed pop, and the stash keeps all of it.
+    # Every index entry HEAD lacks came from the failed pop, and the stash keeps all of it.
     unmerged = run_git(repo, "diff", "--name-only", "--diff-filter=U", "-z", stage="restore", timeout=timeout)
     conflicts = tuple(sorted({p for p in unmerged.split("\0") if p}))
     run_git(repo, "reset", "--quiet", "--hard", "HEAD", stage="restore", timeout=timeout)
     ref = _stash_ref(repo, sha, timeout)
     if ref is None:  # never leave the changes as a dangling commit only
-        run_git(
-            repo,
-            "stash",
-            "store",
-            "--message",
-            f"hermes-update {moved.before[:12]}",
-            sha,
-            stage="restore",
-            timeout=timeout,
-        )
+        run_git(repo, "stash", "store", "--message", label, sha, stage="restore", timeout=timeout)
         ref = _stash_ref(repo, sha, timeout) or "stash@{0}"
-    action = (
-        f"Your local changes are kept in stash {sha}: run `git stash apply {sha}` in {repo} "
-        f"and resolve the conflicts{' in ' + ', '.join(conflicts) if conflicts else ''}"
+    then = (
+        f"resolve the conflicts in {', '.join(conflicts)}"
+        if conflicts
+        else f"check {', '.join(_stash_files(repo, sha, timeout)) or 'the files it changes'}"
     )
-    emit("parked", {"sha": sha, "ref": ref, "conflicts": list(conflicts)})
-    return replace(moved, stash="parked", stash_ref=ref, stash_sha=sha, user_action=action, conflicts=conflicts)
+    action = (
+        f"Your local changes are kept in stash {ref} ({sha}): run `git stash apply {sha}` in {repo}, "
+        f"{then}, then `git stash drop` that entry"
+    )
+    return Restore("parked", ref, conflicts, action)
+
+
+def _stash_files(repo: Path, sha: str, timeout: float) -> tuple[str, ...]:
+    """The tracked paths the stash entry ``sha`` changes (its tree against the commit it was made on)."""
+    out = run_git(repo, "diff", "--name-only", "-z", f"{sha}^1", sha, stage="restore", timeout=timeout)
+    return tuple(sorted({p for p in out.split("\0") if p}))
 
 
 def rewind(

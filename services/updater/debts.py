@@ -4,7 +4,8 @@ reported in the receipt.
 
 What is owed after each event is ``ledger``'s to decide; this module keeps the run's view of
 it (``pending``: the completion owed, ``fleet``: the gateways owed a restart, ``expected``:
-the profiles whose gateway must run the new code) in step with the files. A failure to write
+the profiles whose gateway must run the new code, ``stash``: the operator's change stashed
+and not yet put back) in step with the files. A failure to write
 an obligation is a failed ``obligations`` step in the receipt, never a failed update.
 """
 
@@ -31,6 +32,7 @@ class Debts:
         self.pending: dict[str, Any] | None = None
         self.fleet: dict[str, dict[str, Any]] = {}
         self.expected: list[str] = []
+        self.stash: dict[str, Any] | None = None
         # The dependency spec's digest as the plan found it, before anything moved.
         self.dependency_spec: str | None = UNKNOWN_SPEC
         # What was owed before this run armed its obligations ahead of a move, so that a move
@@ -53,14 +55,30 @@ class Debts:
             self.receipt.step("obligations", False, exc.to_dict())
             self.fleet = {}
         self.expected = sorted(set(live) | set(self.fleet))
-        if self.pending is None and not self.fleet:
+        self._read_stash()
+        if self.pending is None and not self.fleet and self.stash is None:
             return
         completion = self.pending and self.pending["update_id"]
-        self.receipt.step("owed", True, {"completion": completion, "fleet-restart": sorted(self.fleet)})
+        stash = self.stash and self.stash["sha"]
+        self.receipt.step("owed", True, {"completion": completion, "fleet-restart": sorted(self.fleet), "stash": stash})
         owed = [f"the completion of update {completion}"] if completion else []
         if self.fleet:
             owed.append(f"a restart of {', '.join(self.fleet)}")
+        if stash:
+            owed.append(f"the local changes in stash {stash[:12]}")
         self.emit("plan", "owed", "; ".join(owed))
+
+    def _read_stash(self) -> None:
+        try:
+            self.stash = obligations.read_stash(self.root)
+        except HermesError as exc:  # no sha to act on: said once, then removed
+            self.receipt.step("obligations", False, exc.to_dict())
+            self.receipt.followup(
+                "stash",
+                "the record of a local change an update stashed is unreadable: "
+                "look for `hermes-update` entries in `git stash list`",
+            )
+            self.unstashed()
 
     def owed_before(self, before: str | None) -> str | None:
         """The code the owed completion starts from: a completion still owed covers its
@@ -73,6 +91,25 @@ class Debts:
         if self.pending is not None:
             return self.pending.get("dependency_spec", UNKNOWN_SPEC)
         return self.dependency_spec
+
+    # --- the operator's local change ------------------------------------------------------------
+
+    def stashed(self, sha: str, before: str, paths: list[str]) -> None:
+        """The change is in stash commit ``sha`` and the tree is about to be cleaned: owed back
+        from now on. Never raises: apply's hooks must not."""
+        try:
+            obligations.arm_stash(self.root, update_id=self.update_id, sha=sha, before=before, paths=paths)
+            self.stash = {"update_id": self.update_id, "sha": sha, "before": before, "paths": list(paths)}
+        except (OSError, ValueError, HermesError) as exc:
+            self.receipt.step("obligations", False, f"could not record stash {sha}: {exc}")
+
+    def unstashed(self) -> None:
+        """The change is back in the tree, or the receipt on disk hands it to the operator."""
+        try:
+            obligations.clear_stash(self.root)
+            self.stash = None
+        except (OSError, HermesError) as exc:
+            self.receipt.step("obligations", False, f"could not clear the stash record: {exc}")
 
     # --- the commit point -----------------------------------------------------------------------
 

@@ -31,8 +31,10 @@ def git_target(install_root: Path, branch: str | None = None, *, timeout: float 
     without a fetch they are ``None``.
     """
     root = Path(install_root)
-    code, out = _git(root, "symbolic-ref", "--short", "-q", "HEAD", timeout=timeout, ok=(0, 1))
-    current = out.strip() if code == 0 else None  # 1: detached HEAD
+    # Not --short: it disambiguates a branch that shares its name with another ref (a branch
+    # "stash" beside refs/stash becomes "heads/stash").
+    code, out = _git(root, "symbolic-ref", "-q", "HEAD", timeout=timeout, ok=(0, 1))
+    current = out.strip().removeprefix("refs/heads/") if code == 0 else None  # 1: detached HEAD
     target = branch or current or DEFAULT_BRANCH
     code, out = _git(root, "rev-parse", "--verify", "-q", "HEAD", timeout=timeout, ok=(0, 1))
     head = out.strip() if code == 0 else None  # 1: no commit yet

@@ -21,8 +21,14 @@ replaced atomically under a lock:
 - ``home-restore-pending.json``: a rollback restores the root home from a ``--backup``
   archive. Armed just ahead of the move and cleared once every file is back, so a kill
   mid-restore leaves it owed and the next update restores again (``home_restore``).
+- ``stash-pending.json``: the operator's local change to tracked files, stashed around the
+  fast-forward and not yet put back, by the stash commit's sha (never ``stash@{N}``: the
+  operator's own entries shift it), with the commit it was made over and its paths. Armed by
+  the updater once the stash commit exists and before the tree is cleaned or moved; cleared
+  once the change is back in the tree, or handed to the operator in a receipt's
+  ``user_action``.
 
-The next ``hermes update``, already up to date or not, retries both. While a fleet restart is
+The next ``hermes update``, already up to date or not, retries every one. While a fleet restart is
 owed every ``hermes`` command prints ``restart_warning`` on stderr. That check runs on every
 CLI start, so this module imports only the standard library, ``shared.errors`` and
 ``shared.home_env`` at load time: ``shared.files`` (writes, corrupt-file errors) is imported
@@ -45,6 +51,7 @@ DIRECTORY = "obligations"
 COMPLETION_FILE = "source-completion-pending.json"
 FLEET_FILE = "fleet-restart.json"
 RESTORE_FILE = "home-restore-pending.json"
+STASH_FILE = "stash-pending.json"
 
 # Why a gateway is owed a restart.
 NOT_RESTARTED = "not-restarted"  # the code moved and nothing has restarted it yet
@@ -74,6 +81,10 @@ def fleet_path(root: Path) -> Path:
 
 def restore_path(root: Path) -> Path:
     return Path(root) / DIRECTORY / RESTORE_FILE
+
+
+def stash_path(root: Path) -> Path:
+    return Path(root) / DIRECTORY / STASH_FILE
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -166,6 +177,31 @@ def read_restore(root: Path) -> dict[str, Any] | None:
         and all(isinstance(backup.get(k), str) for k in ("path", "sha256"))
     ):
         raise _corrupt(path, "not a pending home restore (update_id, target, backup)")
+    return data
+
+
+def _commit(value: object) -> bool:
+    """A full commit id (SHA-1 or SHA-256): it ends up in a git command line."""
+    return isinstance(value, str) and len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value)
+
+
+def read_stash(root: Path) -> dict[str, Any] | None:
+    """``{schema, update_id, stashed_at, sha, before, paths}`` while a stash of the operator's
+    change is owed back, else None."""
+    path = stash_path(root)
+    data = _load(path)
+    if data is None:
+        return None
+    paths = data.get("paths")
+    shaped = (
+        isinstance(data.get("update_id"), str)
+        and _commit(data.get("sha"))
+        and _commit(data.get("before"))
+        and isinstance(paths, list)
+        and all(isinstance(p, str) for p in paths)
+    )
+    if not shaped:
+        raise _corrupt(path, "not a pending stash (update_id, sha, before, paths)")
     return data
 
 
@@ -292,3 +328,24 @@ def clear_gateway(root: Path, profile: str, running: str | None) -> bool:
 
     _locked(path, change)
     return bool(cleared)
+
+
+def arm_stash(root: Path, *, update_id: str, sha: str, before: str, paths: list[str]) -> None:
+    """The operator's change is in the stash commit ``sha`` (made over ``before``) until put back."""
+    if not (_commit(sha) and _commit(before)):
+        raise ValueError(f"not commit ids: {sha!r}, {before!r}")
+    path = stash_path(root)
+    record = {
+        "schema": SCHEMA,
+        "update_id": update_id,
+        "stashed_at": _now(),
+        "sha": sha,
+        "before": before,
+        "paths": list(paths),
+    }
+    _locked(path, lambda: _put(path, record))
+
+
+def clear_stash(root: Path) -> None:
+    path = stash_path(root)
+    _locked(path, lambda: _put(path, None))

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from services.updater.apply_archive import ArchiveIsOlder, DirtyTree, apply_archive, should_fall_back
-from services.updater.apply_git import ApplyResult, GitFailed, NotFastForward, WrongBranch, apply, rewind
+from services.updater.apply_git import (
+    ApplyResult,
+    GitFailed,
+    NotFastForward,
+    WrongBranch,
+    apply,
+    restore_owed,
+    rewind,
+)
 from services.updater.archive import ArchiveFailed, DownloadStopped
 from services.updater.completion_child import CompletionChild
 from services.updater.completion_contract import UNKNOWN_SPEC, Request, dependency_digest
@@ -219,6 +227,9 @@ class Pipeline:
         self.emit("apply", "done", applied)
         if result.user_action:
             self.receipt.user_action(result.user_action)
+        if result.stash == "parked":
+            self.write()  # the receipt on disk hands the change to the operator: no longer owed
+            self.debts.unstashed()
         if not result.moved:
             self._retry_owed(result.after)
             return
@@ -300,6 +311,7 @@ class Pipeline:
         """Fast-forward with git; when git itself fails before the commit point and an archive
         URL is configured, install the branch's source archive instead."""
         self._recover_swap()
+        self._restore_owed_stash()
         try:
             return apply(self.install_root, branch, on_step=self._applied)
         except BaseException as exc:
@@ -360,8 +372,35 @@ class Pipeline:
             self.emit("recover", "done", "; ".join(done))
             self.write()
 
+    def _restore_owed_stash(self) -> None:
+        """The operator's change an interrupted update stashed goes back onto the tree before
+        this run applies (which stashes it again around its own move, if any). One that does
+        not apply cleanly is handed to the operator: the run ends ``partial``."""
+        owed = self.debts.stash
+        if owed is None:
+            return
+        detail = {"owed": "stash", "update_id": owed["update_id"], "sha": owed["sha"]}
+        try:
+            back = restore_owed(self.install_root, owed["sha"], owed["before"])
+        except GitFailed as exc:  # still owed: the next update tries again
+            self.receipt.step("retry", False, {**detail, "how": "failed", "error": exc.to_dict()})
+            self.emit("recover", "fail", exc.message)
+            return
+        how = "gone" if back is None else back.state
+        self.receipt.step("retry", True, {**detail, "how": how, "paths": owed["paths"]})
+        self.emit("recover", how, {"stash": owed["sha"]})
+        if back is not None and back.user_action is not None:
+            self.receipt.user_action(back.user_action)
+            self.outcome = "partial"
+        self.write()  # the receipt names the restore, or the action, before the record goes
+        self.debts.unstashed()
+
     def _applied(self, name: str, detail: Any) -> None:
         """Apply's hook for each of its steps (it must not raise)."""
+        if name == "stashed":
+            self.debts.stashed(detail["sha"], detail["before"], detail["paths"])
+        if name == "restored":
+            self.debts.unstashed()
         if name == "moving":
             self.debts.moving(detail["before"], detail["after"])
             self.restore.arm()  # a rollback's restore of the home, if it has one

@@ -45,7 +45,9 @@ def exit_code_for(outcome: str, *, committed: bool) -> int:
     ``committed`` means the tree moved and stayed moved. After that point nothing fails the
     update: a committed run whose tail went wrong is ``success`` with ``followups`` (exit 0).
     The one committed exit 1 is ``partial``: an autostash whose restore conflicted, which only
-    the user can re-apply. Impossible combinations raise rather than guess.
+    the user can re-apply. It is also the outcome of a run that did not move the code itself
+    but finished an interrupted one that did, whose stash only the user can re-apply.
+    Impossible combinations raise rather than guess.
     """
     if outcome not in TERMINAL:
         raise ReceiptError(f"{outcome!r} is not a terminal outcome (one of {', '.join(sorted(TERMINAL))})")
@@ -53,8 +55,6 @@ def exit_code_for(outcome: str, *, committed: bool) -> int:
         raise ReceiptError("after the commit point nothing fails: record success with followups")
     if committed and outcome == REFUSED:
         raise ReceiptError("a refused update committed nothing")
-    if not committed and outcome == PARTIAL:
-        raise ReceiptError("a partial outcome means the code moved, so it is always committed")
     return _EXIT_CODES[outcome]
 
 
@@ -271,8 +271,11 @@ class Receipt:
         owed.append(entry)
 
     def user_action(self, text: str) -> None:
+        """What only the user can do; a second one is added after the first, never over it."""
         self._open("set the user action")
-        self._d["user_action"] = _text(text, "user action")
+        text = _text(text, "user action")
+        earlier = self._d["user_action"]
+        self._d["user_action"] = text if earlier is None else f"{earlier}\n{text}"
 
     def finish(self, outcome: str, exit_code: int, *, at: datetime | None = None) -> None:
         self._open(f"finish {outcome}")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.updater.apply_git import NotFastForward, WrongBranch, apply, is_dirty, run_git
+from services.updater.apply_git import NotFastForward, WrongBranch, apply, is_dirty, restore_owed, run_git
 from services.updater.git import GitFailed
 from tests.support.installs import git
 
@@ -110,6 +110,69 @@ def test_conflicting_restore_parks_the_stash(world: World) -> None:
     assert git(world.install, "show", f"{result.stash_sha}:config.txt") == "value = local"
     assert steps == ["fetched", "stashed", "moving", "moved", "parked"]
     assert result.to_dict()["conflicts"] == ["config.txt"]
+
+
+def test_the_stash_is_announced_before_it_is_listed_or_the_tree_cleaned(world: World) -> None:
+    (world.install / "notes.txt").write_text("my notes\n")
+    world.push({"app.py": "print('v2')\n"})
+    seen: list[tuple[str, list[str], str]] = []
+
+    def on_step(name: str, detail: dict) -> None:
+        if name == "stashed":  # what a kill right here leaves: the change still in the tree
+            seen.append((detail["sha"], world.stashes(), (world.install / "notes.txt").read_text()))
+
+    head = world.head()
+    result = apply(world.install, "main", on_step=on_step)
+    [(sha, listed, text)] = seen
+    assert listed == [] and text == "my notes\n"
+    assert result.stash_sha == sha and git(world.install, "rev-parse", f"{sha}^1") == head
+
+
+def test_an_owed_stash_is_put_back_by_its_commit_leaving_other_entries(world: World) -> None:
+    (world.install / "notes.txt").write_text("my notes\n")
+    git(world.install, "stash", "push", "-q", "-m", "owed")
+    owed = world.stashes()[0]
+    (world.install / "app.py").write_text("print('mine')\n")
+    git(world.install, "stash", "push", "-q", "-m", "the operator's")
+    mine = world.stashes()[0]
+    head = world.head()
+    world.push({"config.txt": "value = 2\n"})
+    git(world.install, "pull", "-q", "--ff-only")
+
+    back = restore_owed(world.install, owed, head)
+    assert back is not None and (back.state, back.user_action) == ("restored", None)
+    assert (world.install / "notes.txt").read_text() == "my notes\n"
+    assert world.stashes() == [mine]
+    assert restore_owed(world.install, owed, head) is None  # no longer listed: nothing owed
+
+
+def test_an_owed_stash_is_not_put_onto_a_tree_with_changes_of_its_own(world: World) -> None:
+    (world.install / "notes.txt").write_text("my notes\n")
+    git(world.install, "stash", "push", "-q", "-m", "owed")
+    owed = world.stashes()[0]
+    (world.install / "notes.txt").write_text("newer notes\n")
+
+    back = restore_owed(world.install, owed, world.head())
+    assert back is not None and (back.state, back.ref) == ("parked", "stash@{0}")
+    assert back.user_action is not None and f"git stash apply {owed}" in back.user_action
+    assert "notes.txt" in back.user_action
+    assert (world.install / "notes.txt").read_text() == "newer notes\n"  # left alone
+    assert world.stashes() == [owed]
+
+
+def test_an_owed_stash_that_conflicts_is_parked_on_a_clean_tree(world: World) -> None:
+    (world.install / "config.txt").write_text("value = local\n")
+    git(world.install, "stash", "push", "-q", "-m", "owed")
+    owed = world.stashes()[0]
+    head = world.head()
+    world.push({"config.txt": "value = upstream\n"})
+    git(world.install, "pull", "-q", "--ff-only")
+
+    back = restore_owed(world.install, owed, head)
+    assert back is not None and (back.state, back.conflicts) == ("parked", ("config.txt",))
+    assert back.user_action is not None and owed in back.user_action and "config.txt" in back.user_action
+    assert (world.install / "config.txt").read_text() == "value = upstream\n" and is_dirty(world.install) == []
+    assert world.stashes() == [owed]
 
 
 def test_diverged_local_commit_is_refused(world: World) -> None:

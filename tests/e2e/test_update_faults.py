@@ -473,3 +473,95 @@ def test_a_gateway_that_never_comes_back_is_down_and_stays_owed(install):
         "⚠ 1 gateway is not on the new code (c: down): run `hermes update`; "
         "start a down one with `hermes -p NAME gateway start`"
     ]
+
+
+def kill_inside_the_merge(install: Install, gates: Gates) -> dict:
+    """``hermes update`` SIGKILLed once the fast-forward has moved the tree, before git merge
+    returns; its receipt, as it was left."""
+    gates.hold("post-merge")
+    update = Update(install)
+    update.wait_event("apply", "moving")
+    gates.wait_holding("post-merge")
+    orphans = kill(holder(install.root)["pid"])
+    gates.release("post-merge")
+    for pid in orphans:
+        wait_for(lambda p=pid: gone(p), timeout=WAIT, what=f"orphan {pid} to finish")
+    wait_for(lambda: holder(install.root) is None, timeout=WAIT, what="the update lock to be free")
+    code, out, err = update.finish()
+    assert code == 130, out + err
+    [killed] = receipts(install)
+    return killed
+
+
+def stashes(install: Install) -> list[str]:
+    return git(install.path, "stash", "list", "--format=%H").split()
+
+
+def operator_stash(install: Install, name: str) -> str:
+    """A stash of the operator's own, of an edit to ``name``: its commit."""
+    path = install.path / name
+    path.write_text(path.read_text() + "\nthe operator's own, stashed\n")
+    git(install.path, "stash", "push", "-q", "-m", f"mine: {name}")
+    return stashes(install)[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("conflicts", [False, True], ids=["applies", "conflicts"])
+def test_a_local_change_stashed_by_an_updater_killed_inside_the_merge_is_put_back(install, conflicts):
+    mine_before = operator_stash(install, "docs/architecture.md")
+    readme = install.path / "README.md"
+    original = readme.read_text()
+    edited = original + "\nlocal operator note\n"  # a local change to a tracked file
+    readme.write_text(edited)
+
+    def upstream(dev: Path) -> None:
+        if conflicts:  # the same spot: the change no longer applies
+            (dev / "README.md").write_text(original + "\nupstream line\n")
+
+    gates = Gates(install)
+    new = install.release("release 2", edit=upstream)
+    killed = kill_inside_the_merge(install, gates)
+
+    # The tree moved and the change sits in a stash entry the record names by its commit.
+    assert install.head() == new and readme.read_text() != edited
+    owed = obligations.read_stash(install.root)
+    assert owed is not None and owed["update_id"] == killed["update_id"] and owed["paths"] == ["README.md"]
+    assert stashes(install) == [owed["sha"], mine_before]
+    assert git(install.path, "show", f"{owed['sha']}:README.md") + "\n" == edited
+    check = install.hermes("update", "--check", "--json")  # names it among what is owed
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert json.loads(check.stdout)["owed"]["stash"]["sha"] == owed["sha"]
+    # The operator stashes something else in between: the entry is no longer stash@{0}.
+    mine_after = operator_stash(install, "docs/testing.md")
+    assert stashes(install) == [mine_after, owed["sha"], mine_before]
+
+    repair = install.hermes("update", "--yes", "--json")
+    report = json.loads(repair.stdout)
+    assert report["found_interrupted"] == [killed["update_id"]]
+    retried = {r["owed"]: r for r in report["retried"]}
+    assert (retried["completion"]["update_id"], retried["completion"]["how"]) == (killed["update_id"], "re-run")
+    assert (retried["stash"]["update_id"], retried["stash"]["sha"]) == (killed["update_id"], owed["sha"])
+    assert obligations.read_stash(install.root) is None
+    if conflicts:
+        assert repair.returncode == 1, repair.stdout + repair.stderr
+        assert (report["outcome"], retried["stash"]["how"]) == ("partial", "parked")
+        assert f"git stash apply {owed['sha']}" in report["user_action"]
+        assert "stash@{1}" in report["user_action"] and "README.md" in report["user_action"]
+        assert readme.read_text() == original + "\nupstream line\n"  # the new release's, no conflict markers
+        assert git(install.path, "status", "--porcelain", "-uno") == ""
+        assert stashes(install) == [mine_after, owed["sha"], mine_before]  # parked for the operator
+    else:
+        assert repair.returncode == 0, repair.stdout + repair.stderr
+        assert (report["outcome"], report["user_action"], retried["stash"]["how"]) == ("success", None, "restored")
+        assert readme.read_text() == edited
+        assert stashes(install) == [mine_after, mine_before]
+    assert install.head() == new and report["after"]["code_sha"] == new
+    for sha, name in ((mine_before, "docs/architecture.md"), (mine_after, "docs/testing.md")):
+        assert git(install.path, "show", f"{sha}:{name}").endswith("the operator's own, stashed")
+
+    # Handed back or handed over: nothing is owed, and the next update says nothing of it.
+    again = install.hermes("update", "--yes", "--json")
+    assert again.returncode == 0, again.stdout + again.stderr
+    third = json.loads(again.stdout)
+    assert (third["outcome"], third["retried"], third["user_action"]) == ("success", [], None)
+    assert stashes(install) == ([mine_after, owed["sha"], mine_before] if conflicts else [mine_after, mine_before])

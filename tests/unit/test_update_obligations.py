@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hermes_cli import main as cli
@@ -90,3 +92,37 @@ def test_commands_that_report_owed_work_themselves_do_not_warn(monkeypatch, caps
     assert cli.main(["gateway", "status"]) == 0
     assert capsys.readouterr().err.count("⚠") == 1
     assert ran[-1] == "hermes_cli.commands.gateway_status:cmd_status"
+
+
+SHA, BEFORE = "c" * 40, "d" * 40
+
+
+def test_a_pending_stash_round_trips_and_clears(tmp_path):
+    assert obligations.read_stash(tmp_path) is None
+    obligations.arm_stash(tmp_path, update_id="u1", sha=SHA, before=BEFORE, paths=["README.md"])
+    owed = obligations.read_stash(tmp_path)
+    assert (owed["update_id"], owed["sha"], owed["before"], owed["paths"]) == ("u1", SHA, BEFORE, ["README.md"])
+    assert obligations.restart_warning({"HERMES_HOME": str(tmp_path)}) is None  # not a fleet debt
+    obligations.clear_stash(tmp_path)
+    assert obligations.read_stash(tmp_path) is None and not obligations.stash_path(tmp_path).exists()
+
+
+@pytest.mark.parametrize("sha", ["stash@{0}", "C" * 40, "c" * 39, "-" + "c" * 39, None])
+def test_a_stash_is_recorded_only_by_a_full_commit_id(tmp_path, sha):
+    with pytest.raises(ValueError):
+        obligations.arm_stash(tmp_path, update_id="u1", sha=sha, before=BEFORE, paths=[])
+    path = obligations.stash_path(tmp_path)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"schema": 1, "update_id": "u1", "sha": sha, "before": BEFORE, "paths": []}))
+    with pytest.raises(StateFileCorrupt):
+        obligations.read_stash(tmp_path)
+
+
+def test_a_stash_record_of_another_shape_is_corrupt(tmp_path):
+    path = obligations.stash_path(tmp_path)
+    path.parent.mkdir()
+    paths_not_a_list = {"schema": 1, "update_id": "u1", "sha": SHA, "before": BEFORE, "paths": "README.md"}
+    for text in (json.dumps(paths_not_a_list), '{"schema": 1, "sha": "' + SHA, "[]"):
+        path.write_text(text)
+        with pytest.raises(StateFileCorrupt):
+            obligations.read_stash(tmp_path)

@@ -69,6 +69,16 @@ def test_partial_needs_a_user_action():
     assert Receipt.from_dict(r.to_dict()).outcome == "partial"
 
 
+def test_a_second_user_action_is_added_after_the_first():
+    r = begin()
+    r.user_action("apply stash A")
+    r.user_action("apply stash B")
+    assert r["user_action"] == "apply stash A\napply stash B"
+    with pytest.raises(ReceiptError):
+        r.user_action(" ")
+    assert r["user_action"] == "apply stash A\napply stash B"
+
+
 def test_the_receipt_keeps_private_copies():
     r = begin()
     plan = {"profiles": ["default"]}
@@ -191,6 +201,7 @@ def test_from_dict_rejects_non_objects():
         ("success", False, 0),  # already up to date
         ("success", True, 0),  # committed, with or without follow-ups
         ("partial", True, 1),  # the parked autostash
+        ("partial", False, 1),  # the parked stash of an interrupted update this one finished
         ("failed", False, 1),  # nothing committed, or rolled back
         ("refused", False, 2),  # refused or concurrent
         ("interrupted", False, 130),
@@ -203,7 +214,7 @@ def test_exit_code_for(outcome, committed, code):
 
 @pytest.mark.parametrize(
     ("outcome", "committed"),
-    [("failed", True), ("refused", True), ("partial", False), ("running", False), ("bogus", True)],
+    [("failed", True), ("refused", True), ("running", False), ("bogus", True)],
 )
 def test_exit_code_for_impossible_combinations(outcome, committed):
     with pytest.raises(ReceiptError):
