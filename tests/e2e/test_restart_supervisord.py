@@ -77,8 +77,8 @@ def test_the_restart_starts_each_drained_gateway_itself_once(mesh_root):
         # Asked for the start, whichever of the restart and supervisord's autorestart got there first.
         assert (outcome.note or "").startswith(ASKED.format(sv.unit_name(profile))), outcome
         assert outcome.new_pid not in (None, before[profile])
-        now = program(mesh_root, profile)
-        assert (now.state, now.pid) == ("RUNNING", outcome.new_pid)
+        now = program(mesh_root, profile)  # RUNNING only once it has lived startsecs
+        assert now.state in ("STARTING", "RUNNING") and now.pid == outcome.new_pid, now
         assert spawns(mesh_root, profile) == 2  # started once by `up`, once more by the restart: never twice
     log = (mesh_root / "logs" / "mesh" / "supervisord.log").read_text()
     assert "exited: hermes-gateway-a (exit status 75; not expected)" in log
@@ -99,8 +99,9 @@ def test_a_gateway_that_cannot_start_fails_alone(mesh_root):
     assert healthy.ok and healthy.note.startswith(ASKED.format("hermes-gateway-a")), healthy
     assert not broken.ok and broken.old_pid == before, broken
     assert broken.note.startswith(ASKED.format("hermes-gateway-c")), broken
-    assert broken.reason.startswith("supervisord gave up on it (FATAL: "), broken  # not a wait to the deadline
-    assert program(mesh_root, "c").state == "FATAL"
+    assert broken.reason.startswith("supervisord gave up on it ("), broken  # not a wait to the deadline
+    # FATAL once its retries are used up; EXITED 78 when a loaded machine let it live past startsecs.
+    assert program(mesh_root, "c").state in ("FATAL", "EXITED")
 
 
 def test_a_process_that_does_not_end_is_a_bounded_wait_and_nothing_is_started(mesh_root):
