@@ -6,9 +6,10 @@ install and restarts a batch of targets, each target on its own thread so that o
 failure never holds up or fails another; ``fleet`` chooses each gateway's kind from a table.
 
 A gateway is restarted over its control socket when no unit of its supervisor's is at hand:
-asked to drain (it exits 75 and its supervisor starts the new code) or, when nothing
-supervises it, to re-execute itself into the tree on disk. Either way the restart is done only
-when a fresh process answers with the expected code (``freshness``).
+asked to drain (it exits 75 and its supervisor starts the new code: at once, when the kind
+asks for the start itself) or, when nothing supervises it, to re-execute itself into the tree
+on disk. Either way the restart is done only when a fresh process answers with the expected
+code (``freshness``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
 from services.updater.restart.freshness import FRESH, STALE, OldProcess, judge
 from shared import homes
 from shared.call_rules import NO_RETRY
+from shared.errors import HermesError
 from shared.gateways import ops
 from shared.gateways.discovery import GatewayRecord
 from shared.protocol import Code, RemoteError
@@ -192,14 +194,17 @@ def restart_live(
     reexec: bool = False,
     gave_up: Callable[[], str | None] | None = None,
     if_hung: Callable[[str], RestartOutcome] | None = None,
+    start: Callable[[], str] | None = None,
 ) -> RestartOutcome:
     """Drain ``gateway`` (``reexec``: have it re-execute itself) and wait for the fresh process.
     ``gave_up`` says why its supervisor will not start it again, once that is so; ``if_hung``
-    restarts a gateway that does not answer at all some other way. Never raises: whatever goes
-    wrong with this gateway is its outcome."""
+    restarts a gateway that does not answer at all some other way; ``start`` starts the fresh
+    process once the drained one has ended, rather than leave it to the supervisor's own
+    restart, and says how (the outcome's note; a HermesError: it was not started). Never
+    raises: whatever goes wrong with this gateway is its outcome."""
     method = "reexec" if reexec else "drain"
     try:
-        return _restart_live(gateway, expected_sha, waits, method, gave_up, if_hung)
+        return _restart_live(gateway, expected_sha, waits, method, gave_up, if_hung, start)
     except Exception as exc:  # isolation: one gateway's fault must not stop the others
         return failed(gateway, method, f"{type(exc).__name__}: {exc}")
 
@@ -211,6 +216,7 @@ def _restart_live(
     method: str,
     gave_up: Callable[[], str | None] | None,
     if_hung: Callable[[str], RestartOutcome] | None,
+    start: Callable[[], str] | None,
 ) -> RestartOutcome:
     address = control_endpoint(gateway.home)
     try:
@@ -225,7 +231,15 @@ def _restart_live(
         answer = drain(address, waits, reexec=reexec)
     except RemoteError as exc:
         return failed(gateway, method, f"{method} was refused: {exc.code}: {exc.message}")
-    new_pid, reason = wait_for_fresh(gateway, address, expected_sha, waits, reexec=reexec, gave_up=gave_up)
+    note: str | None = None
+    new_pid: int | None = None
+    reason: str | None
+    try:
+        note = start() if start is not None else None
+    except HermesError as exc:
+        reason = exc.message
+    else:
+        new_pid, reason = wait_for_fresh(gateway, address, expected_sha, waits, reexec=reexec, gave_up=gave_up)
     return RestartOutcome(
         profile=gateway.profile,
         supervisor=gateway.supervisor,
@@ -234,6 +248,7 @@ def _restart_live(
         method=method,
         ok=reason is None,
         reason=reason,
+        note=note,
         **turns(answer),
     )
 

@@ -1,8 +1,11 @@
 """Restart-per-kind for the mesh supervisor (supervisord): drain first, bluntly when hung.
 
-A gateway of the mesh is drained over its control socket; it exits 75 and supervisord starts
-the new code. The wait for the fresh process ends early once supervisord gives the gateway up
-(its retries used up, or an exit that means "do not restart"). A gateway whose control socket
+A gateway of the mesh is drained over its control socket and exits 75; the moment its process
+has ended, supervisord is asked to start the program (its own ``autorestart`` would come only
+at its loop's next wake-up, 1-2 s later; ``shared.supervisors.supervisord.respawn`` says why),
+and an answer that its autorestart got there first is as good. The wait for the fresh process
+ends early once supervisord gives the gateway up (its retries used up, or an exit that means
+"do not restart"). A gateway whose control socket
 does not answer at all is hung and cannot drain on request: supervisord stops it (SIGTERM,
 the gateway's own drain, then SIGKILL after its stop wait) and starts the new code.
 
@@ -31,6 +34,7 @@ from services.updater.restart.base import (
 )
 from shared.errors import HermesError
 from shared.gateways.discovery import GatewayRecord
+from shared.identity import ProcessIdentity
 from shared.supervisors import supervisord
 
 
@@ -52,7 +56,15 @@ class SupervisordKind:
     def _restart(self, root: Path, gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
         gave_up = partial(supervisord.gave_up_on, root, gateway.profile)
         blunt = partial(self._through_supervisord, root, gateway, expected_sha)
-        return restart_live(gateway, expected_sha, self.waits, gave_up=gave_up, if_hung=blunt)
+        # The program's process is the gateway itself (supervisord runs it without a wrapper).
+        start = None if gateway.start_time is None else partial(self._start, root, gateway, gateway.start_time)
+        return restart_live(gateway, expected_sha, self.waits, gave_up=gave_up, if_hung=blunt, start=start)
+
+    def _start(self, root: Path, gateway: GatewayRecord, start_time: int) -> str:
+        old = ProcessIdentity(gateway.pid, start_time)
+        started = supervisord.start_drained(root, gateway.profile, old, self.waits.come_back)
+        answer = "it started it" if started else "its autorestart had started it already"
+        return f"asked supervisord to start {supervisord.unit_name(gateway.profile)} once drained: {answer}"
 
     def _through_supervisord(
         self, root: Path, gateway: GatewayRecord, expected_sha: str | None, why: str

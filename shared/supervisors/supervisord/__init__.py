@@ -16,7 +16,8 @@ Everything supervisord is told goes through its own XML-RPC interface; nothing p
 The modules, one job each: ``names`` (program names), ``paths`` (where the files are),
 ``config`` (the config file), ``rpc`` (the XML-RPC transport), ``daemon`` (the supervisord
 process), ``programs`` (starting and stopping programs), ``mesh`` (status, up, down),
-``kind`` (the kind API), with ``waits`` and ``logs`` for bounded polling and log tails.
+``kind`` (the kind API), ``respawn`` (what a program's state means for a restart), with
+``waits`` and ``logs`` for bounded polling and log tails.
 This module is their public face.
 """
 
@@ -27,7 +28,7 @@ from shared.supervisors.supervisord.kind import UnsupportedScope, find, install,
 from shared.supervisors.supervisord.mesh import DownReport, down, status, up
 from shared.supervisors.supervisord.names import profile_of, unit_name
 from shared.supervisors.supervisord.paths import mesh_paths
-from shared.supervisors.supervisord.programs import GatewayStartFailed, gave_up_on
+from shared.supervisors.supervisord.programs import GatewayStartFailed, gave_up_on, start_drained
 
 __all__ = [
     "ConfigUnrepresentable",
@@ -43,6 +44,7 @@ __all__ = [
     "profile_of",
     "restart",
     "start",
+    "start_drained",
     "status",
     "stop",
     "unit_name",

@@ -1,5 +1,6 @@
 """Driving the gateway programs of a running supervisord: start, stop, and wait (bounded)
-until they are ready, reporting those that are not with their log tails.
+until they are ready, reporting those that are not with their log tails; and start a
+drained gateway's program the moment its process has ended (``respawn`` says why).
 
 Ready means RUNNING and answering ``ping`` on the control socket: supervisord calls a
 program RUNNING once it has lived ``startsecs``, which says nothing of its socket."""
@@ -16,8 +17,10 @@ from shared import homes
 from shared.call_rules import NO_RETRY
 from shared.errors import HermesError
 from shared.gateways import ops
-from shared.supervisors.errors import SupervisorFailed
-from shared.supervisors.supervisord.config import EXPECTED_EXIT_CODES, STOP_WAIT_SECS
+from shared.identity import ProcessIdentity, is_alive
+from shared.supervisors.errors import SupervisorFailed, SupervisorTimeout
+from shared.supervisors.supervisord import respawn
+from shared.supervisors.supervisord.config import STOP_WAIT_SECS
 from shared.supervisors.supervisord.logs import log_tail
 from shared.supervisors.supervisord.names import profile_of, unit_name
 from shared.supervisors.supervisord.paths import MeshPaths, mesh_paths
@@ -30,6 +33,8 @@ START_TIMEOUT = 30.0
 # One ping per program per poll, short: a gateway not yet bound must not hold up the others.
 PING_TIMEOUT = 1.0
 STOP_TIMEOUT = STOP_WAIT_SECS + 10.0
+# Between two looks at a drained process that has yet to end: /proc reads, no call to supervisord.
+EXIT_POLL = 0.01
 
 Progress = Callable[[Mapping[str, str], float], None]
 
@@ -45,12 +50,15 @@ def start_stopped(paths: MeshPaths, names: Sequence[str]) -> None:
             start_program(paths, name)
 
 
-def start_program(paths: MeshPaths, name: str) -> None:
+def start_program(paths: MeshPaths, name: str) -> bool:
+    """Ask supervisord to start ``name``: True when it did, False when it was started already."""
     try:
         call(paths, "supervisor.startProcess", name, False)
     except xmlrpc.client.Fault as fault:
-        if fault.faultCode != fault_code("ALREADY_STARTED"):
-            raise failure(f"supervisord could not start {name}", fault, program=name) from None
+        if fault.faultCode == fault_code("ALREADY_STARTED"):
+            return False
+        raise failure(f"supervisord could not start {name}", fault, program=name) from None
+    return True
 
 
 def stop_program(paths: MeshPaths, name: str) -> None:
@@ -78,10 +86,45 @@ def gave_up_on(root: Path, profile: str) -> str | None:
         info = process_infos(mesh_paths(root)).get(unit_name(profile)) or {}
     except Exception:  # the supervisor cannot be asked now: the gateway's own answer decides
         return None
-    state = info.get("statename")
-    if state == "FATAL" or (state == "EXITED" and info.get("exitstatus") in EXPECTED_EXIT_CODES):
-        return f"supervisord gave up on it ({state}: {info.get('spawnerr') or info.get('description') or 'no detail'})"
-    return None
+    return respawn.gave_up(info)
+
+
+def start_drained(root: Path, profile: str, old: ProcessIdentity, timeout: float) -> bool:
+    """Once ``old``, the drained process of ``profile``'s gateway, has ended, have the mesh
+    supervisor of the install at ``root`` start the program at once rather than at its next
+    wake-up. True: supervisord started it when asked; False: it had started it already (its
+    ``autorestart``, woken by the ask). Raises SupervisorFailed when it will not be started,
+    SupervisorTimeout when ``old`` has not ended or no start came within ``timeout``, and
+    SupervisorUnavailable when supervisord does not answer."""
+    paths, name = mesh_paths(root), unit_name(profile)
+    deadline = time.monotonic() + timeout
+    while is_alive(old):  # no call meanwhile: each one would wake supervisord for nothing
+        if time.monotonic() >= deadline:
+            raise SupervisorTimeout(
+                f"the drained process of {name} did not end within {timeout:g}s", detail={"program": name}
+            )
+        time.sleep(EXIT_POLL)
+    step = respawn.Step(respawn.START)
+    while True:
+        if step.action == respawn.START and start_program(paths, name):
+            return True
+        step = respawn.after_exit(_info(paths, name), old.pid)
+        if step.action == respawn.STARTED:
+            return False
+        if step.action == respawn.FAILED:
+            raise SupervisorFailed(str(step.reason), detail={"program": name})
+        if time.monotonic() >= deadline:
+            raise SupervisorTimeout(f"{name} was not started within {timeout:g}s", detail={"program": name})
+        time.sleep(POLL)
+
+
+def _info(paths: MeshPaths, name: str) -> dict[str, Any] | None:
+    try:
+        return call(paths, "supervisor.getProcessInfo", name)
+    except xmlrpc.client.Fault as fault:
+        if fault.faultCode == fault_code("BAD_NAME"):
+            return None
+        raise failure(f"supervisord could not report {name}", fault, program=name) from None
 
 
 def _answers(root: Path, name: str) -> bool:
