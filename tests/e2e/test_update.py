@@ -14,6 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from services.updater import obligations
+from services.updater.completion_contract import dependency_digest
+from services.updater.snapshot import SNAPSHOTS_DIR
 from shared.gateways import ops
 from shared.sync_client import SyncClient
 from tests.support.cli import HERMES
@@ -82,6 +85,44 @@ def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):
     text = install.hermes("update", "--yes")
     assert text.returncode == 0, text.stdout + text.stderr
     assert f"Already up to date ({install.head()[:12]})" in text.stdout.splitlines()
+
+
+def test_a_no_op_snapshots_nothing_as_its_plan_says_unless_a_completion_is_owed(install):
+    assert install.hermes("profile", "create", "coder").returncode == 0
+    homes = [install.root, install.root / "profiles" / "coder"]
+
+    def taken() -> list[str]:
+        return sorted(
+            p.name for home in homes if (home / SNAPSHOTS_DIR).is_dir() for p in (home / SNAPSHOTS_DIR).iterdir()
+        )
+
+    code, plan = install.hermes_json("update", "--plan")
+    assert (code, plan["snapshot"]) == (0, False), plan
+    assert not any("snapshot" in a for a in plan["actions"]), plan["actions"]
+    result = install.hermes("update", "--yes", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert (report["outcome"], report["up_to_date"], report["retried"]) == ("success", True, [])
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert receipt["snapshots"] is None and receipt["backup"] is None
+    assert next(s["reason"] for s in receipt["skips"] if s["name"] == "snapshot").startswith("nothing will change")
+    assert taken() == []
+
+    # An owed completion migrates every config: then a run without a code change snapshots first.
+    head = install.head()
+    spec = dependency_digest(install.path)  # unchanged: the retry has no dependencies to sync
+    obligations.arm_completion(install.root, update_id="u-owed", before=head, after=head, dependency_spec=spec)
+    code, plan = install.hermes_json("update", "--plan")
+    assert (code, plan["snapshot"], plan["owed_completion"]) == (0, True, "u-owed"), plan
+    result = install.hermes("update", "--yes", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert (report["outcome"], report["up_to_date"]) == ("success", True)
+    assert [(r["owed"], r["update_id"]) for r in report["retried"]] == [("completion", "u-owed")]
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert sorted(s["profile"] for s in receipt["snapshots"]) == ["coder", "default"]
+    assert taken() == sorted(Path(s["path"]).name for s in receipt["snapshots"])
+    assert obligations.read_completion(install.root) is None
 
 
 def test_a_failed_update_says_in_json_which_step_failed_and_why_without_its_secret(install):
