@@ -25,6 +25,7 @@ REFUSAL_CODES = frozenset(
         "endpoint_busy",
         "gateway_not_running",
         "update_in_progress",
+        "no_update_started",
         "not_supervised",
         "permission_denied",
         "unit_value_invalid",

@@ -21,6 +21,20 @@ from shared.version import version_line
 
 Build = Callable[[argparse.ArgumentParser], object]  # adds arguments; what it returns is ignored
 
+# How long ``hermes logs update --follow`` waits for an update to start when none runs.
+FOLLOW_WAIT = 30.0
+MAX_FOLLOW_WAIT = 3600.0
+
+
+def _follow_wait(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0.0 <= seconds <= MAX_FOLLOW_WAIT:  # also NaN and inf
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to {MAX_FOLLOW_WAIT:g}, got {text!r}")
+    return seconds
+
 
 class _VersionAction(argparse.Action):
     """``--version``: an action, not a flag the CLI reads afterwards: it answers while the line
@@ -293,7 +307,14 @@ def _update_commands(commands: _Commands) -> None:
 
     def update_logs(p: argparse.ArgumentParser) -> None:
         p.add_argument("--all", action="store_true", help="every kept receipt, newest first")
-        p.add_argument("--follow", action="store_true", help="follow an update in progress")
+        p.add_argument("--follow", action="store_true", help="follow the update in progress, or the next to start")
+        p.add_argument(
+            "--wait",
+            type=_follow_wait,
+            default=FOLLOW_WAIT,
+            metavar="SECONDS",
+            help=f"with --follow: how long to wait for an update to start (default {FOLLOW_WAIT:g})",
+        )
 
     _group(
         commands,

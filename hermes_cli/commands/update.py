@@ -32,10 +32,18 @@ START_TIMEOUT = 30.0
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 # A follower asks for progress in slices this long, checking between them that the updater lives.
 FOLLOW_SLICE = 5.0
+# How often ``logs update --follow`` looks for an update to start, while none runs.
+START_POLL = 0.1
 
 
 class NotConfirmed(HermesError):
     code = "confirmation_required"
+
+
+class NoUpdateStarted(HermesError):
+    """``logs update --follow`` found no update running, and none started within its wait."""
+
+    code = "no_update_started"
 
 
 class UpdaterExited(HermesError):
@@ -371,11 +379,11 @@ def _detail_text(stage: str, detail: Any) -> str:
 
 
 def cmd_logs(args) -> int:
-    from services.updater import ReceiptStore, holder
+    from services.updater import ReceiptStore
 
     root = homes.root_home()
-    if args.follow and holder(root):
-        return _follow(args, root, None)
+    if args.follow:
+        return _follow_next(args, root)
     store = ReceiptStore(root)
     if args.all:
         receipts, problems = store.all()
@@ -389,6 +397,45 @@ def cmd_logs(args) -> int:
         return 0
     output.emit(args, receipt.to_dict(), _receipt_text)
     return 0
+
+
+def _follow_next(args, root: Path) -> int:
+    """Follow the update in progress, else the next one to start within ``--wait`` seconds: a
+    follower started just before ``hermes update`` takes the lock follows that run, never the
+    receipt of the one before it."""
+    from services.updater import ReceiptStore, holder
+
+    store = ReceiptStore(root)
+    seen = _latest_id(store)
+    deadline = time.monotonic() + args.wait
+    waiting = False
+    while True:
+        running = holder(root)
+        if running is not None and running["update_id"] is not None:
+            return _follow(args, root, None, running["update_id"])
+        newest = _latest_id(store)
+        if newest != seen and newest is not None:  # it began and ended between two looks
+            return _finished(args, root, None, newest)
+        if time.monotonic() >= deadline:
+            last = f"; the latest, update {seen}, is shown by `hermes logs update`" if seen else ""
+            raise NoUpdateStarted(
+                f"no update is running, and none started within {args.wait:g}s{last}",
+                detail={"waited": args.wait, "latest": seen},
+            )
+        if not waiting and running is None:
+            print(f"waiting up to {args.wait:g}s for an update to start…", file=sys.stderr, flush=True)
+            waiting = True
+        time.sleep(START_POLL)
+
+
+def _latest_id(store) -> str | None:
+    """The newest receipt's update id; an unreadable one is ``"unreadable"`` (a run that starts
+    writes a readable one)."""
+    try:
+        receipt = store.latest()
+    except HermesError:
+        return "unreadable"
+    return receipt.update_id if receipt is not None else None
 
 
 def _list_text(d: dict[str, Any]) -> str:

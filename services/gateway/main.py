@@ -53,6 +53,8 @@ def run_gateway(profile: str | None = None) -> int:
         )
         gateway = Gateway(state, endpoint, lock, start_delay=_storm_delay(home))
         code = trio.run(gateway.run)
+        if gateway.state.restart_requested:  # before the lock goes: the next start reads the mark
+            _mark_planned(home)
     finally:
         lock.release()
     if gateway.reexec_requested:
@@ -68,6 +70,17 @@ def _storm_delay(home) -> float:
         log.warning("%s is unreadable (%s); starting its record over", path, exc.reason)
         write_json_atomic(path, {"starts": []})
         return storm.record_start(path, time.time())
+
+
+def _mark_planned(home) -> None:
+    path = home / GATEWAY_STARTS_FILE
+    try:
+        try:
+            storm.record_planned_exit(path, time.time())
+        except StateFileCorrupt:
+            write_json_atomic(path, {"starts": [], "planned": True})
+    except (HermesError, OSError) as exc:  # the restart goes ahead; its start is merely counted
+        log.warning("could not mark %s for a planned restart: %s", path, exc)
 
 
 def _reexec(profile: str) -> None:

@@ -201,7 +201,7 @@ class Pipeline:
         settings, plan = self._plan()
         self.restore.repair()
         self._boundary("snapshot")
-        self._snapshot()
+        self._snapshot(plan)
         self._boundary("apply")
         branch = (plan["git"] or {}).get("branch") or self.options.get("branch") or settings.branch
         branch = branch or current_branch(self.install_root) or DEFAULT_BRANCH
@@ -277,8 +277,13 @@ class Pipeline:
         self.debts.read([g["profile"] for g in plan.get("gateways", [])])
         return settings, plan
 
-    def _snapshot(self) -> None:
+    def _snapshot(self, plan: dict[str, Any]) -> None:
         receipt = self.receipt
+        if not plan["snapshot"]:  # the plan's rule, so that --plan and the run agree
+            why = "nothing will change: the code does not move and no completion is owed"
+            receipt.skip("snapshot", why)
+            self.emit("snapshot", "skip", why)
+            return
         if self.options.get("no_backup"):
             receipt.skip("snapshot", "--no-backup: no snapshot and no backup were taken")
             self.emit("snapshot", "skip")

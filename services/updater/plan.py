@@ -4,7 +4,7 @@ Nothing here writes to disk: ``hermes update --plan`` prints the plan (``plan_te
 leaves the install, every home and the checkout's ``.git`` exactly as they were. The plan
 is the install's kind (``install_kind``), where git would take it (``git_target``, asked
 read-only), every profile, every live gateway, the runtimes of other homes left alone, and
-the actions the update would take.
+the actions the update would take, among them whether it takes a snapshot (``takes_snapshot``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from services.updater.git_target import GIT_TIMEOUT, git_target
 from services.updater.install_kind import SYSTEM_PROBES, InstallKind, Probes, detect_install_kind, refusal
 from services.updater.rollback import local_target
 from services.updater.rollback import target as rollback_target
+from services.updater.obligations import read_completion
 from shared import homes
+from shared.errors import HermesError
 from shared.gateways import discovery
 from shared.redaction import redact_text
 from shared.version import __version__, code_sha
@@ -44,6 +46,8 @@ class Plan:
     gateways: list[dict[str, Any]]
     foreign: list[dict[str, Any]]  # runtimes of other homes on this machine: named, never touched
     backup: BackupMode
+    owed_completion: str | None  # the update whose completion is owed (it runs even with no code change)
+    snapshot: bool  # whether the run snapshots the profiles: ``takes_snapshot``
     actions: list[str]
     rollback: dict[str, Any] | None = None  # a rollback's {of, target, backup} (``rollback.target``)
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
@@ -67,6 +71,8 @@ class Plan:
             "gateways": self.gateways,
             "foreign": self.foreign,
             "backup": self.backup,
+            "owed_completion": self.owed_completion,
+            "snapshot": self.snapshot,
             "actions": self.actions,
             "rollback": self.rollback,
         }
@@ -135,6 +141,8 @@ def make_plan(
     gateways = [record.to_dict() for record in discovery.discover(root)]
     foreign = discovery.scan_foreign(root) + _foreign_units(root)
     sha = code_sha(install_root)
+    owed = _owed_completion(root)
+    snapshot = takes_snapshot(install, target, archive_url, owed)
     return Plan(
         root=root,
         install_root=install_root,
@@ -147,10 +155,37 @@ def make_plan(
         gateways=gateways,
         foreign=foreign,
         backup=backup,
-        actions=_actions(install, target, target_error, profiles, gateways, backup, archive_url, undo)
+        owed_completion=owed,
+        snapshot=snapshot,
+        actions=_actions(install, target, target_error, profiles, gateways, backup, archive_url, owed, snapshot, undo)
         + _leave_alone(foreign),
         rollback=undo,
     )
+
+
+def takes_snapshot(
+    install: InstallKind, target: dict[str, Any] | None, archive_url: str | None, owed_completion: str | None
+) -> bool:
+    """Whether the run snapshots the profiles: only when something will change them, that is when
+    the code moves (git, or the archive when git cannot read the target) or an owed completion
+    runs (it migrates every config). Restarting a stale gateway alone changes no file of value."""
+    if not install.in_place:
+        return False
+    if target is None:
+        return bool(archive_url)
+    if target["remote_sha"] is None:
+        return False  # the run stops at the plan
+    return not target["up_to_date"] or owed_completion is not None
+
+
+def _owed_completion(root: Path) -> str | None:
+    """The update whose completion is owed; an unreadable obligation counts as owed, as the
+    run treats it."""
+    try:
+        owed = read_completion(root)
+    except HermesError:
+        return "unknown"
+    return None if owed is None else owed["update_id"]
 
 
 def short(sha: str | None) -> str:
@@ -165,6 +200,8 @@ def _actions(
     gateways: list[dict[str, Any]],
     backup: BackupMode,
     archive_url: str | None,
+    owed: str | None,
+    snapshot: bool,
     rollback: dict[str, Any] | None = None,
 ) -> list[str]:
     if not install.in_place:
@@ -195,10 +232,12 @@ def _actions(
             actions.append(f"stash local changes to {target['dirty_count']} tracked file(s) and restore them after")
     else:
         actions = [f"no code change: {target['branch']} is at origin's {short(new)}"]
-    if moves or stale:
+    if snapshot:
         actions.append(_snapshot_action(profiles, backup))
     if rollback is not None and rollback["backup"] and moves:
         actions.append(f"restore the root home from {rollback['backup']['path']} (what it does not hold is kept)")
+    if owed is not None and not moves:
+        actions.append(f"run the completion owed by update {owed} (dependencies, config migrations)")
     if stale:
         listed = ", ".join(f"{g['profile']} (pid {g['pid']}, {g['supervisor']})" for g in stale)
         actions.append(f"restart {len(stale)} gateway(s), drain first: {listed}")

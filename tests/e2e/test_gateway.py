@@ -271,6 +271,50 @@ def test_restart_storm_delays_the_start_and_says_so(root):
         gateway.kill()
 
 
+def test_planned_restarts_are_not_a_storm_but_a_crash_loop_is(root):
+    """Restarts that were asked for (a drain, SIGUSR1, a re-exec) are not counted; a kill is."""
+    root.mkdir(parents=True, exist_ok=True)
+    record = root / "gateway_starts.json"
+    now = __import__("time").time()
+    record.write_text(json.dumps({"starts": [now - i for i in range(4)]}))  # one start short of the breaker
+
+    def life(end) -> str:
+        gateway = GatewayProcess(root, "default")
+        try:
+            gateway.wait_running(timeout=30)
+            end(gateway)
+        finally:
+            gateway.kill()
+        assert gateway.proc.stderr is not None
+        return gateway.proc.stderr.read().decode()
+
+    def drain(gateway):
+        call(gateway, ops.DRAIN, {"deadline": 5.0})
+        assert gateway.wait_exit() == exit_codes.PLANNED_RESTART
+
+    def sigusr1(gateway):
+        gateway.proc.send_signal(signal.SIGUSR1)
+        assert gateway.wait_exit() == exit_codes.PLANNED_RESTART
+
+    def reexec_then_drain(gateway):
+        before = read_state(root)["instance_id"]
+        call(gateway, ops.REEXEC, {"deadline": 5.0})
+        wait_for(
+            lambda: (s := read_state(root)) and s["instance_id"] != before and s["gateway_state"] == "running",
+            timeout=30,
+            what="the re-executed gateway",
+        )
+        assert gateway.proc.poll() is None  # the same process, in a new interpreter
+        drain(gateway)
+
+    said = [life(drain), life(sigusr1), life(reexec_then_drain), life(lambda gateway: None)]
+    assert not any("restarting too often" in s for s in said)
+    assert len(read_json(record)["starts"]) == 5  # the first start alone was counted
+    # The last life was killed: a crash, so the next start is the sixth in the window.
+    assert "restarting too often; waiting 1s" in life(drain)
+    assert len(read_json(record)["starts"]) == 6
+
+
 def test_hermes_gateway_run_is_the_same_gateway(root):
     env = python_env(HERMES_HOME=str(root))
     created = hermes("profile", "create", "coder", env=env)

@@ -14,6 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from services.updater import obligations
+from services.updater.completion_contract import dependency_digest
+from services.updater.snapshot import SNAPSHOTS_DIR
 from shared.gateways import ops
 from shared.sync_client import SyncClient
 from tests.support.cli import HERMES
@@ -77,11 +80,80 @@ def test_plan_changes_nothing_and_up_to_date_has_its_own_receipt(install):
     assert any(s["name"] == "completion" for s in latest["skips"])  # already up to date: nothing to hand over
     listed = json.loads(install.hermes("logs", "update", "--all", "--json").stdout)
     assert [r["update_id"] for r in listed["receipts"]] == [report["update_id"]]
-    followed = install.hermes("logs", "update", "--follow", "--json")  # nothing running: the latest receipt
-    assert json.loads(followed.stdout)["update_id"] == report["update_id"]
+    # Nothing running, and nothing starts: a refusal that names the latest, never that run as if followed.
+    followed = install.hermes("logs", "update", "--follow", "--wait", "0.2", "--json")
+    assert followed.returncode == 2, followed.stdout + followed.stderr
+    error = json.loads(followed.stdout)["error"]
+    assert (error["code"], error["detail"]["latest"]) == ("no_update_started", report["update_id"])
     text = install.hermes("update", "--yes")
     assert text.returncode == 0, text.stdout + text.stderr
     assert f"Already up to date ({install.head()[:12]})" in text.stdout.splitlines()
+
+
+def test_a_no_op_snapshots_nothing_as_its_plan_says_unless_a_completion_is_owed(install):
+    assert install.hermes("profile", "create", "coder").returncode == 0
+    homes = [install.root, install.root / "profiles" / "coder"]
+
+    def taken() -> list[str]:
+        return sorted(
+            p.name for home in homes if (home / SNAPSHOTS_DIR).is_dir() for p in (home / SNAPSHOTS_DIR).iterdir()
+        )
+
+    code, plan = install.hermes_json("update", "--plan")
+    assert (code, plan["snapshot"]) == (0, False), plan
+    assert not any("snapshot" in a for a in plan["actions"]), plan["actions"]
+    result = install.hermes("update", "--yes", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert (report["outcome"], report["up_to_date"], report["retried"]) == ("success", True, [])
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert receipt["snapshots"] is None and receipt["backup"] is None
+    assert next(s["reason"] for s in receipt["skips"] if s["name"] == "snapshot").startswith("nothing will change")
+    assert taken() == []
+
+    # An owed completion migrates every config: then a run without a code change snapshots first.
+    head = install.head()
+    spec = dependency_digest(install.path)  # unchanged: the retry has no dependencies to sync
+    obligations.arm_completion(install.root, update_id="u-owed", before=head, after=head, dependency_spec=spec)
+    code, plan = install.hermes_json("update", "--plan")
+    assert (code, plan["snapshot"], plan["owed_completion"]) == (0, True, "u-owed"), plan
+    result = install.hermes("update", "--yes", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert (report["outcome"], report["up_to_date"]) == ("success", True)
+    assert [(r["owed"], r["update_id"]) for r in report["retried"]] == [("completion", "u-owed")]
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert sorted(s["profile"] for s in receipt["snapshots"]) == ["coder", "default"]
+    assert taken() == sorted(Path(s["path"]).name for s in receipt["snapshots"])
+    assert obligations.read_completion(install.root) is None
+
+
+def test_a_follow_started_before_the_update_follows_that_update(install):
+    assert install.hermes("update", "--yes", "--json").returncode == 0  # a previous run's receipt
+    new = install.release("release 2")
+    follower = subprocess.Popen(
+        [*HERMES, "logs", "update", "--follow", "--json"],
+        cwd=install.path,
+        env=install.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # It has looked, found nothing running, and waits: only now does the update start.
+        assert follower.stderr.readline().startswith("waiting up to 30s for an update to start")
+        result = install.hermes("update", "--yes", "--json")
+        assert result.returncode == 0, result.stdout + result.stderr
+        report = json.loads(result.stdout)
+        out, err = follower.communicate(timeout=120)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode == 0, out + err
+    followed = json.loads(out)
+    assert (followed["update_id"], followed["outcome"]) == (report["update_id"], "success")
+    assert followed["after"]["code_sha"] == new == install.head()
 
 
 def test_a_failed_update_says_in_json_which_step_failed_and_why_without_its_secret(install):

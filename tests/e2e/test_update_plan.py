@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from services.updater import obligations
 from services.updater.git import GitFailed
 from services.updater.git_target import git_target
 from services.updater.install_kind import Probes, detect_install_kind
@@ -334,3 +335,33 @@ def test_plan_with_an_unreachable_origin_reports_a_typed_error(short_dir, instal
     assert plan.git is None and plan.git_error["code"] == "git_failed"
     assert plan.actions[0].startswith("stop: cannot read the update target")
     assert "target    unknown" in render_plan(plan)
+
+
+def test_a_no_op_plan_takes_no_snapshot_unless_a_completion_is_owed(short_dir, gateways, install, origin):
+    root = short_dir / "hermes"
+    root.mkdir()
+    gateways(root, "default")  # runs this checkout's code, not the install's: stale, owed a restart
+    no_op = make_plan(root, install, probes=Probes(dockerenv=short_dir / "none"), env={})
+    assert no_op.git["up_to_date"] is True
+    assert any(a.startswith("restart 1 gateway(s)") for a in no_op.actions)
+    assert (no_op.snapshot, no_op.to_dict()["snapshot"], no_op.owed_completion) == (False, False, None)
+    assert not any("snapshot" in a for a in no_op.actions), no_op.actions
+
+    obligations.arm_completion(root, update_id="u-owed", before=None, after=git(install, "rev-parse", "HEAD"))
+    owed = make_plan(root, install, probes=Probes(dockerenv=short_dir / "none"), env={})
+    assert (owed.snapshot, owed.owed_completion) == (True, "u-owed")
+    assert [a for a in owed.actions if "snapshot" in a or "completion" in a] == [
+        "snapshot config, auth and state files of all 1 profile(s) into their state-snapshots/",
+        "run the completion owed by update u-owed (dependencies, config migrations)",
+    ]
+    obligations.completion_path(root).write_text("{ torn")  # unreadable: owed, as the run takes it
+    assert make_plan(root, install, probes=Probes(dockerenv=short_dir / "none"), env={}).snapshot is True
+
+    obligations.clear_completion(root)
+    _, upstream = origin
+    commit(upstream, "README", "two\n")
+    git(upstream, "push", "-q", "origin", "main")
+    moves = make_plan(root, install, probes=Probes(dockerenv=short_dir / "none"), env={}, backup="none")
+    assert moves.snapshot is True
+    assert "no snapshot (--no-backup): the receipt records that none was taken" in moves.actions
+    assert "owed" not in " ".join(moves.actions)

@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 from hermes_cli.commands import TARGETS
-from shared.cli_grammar import build_top_level_parser
+from shared.cli_grammar import FOLLOW_WAIT, MAX_FOLLOW_WAIT, build_top_level_parser
 
 
 def grammar_commands(parser: argparse.ArgumentParser) -> set[str]:
@@ -74,3 +74,14 @@ def test_an_unknown_command_is_a_usage_error_naming_the_choices(capsys):
         build_top_level_parser().parse_args(["gateway", "bogus"])
     assert exited.value.code == 2
     assert "invalid choice: 'bogus'" in capsys.readouterr().err
+
+
+def test_the_follow_wait_is_bounded_seconds(capsys):
+    parser = build_top_level_parser()
+    assert parser.parse_args(["logs", "update", "--follow"]).wait == FOLLOW_WAIT
+    assert parser.parse_args(["logs", "update", "--follow", "--wait", "0"]).wait == 0.0
+    for bad in ("-1", "nan", "inf", "soon", str(MAX_FOLLOW_WAIT + 1)):
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args(["logs", "update", "--follow", "--wait", bad])
+        assert exited.value.code == 2
+        assert "--wait: expected seconds from 0 to 3600" in capsys.readouterr().err
