@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from services.updater.git import GitFailed
 from services.updater.git_target import GIT_TIMEOUT, git_target
 from services.updater.install_kind import SYSTEM_PROBES, InstallKind, Probes, detect_install_kind, refusal
+from services.updater.obligations import read_completion
 from services.updater.rollback import local_target
 from services.updater.rollback import target as rollback_target
-from services.updater.obligations import read_completion
 from shared import homes
 from shared.errors import HermesError
 from shared.gateways import discovery
