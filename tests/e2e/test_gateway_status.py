@@ -208,14 +208,15 @@ def test_drain_drains_the_active_profiles_gateway_which_exits_75(root, gateways)
     turn: dict = {}
 
     def run_turn():
+        # Long enough to outlast the CLI's start on a loaded machine: the drain must find it running.
         with SyncClient(coder.endpoint.control) as client:
-            turn.update(client.call(ops.TURN, {"text": "hi", "seconds": 0.5}))
+            turn.update(client.call(ops.TURN, {"text": "hi", "seconds": 4}, timeout=30))
 
     worker = threading.Thread(target=run_turn)
     worker.start()
     wait_for(lambda: read_state(coder.home)["active_turns"] == 1, timeout=10, what="the turn in flight")
-    result = as_json(hermes("-p", "coder", "gateway", "drain", "--json", "--deadline", "5", home=root))
-    worker.join(timeout=10)
+    result = as_json(hermes("-p", "coder", "gateway", "drain", "--json", "--deadline", "20", home=root))
+    worker.join(timeout=30)
 
     assert (result["profile"], result["pid"]) == ("coder", coder.pid)
     assert (result["finished"], result["cut"]) == ([turn["turn_id"]], [])

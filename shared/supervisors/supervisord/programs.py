@@ -160,8 +160,8 @@ def wait_running(paths: MeshPaths, names: Sequence[str], timeout: float, progres
             )
         if answered == set(names):
             return
-        # FATAL is final (retries used up); anything else may still become ready.
-        settled = all(name in answered or state == "FATAL" for name, state in states.items())
+        # A program supervisord gave up on is final; anything else may still become ready.
+        settled = all(name in answered or respawn.gave_up(infos.get(name, {})) for name in states)
         if settled or time.monotonic() >= deadline:
             failed = [n for n in names if n not in answered]
             raise _start_failure(paths, failed, states, infos, timeout)
