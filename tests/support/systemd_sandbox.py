@@ -372,6 +372,12 @@ class Sandbox:
         return self.work / "config"
 
     @property
+    def system_unit_dir(self) -> Path:
+        """What the manager sees as ``/etc/systemd/system``, as the host sees it."""
+        assert self.work is not None
+        return self.work / "etc-system"
+
+    @property
     def home(self) -> Path:
         assert self.work is not None
         return self.work / "root"
