@@ -2,7 +2,7 @@
 
 Restarting only the invoking profile's gateway would leave its siblings on the code they
 imported before the update, so the fleet is every live gateway of the install, and every
-unit of the install whose gateway is down. Which kind restarts a profile is chosen from
+unit of the install whose gateway is down (its kind says it is down, and does not start it). Which kind restarts a profile is chosen from
 ``KINDS`` by one rule: a unit a kind found takes over its profile's gateway only if that
 gateway runs under the same kind, or none runs (a profile served by another supervisor is
 restarted through that one); a gateway no unit took is restarted by the kind it runs under,
@@ -132,8 +132,8 @@ def restart_fleet(
     kinds: Mapping[str, RestartKind] = KINDS,
 ) -> list[RestartOutcome]:
     """Restart every gateway of the install at ``root`` (of the profiles ``only`` names, when
-    given) and start its units whose gateway is down; one outcome per gateway or unit,
-    default profile first."""
+    given); a unit whose gateway is down is not started, its outcome says so (a failed one's
+    says why). One outcome per gateway or unit, default profile first."""
     gateways = [g for g in discover(root, scan=False) if g.state in RESTARTED_STATES]
     found = {name: kind.find(root) for name, kind in kinds.items()}
     plan = plan_fleet(gateways, found, kinds, only=only, ancestors=_ancestor_profiles(gateways))

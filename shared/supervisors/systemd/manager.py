@@ -181,6 +181,28 @@ def list_units(scope: str, *, timeout: float = QUERY_TIMEOUT) -> list[str]:
     return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
 
 
+def list_unit_files(scope: str, *, timeout: float = QUERY_TIMEOUT) -> list[str]:
+    """The names of the unit files matching ``hermes-gateway*`` that the ``scope`` manager can
+    load, loaded or not: systemd unloads a stopped unit nothing references, so ``list_units``
+    alone misses it."""
+    result = systemctl(scope, "list-unit-files", "--no-legend", f"{UNIT_PREFIX}*", timeout=timeout)
+    # One unit file a line: NAME STATE [PRESET].
+    return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+
+
+def last_words(scope: str, name: str, pid: int, *, lines: int = 1, timeout: float = QUERY_TIMEOUT) -> list[str]:
+    """The last ``lines`` lines the process ``pid`` of the unit ``name`` wrote to the journal
+    (a gateway that refuses to start says why on stderr); empty when there is no journal to
+    read, or nothing in it."""
+    field = "_SYSTEMD_USER_UNIT" if check_scope(scope) == "user" else "_SYSTEMD_UNIT"
+    argv = ["journalctl", "--no-pager", "--quiet", "-o", "cat", "-n", str(lines), f"{field}={name}", f"_PID={pid}"]
+    try:
+        result = run_client(argv, timeout=timeout)
+    except (SupervisorUnavailable, SupervisorTimeout):
+        return []
+    return result.stdout.splitlines()[-lines:] if result.returncode == 0 else []
+
+
 def show(scope: str, name: str, properties: Iterable[str], *, timeout: float = QUERY_TIMEOUT) -> dict[str, str]:
     """``properties`` of the unit ``name`` as the ``scope`` manager reports them (``parse_show``).
     A unit the manager does not know is not an error: its ``LoadState`` says ``not-found``."""
