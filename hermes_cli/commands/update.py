@@ -247,13 +247,12 @@ def _report(args, terminal: dict[str, Any]) -> int:
 
 
 def _restart_failed(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """The restarts that failed for a profile the fleet matrix does not list (a unit whose gateway
-    was down before this update): no follow-up names them, so this does (redacted again)."""
-    listed = {row["profile"] for row in data.get("fleet") or []}
+    """Every gateway or unit the run failed to restart, with why (redacted again): a unit that
+    was failed before the run is named here only, since no follow-up owes its restart."""
     return [
         redact({"profile": o["profile"], "unit": o.get("unit"), "reason": o.get("reason")})
         for o in data.get("restart") or []
-        if not o["ok"] and o["profile"] not in listed
+        if not o["ok"]
     ]
 
 

@@ -67,8 +67,7 @@ class Completion:
             restart = [outcome.to_dict() for outcome in restart_fleet(root, request.after)]
             self.step("restart", all(r["ok"] for r in restart), {"gateways": len(restart)})
             matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles)
-            failed = {r["profile"]: r["reason"] for r in restart if not r["ok"] and r.get("reason")}
-            self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles), why=failed)
+            self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
             self.step("verify", not self.followups, {"current": sum(r["verdict"] == "current" for r in matrix)})
         except Exception as exc:  # still answer: what broke is owed, not lost
             self.step("completion", False, f"{type(exc).__name__}: {exc}")

@@ -58,8 +58,8 @@ class SandboxInstall(Install):
     def show(self, profile: str, *properties: str) -> dict[str, str]:
         return self.box.show(unit_name(profile), *properties, user=self.scopes[profile] == "user")
 
-    def journal(self, profile: str) -> list[str]:
-        return self.box.journal(unit_name(profile), user=self.scopes[profile] == "user")
+    def journal(self, profile: str, *, after: str | None = None) -> list[str]:
+        return self.box.journal(unit_name(profile), user=self.scopes[profile] == "user", after=after)
 
     def answering(self) -> dict[str, dict[str, Any]]:
         """profile -> the gateway that answers for it, as ``hermes gateway status`` sees it."""

@@ -540,9 +540,15 @@ class Sandbox:
         shown = self.systemctl("show", *arguments, unit, user=user).stdout
         return dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
 
-    def journal(self, unit: str, *, user: bool = False) -> list[str]:
-        """The unit's journal lines (message only); of a user unit, as the user manager logged them."""
-        which = ["--user-unit" if user else "--unit", unit]
+    def cursor(self) -> str:
+        """The journal's position now, for ``journal(after=...)``."""
+        shown = self.run(["journalctl", "--no-pager", "--quiet", "-n", "0", "--show-cursor"]).stdout
+        return shown.strip().removeprefix("-- cursor: ")
+
+    def journal(self, unit: str, *, user: bool = False, after: str | None = None) -> list[str]:
+        """The unit's journal lines (message only), since ``after`` (a ``cursor``) when given; of
+        a user unit, as the user manager logged them. Unit names repeat across tests: pass a cursor."""
+        which = ["--user-unit" if user else "--unit", unit, *([f"--after-cursor={after}"] if after else [])]
         return self.run(["journalctl", "--no-pager", "-o", "cat", *which], check=False).stdout.splitlines()
 
     # --- teardown ---

@@ -34,6 +34,7 @@ def test_update_drains_every_unit_onto_the_new_commit_and_leaves_a_sibling_alone
     sibling_before = sibling.show("default", "MainPID")["MainPID"]
     sibling_code = sibling.answering()["default"]["code_sha"]
     new = ours.release("release 2")
+    cursor = sandbox.cursor()
 
     code, report, receipt = ours.update()
 
@@ -51,7 +52,7 @@ def test_update_drains_every_unit_onto_the_new_commit_and_leaves_a_sibling_alone
         assert (now["ActiveState"], now["Result"]) == ("active", "success")
         assert answering[profile]["code_sha"] == new
         assert (answering[profile]["pid"], answering[profile]["supervisor"]) == (int(now["MainPID"]), "systemd")
-        journal = ours.journal(profile)
+        journal = ours.journal(profile, after=cursor)
         assert not [line for line in journal if "Failed with result" in line]
         if ours.scopes[profile] == "system":  # a user manager logs a unit's success at debug level only
             assert f"{unit_name(profile)}: Deactivated successfully." in journal
