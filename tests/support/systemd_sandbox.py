@@ -35,6 +35,7 @@ writable cgroup2) makes ``unavailable`` say why, for one clean skip.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -546,10 +547,17 @@ class Sandbox:
         return shown.strip().removeprefix("-- cursor: ")
 
     def journal(self, unit: str, *, user: bool = False, after: str | None = None) -> list[str]:
-        """The unit's journal lines (message only), since ``after`` (a ``cursor``) when given; of
-        a user unit, as the user manager logged them. Unit names repeat across tests: pass a cursor."""
-        which = ["--user-unit" if user else "--unit", unit, *([f"--after-cursor={after}"] if after else [])]
-        return self.run(["journalctl", "--no-pager", "-o", "cat", *which], check=False).stdout.splitlines()
+        """The messages the unit's manager and processes logged about it, since ``after`` (a
+        ``cursor``) when given: unit names repeat across tests, so pass one."""
+        if after is None:
+            which = ["--user-unit" if user else "--unit", unit]
+            return self.run(["journalctl", "--no-pager", "-o", "cat", *which], check=False).stdout.splitlines()
+        # Unfiltered: with a match, --after-cursor skips the first matching entry when the
+        # cursor's own entry does not match.
+        shown = self.run(["journalctl", "--no-pager", "-o", "json", f"--after-cursor={after}"]).stdout
+        fields = ("USER_UNIT", "_SYSTEMD_USER_UNIT") if user else ("UNIT", "_SYSTEMD_UNIT")
+        entries = [json.loads(line) for line in shown.splitlines() if line.strip()]
+        return [str(e.get("MESSAGE")) for e in entries if any(e.get(field) == unit for field in fields)]
 
     # --- teardown ---
 

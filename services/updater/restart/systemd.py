@@ -176,7 +176,8 @@ class _Restart:
         if state.verdict == DOWN:
             return replace(outcome, method="skip", ok=True, note=state.why)
         if state.verdict == FAILED:
-            return replace(outcome, method="skip", reason=state.why)
+            account = self._failure(shown)
+            return replace(outcome, method="skip", reason=f"{state.why}: {describe(account)}", failure=account)
         main_pid = _main_pid(shown)
         old_pid = main_pid or outcome.old_pid
         outcome = replace(outcome, old_pid=old_pid)
@@ -207,14 +208,17 @@ class _Restart:
 
     def _explained(self, outcome: RestartOutcome) -> RestartOutcome:
         """A unit left failed: its outcome says why, in systemd's words and the gateway's own."""
-        if outcome.ok:
+        if outcome.ok or outcome.failure is not None:
             return outcome
         shown = self._show()
         if shown.get("ActiveState") != "failed":
             return outcome
-        pid = int(shown.get("ExecMainPID") or 0)
-        account = failure(shown, self._last_words(pid) if pid else None)
+        account = self._failure(shown)
         return replace(outcome, reason=join(outcome.reason, describe(account)), failure=account)
+
+    def _failure(self, shown: Mapping[str, str]) -> dict[str, Any]:
+        pid = int(shown.get("ExecMainPID") or 0)
+        return failure(shown, self._last_words(pid) if pid else None)
 
     def _last_words(self, pid: int) -> str | None:
         deadline = time.monotonic() + LAST_WORDS_WAIT
