@@ -2,7 +2,7 @@
 
 Restarting only the invoking profile's gateway would leave its siblings on the code they
 imported before the update, so the fleet is every live gateway of the install, and every
-unit of the install whose gateway is down (its kind says it is down, and does not start it). Which kind restarts a profile is chosen from
+unit of the install whose gateway is down. Which kind restarts a profile is chosen from
 ``KINDS`` by one rule: a unit a kind found takes over its profile's gateway only if that
 gateway runs under the same kind, or none runs (a profile served by another supervisor is
 restarted through that one); a gateway no unit took is restarted by the kind it runs under,

@@ -3,8 +3,9 @@
 A unit belongs to an install only if its ``Environment=`` sets ``HERMES_HOME`` to that
 install's home: the name alone proves nothing (a sibling install on the same account uses
 the same names). This module writes and finds unit files and drives ``systemctl`` with a
-bounded timeout (listing and showing units, signalling, resetting and restarting them); the
-text of units and of ``systemctl show`` is ``units``'s.
+bounded timeout (listing and showing units, signalling, resetting and restarting them), and
+reads what a unit's process last wrote to the journal; the text of units and of
+``systemctl show`` is ``units``'s.
 """
 
 from __future__ import annotations
