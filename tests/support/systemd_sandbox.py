@@ -35,6 +35,7 @@ writable cgroup2) makes ``unavailable`` say why, for one clean skip.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import re
@@ -79,6 +80,7 @@ GUARD_REFUSED = 125
 OTHER_MOUNTS = re.compile(r"^/run/netns/")
 # tmpfs and ramfs, by statfs f_type: a work dir there would vanish under the private /tmp or /run.
 RAM_FILESYSTEMS = frozenset({0x01021994, 0x858458F6})
+PR_SET_PDEATHSIG = 1
 
 
 class Unavailable(Exception):
@@ -452,7 +454,9 @@ class Sandbox:
             str(self.work),
         ]
         with open(self.work / "manager.log", "ab") as log:
-            self.launcher = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            self.launcher = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=_die_with_parent
+            )
 
     def _wait_booted(self) -> None:
         assert self.launcher is not None
@@ -625,6 +629,14 @@ class Sandbox:
                     if os.stat(entry / "ns" / "pid").st_ino == self.pid_ns:
                         left.append(int(entry.name))
         return [f"processes {left} are still in the sandbox's pid namespace"] if left else []
+
+
+def _die_with_parent() -> None:
+    # unshare is SIGKILLed if this test run dies without its teardown, and --kill-child then
+    # takes the namespace with it: a sandbox never outlives the run that made it.
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
 def _filesystem_type(path: Path) -> int:
