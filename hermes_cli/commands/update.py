@@ -264,6 +264,7 @@ def _report(args, terminal: dict[str, Any]) -> int:
         "retried": [s["detail"] for s in steps if s["name"] == "retry"],
         "fleet": data.get("fleet", []),
         "followups": data.get("followups", []),
+        "restart_failed": _restart_failed(data),
         "user_action": data.get("user_action"),
         # The tree already held the target: nothing moved, though what was owed was retried.
         "up_to_date": bool((data.get("apply") or {}).get("up_to_date")),
@@ -271,6 +272,16 @@ def _report(args, terminal: dict[str, Any]) -> int:
     }
     output.emit(args, document, _summary_text)
     return int(terminal["exit_code"])
+
+
+def _restart_failed(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every gateway or unit the run failed to restart, with why (redacted again): a unit that
+    was failed before the run is named here only, since no follow-up owes its restart."""
+    return [
+        redact({"profile": o["profile"], "unit": o.get("unit"), "reason": o.get("reason")})
+        for o in data.get("restart") or []
+        if not o["ok"]
+    ]
 
 
 def _failure(outcome: str, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -318,6 +329,10 @@ def _summary_text(d: dict[str, Any]) -> str:
         lines += [output.table(("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "EXPECTED", "VERDICT"), rows), ""]
     for owed in d["followups"]:
         lines.append(f"⚠ {owed['step']}: {owed['reason']}")
+    for failed in d["restart_failed"]:
+        lines.append(
+            f"⚠ restart: gateway {failed['profile']} ({failed['unit'] or '-'}): {failed['reason'] or 'failed'}"
+        )
     if d.get("user_action"):
         lines.append(f"action needed: {d['user_action']}")
     lines.append(f"update {d['update_id']}: {d['outcome']} (exit {d['exit_code']}); receipt: {d['receipt']}")

@@ -203,11 +203,12 @@ class Debts:
             obligations.clear_completion(self.root)
             self.pending = None
         if verified and owed.verified:
-            self.after_verify(result.get("fleet", []))
+            self.after_verify(result.get("fleet", []), why=ledger.failed_restarts(result))
 
-    def after_verify(self, matrix: Sequence[Mapping[str, Any]]) -> None:
-        """A verify saw the whole fleet: owe exactly the gateways it found wanting."""
-        owed = ledger.owed_after_verify(matrix, self.expected, self.update_id)
+    def after_verify(self, matrix: Sequence[Mapping[str, Any]], why: Mapping[str, str] | None = None) -> None:
+        """A verify saw the whole fleet: owe exactly the gateways it found wanting (``why``: what
+        went wrong with a profile's restart, for the follow-up)."""
+        owed = ledger.owed_after_verify(matrix, self.expected, self.update_id, why)
         obligations.replace_fleet(self.root, owed.parts)
         self.fleet = owed.parts
         if owed.followup is not None:

@@ -45,13 +45,19 @@ def owed_at_move(profiles: Iterable[str], after: str, update_id: str) -> dict[st
     return {profile: obligations.owed_part(after, obligations.NOT_RESTARTED, why, update_id) for profile in profiles}
 
 
-def owed_after_verify(matrix: Sequence[Mapping[str, Any]], expected: Iterable[str], update_id: str) -> FleetDebt:
+def owed_after_verify(
+    matrix: Sequence[Mapping[str, Any]],
+    expected: Iterable[str],
+    update_id: str,
+    why: Mapping[str, str] | None = None,
+) -> FleetDebt:
     """A verify saw the whole fleet: exactly the gateways it found wanting are owed (of
-    ``expected``, the profiles whose gateway should run: a down one is owed only if expected)."""
+    ``expected``, the profiles whose gateway should run: a down one is owed only if expected).
+    ``why`` (``failed_restarts``) says what went wrong with a profile's restart, when known."""
     wanted = set(expected)
     owed = [row for row in matrix if owes_restart(row, wanted)]
     parts = {row["profile"]: _part(row, update_id) for row in owed}
-    reasons = [entry["reason"] for entry in followups_for(owed, expected_profiles=wanted)]
+    reasons = [entry["reason"] for entry in followups_for(owed, expected_profiles=wanted, why=why)]
     return FleetDebt(parts, "; ".join(reasons) or None)
 
 
@@ -76,6 +82,11 @@ def owed_after_result(result: Mapping[str, Any]) -> ResultDebt:
         completion_owed=bool(set(owed) - {FLEET_RESTART}),
         verified=any(step["name"] == "verify" for step in result.get("steps", [])),
     )
+
+
+def failed_restarts(result: Mapping[str, Any]) -> dict[str, str]:
+    """profile -> why its restart failed, of a completion result's restart outcomes."""
+    return {r["profile"]: r["reason"] for r in result.get("restart", []) if not r.get("ok") and r.get("reason")}
 
 
 def owed_unfinished(why: str, fleet: Mapping[str, Part]) -> list[tuple[str, str]]:

@@ -62,10 +62,22 @@ def owes_restart(row: Mapping[str, Any], expected_profiles: Collection[str]) -> 
     return row["verdict"] == STALE or unread or (row["verdict"] == DOWN and row["profile"] in expected_profiles)
 
 
-def followups_for(matrix: Iterable[Mapping[str, Any]], *, expected_profiles: Collection[str]) -> list[dict[str, str]]:
-    """The owed fleet restarts, as the follow-ups of a receipt or a completion's result."""
+def followups_for(
+    matrix: Iterable[Mapping[str, Any]],
+    *,
+    expected_profiles: Collection[str],
+    why: Mapping[str, str] | None = None,
+) -> list[dict[str, str]]:
+    """The owed fleet restarts, as the follow-ups of a receipt or a completion's result; ``why``
+    (profile -> reason) says what went wrong with a profile's restart, when it is known."""
+    why = why or {}
     return [
-        {"step": "fleet-restart", "reason": f"gateway {row['profile']} is {row['verdict']}"}
+        {"step": "fleet-restart", "reason": _owed_reason(row, why.get(row["profile"]))}
         for row in matrix
         if owes_restart(row, expected_profiles)
     ]
+
+
+def _owed_reason(row: Mapping[str, Any], why: str | None) -> str:
+    said = f"gateway {row['profile']} is {row['verdict']}"
+    return f"{said}: {why}" if why else said

@@ -37,6 +37,8 @@ from tests.support.systemd_captures import transcript
 pytestmark = pytest.mark.root(profiles=("work", "workbench"))
 
 SECOND = 1_000_000  # the double keeps timeouts in microseconds, as systemd does
+# The systemctl verbs that only read: the units are found, and nothing is done to them.
+READS = {"list-units", "list-unit-files", "show"}
 
 
 class Systemd:
@@ -219,7 +221,7 @@ def test_units_are_judged_by_the_home_they_run_on(fake_systemd):
     assert skipped == []
     shown = {target for scope, verb, target in fake_systemd.calls() if verb == "show"}
     assert shown == set(CAPTURED_UNITS)  # hermes-gatewayd is not a gateway unit: never even read
-    assert [verb for _, verb, _ in fake_systemd.calls()] == ["list-units", "list-units", *["show"] * 5]
+    assert [verb for _, verb, _ in fake_systemd.calls()] == [*["list-units", "list-unit-files"] * 2, *["show"] * 5]
 
 
 def test_a_name_claims_only_its_own_profiles_home(fake_systemd, root):
@@ -265,7 +267,7 @@ def test_the_fleet_drains_onto_the_new_code_and_nothing_else_is_touched(fake_sys
         assert unit["NRestarts"] == 1  # systemd started it again after the drain's exit 75
         assert status(homes.profile_home(outcome.profile, root))["code_sha"] == new
     calls = fake_systemd.calls()
-    assert {verb for _, verb, _ in calls} == {"list-units", "show"}  # no signal, no blunt restart
+    assert {verb for _, verb, _ in calls} == READS  # no signal, no blunt restart
     assert not [c for c in calls if c[2] == "hermes-gatewayd.service"]
     foreign = ("hermes-gateway-ops.service", "hermes-gateway-scratch.service")
     assert {verb for _, verb, target in calls if target in foreign} == {"show"}
@@ -363,25 +365,23 @@ def test_a_systemctl_that_gives_up_waiting_is_reported_and_the_unit_checked(fake
     assert [verb for _, verb, _ in fake_systemd.calls()].count("restart") == 1
 
 
-def test_a_unit_whose_gateway_is_down_is_started(fake_systemd, code, root):
-    down = {"ActiveState": "failed", "SubState": "failed", "Result": "exit-code"}
-    fake_systemd.add(
-        "user", "hermes-gateway-work.service", root / "profiles" / "work", stop=70 * SECOND, start=20 * SECOND, **down
-    )
+def test_a_unit_that_is_down_is_not_started_and_a_failed_one_is_reported(fake_systemd, code, root):
+    failed = {"ActiveState": "failed", "SubState": "failed", "Result": "exit-code", "ExecMainStatus": 78}
+    fake_systemd.add("user", "hermes-gateway-work.service", root / "profiles" / "work", **failed)
+    # Stopped, and unloaded by the manager: only its unit file still names it.
+    fake_systemd.add("user", "hermes-gateway.service", root, listed=False)
     new = release(code)
+    fake_systemd.clear_log()
 
-    (outcome,) = restart_fleet(root, new)
+    default, work = restart_fleet(root, new)
 
-    assert (outcome.unit, outcome.method, outcome.fallback, outcome.ok, outcome.old_pid) == (
-        "hermes-gateway-work.service",
-        "start",
-        "blunt",
-        True,
-        0,
-    )
-    assert outcome.budget == 20 + systemd.CLIENT_SLACK  # nothing to stop
-    assert outcome.new_pid == status(root / "profiles" / "work")["pid"]
-    assert status(root / "profiles" / "work")["code_sha"] == new
+    assert (default.unit, default.method, default.ok, default.new_pid) == ("hermes-gateway.service", "skip", True, None)
+    assert default.note.startswith("down; not started")
+    assert (work.unit, work.method, work.ok, work.new_pid) == ("hermes-gateway-work.service", "skip", False, None)
+    assert work.reason.startswith("the unit failed; not started: Result=exit-code, ExecMainStatus=78")
+    assert (work.failure["result"], work.failure["exit_status"]) == ("exit-code", 78)
+    assert {verb for _, verb, _ in fake_systemd.calls()} == READS  # neither was started
+    assert fake_systemd.unit("user", "hermes-gateway-work.service")["ActiveState"] == "failed"
 
 
 def test_system_units_are_left_running_without_privilege(fake_systemd, code, root):
@@ -399,7 +399,7 @@ def test_system_units_are_left_running_without_privilege(fake_systemd, code, roo
     assert (skipped.method, skipped.ok, skipped.new_pid) == ("skip", False, None)
     assert "needs root" in skipped.reason
     assert outcomes["user", "hermes-gateway.service"].ok
-    assert {verb for scope, verb, _ in fake_systemd.calls() if scope == "system"} == {"list-units", "show"}
+    assert {verb for scope, verb, _ in fake_systemd.calls() if scope == "system"} == READS
     after = status(root / "profiles" / "work")  # not drained: the same process, still serving
     assert (after["pid"], after["state"]) == (system_pid, ops.RUNNING)
 
@@ -416,7 +416,9 @@ def test_one_unit_failing_leaves_the_others_restarted(fake_systemd, code, root):
     # workbench's next gateway finds its run/ dir unsafe and exits 78, which systemd does not restart.
     os.chmod(root / "profiles" / "workbench" / "run", 0o777)
     # A unit whose MainPID cannot be read: the restart code raises for it, and only for it.
-    fake_systemd.add("user", "hermes-gateway-odd.service", root / "profiles" / "odd", MainPID="junk")
+    fake_systemd.add(
+        "user", "hermes-gateway-odd.service", root / "profiles" / "odd", MainPID="junk", ActiveState="active"
+    )
     new = release(code)
 
     outcomes = by_unit(restart_fleet(root, new))
@@ -441,7 +443,7 @@ def test_a_unit_of_another_install_is_never_restarted_even_when_asked(fake_syste
     (outcome,) = SystemdKind().restart(root, unit_targets(ours, {}), None)
     assert (outcome.method, outcome.ok) == ("skip", False)
     assert "not this install's home" in outcome.reason
-    assert {verb for _, verb, _ in fake_systemd.calls()} == {"list-units", "show"}
+    assert {verb for _, verb, _ in fake_systemd.calls()} == READS
 
 
 def test_the_plan_names_a_unit_of_another_home_as_foreign(fake_systemd, code, root, short_dir):
@@ -455,4 +457,4 @@ def test_the_plan_names_a_unit_of_another_home_as_foreign(fake_systemd, code, ro
         ("systemd", "hermes-gateway-work.service", str(short_dir / "sibling" / "profiles" / "work"))
     }
     assert any(a.startswith("leave alone") and "hermes-gateway-work.service" in a for a in plan.actions)
-    assert not [c for c in fake_systemd.calls() if c[1] not in ("list-units", "show")]  # a plan only reads
+    assert not [c for c in fake_systemd.calls() if c[1] not in READS]  # a plan only reads

@@ -461,8 +461,10 @@ def test_a_gateway_that_never_comes_back_is_down_and_stays_owed(install):
         ("b", "current"),
         ("c", "down"),
     ]
-    assert [(f["step"], f["reason"]) for f in report["followups"]] == [("fleet-restart", "gateway c is down")]
     restarted = {r["profile"]: r for r in json.loads(Path(report["receipt"]).read_text())["restart"]}
+    # The follow-up says why, in the words of c's failed restart.
+    why = f"gateway c is down: {restarted['c']['reason']}"
+    assert [(f["step"], f["reason"]) for f in report["followups"]] == [("fleet-restart", why)]
     for profile in ("a", "b"):  # drained; supervisord started the new code
         assert restarted[profile]["ok"] and restarted[profile]["new_pid"] not in (None, before[profile])
         assert running_on(install, profile, new)

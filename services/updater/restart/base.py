@@ -56,6 +56,8 @@ class RestartOutcome:
     fallback: str | None = None  # "blunt": reset and restarted through the supervisor
     budget: float | None = None  # seconds the supervisor's client was given for that restart
     note: str | None = None  # what happened on the way, even when it ended well
+    # a unit that failed: its Result, its main process's exit status, and the gateway's last words
+    failure: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -132,8 +132,8 @@ def restart_fleet(
     kinds: Mapping[str, RestartKind] = KINDS,
 ) -> list[RestartOutcome]:
     """Restart every gateway of the install at ``root`` (of the profiles ``only`` names, when
-    given) and start its units whose gateway is down; one outcome per gateway or unit,
-    default profile first."""
+    given); a unit whose gateway is down is not started, its outcome says so (a failed one's
+    says why). One outcome per gateway or unit, default profile first."""
     gateways = [g for g in discover(root, scan=False) if g.state in RESTARTED_STATES]
     found = {name: kind.find(root) for name, kind in kinds.items()}
     plan = plan_fleet(gateways, found, kinds, only=only, ancestors=_ancestor_profiles(gateways))

@@ -5,6 +5,11 @@ The units are found in both managers (user and system) and judged by the home th
 ``HERMES_HOME`` is this install's home of the profile the name says. Any other is a sibling
 install's (or a scratch home's): named, never drained, never restarted.
 
+Only a unit that runs is restarted (``systemd_state``): one an operator stopped stays down and
+is said to, one that failed is reported with systemd's ``Result``, the exit status and the
+gateway's own last line, and neither is started. Units are found by their unit files as well
+as by what the manager has loaded, since systemd unloads a stopped unit nothing references.
+
 A unit's gateway is drained first, over its control socket or, when the socket does not
 answer, with SIGUSR1 through systemd; it exits 75 and the unit's ``RestartForceExitStatus``
 makes systemd start the new code. Only when no fresh main process answers with the new code
@@ -39,6 +44,8 @@ from services.updater.restart.base import (
 )
 from services.updater.restart.freshness import FRESH, STALE, OldProcess, judge
 from services.updater.restart.systemd_budget import restart_budget
+from services.updater.restart.systemd_state import DOWN, FAILED, describe, failure, judge_unit
+from services.updater.restart.systemd_state import PROPERTIES as STATE_PROPERTIES
 from shared import homes
 from shared.errors import HermesError
 from shared.gateways.discovery import GatewayRecord
@@ -48,10 +55,19 @@ from shared.supervisors.errors import SupervisorFailed, SupervisorTimeout
 from shared.supervisors.scopes import SCOPES
 
 KIND = systemd.KIND
-PROPERTIES = ("LoadState", "ActiveState", "MainPID", "TimeoutStopUSec", "TimeoutStartUSec", "Environment")
+PROPERTIES = (
+    *STATE_PROPERTIES,
+    "MainPID",
+    "ExecMainPID",
+    "TimeoutStopUSec",
+    "TimeoutStartUSec",
+    "Environment",
+)
 # Unit states out of which systemd starts nothing by itself.
 STAYS_DOWN = ("failed", "inactive")
 CLIENT_GAVE_UP = "systemctl gave up waiting; the restart job may still be running"
+# How long a failed gateway's last line has to reach the journal.
+LAST_WORDS_WAIT = 2.0
 
 
 def find_units(root: Path) -> Found:
@@ -64,7 +80,7 @@ def find_units(root: Path) -> Found:
     skipped: list[tuple[str, str]] = []
     for scope in SCOPES:
         try:
-            names = systemd.list_units(scope)
+            names = sorted(set(systemd.list_units(scope)) | set(systemd.list_unit_files(scope)))
         except (HermesError, OSError) as exc:
             skipped.append((f"systemd {scope} manager", _message(exc)))
             continue
@@ -150,12 +166,19 @@ class _Restart:
                 # Draining a gateway whose unit cannot then be restarted would leave it down.
                 reason = "a system-scope unit needs root to restart; left running, not drained"
                 return replace(outcome, method="skip", reason=reason)
-            return self._drain_first(outcome)
+            return self._explained(self._drain_first(outcome))
         except Exception as exc:  # isolation: one unit's fault must not stop the others
             return replace(outcome, reason=f"{type(exc).__name__}: {_message(exc)}")
 
     def _drain_first(self, outcome: RestartOutcome) -> RestartOutcome:
-        main_pid = _main_pid(self._show())
+        shown = self._show()
+        state = judge_unit(shown)
+        if state.verdict == DOWN:
+            return replace(outcome, method="skip", ok=True, note=state.why)
+        if state.verdict == FAILED:
+            account = self._failure(shown)
+            return replace(outcome, method="skip", reason=f"{state.why}: {describe(account)}", failure=account)
+        main_pid = _main_pid(shown)
         old_pid = main_pid or outcome.old_pid
         outcome = replace(outcome, old_pid=old_pid)
         if not old_pid:
@@ -182,6 +205,28 @@ class _Restart:
         except SupervisorFailed as exc:
             return "signal", {}, join(unanswered, exc.message)
         return "signal", {}, unanswered
+
+    def _explained(self, outcome: RestartOutcome) -> RestartOutcome:
+        """A unit left failed: its outcome says why, in systemd's words and the gateway's own."""
+        if outcome.ok or outcome.failure is not None:
+            return outcome
+        shown = self._show()
+        if shown.get("ActiveState") != "failed":
+            return outcome
+        account = self._failure(shown)
+        return replace(outcome, reason=join(outcome.reason, describe(account)), failure=account)
+
+    def _failure(self, shown: Mapping[str, str]) -> dict[str, Any]:
+        pid = int(shown.get("ExecMainPID") or 0)
+        return failure(shown, self._last_words(pid) if pid else None)
+
+    def _last_words(self, pid: int) -> str | None:
+        deadline = time.monotonic() + LAST_WORDS_WAIT
+        while True:
+            said = systemd.last_words(self.unit.scope, self.unit.name, pid)
+            if said or time.monotonic() >= deadline:
+                return said[-1] if said else None
+            time.sleep(self.waits.poll)
 
     def _blunt(self, outcome: RestartOutcome) -> RestartOutcome:
         """``reset-failed`` then ``restart``, the client waiting as long as this unit's limits say."""

@@ -3,8 +3,9 @@
 A unit belongs to an install only if its ``Environment=`` sets ``HERMES_HOME`` to that
 install's home: the name alone proves nothing (a sibling install on the same account uses
 the same names). This module writes and finds unit files and drives ``systemctl`` with a
-bounded timeout (listing and showing units, signalling, resetting and restarting them); the
-text of units and of ``systemctl show`` is ``units``'s.
+bounded timeout (listing and showing units, signalling, resetting and restarting them), and
+reads what a unit's process last wrote to the journal; the text of units and of
+``systemctl show`` is ``units``'s.
 """
 
 from __future__ import annotations
@@ -179,6 +180,28 @@ def list_units(scope: str, *, timeout: float = QUERY_TIMEOUT) -> list[str]:
     result = systemctl(scope, "list-units", "--all", "--plain", "--no-legend", f"{UNIT_PREFIX}*", timeout=timeout)
     # One unit a line: NAME LOAD ACTIVE SUB DESCRIPTION (--plain prints no status bullet).
     return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+
+
+def list_unit_files(scope: str, *, timeout: float = QUERY_TIMEOUT) -> list[str]:
+    """The names of the unit files matching ``hermes-gateway*`` that the ``scope`` manager can
+    load, loaded or not: systemd unloads a stopped unit nothing references, so ``list_units``
+    alone misses it."""
+    result = systemctl(scope, "list-unit-files", "--no-legend", f"{UNIT_PREFIX}*", timeout=timeout)
+    # One unit file a line: NAME STATE [PRESET].
+    return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+
+
+def last_words(scope: str, name: str, pid: int, *, lines: int = 1, timeout: float = QUERY_TIMEOUT) -> list[str]:
+    """The last ``lines`` lines the process ``pid`` of the unit ``name`` wrote to the journal
+    (a gateway that refuses to start says why on stderr); empty when there is no journal to
+    read, or nothing in it."""
+    field = "_SYSTEMD_USER_UNIT" if check_scope(scope) == "user" else "_SYSTEMD_UNIT"
+    argv = ["journalctl", "--no-pager", "--quiet", "-o", "cat", "-n", str(lines), f"{field}={name}", f"_PID={pid}"]
+    try:
+        result = run_client(argv, timeout=timeout)
+    except (SupervisorUnavailable, SupervisorTimeout):
+        return []
+    return result.stdout.splitlines()[-lines:] if result.returncode == 0 else []
 
 
 def show(scope: str, name: str, properties: Iterable[str], *, timeout: float = QUERY_TIMEOUT) -> dict[str, str]:

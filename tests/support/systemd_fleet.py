@@ -1,0 +1,84 @@
+"""Installs whose ``hermes`` runs inside the systemd sandbox: their gateways are real
+``hermes gateway install --supervisor systemd`` units of its managers, in either scope."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from shared.supervisors.systemd import unit_name
+from tests.support.cli import HERMES
+from tests.support.installs import Install
+from tests.support.systemd_sandbox import Sandbox
+
+
+class SandboxInstall(Install):
+    """An ``Install`` (origin, install, dev clone, root home, all on disk in the sandbox's work
+    dir) whose commands run inside ``box``; ``scopes`` says which manager runs each profile's unit."""
+
+    def __init__(self, box: Sandbox, base: Path):
+        super().__init__(base)
+        self.box = box
+        self.scopes: dict[str, str] = {}
+
+    def hermes(self, *args: str, timeout: float = 300, profile: str | None = None, **env: str):  # type: ignore[override]
+        argv = [*HERMES, *(["-p", profile] if profile else []), *args]
+        return self.box.run(argv, env=self.env(**env), cwd=self.path, timeout=timeout, check=False)
+
+    def hermes_json(self, *args: str, timeout: float = 300, profile: str | None = None, **env: str) -> tuple[int, Any]:  # type: ignore[override]
+        done = self.hermes(*args, "--json", timeout=timeout, profile=profile, **env)
+        try:
+            return done.returncode, json.loads(done.stdout)
+        except json.JSONDecodeError:
+            raise AssertionError(
+                f"hermes {' '.join(args)} --json printed no document: {done.stdout!r} {done.stderr!r}"
+            ) from None
+
+    def unit(self, profile: str, scope: str, *, start: bool = True, enable: bool = False) -> str:
+        """Install ``profile``'s unit in ``scope`` (making the profile first), and start it."""
+        if profile != "default" and not (self.root / "profiles" / profile).is_dir():
+            made = self.hermes("profile", "create", profile)
+            assert made.returncode == 0, made.stderr
+        code, report = self.hermes_json(
+            "gateway", "install", "--supervisor", "systemd", "--scope", scope, profile=profile
+        )
+        assert code == 0 and report["reloaded"] is True, report
+        self.scopes[profile] = scope
+        if enable:
+            self.box.systemctl("enable", report["unit"], user=scope == "user")
+        if start:
+            self.start(profile)
+        return report["unit"]
+
+    def start(self, profile: str) -> None:
+        started = self.hermes("gateway", "start", profile=profile)
+        assert started.returncode == 0, started.stderr
+
+    def show(self, profile: str, *properties: str) -> dict[str, str]:
+        return self.box.show(unit_name(profile), *properties, user=self.scopes[profile] == "user")
+
+    def journal(self, profile: str, *, after: str | None = None) -> list[str]:
+        return self.box.journal(unit_name(profile), user=self.scopes[profile] == "user", after=after)
+
+    def answering(self) -> dict[str, dict[str, Any]]:
+        """profile -> the gateway that answers for it, as ``hermes gateway status`` sees it."""
+        code, report = self.hermes_json("gateway", "status")
+        assert code == 0, report
+        return {g["profile"]: g for g in report["gateways"]}
+
+    def update(self) -> tuple[int, dict[str, Any], dict[str, Any]]:
+        """``hermes update --yes --json``: its exit code, its document and its receipt."""
+        code, report = self.hermes_json("update", "--yes")
+        return code, report, json.loads(Path(report["receipt"]).read_text())
+
+    def remove_units(self) -> None:
+        """Stop, disable and remove every unit this install wrote, so the managers forget them."""
+        for profile, scope in self.scopes.items():
+            user, name = scope == "user", unit_name(profile)
+            for verb in ("stop", "disable", "reset-failed"):
+                self.box.systemctl(verb, name, user=user, check=False)
+            directory = self.box.config / "systemd" / "user" if user else self.box.system_unit_dir
+            (directory / name).unlink(missing_ok=True)
+            self.box.systemctl("daemon-reload", user=user)
+        self.scopes.clear()
