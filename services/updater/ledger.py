@@ -100,7 +100,8 @@ def owed_unfinished(why: str, fleet: Mapping[str, Part]) -> list[tuple[str, str]
 
 def wanting_restart(matrix: Sequence[Mapping[str, Any]], fleet: Mapping[str, Part]) -> set[str]:
     """The gateways an already-up-to-date update restarts: the stale ones, and those owed a
-    restart that are down (a unit of their supervisor's starts them)."""
+    restart that are down, so each kind reports them (none starts a down gateway: it stays owed
+    until an operator starts it)."""
     return {
         row["profile"]
         for row in matrix
