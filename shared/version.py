@@ -14,12 +14,17 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 __version__ = "0.1.0"
 
 INSTALL_ROOT = Path(__file__).resolve().parent.parent
 _SHA_RE = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+
+
+def is_commit_sha(value: object) -> TypeGuard[str]:
+    """A full commit id, SHA-1 or SHA-256 (safe to put on a git command line)."""
+    return isinstance(value, str) and _SHA_RE.fullmatch(value) is not None
 
 
 CODE_STAMP = "hermes-code-stamp.json"

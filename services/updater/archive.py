@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import stat
 import tarfile
 import time
@@ -32,6 +31,7 @@ import httpx
 from shared.errors import HermesError
 from shared.redaction import redact_text
 from shared.retry_after import retry_after_seconds
+from shared.version import is_commit_sha
 
 MAX_DOWNLOAD = 512 * 1024**2
 MAX_UNPACKED = 2 * 1024**3
@@ -40,7 +40,6 @@ DOWNLOAD_DEADLINE = 600.0  # the whole download, all attempts included
 ATTEMPTS = 3
 RETRY_AFTER_CAP = 30.0
 CHUNK = 256 * 1024
-_COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 class ArchiveFailed(HermesError):
@@ -254,7 +253,7 @@ def _tar_opener(tf: tarfile.TarFile, info: tarfile.TarInfo) -> Callable[[], IO[b
 
 
 def _unpack(commit: str | None, members: Iterator[tuple[str, Member]], dest: Path) -> Unpacked:
-    if commit is None or not _COMMIT.fullmatch(commit):
+    if not is_commit_sha(commit):
         raise ArchiveFailed(
             "the archive does not say which commit it was cut from (no ZIP comment or pax comment): "
             "refusing to install code that cannot be identified"

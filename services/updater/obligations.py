@@ -30,8 +30,8 @@ replaced atomically under a lock:
 
 The next ``hermes update``, already up to date or not, retries every one. While a fleet restart is
 owed every ``hermes`` command prints ``restart_warning`` on stderr. That check runs on every
-CLI start, so this module imports only the standard library, ``shared.errors`` and
-``shared.home_env`` at load time: ``shared.files`` (writes, corrupt-file errors) is imported
+CLI start, so this module imports only the standard library, ``shared.errors``, ``shared.home_env``
+and ``shared.version`` at load time: ``shared.files`` (writes, corrupt-file errors) is imported
 where it is used.
 """
 
@@ -45,6 +45,7 @@ from typing import Any
 
 from shared.errors import HermesError
 from shared.home_env import root_home
+from shared.version import is_commit_sha
 
 SCHEMA = 1
 DIRECTORY = "obligations"
@@ -180,11 +181,6 @@ def read_restore(root: Path) -> dict[str, Any] | None:
     return data
 
 
-def _commit(value: object) -> bool:
-    """A full commit id (SHA-1 or SHA-256): it ends up in a git command line."""
-    return isinstance(value, str) and len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value)
-
-
 def read_stash(root: Path) -> dict[str, Any] | None:
     """``{schema, update_id, stashed_at, sha, before, paths}`` while a stash of the operator's
     change is owed back, else None."""
@@ -195,8 +191,8 @@ def read_stash(root: Path) -> dict[str, Any] | None:
     paths = data.get("paths")
     shaped = (
         isinstance(data.get("update_id"), str)
-        and _commit(data.get("sha"))
-        and _commit(data.get("before"))
+        and is_commit_sha(data.get("sha"))
+        and is_commit_sha(data.get("before"))
         and isinstance(paths, list)
         and all(isinstance(p, str) for p in paths)
     )
@@ -332,7 +328,7 @@ def clear_gateway(root: Path, profile: str, running: str | None) -> bool:
 
 def arm_stash(root: Path, *, update_id: str, sha: str, before: str, paths: list[str]) -> None:
     """The operator's change is in the stash commit ``sha`` (made over ``before``) until put back."""
-    if not (_commit(sha) and _commit(before)):
+    if not (is_commit_sha(sha) and is_commit_sha(before)):
         raise ValueError(f"not commit ids: {sha!r}, {before!r}")
     path = stash_path(root)
     record = {
