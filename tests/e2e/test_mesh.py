@@ -22,17 +22,15 @@ from typing import Any
 import psutil
 import pytest
 
-from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
 from shared import homes
 from shared.files import read_json, write_json_atomic
 from shared.gateways import ops
 from shared.identity import ProcessIdentity, is_alive, process_identity, read_cmdline
 from shared.layout import GATEWAY_STARTS_FILE
-from shared.spawn import stop_service
 from shared.supervisors import supervisord as sv
 from shared.supervisors.errors import SupervisorUnavailable
 from shared.sync_client import connect
-from tests.support import processes
+from tests.support import mesh_roots, processes
 from tests.support.cli import hermes
 from tests.support.homes import make_profile
 from tests.support.processes import ROOT, python_env
@@ -85,18 +83,8 @@ def supervisords_of(config: Path) -> list[int]:
 def mesh_root() -> Iterator[Path]:
     """A fresh install with profiles a and b; the mesh, and the workers ``hermes mesh up``
     starts beside it, are brought down whatever happens."""
-    root = Path(tempfile.mkdtemp(prefix="hm-"))
-    make_profile(root, "a")
-    make_profile(root, "b")
-    try:
+    with mesh_roots.mesh_root("a", "b") as root:
         yield root
-    finally:
-        try:
-            sv.down(root)
-        finally:
-            for worker in ON_DEMAND_WORKERS:
-                stop_service(root, worker)
-            shutil.rmtree(root, ignore_errors=True)
 
 
 # --- a real mesh ------------------------------------------------------------------------------

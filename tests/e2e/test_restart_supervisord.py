@@ -7,27 +7,23 @@ cannot start is that gateway's failure alone; every wait is bounded.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
 from services.updater.restart import restart_fleet
 from shared import homes
 from shared.errors import HermesError
 from shared.identity import ProcessIdentity, process_identity
-from shared.spawn import stop_service
 from shared.supervisors import supervisord as sv
 from shared.supervisors.errors import SupervisorFailed, SupervisorTimeout
 from shared.supervisors.supervisord.mesh import ProgramStatus
 from shared.version import code_sha
-from tests.support.homes import make_profile
+from tests.support import mesh_roots
 from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.slow
@@ -39,18 +35,8 @@ ASKED = "asked supervisord to start {} once drained: "
 def mesh_root() -> Iterator[Path]:
     """A fresh install with profiles a, b and c; the mesh, and the workers ``hermes mesh up``
     starts beside it, are brought down whatever happens."""
-    root = Path(tempfile.mkdtemp(prefix="hm-"))
-    for profile in ("a", "b", "c"):
-        make_profile(root, profile)
-    try:
+    with mesh_roots.mesh_root("a", "b", "c") as root:
         yield root
-    finally:
-        try:
-            sv.down(root)
-        finally:
-            for worker in ON_DEMAND_WORKERS:
-                stop_service(root, worker)
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def program(root: Path, profile: str) -> ProgramStatus:

@@ -20,7 +20,7 @@ from services.updater.snapshot import SNAPSHOTS_DIR
 from shared.gateways import ops
 from shared.sync_client import SyncClient
 from tests.support.cli import HERMES
-from tests.support.installs import Install, git, start_update, updater_pid
+from tests.support.installs import Install, git, kill_updater_in_completion, start_update, updater_pid
 from tests.support.processes import ROOT, python_env, read_state, wait_for
 from tests.support.releases import before_completion_runs, bump_version, mark_completion
 
@@ -248,32 +248,7 @@ def test_an_updater_killed_mid_run_is_marked_interrupted_by_the_next_update(inst
         assert install.hermes("profile", "create", name).returncode == 0
     assert install.hermes("mesh", "up", "--profiles", "coder").returncode == 0
     install.release("release 2")
-    proc = subprocess.Popen(
-        [*HERMES, "update", "--yes"],
-        cwd=install.path,
-        env=install.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        # Kill the updater (not the CLI) once the completion is running: after the commit point.
-        def completion_started():
-            line = proc.stderr.readline()
-            return "completion" in line and "started" in line
-
-        wait_for(completion_started, timeout=60, interval=0, what="the completion to start")
-        from services.updater.lock import holder
-
-        updater = holder(install.root)
-        assert updater and updater["pid"]
-        os.kill(updater["pid"], signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    # The orphaned completion shares the lock, so no second update starts before it finishes.
-    wait_for(lambda: holder(install.root) is None, timeout=120, what="the orphaned completion to finish")
+    kill_updater_in_completion(install)
     second = install.hermes("update", "--yes", "--json")
     assert second.returncode == 0, second.stdout + second.stderr
     listed = json.loads(install.hermes("logs", "update", "--all", "--json").stdout)["receipts"]

@@ -4,16 +4,13 @@ install, real gateways (supervisord's, and one unmanaged), and kills."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from services.updater import obligations
-from tests.support.cli import HERMES
-from tests.support.installs import Install, git
-from tests.support.processes import ROOT, python_env, wait_for
+from tests.support.installs import Install, git, kill_updater_in_completion
+from tests.support.processes import ROOT, python_env
 
 
 def updated(install: Install, *flags: str) -> dict:
@@ -130,31 +127,7 @@ def test_an_updater_killed_mid_rollback_is_repaired_by_the_next_update(install):
     install.gateway("default")
     old = install.head()
     updated(install, "--backup")
-    proc = subprocess.Popen(
-        [*HERMES, "update", "--rollback", "--yes"],
-        cwd=install.path,
-        env=install.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-
-        def completion_started():
-            line = proc.stderr.readline()
-            return "completion" in line and "started" in line
-
-        wait_for(completion_started, timeout=60, interval=0, what="the rollback's completion to start")
-        from services.updater.lock import holder
-
-        updater = holder(install.root)
-        assert updater and updater["pid"]
-        os.kill(updater["pid"], signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    wait_for(lambda: holder(install.root) is None, timeout=120, what="the orphaned completion to finish")
+    kill_updater_in_completion(install, "--rollback")
     again = install.hermes("update", "--rollback", "--yes", "--json")
     assert again.returncode == 0, again.stdout + again.stderr
     report = json.loads(again.stdout)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -122,10 +123,10 @@ def owed_warnings(install: Install) -> list[str]:
     return [line for line in listed.stderr.splitlines() if line.startswith("⚠")]
 
 
-def start_update(install: Install) -> subprocess.Popen[str]:
-    """``hermes update --yes --json`` in ``install``, running: its output on pipes."""
+def start_update(install: Install, *args: str, json_output: bool = True) -> subprocess.Popen[str]:
+    """``hermes update --yes [--json] ARGS`` in ``install``, running: its output on pipes."""
     return subprocess.Popen(
-        [*HERMES, "update", "--yes", "--json"],
+        [*HERMES, "update", "--yes", *(["--json"] if json_output else []), *args],
         cwd=install.path,
         env=install.env(),
         stdout=subprocess.PIPE,
@@ -139,3 +140,26 @@ def updater_pid(install: Install) -> int:
     from services.updater.lock import holder
 
     return wait_for(lambda: (holder(install.root) or {}).get("pid"), timeout=60, what="the updater to hold the lock")
+
+
+def kill_updater_in_completion(install: Install, *args: str) -> None:
+    """Run ``hermes update ARGS`` and kill -9 the updater (not the CLI) once its completion runs,
+    after the commit point; return once the orphaned completion, which shares the lock, is done."""
+    from services.updater.lock import holder
+
+    proc = start_update(install, *args, json_output=False)  # the text mode's progress names the step
+    try:
+
+        def completion_started() -> bool:
+            line = proc.stderr.readline() if proc.stderr else ""
+            return "completion" in line and "started" in line
+
+        wait_for(completion_started, timeout=60, interval=0, what="the completion to start")
+        updater = holder(install.root)
+        assert updater and updater["pid"]
+        os.kill(updater["pid"], signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    wait_for(lambda: holder(install.root) is None, timeout=120, what="the orphaned completion to finish")
