@@ -20,6 +20,8 @@ run without it:
 
 The work dir (installs, homes, the private unit dirs) is on disk under a fresh
 ``mktemp -d -p /var/tmp``, since ``/tmp`` inside is not the host's; one on tmpfs is refused.
+The project's own tree (its code and ``.venv``) is bound back at its path when it lies below
+a dir the private mounts hide (a checkout in ``/tmp``).
 Commands run inside through ``run``, which joins the nested cgroups and then ``nsenter``s,
 only once it has checked that the target is systemd and that, inside, ``/etc/systemd/system``
 is a mount point and ``/run/systemd/system`` exists.
@@ -54,6 +56,7 @@ SYSTEMD = Path("/lib/systemd/systemd")
 SYSTEMD_VERSION = 252
 STOCK_UNITS = Path("/lib/systemd/system")
 WORK_BASE = Path("/var/tmp")
+PROJECT = Path(__file__).resolve().parents[2]
 BOOT_TARGET = "hermes-sandbox.target"
 # Named as a real host names root's user manager: journald attributes a user unit's lines
 # (``_SYSTEMD_USER_UNIT``) only below a ``user@UID.service``.
@@ -261,15 +264,21 @@ class HostState:
 # --- inside the namespace --------------------------------------------------------------------------
 
 # sh -c, as PID 1 of the new namespaces: every private mount first (set -e: one that fails
-# stops here, before systemd), then systemd in its place. $1 is the work dir.
+# stops here, before systemd), then systemd in its place. $1 is the work dir, $2 the project's
+# tree (its code and .venv), which the commands under test run from.
 INSIDE = f"""
 set -eu
 work=$1
+project=$2
 mount --make-rprivate /
+# The tree under test stays visible where it is, even below a dir the tmpfs mounts hide.
+mkdir "$work/project"
+mount --rbind "$project" "$work/project"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
 mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /run
 mount -t tmpfs -o mode=0755 tmpfs /var/log
 mount -t tmpfs -o mode=0755 tmpfs /var/lib/systemd
+if [ ! -d "$project" ]; then mkdir -p "$project" && mount --rbind "$work/project" "$project"; fi
 mount --bind /proc/sys /proc/sys
 mount -o remount,bind,ro /proc/sys
 mount -o remount,bind,ro /sys
@@ -452,6 +461,7 @@ class Sandbox:
             INSIDE,
             "sh",
             str(self.work),
+            str(PROJECT),
         ]
         with open(self.work / "manager.log", "ab") as log:
             self.launcher = subprocess.Popen(

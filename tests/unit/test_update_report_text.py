@@ -18,6 +18,7 @@ def report(**fields):
         "retried": [],
         "fleet": [],
         "followups": [],
+        "restart_failed": [],
         "user_action": None,
         "up_to_date": True,
     }
@@ -43,3 +44,9 @@ def test_a_stash_handed_over_says_what_to_do():
     assert f"↻ local changes in stash {SHA[:12]}, left by update u1: parked" in lines
     assert f"action needed: {action}" in lines
     assert lines[-1] == "update u2: partial (exit 1); receipt: /r/u2.json"
+
+
+def test_a_restart_that_failed_is_named_with_its_reason():
+    failed = {"profile": "work", "unit": "hermes-gateway-work.service", "reason": "exit-code, status 78"}
+    text = _summary_text(report(restart_failed=[failed]))
+    assert "⚠ restart: gateway work (hermes-gateway-work.service): exit-code, status 78" in text.splitlines()
