@@ -30,9 +30,9 @@ replaced atomically under a lock:
 
 The next ``hermes update``, already up to date or not, retries every one. While a fleet restart is
 owed every ``hermes`` command prints ``restart_warning`` on stderr. That check runs on every
-CLI start, so this module imports only the standard library, ``shared.errors``, ``shared.home_env``
-and ``shared.version`` at load time: ``shared.files`` (writes, corrupt-file errors) is imported
-where it is used.
+CLI start, so this module imports only the standard library, ``shared.errors`` and ``shared.home_env``
+at load time: ``shared.files`` (writes, corrupt-file errors) and ``shared.version`` are imported
+where they are used.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from typing import Any
 
 from shared.errors import HermesError
 from shared.home_env import root_home
-from shared.version import is_commit_sha
 
 SCHEMA = 1
 DIRECTORY = "obligations"
@@ -184,6 +183,8 @@ def read_restore(root: Path) -> dict[str, Any] | None:
 def read_stash(root: Path) -> dict[str, Any] | None:
     """``{schema, update_id, stashed_at, sha, before, paths}`` while a stash of the operator's
     change is owed back, else None."""
+    from shared.version import is_commit_sha
+
     path = stash_path(root)
     data = _load(path)
     if data is None:
@@ -328,6 +329,8 @@ def clear_gateway(root: Path, profile: str, running: str | None) -> bool:
 
 def arm_stash(root: Path, *, update_id: str, sha: str, before: str, paths: list[str]) -> None:
     """The operator's change is in the stash commit ``sha`` (made over ``before``) until put back."""
+    from shared.version import is_commit_sha
+
     if not (is_commit_sha(sha) and is_commit_sha(before)):
         raise ValueError(f"not commit ids: {sha!r}, {before!r}")
     path = stash_path(root)
