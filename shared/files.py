@@ -11,19 +11,22 @@ from __future__ import annotations
 import copy
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from shared.errors import HermesError
 
 SECRET_MODE = 0o600
 PUBLIC_MODE = 0o644
+PRIVATE_DIR_MODE = 0o700
+_CHUNK = 1 << 20
 _LOCK_POLL_MIN = 0.005
 _LOCK_POLL_MAX = 0.05
 
@@ -250,3 +253,27 @@ def update_json(
             raise TypeError(f"update of {path} returned {_json_type(new)}, expected {_expected_name(expect)}")
         write_json_atomic(path, new, secret=secret)
     return new
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of the file at ``path``, read in chunks; OSError as opening or reading raises it."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def make_parents_within(root: Path, rel: PurePath, mode: int = PRIVATE_DIR_MODE) -> Path | None:
+    """Make the parent directories of ``rel`` below ``root`` that are missing (with ``mode``);
+    the first that is a symlink or not a directory (a rename through it could land outside
+    ``root``), or None when every one is a real directory."""
+    here = Path(root)
+    for part in rel.parts[:-1]:
+        here = here / part
+        try:
+            os.mkdir(here, mode)
+        except FileExistsError:
+            if here.is_symlink() or not here.is_dir():
+                return here
+    return None

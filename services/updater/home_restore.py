@@ -22,11 +22,11 @@ from typing import Any
 
 from services.updater.rollback import ArchiveUnusable, check_archive
 from services.updater.snapshot import BACKUPS_DIR
+from shared.files import PRIVATE_DIR_MODE, make_parents_within
 from shared.layout import GATEWAY_STARTS_FILE, GATEWAY_STATE_FILE
 
 NEVER_RESTORED_DIRS = frozenset({"obligations"})
 NEVER_RESTORED_NAMES = frozenset({GATEWAY_STATE_FILE, GATEWAY_STARTS_FILE})
-_PRIVATE_DIR = 0o700
 
 
 def restore_home(root: Path, backup: dict[str, Any], work_id: str) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def restore_home(root: Path, backup: dict[str, Any], work_id: str) -> dict[str, 
     root = Path(root).absolute()
     staging = root / BACKUPS_DIR / f".restore-{work_id}"
     shutil.rmtree(staging, ignore_errors=True)  # a restore a kill cut short starts over
-    staging.mkdir(mode=_PRIVATE_DIR)
+    staging.mkdir(mode=PRIVATE_DIR_MODE)
     refused: list[str] = []
     try:
         try:
@@ -88,17 +88,9 @@ def _move_in(staging: Path, root: Path, refused: list[str]) -> int:
 
 
 def _real_parents(root: Path, rel: Path) -> bool:
-    """Make ``rel``'s parent directories inside ``root``; False when one is a symlink or not a
-    directory (a rename through it could land outside the home)."""
-    here = root
-    for part in rel.parts[:-1]:
-        here = here / part
-        try:
-            os.mkdir(here, _PRIVATE_DIR)
-            continue
-        except FileExistsError:
-            pass
-        if here.is_symlink() or not here.is_dir():
-            return False
+    """Make ``rel``'s parent directories inside ``root``; False when one of them, or ``rel``
+    itself, is in the way (a symlink, a file, a directory)."""
+    if make_parents_within(root, rel) is not None:
+        return False
     target = root / rel
     return not target.is_dir() or target.is_symlink()

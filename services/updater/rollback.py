@@ -13,7 +13,6 @@ before it starts the updater and again by the updater's plan.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,10 @@ from services.updater.git import GitFailed, run
 from services.updater.receipt import Receipt
 from services.updater.update_id import InvalidUpdateId, validate_update_id
 from shared.errors import HermesError
+from shared.files import file_sha256
 from shared.version import code_stamp
 
 GIT_TIMEOUT = 15.0
-_CHUNK = 1 << 20
 
 
 class RollbackRefused(HermesError):
@@ -87,20 +86,17 @@ def choose(receipts: Sequence[Receipt], update_id: str | None) -> Receipt:
 def check_archive(backup: dict[str, Any]) -> None:
     """The ``--backup`` archive a receipt names is there and has the digest it was written with."""
     path, digest = Path(str(backup.get("path"))), backup.get("sha256")
-    sha = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                sha.update(chunk)
+        found = file_sha256(path)
     except OSError as exc:
         raise ArchiveUnusable(
             f"the backup archive {path} cannot be read ({exc.strerror or exc}); nothing was changed",
             detail={"path": str(path)},
         ) from None
-    if sha.hexdigest() != digest:
+    if found != digest:
         raise ArchiveUnusable(
             f"the backup archive {path} is corrupt (its sha256 is not the one recorded); nothing was changed",
-            detail={"path": str(path), "expected": digest, "found": sha.hexdigest()},
+            detail={"path": str(path), "expected": digest, "found": found},
         )
 
 

@@ -23,12 +23,11 @@ from typing import Any
 from services.updater.snapshot import MANIFEST, SNAPSHOT_SET, SNAPSHOTS_DIR
 from shared import homes
 from shared.errors import HermesError
-from shared.files import StateFileCorrupt, read_json
+from shared.files import StateFileCorrupt, file_sha256, make_parents_within, read_json
 from shared.gateways import discovery
 
 _NAME = re.compile(r"^\d{8}_\d{6}_.+$")  # as the snapshot writer names them
 _CHUNK = 1 << 20
-_PRIVATE_DIR = 0o700
 _FILES = frozenset(m for m in SNAPSHOT_SET if not m.endswith("/"))
 _DIRS = tuple(m for m in SNAPSHOT_SET if m.endswith("/"))
 
@@ -188,29 +187,20 @@ def _check_copy(snapshot: Path, rel: PurePosixPath, entry: dict[str, Any]) -> No
 
 def _target(home: Path, rel: PurePosixPath) -> Path:
     """Where ``rel`` goes in ``home``, its parent directories made; never through a symlink."""
-    here = home
-    for part in rel.parts[:-1]:
-        here = here / part
-        try:
-            os.mkdir(here, _PRIVATE_DIR)
-        except FileExistsError:
-            if here.is_symlink() or not here.is_dir():
-                raise SnapshotUnusable(
-                    f"{here} is not a directory of the home (a symlink or a file): {rel} is not restored",
-                    detail={"path": str(here)},
-                ) from None
+    blocked = make_parents_within(home, rel)
+    if blocked is not None:
+        raise SnapshotUnusable(
+            f"{blocked} is not a directory of the home (a symlink or a file): {rel} is not restored",
+            detail={"path": str(blocked)},
+        )
     return home / rel
 
 
 def _digest_of(path: Path) -> str | None:
-    sha = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                sha.update(chunk)
+        return file_sha256(path)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
-    return sha.hexdigest()
 
 
 def _replace(source: Path, target: Path, digest: str) -> None:

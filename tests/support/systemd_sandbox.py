@@ -1,5 +1,5 @@
 """A real systemd 252 system manager (and a user manager under it) in private namespaces, for
-the systemd tier (``tests/systemd``), as ``/work/shared/design/systemd-sandbox.md`` lays out.
+the systemd tier (``tests/systemd``), as the project's systemd sandbox design lays out.
 
 Done carelessly, a second systemd damages the host: the stock ``sysinit.target`` empties the
 host's ``/tmp``, and a manager started in the host's root cgroup moves every host process into
