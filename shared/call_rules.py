@@ -12,7 +12,7 @@ import itertools
 import logging
 import secrets
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import zmq
@@ -89,6 +89,14 @@ def ipc_unreachable(address: str) -> bool:
 HANDSHAKE_EVENTS = (
     zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 )
+
+
+def watched_events(options: Iterable[tuple[int, int | bytes]]) -> int:
+    """The monitor events a client with socket ``options`` watches: the service's disconnects
+    and, on a CURVE connection only, failed handshakes. On a plain one, a handshake cut short
+    is a service that went away mid-connect (exiting, say), never a key problem."""
+    curve = any(option == zmq.CURVE_SERVERKEY for option, _ in options)
+    return zmq.EVENT_DISCONNECTED | (HANDSHAKE_EVENTS if curve else 0)
 
 
 def handshake_failure(event: int, address: str) -> RemoteError | None:

@@ -30,7 +30,6 @@ import zmq
 from shared import protocol, zmq_monitor
 from shared.call_rules import (
     DEFAULT_RETRY,
-    HANDSHAKE_EVENTS,
     REPLY_GRACE,
     RetryPolicy,
     encode_call,
@@ -38,6 +37,7 @@ from shared.call_rules import (
     ipc_unreachable,
     reply_frame,
     request_ids,
+    watched_events,
 )
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError, Reply
 from shared.zmq_trio import Conduit, Message, open_conduit
@@ -49,7 +49,6 @@ EventCallback = Callable[[Any], Any]
 # How late a deadline may be noticed; call timeouts are whole seconds or tenths.
 DEADLINE_RESOLUTION = 0.02
 # What the socket's monitor reports to ``Client._on_monitor``.
-MONITORED_EVENTS = zmq.EVENT_DISCONNECTED | HANDSHAKE_EVENTS
 # Events a streaming call may have waiting before its consumer is judged stuck.
 MAX_PENDING_EVENTS = 1024
 
@@ -258,7 +257,7 @@ class Client:
                 connect=[self.address],
                 options=self._options,
                 max_frame=self._max_frame,
-                monitor=MONITORED_EVENTS,
+                monitor=watched_events(self._options),
                 on_monitor=functools.partial(self._on_monitor, conn),
                 owned=False,  # the calls waiting for replies watch it
             ) as conduit:

@@ -26,6 +26,7 @@ from shared.call_rules import (
     ipc_unreachable,
     reply_frame,
     request_ids,
+    watched_events,
 )
 from shared.curve import client_options, refuse_plaintext
 from shared.errors import HermesError
@@ -125,7 +126,7 @@ class SyncClient:
             sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
             for option, value in self._options:
                 sock.setsockopt(option, value)
-            monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | HANDSHAKE_EVENTS)
+            monitor = sock.get_monitor_socket(watched_events(self._options))
             sock.connect(self.address)
             self._conn = _Connection(sock, monitor)
         return self._conn

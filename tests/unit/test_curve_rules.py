@@ -10,7 +10,7 @@ import zmq
 from zmq.utils import z85
 
 from shared import curve, curve_keys, homes, zap, zmq_monitor
-from shared.call_rules import RETRYABLE, handshake_failure
+from shared.call_rules import RETRYABLE, handshake_failure, watched_events
 from shared.curve import PlaintextRefused
 from shared.mesh_tcp import TCP_ENV, TcpConfigInvalid, parse_address, tcp_address
 from shared.protocol import Code
@@ -127,3 +127,10 @@ def test_zap_answers_200_for_an_authorized_key_and_400_otherwise(tmp_path):
         assert zap.answer(junk, domains)[2] == b"500"
     curve_keys.remove_public(tmp_path, "authorized", "local")
     assert zap.answer(_request(b"unit-domain", local), domains)[2] == b"400"  # revoked: read per handshake
+
+
+def test_only_a_curve_client_watches_handshakes_a_plain_one_sees_a_cut_handshake_as_a_peer_gone():
+    plain = watched_events([(zmq.SNDHWM, 10)])
+    curve = watched_events([(zmq.CURVE_SERVERKEY, b"k" * 40)])
+    assert plain == zmq.EVENT_DISCONNECTED
+    assert curve & zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and curve & zmq.EVENT_DISCONNECTED
