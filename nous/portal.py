@@ -95,8 +95,10 @@ def tls_context(bundle: str | None) -> ssl.SSLContext:
         raise PortalTLSError(f"the CA bundle {bundle} does not exist", detail={"ca_bundle": bundle})
     try:
         return ssl.create_default_context(cafile=bundle)
-    except (ssl.SSLError, OSError) as exc:
-        raise PortalTLSError(f"the CA bundle {bundle} could not be read: {exc}", detail={"ca_bundle": bundle}) from None
+    except (ssl.SSLError, OSError):
+        raise PortalTLSError(
+            f"the CA bundle {bundle} could not be read as PEM certificates", detail={"ca_bundle": bundle}
+        ) from None
 
 
 class Portal:
@@ -197,7 +199,20 @@ def _headers(bearer: str | None) -> dict[str, str]:
 def _transport_error(exc: httpx.HTTPError, base_url: str, method: str, path: str) -> PortalError:
     if _tls_failure(exc):
         return PortalTLSError(f"the portal's certificate could not be verified ({base_url})")
-    return PortalUnreachable(f"the portal did not answer {method} {path}: {type(exc).__name__}")
+    return PortalUnreachable(f"the portal at {base_url} {_what_failed(exc)} ({method} {path})")
+
+
+def _what_failed(exc: httpx.HTTPError) -> str:
+    """A transport failure in words: never the client library's class name."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "could not be connected to in time"
+    if isinstance(exc, httpx.ConnectError):
+        return "could not be connected to"
+    if isinstance(exc, httpx.TimeoutException):
+        return "did not answer in time"
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return "dropped the connection"
+    return "could not be reached"
 
 
 def _answer(response: httpx.Response, body: bytes, method: str, path: str) -> dict[str, Any]:

@@ -43,8 +43,7 @@ class PortalRefused(PortalError):
     code = "portal_refused"
 
     def __init__(self, error: str, status: int):
-        super().__init__(
-            f"the portal refused the request: {error} (HTTP {status})", detail={"error": error, "status": status}
-        )
+        # The message is for people: the server's code stays in ``error`` and the detail.
+        super().__init__(f"the portal refused the request (HTTP {status})", detail={"error": error, "status": status})
         self.error = error
         self.status = status

@@ -35,7 +35,7 @@ def refresh_account(root: Path, *, force: bool = False, now: float | None = None
     try:
         store.write_shared_nous_state(root, change)
     except (HermesError, OSError) as exc:
-        return RefreshOutcome("failed", reason=getattr(exc, "code", type(exc).__name__))
+        return RefreshOutcome("failed", reason=getattr(exc, "code", "store_unreadable"))  # a code, never a class
     return outcome[0]
 
 

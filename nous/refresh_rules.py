@@ -17,8 +17,15 @@ from nous.portal_errors import PortalBusy, PortalError, PortalRefused
 # Refresh this long before expiry, at most (a short-lived token refreshes at 4/5 of its life).
 MAX_SKEW = 300.0
 SKEW_SHARE = 0.2
-# Answers after which the refresh token is of no further use.
-FINAL_ERRORS = frozenset({"invalid_grant", "refresh_token_reused", "invalid_client", "unauthorized_client"})
+# Answers after which the refresh token is of no further use, and what each means to a person
+# (the code itself is for scripts: ``needs_sign_in_reason``).
+_FINAL_WORDS = {
+    "invalid_grant": "the sign-in was revoked or has expired",
+    "refresh_token_reused": "the saved sign-in was used twice, so Nous ended it to be safe",
+    "invalid_client": "Nous no longer accepts sign-ins from this version",
+    "unauthorized_client": "Nous no longer accepts sign-ins from this version",
+}
+FINAL_ERRORS = frozenset(_FINAL_WORDS)
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,11 @@ class RefreshOutcome:
     reason: str | None = None  # a code, never a server's text
     retry_after: float = 0.0
     expires_at: float | None = None
+
+
+def reason_words(reason: str | None) -> str:
+    """Why an account needs a sign-in, in words: never the code, which may be any server's."""
+    return _FINAL_WORDS.get(reason or "", "the sign-in lapsed")
 
 
 def refresh_at(account: dict[str, Any]) -> float:

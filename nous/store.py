@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nous.guest_handoff.records import note_replacement
+from nous.guest_handoff.records import note_replacement, wake_parked
 from nous.guest_handoff.rules import record_key
 from shared import files
 from shared.errors import HermesError
@@ -100,7 +100,9 @@ def write_shared_nous_state(root: Path, change: Callable[[dict[str, Any]], dict[
         _hand_off_guest(root, DEFAULT_PROFILE, old.get("guest"), new, new.get("account"))
         return new
 
-    return files.update_json(path, apply, default={}, secret=True, timeout=LOCK_TIMEOUT)
+    written = files.update_json(path, apply, default={}, secret=True, timeout=LOCK_TIMEOUT)
+    _wake_parked_handoffs(root, written.get("account"))
+    return written
 
 
 def store_provider_state(home: Path, provider: str, state: dict[str, Any] | None) -> None:
@@ -138,6 +140,17 @@ def _hand_off_guest(root: Path, profile: str, before: Any, new: dict[str, Any], 
     note_replacement(
         root, anon=anon, profile=profile, destination=account["sub"], email=str(account.get("email") or "")
     )
+
+
+def _wake_parked_handoffs(root: Path, account: Any) -> None:
+    """After a write of the shared store (the account on disk now): handoffs parked until this
+    account is back are due again. The account is saved either way: a failure here leaves them
+    parked, to expire at their window's end or wake at the next write."""
+    usable = isinstance(account, dict) and not account.get("needs_sign_in")
+    try:
+        wake_parked(root, account.get("sub") if usable else None)
+    except (HermesError, OSError):
+        pass
 
 
 def _root_and_profile(home: Path) -> tuple[Path, str]:

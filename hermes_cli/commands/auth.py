@@ -156,8 +156,10 @@ def _status_text(view: dict[str, Any]) -> str:
             return "Nous: on the free tier (guest). Run `hermes auth login nous` to sign in; your apps move with you."
         return "Nous: not signed in. Run `hermes auth login nous`."
     if not view["signed_in"]:
-        reason = view.get("needs_sign_in_reason") or "the sign-in lapsed"
-        return f"Nous: {view['email']} needs to sign in again ({reason}). Run `hermes auth login nous`."
+        from nous.refresh_rules import reason_words
+
+        reason = reason_words(view.get("needs_sign_in_reason"))
+        return f"Nous: {view['email']} needs to sign in again: {reason}. Run `hermes auth login nous`."
     expires = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(view["expires_at"])) if view.get("expires_at") else "?"
     return "\n".join(
         (

@@ -78,18 +78,12 @@ def attempt(root: Path, key: str, deadline: float, *, clock: Clock = time.time) 
 
 
 def _attempt(root: Path, key: str, deadline: float, clock: Clock) -> str:
-    account = store.read_account(root)
-    if account is None or account.get("needs_sign_in"):
-        return "no_account"
-    try:
-        token_sub = read_claims(account["access_token"]).sub
-    except InvalidAccessToken:
-        return "no_account"
     holder = f"{HOLDER_PREFIX}-{secrets.token_hex(4)}"
-    reserved = _reserve(root, key, holder, token_sub, deadline, clock)
+    reserved = _reserve(root, key, holder, deadline, clock)
     if isinstance(reserved, str):
         return reserved
-    home = homes.profile_home(reserved["profile"], root)
+    record, account = reserved
+    home = homes.profile_home(record["profile"], root)
     anon = store.guest_credential(root, home, key)
     if anon is None:
         answer = rules.Answer(status=400, code="invalid_request")  # nothing left to claim with: final
@@ -97,7 +91,7 @@ def _attempt(root: Path, key: str, deadline: float, clock: Clock) -> str:
         answer = _claim(account, anon, deadline)
         if answer.status == 401 and refresh.refresh_account(root, force=True).result == "refreshed":
             account = store.read_account(root) or account
-            if read_claims(account["access_token"]).sub == reserved["destination"]:
+            if _bearer_sub(account) == record["destination"]:
                 answer = _claim(account, anon, deadline)
     recorded = _record_answer(root, key, answer, holder, deadline, clock)
     if recorded.get("state") == "claimed" and recorded.get("refresh_token_after"):
@@ -105,20 +99,39 @@ def _attempt(root: Path, key: str, deadline: float, clock: Clock) -> str:
     return recorded.get("state", "unknown")
 
 
-def _reserve(root: Path, key: str, holder: str, token_sub: str, deadline: float, clock: Clock) -> dict[str, Any] | str:
+def _reserve(
+    root: Path, key: str, holder: str, deadline: float, clock: Clock
+) -> tuple[dict[str, Any], dict[str, Any]] | str:
+    """The reserved record and the account whose Bearer it was reserved for, or why not.
+
+    The account is read under the records' lock: a record parked for want of its account is
+    parked before an account write wakes the parked (``records.wake_parked``), or sees it."""
     outcome: list[Any] = ["missing"]
 
     def change(current: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         record = current.get(key)
         if record is None:
             return current
+        account = store.read_account(root)
         now = clock()
-        record, reason = rules.reserve(rules.rearm(record, now=now), now=now, holder=holder, token_sub=token_sub)
-        outcome[0] = reason or record
-        return {**current, key: record}
+        record, reason = rules.reserve(
+            rules.rearm(record, now=now), now=now, holder=holder, token_sub=_bearer_sub(account)
+        )
+        outcome[0] = reason or (record, account)
+        return current if record is current[key] else {**current, key: record}
 
     records_file.change_records(root, change, timeout=_left(deadline))
     return outcome[0]
+
+
+def _bearer_sub(account: dict[str, Any] | None) -> str | None:
+    """Whose Bearer ``account`` would send: None when there is none that may be sent."""
+    if account is None or account.get("needs_sign_in"):
+        return None
+    try:
+        return read_claims(account["access_token"]).sub
+    except InvalidAccessToken:
+        return None
 
 
 def _record_answer(

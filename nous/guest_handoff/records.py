@@ -31,15 +31,17 @@ def read_records(root: Path) -> dict[str, dict[str, Any]]:
 def change_records(
     root: Path, change: Callable[[dict[str, dict[str, Any]]], dict[str, dict[str, Any]]], *, timeout: float = 10.0
 ) -> dict[str, dict[str, Any]]:
-    """Under the records' lock: ``records = change(records)``, written atomically; the new records."""
-
-    def apply(doc: dict[str, Any]) -> dict[str, Any]:
-        current = doc.get("records")
-        return {"version": VERSION, "records": change(dict(current) if isinstance(current, dict) else {})}
-
+    """Under the records' lock: ``records = change(records)``, written atomically unless
+    ``change`` gave back the very records it got (nothing changed); the new records."""
     path = records_path(root)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return files.update_json(path, apply, default={}, secret=True, timeout=timeout)["records"]
+    with files.locked(path, timeout=timeout):
+        current = files.read_json(path, default={}).get("records")
+        current = dict(current) if isinstance(current, dict) else {}
+        new = change(current)
+        if new is not current:
+            files.write_json_atomic(path, {"version": VERSION, "records": new}, secret=True)
+    return new
 
 
 def note_replacement(root: Path, *, anon: str, profile: str, destination: str, email: str) -> None:
@@ -54,6 +56,18 @@ def note_replacement(root: Path, *, anon: str, profile: str, destination: str, e
             records, key=key, profile=profile, destination=destination, email=email, now=now
         ),
     )
+
+
+def wake_parked(root: Path, sub: str | None) -> None:
+    """An account write left ``sub`` the install's usable account (None: none is): the records
+    parked for it are due again. Without records there is nothing to wake and nothing written.
+
+    Call it once the account is on disk: an attempt decides to park under the records' lock,
+    reading the account there, so it either sees this account or is parked before this runs."""
+    if not records_path(root).exists():
+        return
+    now = time.time()
+    change_records(root, lambda records: rules.wake(records, sub=sub, now=now))
 
 
 def public_records(root: Path) -> list[dict[str, Any]]:

@@ -4,8 +4,10 @@ A record (built by ``new_record``) is a JSON-able dict that someone else persist
 here takes records and ``now`` (unix seconds) and returns new records; it never changes the one it
 was given, and returns that very object when nothing changes, so a caller can skip the write.
 The caller reserves an attempt inside one locked read-modify-write, sends the claim outside every
-lock, then records the answer inside another. No I/O here: the whole 13-day window is tested on
-a fake clock.
+lock, then records the answer inside another. A record that cannot be sent until the account
+changes (another account's Bearer, or none) is parked: never due until its window ends, and woken
+(``wake``) by the account write that brings its account back. No I/O here: the whole 13-day window
+is tested on a fake clock.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 
 from shared.errors import HermesError
 
-RULES_VERSION = 1
+# 2: records can be parked. An older record loads as it is: it simply has never been parked.
+RULES_VERSION = 2
 # Attempts stop 13 days after the record was made: the service reaps an idle guest identity,
 # apps included, after 14.
 WINDOW = 13 * 86400.0
@@ -30,6 +33,9 @@ FINAL_CODES = frozenset({"client_not_allowed", "account_locked", "invalid_reques
 
 # States whose outcome is known: no attempt is made for them (``reserve`` says "settled").
 SETTLED = frozenset({"claimed", "gone", "failed", "expired"})
+# Why a record is parked: the install's account is another one, or there is none usable.
+WRONG_ACCOUNT = "wrong_account"
+NO_ACCOUNT = "no_account"
 _KEY = re.compile(r"[0-9a-f]{64}\Z")
 
 
@@ -75,6 +81,7 @@ def new_record(*, key: str, profile: str, destination: str, email: str, now: flo
         "next_attempt_at": now,
         "reserved_until": None,
         "reserved_by": None,
+        "parked_reason": None,
         "last_code": None,
         "connectors": None,
         "probably_moved": False,
@@ -117,12 +124,14 @@ def rearm(record: dict[str, Any], *, now: float) -> dict[str, Any]:
 
 
 def due_at(record: dict[str, Any]) -> float | None:
-    """When ``record`` is next due (unix seconds; a reservation when its lease ends), or None
-    when no attempt will ever run for it again."""
+    """When ``record`` is next due (unix seconds; a reservation when its lease ends, a parked
+    record when its window ends, to expire it), or None when nothing will ever run for it again."""
     if record["state"] == "reserved":
         return record["reserved_until"] or 0.0
     if record["state"] == "pending":
         return record["next_attempt_at"]
+    if record["state"] == "parked":
+        return _window_end(record)
     return None
 
 
@@ -132,24 +141,34 @@ def is_due(record: dict[str, Any], *, now: float) -> bool:
     return at is not None and now >= at
 
 
-def reserve(record: dict[str, Any], *, now: float, holder: str, token_sub: str) -> tuple[dict[str, Any], str | None]:
-    """Reserve one attempt for ``holder``, about to send a Bearer whose ``sub`` is ``token_sub``.
+def reserve(
+    record: dict[str, Any], *, now: float, holder: str, token_sub: str | None
+) -> tuple[dict[str, Any], str | None]:
+    """Reserve one attempt for ``holder``, about to send a Bearer whose ``sub`` is ``token_sub``
+    (None: the install has no account whose Bearer may be sent).
 
-    ``(reserved record, None)``, or ``(record, reason)`` when nothing may be sent. Run it inside
-    the records' locked read-modify-write, and persist what it returns before sending.
+    ``(reserved record, None)``, or ``(record, reason)`` when nothing may be sent; a record that
+    must wait for its account comes back parked. Run it inside the records' locked
+    read-modify-write, and persist what it returns before sending.
     """
     state = record["state"]
     if state in SETTLED:
         return record, "settled"
     if state == "reserved" and not _lease_lapsed(record, now):
         return record, "reserved"
-    if now > _window_end(record):
+    # A parked record has nothing to send at its window's end: that is when it expires.
+    if now > _window_end(record) or (state == "parked" and now >= _window_end(record)):
         return _decide(record, now, state="expired", reserved_until=None, reserved_by=None), "window_closed"
-    if not is_due(record, now=now):
+    fits = bool(token_sub) and token_sub == record["destination"]
+    if state == "parked" and not fits:
+        return record, "parked"
+    if state != "parked" and not is_due(record, now=now):
         return record, "not_due"
-    if not token_sub or token_sub != record["destination"]:
-        # That Bearer belongs to another account: a claim with it would move the apps there.
-        return record, "wrong_account"
+    if not fits:
+        # That Bearer belongs to another account (a claim with it would move the apps there), or
+        # there is none: asking again before the account changes would only get the same answer.
+        reason = NO_ACCOUNT if not token_sub else WRONG_ACCOUNT
+        return _decide(record, now, state="parked", parked_reason=reason, reserved_until=None, reserved_by=None), reason
     # Counted as sent from here on: once the request leaves, it may land even if no answer does.
     reserved = _decide(
         record,
@@ -160,6 +179,17 @@ def reserve(record: dict[str, Any], *, now: float, holder: str, token_sub: str) 
         reserved_by=holder,
     )
     return reserved, None
+
+
+def wake(records: dict[str, dict[str, Any]], *, sub: str | None, now: float) -> dict[str, dict[str, Any]]:
+    """``records`` after an account write that leaves ``sub`` the install's usable account (None:
+    none is): the records parked for that account are due now. ``records`` itself when none is."""
+    woken = {
+        key: _decide(record, now, state="pending", next_attempt_at=now, parked_reason=None)
+        for key, record in records.items()
+        if sub and record["state"] == "parked" and record["destination"] == sub
+    }
+    return {**records, **woken} if woken else records
 
 
 def record_answer(record: dict[str, Any], answer: Answer, *, now: float, holder: str | None = None) -> dict[str, Any]:
@@ -217,6 +247,10 @@ def copy_lines(record: dict[str, Any]) -> list[str]:
     if state == "expired":
         days = int(WINDOW // 86400)
         return [f"Moving your guest apps gave up after {days} days. Reconnect them from the new account."]
+    if state == "parked":
+        if not record["email"]:
+            return ["Moving your guest apps waits until the account they go to is signed in here again."]
+        return [f"Moving your guest apps to {email} waits until {email} is signed in here again."]
     # Pending or reserved: has an attempt already come back without moving them?
     answered = record["attempts"] - (1 if state == "reserved" else 0)
     if answered > 0:
@@ -235,6 +269,15 @@ _PUBLIC = (
     "next_attempt_at",
     "lines",
 )
+
+
+def sign_in_lines(view: dict[str, Any]) -> list[str]:
+    """What a sign-in reports of the record ``view`` once its wait for an attempt held elsewhere
+    is over: a move still under way says where its outcome will show (never a command)."""
+    if view["state"] != "reserved":
+        return list(view["lines"])
+    email = view["email"] or "your new account"
+    return [f"Moving your guest apps to {email} is still under way; this install's Nous status will show the result."]
 
 
 def public_view(record: dict[str, Any]) -> dict[str, Any]:

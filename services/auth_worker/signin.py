@@ -23,7 +23,9 @@ import trio
 from nous import portal as portal_api
 from nous import store
 from nous.access_token import InvalidAccessToken, read_claims
+from nous.guest_handoff import records as handoff_records
 from nous.guest_handoff.attempts import DrainReport, drain
+from nous.guest_handoff.rules import sign_in_lines
 from nous.portal_errors import PortalError, PortalTLSError
 from services.auth_worker import device_flow, settle
 from services.auth_worker.states import (
@@ -44,6 +46,10 @@ log = logging.getLogger(__name__)
 CANCEL_CHECK = 0.2
 # How long asking for the tier's recommended model may take before the table's answer is used.
 RECOMMENDED_MODEL_SECONDS = 10.0
+# How long a sign-in waits for a guest's claim another process has in flight, re-reading the
+# records this often: a claim answers within its own request's bounds, well inside this.
+HANDOFF_WAIT = 15.0
+HANDOFF_REREAD = 0.25
 
 T = TypeVar("T")
 Emit = Callable[[SignInState], Awaitable[None]]
@@ -232,12 +238,27 @@ async def _poll(portal: portal_api.Portal, code: portal_api.DeviceCode) -> porta
 
 async def _drain_handoffs(request: SignInRequest) -> DrainReport:
     """Move a replaced guest's apps now, if any; a drain that fails leaves its record for the
-    retry worker and never fails a sign-in whose account is saved."""
+    retry worker and never fails a sign-in whose account is saved. A claim another process
+    (the retry worker) has in flight is waited for, bounded, so the sign-in shows its outcome."""
     try:
-        return await trio.to_thread.run_sync(drain, request.root)
+        report = await trio.to_thread.run_sync(drain, request.root)
     except Exception:
         log.exception("sign-in %s: the guest handoff drain failed", request.sign_in_id)
         return DrainReport()
+    with trio.move_on_after(HANDOFF_WAIT):
+        while _held(report):
+            await trio.sleep(HANDOFF_REREAD)
+            try:
+                report.records = await trio.to_thread.run_sync(handoff_records.public_records, request.root)
+            except (HermesError, OSError):
+                break  # what the drain saw stands
+    for record in report.records:
+        record["lines"] = sign_in_lines(record)
+    return report
+
+
+def _held(report: DrainReport) -> bool:
+    return any(record["state"] == "reserved" for record in report.records)
 
 
 async def _recommended(portal: portal_api.Portal, access_token: str, tier: str) -> str:

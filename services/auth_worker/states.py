@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from nous.guest_handoff.rules import SETTLED as HANDOFF_SETTLED
+
 
 class Reason:
     """Why a sign-in ``Failed``: stable codes that scripts branch on."""
@@ -152,6 +154,12 @@ class Completed(SignInState):
     @property
     def copy(self) -> str:
         return "\n".join((f"Signed in to Nous as {self.email}.", *self.handoff))
+
+    @property
+    def copy_terminal(self) -> str:
+        if self.handoff_status is None or self.handoff_status.get("state") in HANDOFF_SETTLED:
+            return self.copy
+        return f"{self.copy}\nRun `hermes auth status nous` to see how the move ends."
 
     def fields(self) -> dict[str, Any]:
         return {

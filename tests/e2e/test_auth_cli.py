@@ -8,6 +8,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -172,7 +173,9 @@ def test_the_worker_keeps_the_token_alive(hermes, sim, root):
         with pytest.raises(Exception) as info:
             client.call(ops.TOKEN)
         assert info.value.code == ops.NEEDS_SIGN_IN
-    assert "needs to sign in again" in hermes.run("auth", "status", "nous").stdout
+    text = hermes.run("auth", "status", "nous").stdout
+    assert "needs to sign in again: the sign-in was revoked or has expired." in text
+    assert "invalid_grant" not in text  # the code is for scripts, in --json
     _assert_no_token_leaked(hermes, sim)
 
 
@@ -264,6 +267,21 @@ def _status(address: str) -> dict | None:
             return client.call(ops.STATUS, timeout=2)
     except Exception:
         return None
+
+
+def test_a_guest_start_against_no_portal_says_so_in_words(root):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    env = python_env(HERMES_HOME=str(root), HERMES_PORTAL_URL=url)
+    text = run_hermes("auth", "guest", "nous", env=env)
+    assert text.returncode == 1
+    assert (
+        text.stderr.strip() == f"hermes: the portal at {url} could not be connected to (POST /api/anonymous/register)"
+    )
+    scripted = run_hermes("auth", "guest", "nous", "--json", env=env)
+    assert json.loads(scripted.stdout)["error"]["code"] == "portal_unreachable"
+    assert "Error" not in text.stderr + scripted.stdout
 
 
 def test_a_guest_who_signs_in_keeps_their_apps(hermes, sim, root):

@@ -18,6 +18,7 @@ from nous.refresh_rules import (
     MAX_SKEW,
     RefreshOutcome,
     after_failure,
+    reason_words,
     refresh_at,
     without_refresh,
 )
@@ -46,6 +47,17 @@ def test_a_due_token_or_a_forced_refresh_is_sent():
 @pytest.mark.parametrize("code", sorted(FINAL_ERRORS))
 def test_a_refusal_no_later_refresh_can_change_needs_a_sign_in(code):
     assert after_failure(PortalRefused(code, 400)) == RefreshOutcome("needs_sign_in", reason=code)
+
+
+@pytest.mark.parametrize("code", [*sorted(FINAL_ERRORS), "a_code_from_the_future", None, ""])
+def test_why_a_sign_in_is_needed_reads_in_words_never_as_the_code(code):
+    words = reason_words(code)
+    assert words and "_" not in words and (not code or code not in words)
+
+
+def test_each_final_refusal_has_words_of_its_own_kind():
+    assert reason_words("refresh_token_reused") != reason_words("invalid_grant") != reason_words(None)
+    assert reason_words("a_code_from_the_future") == reason_words(None) == "the sign-in lapsed"
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,20 @@ def test_the_terminal_copy_of_a_code_names_the_link_and_the_code():
     assert "ABCD-EFGH" in code.copy and "http" not in code.copy
 
 
+def test_a_move_still_under_way_names_where_to_follow_it_on_the_terminal_only():
+    line = (
+        "Moving your guest apps to ada@example.com is still under way; this install's Nous status will show the result."
+    )
+    for state in ("reserved", "pending", "parked"):
+        done = Completed(email="ada@example.com", tier="free", handoff=(line,), handoff_status={"state": state})
+        assert done.copy_terminal == f"{done.copy}\nRun `hermes auth status nous` to see how the move ends."
+        assert "hermes" not in done.copy and "`" not in done.copy
+    for state in ("claimed", "gone", "failed", "expired"):
+        settled = Completed(email="ada@example.com", tier="free", handoff=("x",), handoff_status={"state": state})
+        assert settled.copy_terminal == settled.copy
+    assert Completed(email="ada@example.com", tier="free").copy_terminal == "Signed in to Nous as ada@example.com."
+
+
 def _jwt(claims: dict) -> str:
     def part(value: dict) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()

@@ -13,8 +13,10 @@ from nous.guest_handoff.rules import (
     FINAL_CODES,
     LADDER,
     LEASE,
+    NO_ACCOUNT,
     RULES_VERSION,
     WINDOW,
+    WRONG_ACCOUNT,
     Answer,
     BadHandoffInput,
     copy_lines,
@@ -27,6 +29,8 @@ from nous.guest_handoff.rules import (
     record_answer,
     record_key,
     reserve,
+    sign_in_lines,
+    wake,
 )
 from shared.errors import HermesError
 
@@ -49,6 +53,8 @@ CODES = {
     "brand_new_code",
     "invalid_token",
     "transport",
+    WRONG_ACCOUNT,
+    NO_ACCOUNT,
     *FINAL_CODES,
 }
 
@@ -280,11 +286,84 @@ def test_a_late_answer_to_a_lost_lease_is_dropped():
     assert out["state"] == "claimed"
 
 
-def test_wrong_account_sends_nothing():
+def test_wrong_account_sends_nothing_and_parks_the_record():
     record = fresh()
-    for sub in (BOB, "", None):
-        assert reserve(record, now=T0, holder="w1", token_sub=sub) == (record, "wrong_account")
+    for sub, reason in ((BOB, WRONG_ACCOUNT), ("", NO_ACCOUNT), (None, NO_ACCOUNT)):
+        parked, why = reserve(record, now=T0 + 1, holder="w1", token_sub=sub)
+        assert why == reason
+        assert parked["state"] == "parked" and parked["parked_reason"] == reason and parked["attempts"] == 0
+        assert parked["lines"] == [
+            "Moving your guest apps to ada@example.com waits until ada@example.com is signed in here again."
+        ]
     assert record["attempts"] == 0 and record["state"] == "pending"
+
+
+@pytest.mark.parametrize("sub", [BOB, None])
+def test_a_parked_record_is_never_due_until_its_window_ends_then_expires(sub):
+    parked, _ = reserve(fresh(), now=T0 + 1, holder="w1", token_sub=sub)
+    assert due_at(parked) == T0 + WINDOW
+    for now in (T0 + 1, T0 + 2, T0 + 86400, T0 + WINDOW - 1):
+        assert not is_due(parked, now=now)
+        # Asked anyway with the same account, nothing changes: no write, no new updated_at.
+        assert reserve(parked, now=now, holder="w2", token_sub=sub) == (parked, "parked")
+    assert is_due(parked, now=T0 + WINDOW)
+    expired, reason = reserve(parked, now=T0 + WINDOW, holder="w2", token_sub=sub)
+    assert reason == "window_closed" and expired["state"] == "expired" and expired["attempts"] == 0
+    assert due_at(expired) is None
+
+
+def test_the_bound_accounts_return_wakes_a_parked_record_and_nothing_else_does():
+    parked, _ = reserve(fresh(), now=T0 + 1, holder="w1", token_sub=None)
+    records = {KEY: parked}
+    for sub in (BOB, None, ""):
+        assert wake(records, sub=sub, now=T0 + 2) is records
+    woken = wake(records, sub=ADA, now=T0 + 3)[KEY]
+    assert woken["state"] == "pending" and woken["parked_reason"] is None and is_due(woken, now=T0 + 3)
+    assert woken["lines"] == ["Moving your guest apps to ada@example.com…"]
+    sent, reason = reserve(woken, now=T0 + 3, holder="w1", token_sub=ADA)
+    assert reason is None and sent["state"] == "reserved" and sent["attempts"] == 1
+    assert records[KEY] is parked  # the input is untouched
+    # Only parked records wake: a pending one's ladder and a settled one stay as they were.
+    waiting = record_answer(reserved(), TRANSIENT, now=T0 + 1)
+    done = record_answer(reserved(), CLAIMED, now=T0 + 1)
+    others = {KEY: waiting, "other": done}
+    assert wake(others, sub=ADA, now=T0 + 2) is others
+
+
+def test_a_parked_record_sends_at_once_for_its_own_accounts_bearer():
+    parked, _ = reserve(fresh(), now=T0 + 1, holder="w1", token_sub=BOB)
+    sent, reason = reserve(parked, now=T0 + 5, holder="w1", token_sub=ADA)
+    assert reason is None and sent["state"] == "reserved" and sent["reserved_until"] == T0 + 5 + LEASE
+
+
+def test_a_parked_record_is_rebound_by_a_sign_in_of_another_account():
+    parked, _ = reserve(fresh(), now=T0 + 1, holder="w1", token_sub=BOB)
+    bound = note_replacement({KEY: parked}, key=KEY, profile="default", destination=BOB, email="bob@x", now=T0 + 2)
+    assert bound[KEY]["state"] == "pending" and bound[KEY]["destination"] == BOB
+    assert reserve(bound[KEY], now=T0 + 2, holder="w1", token_sub=BOB)[1] is None
+
+
+def test_a_record_an_older_build_wrote_loads_parks_and_wakes():
+    old = {key: value for key, value in fresh().items() if key != "parked_reason"}
+    old["rules_version"] = 1
+    assert rearm(old, now=T0 + 1) is old and is_due(old, now=T0 + 1)
+    parked, reason = reserve(old, now=T0 + 1, holder="w1", token_sub=BOB)
+    assert reason == WRONG_ACCOUNT and parked["rules_version"] == RULES_VERSION
+    assert wake({KEY: parked}, sub=ADA, now=T0 + 2)[KEY]["state"] == "pending"
+    waiting = {**record_answer(reserved(), TRANSIENT, now=T0 + 1), "rules_version": 1}
+    waiting.pop("parked_reason")
+    assert wake({KEY: waiting}, sub=ADA, now=T0 + 2)[KEY] is waiting
+
+
+def test_a_sign_in_that_waited_in_vain_says_where_the_outcome_will_show():
+    held = public_view(reserved())
+    (line,) = sign_in_lines(held)
+    assert line.startswith("Moving your guest apps to ada@example.com is still under way")
+    assert "status" in line and "hermes" not in line and "`" not in line
+    done = public_view(record_answer(reserved(), CLAIMED, now=T0 + 1))
+    assert sign_in_lines(done) == done["lines"]
+    waiting = public_view(record_answer(reserved(), TRANSIENT, now=T0 + 1))
+    assert sign_in_lines(waiting) == waiting["lines"]
 
 
 def test_a_record_is_due_at_its_next_attempt_or_its_leases_end_and_a_finished_one_never():
@@ -420,8 +499,13 @@ def test_copy_never_shows_a_code_a_url_or_a_command():
     ]
     records = [fresh(), reserved(), fresh(email=""), *(record_answer(reserved(), a, now=T0 + 1) for a in answers)]
     records.append(reserve(fresh(), now=T0 + WINDOW + 1, holder="w1", token_sub=ADA)[0])
-    lines = [line for r in records for line in copy_lines(r)]
-    assert {r["state"] for r in records} == {"pending", "reserved", "claimed", "gone", "failed", "expired"}
+    records += [
+        reserve(fresh(email=email), now=T0, holder="w1", token_sub=sub)[0]
+        for email in ("a@x", "")
+        for sub in (BOB, None)
+    ]
+    lines = [line for r in records for line in copy_lines(r)] + sign_in_lines(public_view(reserved()))
+    assert {r["state"] for r in records} == {"pending", "reserved", "claimed", "gone", "failed", "expired", "parked"}
     assert lines
     for line in lines:
         lowered = line.lower()
