@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
@@ -197,7 +198,39 @@ def _headers(bearer: str | None) -> dict[str, str]:
 def _transport_error(exc: httpx.HTTPError, base_url: str, method: str, path: str) -> PortalError:
     if _tls_failure(exc):
         return PortalTLSError(f"the portal's certificate could not be verified ({base_url})")
-    return PortalUnreachable(f"the portal did not answer {method} {path}: {type(exc).__name__}")
+    return PortalUnreachable(
+        f"the portal did not answer {method} {path}: {type(exc).__name__}", why=unreachable_why(exc)
+    )
+
+
+def unreachable_why(exc: httpx.HTTPError) -> str:
+    """How a request got no answer, as a ``PortalUnreachable`` code: the causes (a trio
+    connect's are an exception group) say refused or unresolved; the httpx type says the rest."""
+    causes = list(_causes(exc))
+    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+        return PortalUnreachable.CONNECTION_REFUSED
+    if any(isinstance(cause, socket.gaierror) for cause in causes):
+        return PortalUnreachable.NAME_NOT_RESOLVED
+    if isinstance(exc, httpx.TimeoutException):
+        return PortalUnreachable.TIMED_OUT
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return PortalUnreachable.CONNECTION_DROPPED
+    return PortalUnreachable.NO_CONNECTION
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, its causes and contexts, and the members of any exception group among them."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        if isinstance(current, BaseExceptionGroup):
+            todo += list(current.exceptions)
 
 
 def _answer(response: httpx.Response, body: bytes, method: str, path: str) -> dict[str, Any]:
