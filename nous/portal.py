@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
@@ -199,20 +200,38 @@ def _headers(bearer: str | None) -> dict[str, str]:
 def _transport_error(exc: httpx.HTTPError, base_url: str, method: str, path: str) -> PortalError:
     if _tls_failure(exc):
         return PortalTLSError(f"the portal's certificate could not be verified ({base_url})")
-    return PortalUnreachable(f"the portal at {base_url} {_what_failed(exc)} ({method} {path})")
+    why = unreachable_why(exc)
+    return PortalUnreachable(f"the portal at {base_url} {PortalUnreachable.WORDS[why]} ({method} {path})", why=why)
 
 
-def _what_failed(exc: httpx.HTTPError) -> str:
-    """A transport failure in words: never the client library's class name."""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "could not be connected to in time"
-    if isinstance(exc, httpx.ConnectError):
-        return "could not be connected to"
+def unreachable_why(exc: httpx.HTTPError) -> str:
+    """How a request got no answer, as a ``PortalUnreachable`` code: the causes (a trio
+    connect's are an exception group) say refused or unresolved; the httpx type says the rest."""
+    causes = list(_causes(exc))
+    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+        return PortalUnreachable.CONNECTION_REFUSED
+    if any(isinstance(cause, socket.gaierror) for cause in causes):
+        return PortalUnreachable.NAME_NOT_RESOLVED
     if isinstance(exc, httpx.TimeoutException):
-        return "did not answer in time"
+        return PortalUnreachable.TIMED_OUT
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-        return "dropped the connection"
-    return "could not be reached"
+        return PortalUnreachable.CONNECTION_DROPPED
+    return PortalUnreachable.NO_CONNECTION
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, its causes and contexts, and the members of any exception group among them."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        if isinstance(current, BaseExceptionGroup):
+            todo += list(current.exceptions)
 
 
 def _answer(response: httpx.Response, body: bytes, method: str, path: str) -> dict[str, Any]:

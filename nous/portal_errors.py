@@ -17,7 +17,27 @@ class PortalError(HermesError):
 
 
 class PortalUnreachable(PortalError):
+    """No answer at all. ``why`` says how, as one of the codes below, so a surface can put
+    it in words a person understands (never the transport's exception)."""
+
     code = "portal_unreachable"
+    CONNECTION_REFUSED = "connection_refused"
+    NAME_NOT_RESOLVED = "name_not_resolved"
+    TIMED_OUT = "timed_out"
+    CONNECTION_DROPPED = "connection_dropped"
+    NO_CONNECTION = "no_connection"
+    # Each ``why`` in words that follow "the portal": never the transport's exception.
+    WORDS = {
+        CONNECTION_REFUSED: "refused the connection",
+        NAME_NOT_RESOLVED: "could not be found (its name did not resolve)",
+        TIMED_OUT: "did not answer in time",
+        CONNECTION_DROPPED: "dropped the connection",
+        NO_CONNECTION: "could not be connected to",
+    }
+
+    def __init__(self, message: str, *, why: str = NO_CONNECTION):
+        super().__init__(message, detail={"why": why})
+        self.why = why
 
 
 class PortalBusy(PortalError):

@@ -1,14 +1,24 @@
 """``hermes auth login|status|logout nous``: a client of the install's auth worker.
 
 ``login`` starts the worker if it is not running and renders the sign-in's states: the code
-and its link, a spinner while waiting (plain lines when not a terminal), then the result. A
-Ctrl-C cancels the sign-in; a cancel always wins unless the account was already being saved.
-With ``--json`` every state is one JSON line, the terminal one last, so a script can show the
-code while the sign-in is still waiting.
+and its link, a spinner while waiting (plain lines when not a terminal), a line each time the
+portal is asked again (``Retrying``), then the result. With ``--json`` every state is one
+JSON line, the terminal one last, so a script can show the code while the sign-in is still
+waiting.
+
+The result is always the worker's own terminal state. A Ctrl-C cancels the sign-in; a cancel
+always wins unless the save had begun, and then the command waits (bounded) for the worker
+to finish and shows how it ended, settle and the guest handoff included. If the worker stops
+answering first (killed, stopped, hung), the command says what the account store holds:
+``WorkerLost``, ``saved`` telling whether an account was saved during this sign-in. From the
+first Ctrl-C on, and once the end is known, further Ctrl-Cs change nothing: the exit code is
+the sign-in's.
 
 ``status`` and ``logout`` work on the account store directly: no worker, no network.
 
-Exit codes: 0 signed in, 1 failed or timed out, 2 refused (already signed in), 130 cancelled.
+Exit codes: 0 signed in, 1 failed, timed out or the worker lost (settle and the handoff are
+not known to have run: ``hermes auth status nous`` shows the account), 2 refused (already
+signed in), 130 cancelled.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -24,15 +35,25 @@ from typing import Any
 from hermes_cli import output
 from shared import homes
 
-EXIT_BY_STATE = {"Completed": 0, "AlreadySignedIn": 2, "Cancelled": 130, "TimedOut": 1, "Failed": 1}
+EXIT_BY_STATE = {
+    "Completed": 0,
+    "AlreadySignedIn": 2,
+    "Cancelled": 130,
+    "TimedOut": 1,
+    "Failed": 1,
+    "WorkerLost": 1,
+}
+# How long a Ctrl-C waits for a sign-in whose save had begun to end (its save, handoff and settle
+# are bounded by the worker; this bounds the worker not answering).
+FINISH_SECONDS = 120.0
+# How a call ends when the worker stopped answering mid-sign-in: died, stopped or hung.
+WORKER_GONE = frozenset({"connection_reset", "unavailable", "timeout", "deadline_exceeded", "shutting_down"})
 
 
 def cmd_login(args) -> int:
     from nous.portal import ca_bundle, portal_url
     from services.auth_worker import ops
-    from shared.call_rules import NO_RETRY
     from shared.spawn import ensure_service
-    from shared.sync_client import connect
 
     args.json_lines = True
     root = homes.root_home()
@@ -46,33 +67,102 @@ def cmd_login(args) -> int:
     bundle = ca_bundle()
     if bundle:
         request["ca_bundle"] = os.path.abspath(bundle)
+    before = _account_view(root)  # to tell, should the worker be lost, whether this sign-in saved
     endpoint = ensure_service(root, ops.SERVICE, "services.auth_worker")
     view = _LoginView(args)
+    signal.signal(signal.SIGINT, _interrupt_once)
     try:
-        with connect(endpoint, retry=NO_RETRY) as client:
-            terminal = client.call(ops.SIGN_IN, request, on_event=view.state)
-    except KeyboardInterrupt:
+        terminal = _sign_in(endpoint, request, view, root, before)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the end is known: it is the sign-in's
+    except KeyboardInterrupt:  # later Ctrl-Cs are ignored from here on
         view.stop()
-        terminal = _cancel(endpoint, sign_in_id, root)
+        terminal = _after_ctrl_c(endpoint, sign_in_id, view, root, before)
     view.stop()
     view.state(terminal)
-    return EXIT_BY_STATE.get(terminal.get("state"), 1)
+    return EXIT_BY_STATE.get(str(terminal.get("state")), 1)
 
 
-def _cancel(endpoint, sign_in_id: str, root) -> dict[str, Any]:
-    """Cancel the sign-in after a Ctrl-C; the terminal state to report."""
-    from nous import store
-    from services.auth_worker import Cancelled, Completed, ops
+def _interrupt_once(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _sign_in(endpoint, request: dict[str, Any], view: _LoginView, root, before) -> dict[str, Any]:
+    """The sign-in's terminal state, as the worker answers it; what the store holds if it stops."""
+    from services.auth_worker import ops
     from shared.call_rules import NO_RETRY
+    from shared.protocol import RemoteError
     from shared.sync_client import connect
 
-    with connect(endpoint, retry=NO_RETRY) as client:
-        answer = client.call(ops.CANCEL, {"sign_in_id": sign_in_id}, timeout=10)
-    if answer.get("cancelled") or not answer.get("known"):
-        return Cancelled().to_wire()
-    # Too late: the account was being saved, so the sign-in completes.
-    account = store.read_account(root) or {}
-    return Completed(email=str(account.get("email")), tier=str(account.get("tier"))).to_wire()
+    try:
+        with connect(endpoint, retry=NO_RETRY) as client:
+            return client.call(ops.SIGN_IN, request, on_event=view.state)
+    except RemoteError as exc:
+        if exc.code not in WORKER_GONE:
+            raise
+        return _store_says(root, before)
+
+
+def _after_ctrl_c(endpoint, sign_in_id: str, view: _LoginView, root, before) -> dict[str, Any]:
+    """Cancel the sign-in after a Ctrl-C; the worker's own word on how it ended. When the
+    worker has none (it never got the sign-in, which now never starts, or it restarted) or
+    stops answering: ``Cancelled`` if nothing was saved and the cancel won, else what the
+    store holds."""
+    from services.auth_worker import Cancelled, ops
+    from shared.call_rules import NO_RETRY
+    from shared.protocol import RemoteError
+    from shared.sync_client import connect
+
+    try:
+        with connect(endpoint, retry=NO_RETRY) as client:
+            answer = client.call(ops.CANCEL, {"sign_in_id": sign_in_id})
+            if "state" in answer:
+                return answer["state"]
+            if answer["known"]:
+                if not answer["cancelled"]:
+                    view.finishing()
+                state = _wait_for_end(client, sign_in_id)
+                if state is not None:
+                    return state
+    except RemoteError as exc:
+        if exc.code not in WORKER_GONE:
+            raise
+        return _store_says(root, before)
+    lost = _store_says(root, before)
+    return Cancelled().to_wire() if answer["cancelled"] and lost["saved"] is False else lost
+
+
+def _wait_for_end(client, sign_in_id: str) -> dict[str, Any] | None:
+    """A running sign-in's terminal state, asked of the worker within ``FINISH_SECONDS``; None
+    when it does not know the sign-in or the time ran out."""
+    from services.auth_worker import ops
+
+    deadline = time.monotonic() + FINISH_SECONDS
+    while (left := deadline - time.monotonic()) > 0:
+        wait = min(left, ops.RESULT_WAIT_MAX)
+        answer = client.call(ops.SIGN_IN_RESULT, {"sign_in_id": sign_in_id, "wait": wait}, timeout=wait + 5)
+        if "state" in answer:
+            return answer["state"]
+        if not answer["running"]:
+            return None
+    return None
+
+
+def _account_view(root) -> dict[str, Any] | None:
+    """The store's account without any token; None when the store cannot be read."""
+    from nous import store
+    from shared.errors import HermesError
+
+    try:
+        return store.public_view(store.read_account(root))
+    except (HermesError, OSError):
+        return None
+
+
+def _store_says(root, before: dict[str, Any] | None) -> dict[str, Any]:
+    from services.auth_worker import worker_lost
+
+    return worker_lost(before, _account_view(root)).to_wire()
 
 
 class _LoginView:
@@ -82,6 +172,7 @@ class _LoginView:
         self._json = output.wants_json(args)
         self._browser = not args.no_browser
         self._spin: threading.Thread | None = None
+        self._text = ""  # what the spinner shows: waiting, or retrying
         self._stopped = threading.Event()
         self._expires: float | None = None
 
@@ -97,16 +188,27 @@ class _LoginView:
                 import webbrowser
 
                 webbrowser.open(state["verification_uri_complete"])
-        elif name == "Waiting":
-            if sys.stderr.isatty():
-                self._spin = threading.Thread(target=self._spinner, args=(state["copy_terminal"],), daemon=True)
-                self._spin.start()
-            else:
-                print(state["copy_terminal"], file=sys.stderr, flush=True)
+        elif name in ("Waiting", "Retrying"):
+            self._progress(name, state["copy_terminal"])
         else:
             self.stop()
             stream = sys.stdout if name == "Completed" else sys.stderr
             print(state.get("copy_terminal", ""), file=stream, flush=True)
+
+    def finishing(self) -> None:
+        """A Ctrl-C came too late to cancel: say why the command goes on a moment."""
+        if not self._json:
+            print("The account was already being saved: finishing the sign-in.", file=sys.stderr, flush=True)
+
+    def _progress(self, name: str, text: str) -> None:
+        self._text = text
+        if not sys.stderr.isatty():
+            print(text, file=sys.stderr, flush=True)
+        elif self._spin is None and name == "Waiting":
+            self._spin = threading.Thread(target=self._spinner, daemon=True)
+            self._spin.start()
+        elif self._spin is None:
+            print(text, file=sys.stderr, flush=True)  # asking for a code: no spinner yet
 
     def stop(self) -> None:
         self._stopped.set()
@@ -116,14 +218,14 @@ class _LoginView:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
 
-    def _spinner(self, text: str) -> None:
+    def _spinner(self) -> None:
         paint = output.painter(sys.stderr)
         faces = paint.skin.spinner["waiting_faces"]  # the skin's own waiting faces
         frame = 0
         while not self._stopped.wait(0.25):
             left = max(0, int((self._expires or 0) - time.monotonic()))
             face = paint.paint(faces[frame % len(faces)], "banner_accent")
-            sys.stderr.write(f"\r\033[K{face} {text} (code expires in {left // 60}:{left % 60:02d})")
+            sys.stderr.write(f"\r\033[K{face} {self._text} (code expires in {left // 60}:{left % 60:02d})")
             sys.stderr.flush()
             frame += 1
 

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from hermes_cli.commands import demo_child
+from services.auth_worker import TERMINAL_STATES
 from shared.errors import HermesError
 from shared.spawn import end_child
 
@@ -81,7 +82,7 @@ def sign_in(install: Path, env: dict[str, str], portal: PortalSimulator, say: Ca
                 portal.control(
                     "/_sim/device/approve", {"user_code": state["user_code"], "email": DEMO_EMAIL, "tier": DEMO_TIER}
                 )
-            elif state["state"] != "Waiting":
+            elif state["state"] in TERMINAL_STATES:  # Waiting and Retrying go on
                 login.wait(timeout=STEP_TIMEOUT)
                 return state
     finally:

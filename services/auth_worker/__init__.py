@@ -14,9 +14,12 @@ from services.auth_worker.states import (
     Completed,
     Failed,
     Reason,
+    Retrying,
     SignInState,
     TimedOut,
     Waiting,
+    WorkerLost,
+    worker_lost,
 )
 
 __all__ = [
@@ -27,8 +30,11 @@ __all__ = [
     "Completed",
     "Failed",
     "Reason",
+    "Retrying",
     "SignInState",
     "TimedOut",
     "Waiting",
+    "WorkerLost",
     "ops",
+    "worker_lost",
 ]

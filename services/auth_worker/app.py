@@ -2,6 +2,8 @@
 
 It starts the guest-handoff retry worker if that is not running, and follows new code on
 disk by itself once no sign-in is in flight (``shared.lifecycle``; ``main`` does the exec).
+How each sign-in ended is kept a while (``outcomes``), for a client that missed the answer;
+an exec forgets it, and such a client then says what the account store holds.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import logging
 import os
 import re
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +22,9 @@ from nous import refresh, store
 from nous.portal import ca_bundle, portal_url
 from nous.refresh_rules import RefreshOutcome
 from services.auth_worker import keepalive, ops
+from services.auth_worker.outcomes import Outcomes
 from services.auth_worker.signin import CancelFlag, SignInRequest, run_sign_in
-from services.auth_worker.states import Completed
+from services.auth_worker.states import Cancelled, Completed
 from shared import homes
 from shared.errors import HermesError
 from shared.homes import Endpoint
@@ -42,10 +46,26 @@ class WorkerError(HermesError):
         self.code = code
 
 
+@dataclass
+class _Running:
+    """A sign-in in flight: its cancel, and an event set once its end is kept."""
+
+    flag: CancelFlag = field(default_factory=CancelFlag)
+    ended: trio.Event = field(default_factory=trio.Event)
+
+
+def _sign_in_id(args: dict[str, Any]) -> str:
+    sign_in_id = args["sign_in_id"]
+    if not SIGN_IN_ID_RE.fullmatch(sign_in_id):
+        raise WorkerError("invalid_field", "sign_in_id must be 1-64 letters, digits, '-' or '_'")
+    return sign_in_id
+
+
 class AuthWorker:
     def __init__(self, root: Path, endpoint: Endpoint, lock: FileLock):
         self.root = Path(root)
-        self._sign_ins: dict[str, CancelFlag] = {}
+        self._sign_ins: dict[str, _Running] = {}
+        self._outcomes = Outcomes()
         self._wake = trio.Event()
         self._last_refresh: RefreshOutcome | None = None
         self._next_check: float | None = None
@@ -53,6 +73,7 @@ class AuthWorker:
         self.service = install_service(ops.SERVICE, root, endpoint, lock, lambda: {"root": str(self.root)})
         self.service.add(ops.SIGN_IN, self._sign_in)
         self.service.add(ops.CANCEL, self._cancel)
+        self.service.add(ops.SIGN_IN_RESULT, self._sign_in_result)
         self.service.add(ops.STATUS, self._status)
         self.service.add(ops.REFRESH, self._refresh)
         self.service.add(ops.TOKEN, self._token)
@@ -63,8 +84,8 @@ class AuthWorker:
         )
 
     def _cancel_all(self) -> None:
-        for flag in self._sign_ins.values():
-            flag.cancel()  # nothing half-done is saved by a worker on its way out
+        for running in self._sign_ins.values():
+            running.flag.cancel()  # nothing half-done is saved by a worker on its way out
 
     async def _start_handoff_retry(self) -> None:
         """Every long-lived Nous process makes sure the handoff retries run, guest or not."""
@@ -77,11 +98,9 @@ class AuthWorker:
 
     async def _sign_in(self, call: Call) -> dict[str, Any]:
         args = call.args
-        sign_in_id = args["sign_in_id"]
-        if not SIGN_IN_ID_RE.fullmatch(sign_in_id):
-            raise WorkerError("invalid_field", "sign_in_id must be 1-64 letters, digits, '-' or '_'")
-        if sign_in_id in self._sign_ins:
-            raise WorkerError(ops.SIGN_IN_EXISTS, f"a sign-in named {sign_in_id!r} is already running")
+        sign_in_id = _sign_in_id(args)
+        if sign_in_id in self._sign_ins or self._outcomes.get(sign_in_id, time.monotonic()) is not None:
+            raise WorkerError(ops.SIGN_IN_EXISTS, f"a sign-in named {sign_in_id!r} is running or has run")
         if len(self._sign_ins) >= MAX_SIGN_INS:
             raise WorkerError(ops.TOO_MANY_SIGN_INS, f"{MAX_SIGN_INS} sign-ins are already waiting")
         profile = homes.validate_profile_name(args["profile"])
@@ -94,23 +113,44 @@ class AuthWorker:
             ca_bundle=args.get("ca_bundle") or ca_bundle(),
             replace_account=bool(args.get("replace_account")),
         )
-        flag = CancelFlag()
-        self._sign_ins[sign_in_id] = flag
+        running = self._sign_ins[sign_in_id] = _Running()
         try:
+            flag = running.flag
             state = await run_sign_in(request, lambda s: call.emit(s.to_wire()), flag, persist_guard=flag.commit)
+            # Kept before the answer goes out: a client that misses the answer asks for it.
+            self._outcomes.record(sign_in_id, state.to_wire(), time.monotonic())
         finally:
             del self._sign_ins[sign_in_id]
+            running.ended.set()
         log.info("sign-in %s ended: %s", sign_in_id, state.name)
         if isinstance(state, Completed):
             self._wake.set()  # the keepalive takes the new account on at once
         return state.to_wire()
 
     async def _cancel(self, call: Call) -> dict[str, Any]:
-        flag = self._sign_ins.get(call.args["sign_in_id"])
-        if flag is None:
-            return {"known": False, "cancelled": False}
-        # The flag's lock may be held for an instant by a save in a worker thread.
-        return {"known": True, "cancelled": await trio.to_thread.run_sync(flag.cancel)}
+        sign_in_id = _sign_in_id(call.args)
+        running = self._sign_ins.get(sign_in_id)
+        if running is not None:
+            # The flag's lock may be held for an instant by a save in a worker thread.
+            return {"known": True, "cancelled": await trio.to_thread.run_sync(running.flag.cancel)}
+        now = time.monotonic()
+        ended = self._outcomes.get(sign_in_id, now)
+        if ended is not None:
+            return {"known": True, "cancelled": False, "state": ended}
+        self._outcomes.record(sign_in_id, Cancelled().to_wire(), now)  # a late sign_in of this id never starts
+        return {"known": False, "cancelled": True}
+
+    async def _sign_in_result(self, call: Call) -> dict[str, Any]:
+        sign_in_id = _sign_in_id(call.args)
+        running = self._sign_ins.get(sign_in_id)
+        if running is not None:
+            with trio.move_on_after(float(call.args.get("wait") or 0)):  # bounded by the op's field
+                await running.ended.wait()
+        ended = self._outcomes.get(sign_in_id, time.monotonic())
+        if ended is not None:
+            return {"known": True, "running": False, "state": ended}
+        still = sign_in_id in self._sign_ins
+        return {"known": still, "running": still}
 
     # --- account and keepalive --------------------------------------------------------------
 

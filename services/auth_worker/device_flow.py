@@ -17,7 +17,7 @@ from nous.portal_errors import (
     PortalTLSError,
     PortalUnreachable,
 )
-from services.auth_worker.states import Failed, Reason, SignInState, TimedOut
+from services.auth_worker.states import RETRY_BUSY, Failed, Reason, Retrying, SignInState, TimedOut
 
 # How long asking for a device code may take, retries of a busy portal included.
 DEVICE_CODE_BUDGET = 30.0
@@ -54,6 +54,7 @@ class DeviceCodeRetries:
     wait: float = 0.0  # the pause before asking again
     pause: float = FIRST_DEVICE_CODE_PAUSE  # the pause after the next failure, before its Retry-After
     given_up: Failed = Failed(Reason.PORTAL_UNREACHABLE)  # the sign-in's end if the budget runs out now
+    attempt: int = 0  # the failures so far
 
 
 def after_device_code_error(retries: DeviceCodeRetries, error: PortalError) -> DeviceCodeRetries | Failed:
@@ -65,7 +66,14 @@ def after_device_code_error(retries: DeviceCodeRetries, error: PortalError) -> D
         wait=max(retries.pause, retry_after),
         pause=min(retries.pause * 2, BACKOFF_CAP),
         given_up=failure(error),
+        attempt=retries.attempt + 1,
     )
+
+
+def retrying(sign_in_id: str, error: PortalError, attempt: int, wait: float) -> Retrying:
+    """What the sign-in shows while it waits to ask again after ``error`` (busy or unreachable)."""
+    reason = error.why if isinstance(error, PortalUnreachable) else RETRY_BUSY
+    return Retrying(sign_in_id=sign_in_id, reason=reason, attempt=attempt, retry_in=wait)
 
 
 # --- polling the token endpoint ----------------------------------------------------------------
@@ -78,6 +86,7 @@ class Poll:
     interval: float  # the pause between polls the portal asked for, widened by each slow_down
     wait: float  # the pause before the next request
     unreachable: bool = False  # whether the last request got no answer at all
+    failures: int = 0  # the busy or unreachable answers in a row, the last one included
 
     @classmethod
     def start(cls, interval: float) -> Poll:
@@ -111,6 +120,7 @@ def after_poll_error(poll: Poll, error: PortalError) -> Poll | SignInState:
             interval=poll.interval,
             wait=min(max(poll.interval * 2, retry_after), BACKOFF_CAP),
             unreachable=isinstance(error, PortalUnreachable),
+            failures=poll.failures + 1,
         )
     return failure(error)
 

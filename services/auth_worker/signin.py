@@ -1,7 +1,8 @@
 """The device-code sign-in, one composition: precondition, code, poll, save, settle.
 
-``run_sign_in`` emits ``Code`` and ``Waiting`` and returns exactly one terminal state; no
-failure escapes as an exception. The token poll runs on one deadline (the code's own
+``run_sign_in`` emits ``Code`` and ``Waiting`` (and ``Retrying`` while a busy or unreachable
+portal is asked again) and returns exactly one terminal state; no failure escapes as an
+exception. The token poll runs on one deadline (the code's own
 expiry), and a watcher checks the cancel flag several times a second, so a cancel ends even
 a request in flight; what each of the portal's answers means is ``device_flow``'s to say.
 The store's lock is held only around the precondition and the save, never across a network
@@ -125,7 +126,7 @@ async def _sign_in(
         return Failed(Reason.TLS_FAILED)
 
     async with portal_api.Portal(request.portal_url, tls) as portal:
-        code = await _until_cancelled(cancel, lambda: _device_code(portal))
+        code = await _until_cancelled(cancel, lambda: _device_code(portal, request.sign_in_id, emit))
         if isinstance(code, SignInState):
             return code
         await emit(
@@ -138,7 +139,7 @@ async def _sign_in(
             )
         )
         await emit(Waiting(sign_in_id=request.sign_in_id))
-        tokens = await _until_cancelled(cancel, lambda: _poll(portal, code))
+        tokens = await _until_cancelled(cancel, lambda: _poll(portal, code, request.sign_in_id, emit))
         if isinstance(tokens, SignInState):
             return tokens
         try:
@@ -204,8 +205,9 @@ async def _until_cancelled(cancel: CancelFlag, work: Callable[[], Awaitable[T]])
     return Cancelled() if cancel.cancelled() else result[0]
 
 
-async def _device_code(portal: portal_api.Portal) -> portal_api.DeviceCode | Failed:
-    """Ask for a device code, retrying a busy or unreachable portal within one budget."""
+async def _device_code(portal: portal_api.Portal, sign_in_id: str, emit: Emit) -> portal_api.DeviceCode | Failed:
+    """Ask for a device code, retrying a busy or unreachable portal within one budget, and
+    saying so each time."""
     retries = device_flow.DeviceCodeRetries()
     with trio.move_on_after(device_flow.DEVICE_CODE_BUDGET):
         while True:
@@ -216,12 +218,16 @@ async def _device_code(portal: portal_api.Portal) -> portal_api.DeviceCode | Fai
                 if isinstance(step, Failed):
                     return step
                 retries = step
+                await emit(device_flow.retrying(sign_in_id, exc, retries.attempt, retries.wait))
             await trio.sleep(retries.wait)
     return retries.given_up
 
 
-async def _poll(portal: portal_api.Portal, code: portal_api.DeviceCode) -> portal_api.TokenSet | SignInState:
-    """Poll the token endpoint until the code is approved, refused or expired (one deadline)."""
+async def _poll(
+    portal: portal_api.Portal, code: portal_api.DeviceCode, sign_in_id: str, emit: Emit
+) -> portal_api.TokenSet | SignInState:
+    """Poll the token endpoint until the code is approved, refused or expired (one deadline).
+    A busy or unreachable portal shows ``Retrying``, and ``Waiting`` again once it answers."""
     poll = device_flow.Poll.start(code.interval)
     with trio.move_on_after(device_flow.poll_seconds(code.expires_in)):
         while True:
@@ -232,6 +238,10 @@ async def _poll(portal: portal_api.Portal, code: portal_api.DeviceCode) -> porta
                 step = device_flow.after_poll_error(poll, exc)
                 if isinstance(step, SignInState):
                     return step
+                if step.failures:
+                    await emit(device_flow.retrying(sign_in_id, exc, step.failures, step.wait))
+                elif poll.failures:
+                    await emit(Waiting(sign_in_id=sign_in_id))
                 poll = step
     return device_flow.poll_expired(poll)
 

@@ -1,9 +1,14 @@
 """The sign-in's states and the words every surface shows for them.
 
-A sign-in yields ``Code``, then ``Waiting``, then exactly one terminal state. Each state
-carries its own ``copy`` (the chat form: never a raw exception, a URL or a ``hermes``
-command) and ``copy_terminal`` (the terminal form, which may name both), so no surface maps
-a reason to a string. No I/O here: the rules are tested without sockets or clocks.
+A sign-in yields ``Code``, then ``Waiting``, then exactly one terminal state; ``Retrying``
+may come before ``Code`` (asking for a code) or after ``Waiting`` (the poll, which shows
+``Waiting`` again once the portal answers). Each state carries its own ``copy`` (the chat
+form: never a raw exception, a URL or a ``hermes`` command) and ``copy_terminal`` (the
+terminal form, which may name both), so no surface maps a reason to a string.
+
+``WorkerLost`` is the one terminal state a client makes, never the worker: the worker stopped
+answering before it said how the sign-in ended, so the client says what the account store
+holds (``worker_lost``). No I/O here: the rules are tested without sockets or clocks.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from nous.guest_handoff.rules import SETTLED as HANDOFF_SETTLED
+from nous.portal_errors import PortalUnreachable
 
 
 class Reason:
@@ -141,6 +147,35 @@ class Waiting(SignInState):
         return {"sign_in_id": self.sign_in_id}
 
 
+# Why a sign-in is ``Retrying``: how the portal gave no answer (``PortalUnreachable.why``), or busy.
+RETRY_BUSY = "busy"
+_RETRY_WORDS = {**PortalUnreachable.WORDS, RETRY_BUSY: "is busy"}
+
+
+@dataclass(frozen=True)
+class Retrying(SignInState):
+    """The portal could not be asked just now; the sign-in asks again in ``retry_in`` seconds."""
+
+    name: ClassVar[str] = "Retrying"
+    sign_in_id: str
+    reason: str
+    attempt: int  # the failures in a row so far, this one included
+    retry_in: float
+
+    @property
+    def copy(self) -> str:
+        why = _RETRY_WORDS.get(self.reason, _RETRY_WORDS[PortalUnreachable.NO_CONNECTION])
+        return f"Sign-in: the Nous portal {why}; trying again in {max(1, round(self.retry_in))} s."
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "sign_in_id": self.sign_in_id,
+            "reason": self.reason,
+            "attempt": self.attempt,
+            "retry_in": self.retry_in,
+        }
+
+
 @dataclass(frozen=True)
 class Completed(SignInState):
     name: ClassVar[str] = "Completed"
@@ -234,4 +269,56 @@ class AlreadySignedIn(SignInState):
         return {"email": self.email}
 
 
-TERMINAL_STATES = ("Completed", "Cancelled", "TimedOut", "Failed", "AlreadySignedIn")
+@dataclass(frozen=True)
+class WorkerLost(SignInState):
+    """The auth worker stopped before it said how the sign-in ended. ``account`` is the store's
+    public view now (``None``: unreadable); ``saved`` whether it holds an account saved during
+    this sign-in (``None``: not known)."""
+
+    name: ClassVar[str] = "WorkerLost"
+    terminal: ClassVar[bool] = True
+    account: dict[str, Any] | None
+    saved: bool | None
+
+    @property
+    def copy(self) -> str:
+        if self.saved:
+            return f"The sign-in was cut short, but this install is signed in to Nous as {self._email}."
+        if self.saved is None:
+            return "The sign-in was cut short, and whether it was saved is not known."
+        return "The sign-in was cut short and nothing was saved. Try again."
+
+    @property
+    def copy_terminal(self) -> str:
+        stopped = "The auth worker stopped before the sign-in finished."
+        if self.saved:
+            return (
+                f"{stopped} This install is signed in to Nous as {self._email} (saved just now); its model "
+                "settings and guest apps may not have moved yet. Check with `hermes auth status nous`."
+            )
+        if self.saved is None:
+            return f"{stopped} The account store could not be read: check `hermes auth status nous`."
+        return f"{stopped} Nothing was saved. Run `hermes auth login nous` again."
+
+    @property
+    def _email(self) -> str:
+        return str((self.account or {}).get("email"))
+
+    def fields(self) -> dict[str, Any]:
+        return {"account": self.account, "saved": self.saved}
+
+
+def worker_lost(before: dict[str, Any] | None, now: dict[str, Any] | None) -> WorkerLost:
+    """What to report when the worker is gone: the store's public views from when the sign-in
+    started (``before``) and now (``None``: unreadable). An account was saved during the
+    sign-in when the store now holds one that was not there before (another ``sub`` or
+    another ``saved_at``)."""
+    if now is None:
+        return WorkerLost(account=None, saved=None)
+    if not now.get("sub"):
+        return WorkerLost(account=now, saved=False)
+    mark = (now.get("sub"), now.get("saved_at"))
+    return WorkerLost(account=now, saved=before is None or mark != (before.get("sub"), before.get("saved_at")))
+
+
+TERMINAL_STATES = ("Completed", "Cancelled", "TimedOut", "Failed", "AlreadySignedIn", "WorkerLost")

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
 import pytest
 import zmq
@@ -25,72 +22,11 @@ from shared.call_rules import NO_RETRY
 from shared.locks import probe
 from shared.spawn import stop_service
 from shared.sync_client import SyncClient
-from tests.support.cli import HERMES
 from tests.support.cli import hermes as run_hermes
 from tests.support.installs import release
+from tests.support.logins import Hermes
 from tests.support.portal import PortalSim
-from tests.support.processes import ROOT, python_env, wait_for
-
-
-class Hermes:
-    """``hermes`` commands against one install and one portal; keeps every output for the scan."""
-
-    def __init__(self, root: Path, sim: PortalSim):
-        self.root, self.sim = root, sim
-        self.outputs: list[str] = []
-
-    def env(self) -> dict[str, str]:
-        return python_env(HERMES_HOME=str(self.root), HERMES_PORTAL_URL=self.sim.url)
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = run_hermes(*args, env=self.env())
-        self.outputs += [done.stdout, done.stderr]
-        return done
-
-    def login(self, *extra: str) -> Login:
-        return Login(self, extra)
-
-
-class Login:
-    """``hermes auth login nous --json`` running: its JSON lines as they come (a reader thread
-    takes them off the pipe, so a wait is bounded)."""
-
-    def __init__(self, hermes: Hermes, extra: tuple[str, ...]):
-        self.hermes = hermes
-        argv = [*HERMES, "auth", "login", "nous", "--json", "--no-browser", *extra]
-        self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=hermes.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        self.states: list[dict] = []
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def next_state(self, timeout: float = 30) -> dict:
-        line = self._lines.get(timeout=timeout)
-        assert line is not None, f"the login ended early: {self.proc.wait(10)} {self.proc.stderr.read()}"
-        self.states.append(json.loads(line))
-        self.hermes.outputs.append(line)
-        return self.states[-1]
-
-    def until(self, name: str) -> dict:
-        while (state := self.next_state()).get("state") != name:
-            assert "error" not in state, state
-        return state
-
-    def finish(self) -> tuple[int, dict]:
-        """Wait for the end: the exit code and the last state."""
-        code = self.proc.wait(timeout=60)
-        while (line := self._lines.get(timeout=10)) is not None:
-            self.states.append(json.loads(line))
-            self.hermes.outputs.append(line)
-        self.stderr = self.proc.stderr.read()
-        self.hermes.outputs.append(self.stderr)
-        return code, self.states[-1] if self.states else {}
+from tests.support.processes import python_env, wait_for
 
 
 @pytest.fixture
@@ -200,10 +136,11 @@ def test_the_worker_survives_junk_and_a_worker_killed_mid_sign_in_is_replaced(he
             assert info.value.code == code
         assert client.call(ops.STATUS)["sign_ins"] == 1
     # kill -9 of the worker: the waiting CLI is told at once, not after the code's 15 minutes
-    # (finish() waits at most a minute for the CLI to end), and told the worker is gone.
+    # (finish() waits at most a minute for the CLI to end), that the worker is gone and that
+    # nothing was saved.
     os.kill(probe(endpoint.lock_path).holder.pid, signal.SIGKILL)
     rc, last = login.finish()
-    assert (rc, last["error"]["code"]) == (1, "connection_reset")
+    assert (rc, last["state"], last["saved"], last["account"]) == (1, "WorkerLost", False, {"signed_in": False})
     # The next login starts a new worker over the dead one's lock and socket.
     again = hermes.login()
     sim.approve(again.until("Code")["user_code"], "ada@example.com")
@@ -276,9 +213,7 @@ def test_a_guest_start_against_no_portal_says_so_in_words(root):
     env = python_env(HERMES_HOME=str(root), HERMES_PORTAL_URL=url)
     text = run_hermes("auth", "guest", "nous", env=env)
     assert text.returncode == 1
-    assert (
-        text.stderr.strip() == f"hermes: the portal at {url} could not be connected to (POST /api/anonymous/register)"
-    )
+    assert text.stderr.strip() == f"hermes: the portal at {url} refused the connection (POST /api/anonymous/register)"
     scripted = run_hermes("auth", "guest", "nous", "--json", env=env)
     assert json.loads(scripted.stdout)["error"]["code"] == "portal_unreachable"
     assert "Error" not in text.stderr + scripted.stdout

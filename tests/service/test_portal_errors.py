@@ -62,7 +62,7 @@ async def test_a_refused_connection_is_unreachable_in_words(closed_port):
     url = f"http://127.0.0.1:{closed_port}"
     for error in (register(url), await device_code(url)):
         assert isinstance(error, PortalUnreachable)
-        assert "could not be connected to" in error.message and url in error.message
+        assert "refused the connection" in error.message and url in error.message
 
 
 async def test_a_dropped_connection_and_a_slow_answer_are_unreachable_in_words(sim):

@@ -9,8 +9,10 @@ import re
 import pytest
 
 from nous.access_token import Claims, InvalidAccessToken, read_claims
+from nous.portal_errors import PortalUnreachable
 from services.auth_worker import settle
 from services.auth_worker.states import (
+    RETRY_BUSY,
     TERMINAL_STATES,
     AlreadySignedIn,
     Cancelled,
@@ -18,10 +20,19 @@ from services.auth_worker.states import (
     Completed,
     Failed,
     Reason,
+    Retrying,
     TimedOut,
     Waiting,
+    WorkerLost,
+    worker_lost,
 )
 from shared import config
+
+RETRY_REASONS = [
+    *(v for n, v in vars(PortalUnreachable).items() if n.isupper() and isinstance(v, str)),
+    RETRY_BUSY,
+]
+ACCOUNT = {"signed_in": True, "sub": "acct_1", "email": "ada@example.com", "tier": "plus", "saved_at": 100.0}
 
 EVERY_STATE = [
     Code("s1", "ABCD-EFGH", "https://portal.example/device", "https://portal.example/device?user_code=ABCD-EFGH", 900),
@@ -31,6 +42,10 @@ EVERY_STATE = [
     TimedOut(),
     AlreadySignedIn(email="ada@example.com"),
     *(Failed(reason) for name, reason in vars(Reason).items() if not name.startswith("_")),
+    *(Retrying("s1", reason, 2, 1.5) for reason in RETRY_REASONS),
+    WorkerLost(account=ACCOUNT, saved=True),
+    WorkerLost(account={"signed_in": False}, saved=False),
+    WorkerLost(account=None, saved=None),
 ]
 
 
@@ -44,9 +59,38 @@ def test_every_state_carries_both_copies_and_the_chat_copy_is_clean(state):
     assert not re.search(r"https?://|hermes |Error|Traceback|\{|\}", wire["copy"]), wire["copy"]
 
 
-def test_terminal_states_are_exactly_the_five():
+def test_terminal_states_are_exactly_the_six():
     assert {s.name for s in EVERY_STATE if s.terminal} == set(TERMINAL_STATES)
-    assert not Code.terminal and not Waiting.terminal
+    assert len(TERMINAL_STATES) == 6
+    assert not Code.terminal and not Waiting.terminal and not Retrying.terminal
+
+
+def test_retrying_says_why_in_words_and_when_it_asks_again():
+    refused = Retrying("s1", PortalUnreachable.CONNECTION_REFUSED, 1, 2.0).to_wire()
+    assert refused["copy_terminal"] == "Sign-in: the Nous portal refused the connection; trying again in 2 s."
+    assert (refused["reason"], refused["attempt"], refused["retry_in"]) == ("connection_refused", 1, 2.0)
+    assert Retrying("s1", RETRY_BUSY, 1, 0.4).copy.endswith("trying again in 1 s.")  # never "in 0 s"
+    copies = {Retrying("s1", reason, 1, 1.0).copy for reason in RETRY_REASONS}
+    assert len(copies) == len(RETRY_REASONS)  # each reason its own words
+    assert Retrying("s1", "from_the_future", 1, 1.0).copy == Retrying("s1", "no_connection", 1, 1.0).copy
+    for copy in copies:
+        assert "_" not in copy and "HTTP" not in copy  # no code, no server status
+
+
+def test_a_lost_worker_is_reported_by_what_the_store_holds():
+    saved = worker_lost({"signed_in": False}, ACCOUNT)
+    assert (saved.saved, saved.account) == (True, ACCOUNT)
+    assert "signed in to Nous as ada@example.com (saved just now)" in saved.copy_terminal
+    assert "hermes auth status nous" in saved.copy_terminal
+    assert worker_lost(ACCOUNT, dict(ACCOUNT)).saved is False  # the account there was before
+    assert worker_lost(ACCOUNT, {**ACCOUNT, "saved_at": 200.0}).saved is True  # saved again
+    assert worker_lost(ACCOUNT, {**ACCOUNT, "sub": "acct_2"}).saved is True
+    assert worker_lost(ACCOUNT, {**ACCOUNT, "refreshed_at": 300.0}).saved is False  # a refresh is no save
+    nothing = worker_lost({"signed_in": False}, {"signed_in": False})
+    assert nothing.saved is False and "Nothing was saved." in nothing.copy_terminal
+    assert worker_lost(None, ACCOUNT).saved is True  # unreadable before: the account is news
+    unknown = worker_lost(ACCOUNT, None)
+    assert (unknown.saved, unknown.account) == (None, None) and "could not be read" in unknown.copy_terminal
 
 
 def test_each_failure_reason_has_its_own_words():
