@@ -51,8 +51,10 @@ SNDHWM = 256
 LINGER_MS = 200  # reports still queued at exit get this long to leave
 # With IMMEDIATE a new socket accepts nothing until its connection is up (a few hundred µs),
 # which would drop every process's first report. So once per process, and only when a
-# reporter listens on the intake, the first call waits at most this long for it.
-CONNECT_GRACE_MS = 5
+# reporter listens on the intake, the first call waits at most this long for it. The wait
+# ends as soon as the connection is up, so only a loaded machine, where it can take
+# milliseconds, pays for the margin.
+CONNECT_GRACE_MS = 50
 
 COUNTERS = ("sent", "unmanaged", "refused", "not_accepted", "error")
 
