@@ -5,6 +5,10 @@ Exit codes: 0 success, 1 failure, 2 usage error or refused, 130 interrupted, 141
 closed (a reader such as ``head`` went away: the command stops quietly, with the code a shell
 gives a writer killed by SIGPIPE, so a ``pipefail`` script still sees the output was cut).
 
+SIGTERM interrupts a command as Ctrl-C does (its clean-up runs, exit 130), so a supervisor or
+a timeout that stops ``hermes demo`` leaves nothing running; a second SIGTERM ends it at once.
+The foreground gateway handles its signals itself.
+
 No command prints a traceback: an unexpected error is one line naming the command, what failed
 and where the detail was logged (``hermes_cli.crash``), exit 1.
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 import importlib
 import os
 import select
+import signal
 import sys
 from collections.abc import Callable
 
@@ -62,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     run = _Run()
     try:
+        signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread (an in-process caller): its signals are not ours
+        pass
+    try:
         try:
             code = _main(argv, run)
         except SystemExit:  # the parser answered (--help, a usage error): its output is flushed here too
@@ -79,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one place an error nobody expected ends: one line, no traceback
         return _unexpected(run, exc)
+
+
+def _interrupt(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one is not waited on
+    raise KeyboardInterrupt
 
 
 class _Run:
