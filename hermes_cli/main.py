@@ -6,8 +6,8 @@ closed (a reader such as ``head`` went away: the command stops quietly, with the
 gives a writer killed by SIGPIPE, so a ``pipefail`` script still sees the output was cut).
 
 SIGTERM interrupts a command as Ctrl-C does (its clean-up runs, exit 130), so a supervisor or
-a timeout that stops ``hermes demo`` leaves nothing running; a second SIGTERM ends it at once.
-The foreground gateway handles its signals itself.
+a timeout that stops ``hermes demo`` leaves nothing running; a SIGTERM during the clean-up is
+ignored (SIGKILL still ends it). The foreground gateway handles its signals itself.
 
 No command prints a traceback: an unexpected error is one line naming the command, what failed
 and where the detail was logged (``hermes_cli.crash``), exit 1.
@@ -91,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _interrupt(signum, frame) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one is not waited on
+    # Once: a stop often comes twice at once (``timeout`` signals the process and its group),
+    # and the second must not cut the clean-up short. A handler, not SIG_IGN, which children inherit.
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     raise KeyboardInterrupt
 
 
