@@ -37,8 +37,9 @@ from tests.support.installs import Install
 
 pytestmark = pytest.mark.slow
 
-# A plausible value for each required argument, by its name; choices take their first.
-VALUES = {"name": "coder", "key": DASHED_PUBLIC_KEY}
+# A plausible value for each required argument, by its name; choices take their first. "ares"
+# is a built-in skin and the live mesh's profile, so ``skin set`` and ``profile`` go all the way.
+VALUES = {"name": "ares", "key": DASHED_PUBLIC_KEY}
 BOUND = 20.0  # seconds a run may take before it is sent SIGTERM
 GRACE = 20.0  # seconds it then has to end
 THREADS = 6
@@ -206,7 +207,7 @@ def every_run() -> Iterator[Everything]:
         env = _environment(install, base)
         live = install.root
         homes.append(live)
-        (live / "profiles" / "coder").mkdir(parents=True)
+        (live / "profiles" / VALUES["name"]).mkdir(parents=True)
         up = install.hermes("mesh", "up", timeout=120)
         assert up.returncode == 0, up.stdout + up.stderr
         outcomes = _run_all(install, env, live, homes, base)
