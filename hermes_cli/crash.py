@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 from shared import files, homes
@@ -33,8 +34,9 @@ class UnexpectedError(HermesError):
     code = "internal_error"
 
 
-def debug_wanted(env: os._Environ[str] | dict[str, str] = os.environ) -> bool:
-    return env.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+def debug_wanted(env: Mapping[str, str] | None = None) -> bool:
+    value = (os.environ if env is None else env).get(DEBUG_ENV, "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def describe(exc: BaseException) -> str:
