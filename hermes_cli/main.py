@@ -67,9 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     run = _Run()
     try:
-        signal.signal(signal.SIGTERM, _interrupt)
+        previous = signal.signal(signal.SIGTERM, _interrupt)
     except ValueError:  # not the main thread (an in-process caller): its signals are not ours
-        pass
+        return _guarded(argv, run)
+    try:
+        return _guarded(argv, run)
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # an in-process caller gets its own back
+
+
+def _guarded(argv: list[str], run: _Run) -> int:
     try:
         try:
             code = _main(argv, run)
