@@ -1,7 +1,16 @@
 """``hermes``: parse, apply the profile, dispatch, map errors to exit codes, and warn while
 gateways are owed a restart onto new code.
 
-Exit codes: 0 success, 1 failure, 2 usage error or refused, 130 interrupted.
+Exit codes: 0 success, 1 failure, 2 usage error or refused, 130 interrupted, 141 stdout
+closed (a reader such as ``head`` went away: the command stops quietly, with the code a shell
+gives a writer killed by SIGPIPE, so a ``pipefail`` script still sees the output was cut).
+
+SIGTERM interrupts a command as Ctrl-C does (its clean-up runs, exit 130), so a supervisor or
+a timeout that stops ``hermes demo`` leaves nothing running; a SIGTERM during the clean-up is
+ignored (SIGKILL still ends it). The foreground gateway handles its signals itself.
+
+No command prints a traceback: an unexpected error is one line naming the command, what failed
+and where the detail was logged (``hermes_cli.crash``), exit 1.
 
 A fleet that runs mixed code must never look healthy, so while an update owes gateways a
 restart every command ends with one warning line on stderr (stdout, and so ``--json``, stays
@@ -14,6 +23,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import select
+import signal
 import sys
 from collections.abc import Callable
 
@@ -21,6 +32,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
 EXIT_INTERRUPTED = 130
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
 # Commands that report owed restarts themselves, or whose stderr is a log.
 NO_RESTART_WARNING = frozenset({"hermes_cli.commands.update:cmd_update", "hermes_cli.commands.gateway:cmd_run"})
 
@@ -53,6 +65,94 @@ def warn_owed_restarts() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    run = _Run()
+    try:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread (an in-process caller): its signals are not ours
+        return _guarded(argv, run)
+    try:
+        return _guarded(argv, run)
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # an in-process caller gets its own back
+
+
+def _guarded(argv: list[str], run: _Run) -> int:
+    try:
+        try:
+            code = _main(argv, run)
+        except SystemExit:  # the parser answered (--help, a usage error): its output is flushed here too
+            _flush_stdout()
+            raise
+        _flush_stdout()
+        return code
+    except BrokenPipeError as exc:
+        if not _stdout_closed():
+            return _unexpected(run, exc)
+        _silence_stdout()
+        return EXIT_STDOUT_CLOSED
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the one place an error nobody expected ends: one line, no traceback
+        return _unexpected(run, exc)
+
+
+def _interrupt(signum, frame) -> None:
+    # Once: a stop often comes twice at once (``timeout`` signals the process and its group),
+    # and the second must not cut the clean-up short. A handler, not SIG_IGN, which children inherit.
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    raise KeyboardInterrupt
+
+
+class _Run:
+    """What is known of this run when it fails: the parsed arguments and the command's words."""
+
+    args: object = None
+    command = "start-up"  # before the parser has named a command
+
+
+def _unexpected(run: _Run, exc: BaseException) -> int:
+    from hermes_cli import crash, output
+
+    error = crash.report(run.command, exc)
+    try:
+        output.error(run.args, error)
+    except BrokenPipeError:
+        _silence_stdout()
+    return EXIT_FAILED
+
+
+def _flush_stdout() -> None:
+    # A reader that went away is found here, where it is caught, not at interpreter exit.
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        _silence_stdout()
+        raise SystemExit(EXIT_STDOUT_CLOSED) from None
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (its write end polls as an error)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError):  # no stdout at all
+        return True
+
+
+def _silence_stdout() -> None:
+    # What is still buffered goes nowhere, so the interpreter's own flush at exit cannot fail.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _main(argv: list[str], run: _Run) -> int:
     if argv[:1] == ["--version"]:  # the commonest probe of all answers before any parser is built
         from shared.version import version_line
 
@@ -68,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit:  # --version, --help or a usage error: the parser has answered
         warn_owed_restarts()
         raise
+    run.args = args
     words = getattr(args, "command_words", None)  # None: no command was given
+    run.command = words or run.command
     target = None if words is None else TARGETS.get(words)
     try:
         return _dispatch(parser, args, target)
@@ -89,9 +191,6 @@ def _dispatch(parser, args, target: str | None) -> int:
         return _load(target)(args) or EXIT_OK
     except HermesError as exc:
         return output.error(args, exc)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

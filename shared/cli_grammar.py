@@ -50,9 +50,22 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _DashValues(argparse.ArgumentParser):
+    """A command parser whose arguments may start with ``-``, as a Z85 key may
+    (``-Sk7...``): a word is an option only when it is one of the command's options exactly
+    (or ``--option=value``); argparse would read any other ``-word`` as an unknown option,
+    and ``-p...`` as ``-p`` with a value."""
+
+    def _parse_optional(self, arg_string):
+        name = arg_string.split("=", 1)[0] if arg_string.startswith("--") else arg_string
+        if arg_string.startswith("-") and name not in self._option_string_actions:
+            return None  # a positional value
+        return super()._parse_optional(arg_string)
+
+
 class _Pending:
-    def __init__(self, summary: str, build: Build):
-        self.summary, self.build = summary, build
+    def __init__(self, summary: str, build: Build, parser_class: type[argparse.ArgumentParser] | None = None):
+        self.summary, self.build, self.parser_class = summary, build, parser_class
 
 
 class _OnDemand(dict):
@@ -84,13 +97,16 @@ class _Commands(argparse._SubParsersAction):
         super().__init__(*args, **kwargs)
         self._name_parser_map = self.choices = _OnDemand(self)
 
-    def add_later(self, name: str, summary: str, build: Build) -> None:
+    def add_later(
+        self, name: str, summary: str, build: Build, parser_class: type[argparse.ArgumentParser] | None = None
+    ) -> None:
         self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
-        dict.__setitem__(self._name_parser_map, name, _Pending(summary, build))
+        dict.__setitem__(self._name_parser_map, name, _Pending(summary, build, parser_class))
 
     def _build(self, name: str, pending: _Pending) -> argparse.ArgumentParser:
         # Made as add_parser makes it, put in the pending one's place (the order of the listing stays).
-        parser = self._parser_class(prog=f"{self._prog_prefix} {name}", description=pending.summary)
+        parser_class = pending.parser_class or self._parser_class
+        parser = parser_class(prog=f"{self._prog_prefix} {name}", description=pending.summary)
         dict.__setitem__(self._name_parser_map, name, parser)
         pending.build(parser)
         return parser
@@ -118,9 +134,18 @@ def _json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
 
 
-def _command(sub: _Commands, words: str, summary: str, args: Build | None = None, *, json: bool = True) -> None:
+def _command(
+    sub: _Commands,
+    words: str,
+    summary: str,
+    args: Build | None = None,
+    *,
+    json: bool = True,
+    dash_values: bool = False,
+) -> None:
     """The command ``words`` (``"gateway drain"``, the last word its name); its parser, made
-    when the command is used, gets the common options and what ``args`` adds."""
+    when the command is used, gets the common options and what ``args`` adds. With
+    ``dash_values`` its arguments may start with ``-`` (``_DashValues``)."""
 
     def build(parser: argparse.ArgumentParser) -> None:
         _profile_option(parser, top=False)
@@ -130,7 +155,7 @@ def _command(sub: _Commands, words: str, summary: str, args: Build | None = None
         if args is not None:
             args(parser)
 
-    sub.add_later(words.split()[-1], summary, build)
+    sub.add_later(words.split()[-1], summary, build, _DashValues if dash_values else None)
 
 
 def _group(sub: _Commands, name: str, summary: str, build: Build) -> None:
@@ -380,7 +405,7 @@ def _mesh_keys_actions(keys: argparse.ArgumentParser) -> None:
 
     def authorize(p: argparse.ArgumentParser) -> None:
         p.add_argument("name", help="a name for the key (a-z, 0-9, '_', '-'; a server's: SERVICE[@PROFILE])")
-        p.add_argument("key", help="the public key: 40 characters of Z85")
+        p.add_argument("key", help="the public key: 40 characters of Z85 (it may start with '-')")
         p.add_argument("--server", action="store_true", help="a server's public key that clients trust")
 
     def revoke(p: argparse.ArgumentParser) -> None:
@@ -397,7 +422,11 @@ def _mesh_keys_actions(keys: argparse.ArgumentParser) -> None:
         )
 
     _command(
-        actions, "mesh keys authorize", "accept a client's public key (or, with --server, trust a server's)", authorize
+        actions,
+        "mesh keys authorize",
+        "accept a client's public key (or, with --server, trust a server's)",
+        authorize,
+        dash_values=True,  # a Z85 key may start with "-"
     )
     _command(actions, "mesh keys revoke", "stop accepting a client's key (or trusting a server's)", revoke)
     _command(actions, "mesh keys rotate", "replace the client keypair, or a service's", rotate)

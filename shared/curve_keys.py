@@ -23,7 +23,7 @@ from pathlib import Path
 import zmq
 
 from shared.errors import HermesError
-from shared.files import SECRET_MODE, write_bytes_atomic
+from shared.files import SECRET_MODE, locked, write_bytes_atomic
 
 DIR_MODE = 0o700
 KEY_LENGTH = 40
@@ -37,6 +37,8 @@ _PREVIOUS_CLIENT = "local-previous"
 # How long a rotation keeps the old client key: a client reads its key just before it connects.
 ROTATION_GRACE = 5.0
 MAX_ROTATION_GRACE = 60.0
+# How long a rotation waits for one in progress, which holds its lock for its grace and no more.
+ROTATION_LOCK_WAIT = MAX_ROTATION_GRACE + 10.0
 
 
 class CurveKeyInvalid(HermesError):
@@ -233,15 +235,19 @@ def rotate_client(root: Path, *, grace: float = ROTATION_GRACE) -> bytes:
     clients that read the old secret just before the swap have made their handshake.
     Returns the new public key."""
     authorized = _check_dirs(root, "authorized")
-    old = client_secret(root)  # refuse to rotate what was never made (or is unsafe)
+    client_secret(root)  # refuse to rotate what was never made (or is unsafe)
     if not 0 <= grace <= MAX_ROTATION_GRACE:
         raise CurveKeyInvalid(f"the grace is 0 to {MAX_ROTATION_GRACE:g} seconds, not {grace!r}")
-    secret = zmq.curve_keypair()[1]
-    _write_key(authorized / f"{_PREVIOUS_CLIENT}.key", public_of(old))
-    _write_key(authorized / f"{LOCAL_CLIENT}.key", public_of(secret))
-    _write_key(store(root) / "client.key_secret", secret)
-    time.sleep(grace)
-    os.unlink(authorized / f"{_PREVIOUS_CLIENT}.key")
+    # One rotation at a time: a second one, waiting here, rotates the key the first made (and
+    # never finds the retired key gone under it). The wait is bounded: LockTimeout after it.
+    with locked(store(root) / "client.key_secret", timeout=ROTATION_LOCK_WAIT):
+        old = client_secret(root)
+        secret = zmq.curve_keypair()[1]
+        _write_key(authorized / f"{_PREVIOUS_CLIENT}.key", public_of(old))
+        _write_key(authorized / f"{LOCAL_CLIENT}.key", public_of(secret))
+        _write_key(store(root) / "client.key_secret", secret)
+        time.sleep(grace)
+        os.unlink(authorized / f"{_PREVIOUS_CLIENT}.key")
     return public_of(secret)
 
 

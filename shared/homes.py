@@ -38,6 +38,7 @@ __all__ = [
     "active_profile",
     "check_run_dir",
     "endpoint",
+    "ensure_home",
     "ensure_run_dir",
     "list_profiles",
     "profile_home",
@@ -188,19 +189,36 @@ def _ensure_private_dir(path: Path) -> Path:
     status = _private_dir_status(path)
     if not status.exists:  # removed between mkdir and lstat
         raise UnsafeRunDir(f"refusing to use {path}: it vanished", detail={"path": str(path)})
+    return _refuse_unsafe(status)
+
+
+def _checked_private_dir(path: Path, *, create: bool) -> Path:
+    """``path`` for a service (``create``: made if missing, then checked) or a client (checked
+    only if present: an absent dir means nothing listens there). Whoever could write into a dir
+    that is not private could have put any socket there, so neither uses one."""
+    return _ensure_private_dir(path) if create else _refuse_unsafe(_private_dir_status(path))
+
+
+def _refuse_unsafe(status: RunDirStatus) -> Path:
     if status.problems:
         raise UnsafeRunDir(
-            f"refusing to use {path}: it {'; it '.join(status.problems)}",
-            detail={"path": str(path), "problems": list(status.problems)},
+            f"refusing to use {status.path}: it {'; it '.join(status.problems)}",
+            detail={"path": str(status.path), "problems": list(status.problems)},
         )
-    return path
+    return status.path
+
+
+def ensure_home(home: Path) -> Path:
+    """Make ``home`` (0700, with its parents) if it is missing, as every process that writes
+    into a home does first; an existing home is used as it is."""
+    home = Path(home)
+    home.mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
+    return home
 
 
 def ensure_run_dir(home: Path) -> Path:
     """Create ``home/run`` (0700) if needed and check it is private; raise UnsafeRunDir if not."""
-    home = Path(home)
-    home.mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
-    return _ensure_private_dir(home / "run")
+    return _ensure_private_dir(ensure_home(home) / "run")
 
 
 def check_run_dir(home: Path) -> RunDirStatus:
@@ -239,7 +257,8 @@ def endpoint(
     create: bool = True,
     env: Mapping[str, str] | None = None,
 ) -> Endpoint:
-    """Where ``service`` of ``home`` binds. With ``create`` the directory is made and checked.
+    """Where ``service`` of ``home`` binds. With ``create`` the directory is made and checked;
+    without, a directory that is there is checked all the same (UnsafeRunDir if not private).
 
     A service named in the TCP settings (``shared.mesh_tcp``) binds there instead of its ipc
     sockets; its lock stays in the run directory."""
@@ -262,17 +281,17 @@ def _ipc_endpoint(home: Path, service: str, *, create: bool, env: Mapping[str, s
     _service_scope(service)
     run = home / "run"
     if _sockets_fit(run, service):
-        directory = ensure_run_dir(home) if create else run
-        return _endpoint_in(directory, service, fallback=False)
+        if create:
+            ensure_home(home)
+        return _endpoint_in(_checked_private_dir(run, create=create), service, fallback=False)
 
     digest = _home_digest(home)
     bases = _fallback_bases(os.environ if env is None else env)
     for base in bases:
         directory = base / digest
         if _sockets_fit(directory, service):
-            if create:
-                _ensure_private_dir(base)
-                _ensure_private_dir(directory)
+            _checked_private_dir(base, create=create)
+            _checked_private_dir(directory, create=create)
             return _endpoint_in(directory, service, fallback=True)
     raise EndpointPathTooLong(
         f"no IPC path for {service} of {home} fits in {IPC_PATH_MAX} bytes, "

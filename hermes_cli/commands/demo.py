@@ -15,10 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ from shared.version import INSTALL_ROOT, code_sha
 
 PROFILES = ("coder", "writer", "research")
 STEP_TIMEOUT = 300
+UPDATE_STOP_TIMEOUT = 60.0  # how long an interrupted demo waits for its update to stop
 
 
 class DemoFailed(HermesError):
@@ -131,19 +135,51 @@ def cmd_demo(args) -> int:
         data["receipt"] = report.get("receipt")
         data["exit_code"] = update.returncode
     finally:
-        if portal is not None:
-            portal.stop()
-        if daemon is not None:
-            daemon.stop()
-        data["kept"] = bool(args.keep)
-        if not args.keep and demo.path.exists():
-            say("stopping everything the demo started")
-            demo.hermes("mesh", "down", show=False)
-            if created:
-                data["receipt"] = _carry_out(data.get("receipt"))
-                shutil.rmtree(base, ignore_errors=True)
+        with _uninterrupted():
+            if portal is not None:
+                portal.stop()
+            if daemon is not None:
+                daemon.stop()
+            data["kept"] = bool(args.keep)
+            if not args.keep and demo.path.exists():
+                say("stopping everything the demo started")
+                _stop_update(demo.home)
+                demo.hermes("mesh", "down", show=False)
+                if created:
+                    data["receipt"] = _carry_out(data.get("receipt"))
+                    shutil.rmtree(base, ignore_errors=True)
     output.emit(args, data, _text)
     return int(data["exit_code"])
+
+
+@contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """The clean-up runs to its end: a Ctrl-C or SIGTERM that comes meanwhile (the demo is
+    stopping already) would leave the mesh it is bringing down half up."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda signum, frame: None) for signum in stops}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _stop_update(home: Path) -> None:
+    """Stop an update the demo was interrupted in: it runs detached, and would restart the
+    gateways and workers after the mesh went down. SIGINT is the stop it records as interrupted."""
+    from services.updater import holder
+
+    running = holder(home)
+    if running is None or not running.get("pid"):
+        return
+    try:
+        os.kill(running["pid"], signal.SIGINT)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + UPDATE_STOP_TIMEOUT
+    while holder(home) is not None and time.monotonic() < deadline:  # its completion shares the lock
+        time.sleep(0.1)
 
 
 def _carry_out(receipt: str | None) -> str | None:

@@ -2,7 +2,9 @@
 
 Checks the interpreter and dependencies, every profile's home and private ``run/`` dir,
 each service's IPC path (and whether it had to fall back to a short private directory),
-and the endpoint locks. Exit 0 when nothing failed (warnings allowed), else 1.
+and the endpoint locks. A run dir (or short private dir) that is not private is a failed
+permissions finding, and no socket in it is asked. Exit 0 when nothing failed (warnings
+allowed), else 1.
 """
 
 from __future__ import annotations
@@ -112,6 +114,10 @@ def _profile_checks(root: Path, name: str) -> list[Check]:
         states = service_states(home, is_root=name == homes.DEFAULT_PROFILE)
     except homes.EndpointPathTooLong as exc:
         return [*checks, Check(f"{prefix}: ipc paths", FAIL, exc.message, exc.detail or {})]
+    except homes.UnsafeRunDir as exc:  # no socket in it is asked; the run dir's finding says why
+        if (exc.detail or {}).get("path") == str(run.path):
+            return checks
+        return [*checks, Check(f"{prefix}: ipc dir", FAIL, exc.message, exc.detail or {})]
     for state in states:
         ep = state.endpoint
         path_len = len(os.fsencode(ep.control[len("ipc://") :]))

@@ -3,6 +3,7 @@ sockets first (``shared.gateways.discovery``), and a drain of the active profile
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
@@ -26,7 +27,18 @@ def _dash(value: object) -> object:
     return "-" if value is None else value
 
 
+def _refuse_unsafe_run_dirs(root: Path) -> None:
+    """UnsafeRunDir for the first profile whose gateway's dir is not private: discovery asks
+    no socket there, and a listing that silently left that gateway out would mislead."""
+    for profile in homes.list_profiles(root):
+        try:
+            homes.endpoint(homes.profile_home(profile, root), "gateway", create=False)
+        except homes.EndpointPathTooLong:
+            continue
+
+
 def cmd_status(args) -> int:
+    _refuse_unsafe_run_dirs(homes.root_home())
     records = discovery.discover(homes.root_home())
     data = {"gateways": [r.to_dict() for r in records]}
 
@@ -54,6 +66,7 @@ def cmd_status(args) -> int:
 
 def cmd_list(args) -> int:
     root = homes.root_home()
+    _refuse_unsafe_run_dirs(root)
     first: dict[str, discovery.GatewayRecord] = {}
     for record in discovery.discover(root):  # best-informed record of a profile comes first
         first.setdefault(record.profile, record)

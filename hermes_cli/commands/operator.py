@@ -4,6 +4,8 @@ Each finding is ``{"check", "ok", "code", "detail"}``: whether this process is i
 session, whether its start identity is readable, whether a report the hooks would build
 passes the reporter's own checks, whether the reporter answers (with its counters), and
 whether the daemon it forwards to is reachable. Nothing is sent to the daemon but a hello.
+A run dir that is not private is a ``permissions`` finding (``unsafe_run_dir``): no socket in
+it is asked.
 Exit 0 when every check passed, 1 otherwise.
 """
 
@@ -62,11 +64,13 @@ def cmd_doctor(args) -> int:
             findings.append(_finding("dry_run", True, "report_valid"))
         except ReportRefused as exc:
             findings.append(_finding("dry_run", False, f"report_{exc.reason}", exc.message))
-    endpoint = homes.endpoint(homes.root_home(), ops.SERVICE, create=False)
     try:
+        endpoint = homes.endpoint(homes.root_home(), ops.SERVICE, create=False)
         with connect(endpoint, retry=NO_RETRY) as client:
             status = client.call(ops.STATUS, timeout=3.0)
             check = client.call(ops.CHECK, timeout=8.0)["daemon"]
+    except homes.UnsafeRunDir as exc:  # whatever socket is in such a dir is not asked
+        findings.append(_finding("permissions", False, exc.code, exc.message))
     except RemoteError as exc:
         findings.append(_finding("reporter", False, "reporter_unreachable", exc.code))
     else:

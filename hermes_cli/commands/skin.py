@@ -60,7 +60,7 @@ def _show_text(data: dict[str, Any]) -> str:
 def cmd_set(args) -> int:
     home = homes.active_home()
     skin = skins.load_skin(args.name, home)  # a missing or broken skin is refused before the config changes
-    path = config.config_path(home)
+    path = config.config_path(homes.ensure_home(home))  # a new user's home does not exist yet
     with files.locked(path):
         doc = config.load_document(home)
         display = doc.data.get("display")

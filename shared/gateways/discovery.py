@@ -140,8 +140,8 @@ def _ask_all(
     for name, home in profile_homes.items():
         try:
             endpoint = homes.endpoint(home, ops.SERVICE, create=False)
-        except homes.EndpointPathTooLong:
-            continue
+        except (homes.EndpointPathTooLong, homes.UnsafeRunDir):
+            continue  # no socket it could be asked on, or none that can be trusted: not asked
         if _listening(endpoint):
             addresses[name] = endpoint.control
             options[endpoint.control] = client_options(endpoint)

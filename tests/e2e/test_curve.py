@@ -15,7 +15,7 @@ from shared import curve, curve_keys, homes
 from shared.gateways import ops
 from shared.protocol import Code, RemoteError
 from shared.sync_client import SyncClient, connect
-from tests.support.cli import HERMES, hermes, hermes_json
+from tests.support.cli import DASHED_PUBLIC_KEY, HERMES, hermes, hermes_json
 from tests.support.processes import GatewayProcess, python_env
 from tests.support.tcp import free_port_pair, tcp_env
 
@@ -42,7 +42,7 @@ def test_mesh_keys_commands_never_print_a_secret(root):
     shown = run("show")
     assert shown["authorized"] == {"local": shown["client"]}
     assert shown["servers"]["updater"] == shown["services"]["updater"]
-    stranger = zmq.curve_keypair()[0].decode()
+    stranger = DASHED_PUBLIC_KEY  # a key that starts with "-" is a key, not an option
     assert run("authorize", "laptop", stranger) == {"added": "laptop", "in": "authorized"}
     assert run("authorize", "gateway@far", stranger, "--server") == {"added": "gateway@far", "in": "servers"}
     assert run("authorize", "laptop", "too-short", code=2)["error"]["code"] == "curve_key_invalid"

@@ -12,6 +12,9 @@ from typing import IO, Any
 from tests.support.processes import ROOT, python_env
 
 HERMES = (sys.executable, "-m", "hermes_cli.main")  # the argv of ``hermes``, before its arguments
+# A real CURVE public key (made by zmq.curve_keypair) that starts with "-", as one in 85 does:
+# the parser must take it as the key, not as an option.
+DASHED_PUBLIC_KEY = "-9:atZ#@^H1bQ?!NtjJq8G%q.UO=COFAB%KnB[.H"
 
 
 def hermes(

@@ -85,3 +85,29 @@ def test_the_follow_wait_is_bounded_seconds(capsys):
             parser.parse_args(["logs", "update", "--follow", "--wait", bad])
         assert exited.value.code == 2
         assert "--wait: expected seconds from 0 to 3600" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "-9:atZ#@^H1bQ?!NtjJq8G%q.UO=COFAB%KnB[.H",  # a real key made by zmq
+        "-p" + "a" * 38,  # not -p with a value
+        "-h" + "a" * 38,  # not --help
+        "--" + "a" * 38,
+    ],
+)
+def test_a_public_key_that_starts_with_a_dash_is_the_key(key):
+    parser = build_top_level_parser()
+    for argv in (
+        ["mesh", "keys", "authorize", "laptop", key],
+        ["mesh", "keys", "authorize", "--server", "laptop", key, "--json", "-p", "coder"],
+    ):
+        args = parser.parse_args(argv)
+        assert (args.name, args.key) == ("laptop", key)
+    assert (args.server, args.json, args.profile) == (True, True, "coder")
+
+
+def test_an_unknown_option_of_authorize_is_still_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        build_top_level_parser().parse_args(["mesh", "keys", "authorize", "laptop", "KEY", "--frobnicate"])
+    assert info.value.code == 2

@@ -4,6 +4,7 @@ ZAP answers, and the no-plaintext rule."""
 from __future__ import annotations
 
 import struct
+import threading
 
 import pytest
 import zmq
@@ -134,3 +135,24 @@ def test_only_a_curve_client_watches_handshakes_a_plain_one_sees_a_cut_handshake
     curve = watched_events([(zmq.CURVE_SERVERKEY, b"k" * 40)])
     assert plain == zmq.EVENT_DISCONNECTED
     assert curve & zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and curve & zmq.EVENT_DISCONNECTED
+
+
+def test_two_rotations_at_once_each_finish_and_leave_one_authorized_client(tmp_path):
+    curve_keys.init(tmp_path, [])
+    errors: list[BaseException] = []
+
+    def rotate() -> None:
+        try:
+            curve_keys.rotate_client(tmp_path, grace=0.2)
+        except BaseException as exc:  # collected: a thread's exception is otherwise lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rotate) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert curve_keys.public_keys(tmp_path, "authorized") == {
+        "local": curve_keys.public_of(curve_keys.client_secret(tmp_path))
+    }

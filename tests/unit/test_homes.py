@@ -269,6 +269,28 @@ def test_endpoint_refuses_unsafe_run_dir(tmp_path):
         endpoint(tmp_path, "gateway")
 
 
+def test_a_client_refuses_a_present_unsafe_run_dir_and_accepts_an_absent_one(tmp_path):
+    assert endpoint(tmp_path, "gateway", create=False).directory == tmp_path / "run"  # absent: nobody listens
+    (tmp_path / "run").mkdir(mode=0o700)
+    os.chmod(tmp_path / "run", 0o777)
+    with pytest.raises(UnsafeRunDir, match="0777") as info:
+        endpoint(tmp_path, "gateway", create=False)
+    assert info.value.detail == {"path": str(tmp_path / "run"), "problems": list(check_run_dir(tmp_path).problems)}
+    assert _mode(tmp_path / "run") == 0o777  # a client repairs nothing either
+
+
+@pytest.mark.parametrize("unsafe", ["base", "directory"])
+def test_a_client_refuses_an_unsafe_fallback_dir(tmp_path, unsafe):
+    runtime = tmp_path / "xdg"
+    runtime.mkdir(mode=0o700)
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    home = deep_home(tmp_path)
+    made = endpoint(home, "gateway", env=env)  # as the gateway makes it
+    os.chmod(made.directory.parent if unsafe == "base" else made.directory, 0o755)
+    with pytest.raises(UnsafeRunDir, match="0755"):
+        endpoint(home, "gateway", create=False, env=env)
+
+
 def test_unknown_service_is_a_value_error(tmp_path):
     with pytest.raises(ValueError, match="unknown service"):
         endpoint(tmp_path, "nope")

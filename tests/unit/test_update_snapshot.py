@@ -24,6 +24,7 @@ from services.updater.snapshot import (
     full_backup,
     snapshot_all,
 )
+from shared import homes
 
 PROFILES = ("default", "coder", "ops")
 
@@ -182,7 +183,7 @@ def test_update_id_must_be_a_file_name(root):
 def test_full_backup_archives_the_root_but_runtime_dirs(root):
     snapshot_all(root, "u0")
     for home in (root, root / "profiles" / "coder"):
-        write(home / "run" / "gateway.lock", "")
+        write(homes.ensure_run_dir(home) / "gateway.lock", "")  # private, as a service makes it
         write(home / "logs" / "gateway.log", "log\n")
     write(root / "mesh" / "supervisord.conf", "[supervisord]\n")
     write(root / "backups" / "update_old.tar.gz", "old\n")

@@ -160,8 +160,8 @@ def leftover_gateways(paths: MeshPaths) -> list[ProcessIdentity]:
         home = homes.profile_home(profile, paths.root)
         try:
             lock = probe(homes.endpoint(home, "gateway", create=False).lock_path)
-        except (homes.EndpointPathTooLong, OSError):
-            continue  # a home whose run dir is missing or broken has no gateway holding it
+        except (homes.EndpointPathTooLong, homes.UnsafeRunDir, OSError):
+            continue  # a run dir missing, broken or not private holds no gateway of ours (none binds there)
         holder = lock.holder if lock.held else None
         if holder is None or not is_alive(holder):
             continue
