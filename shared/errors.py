@@ -23,3 +23,9 @@ class HermesError(Exception):
         if self.detail is not None:
             out["detail"] = self.detail
         return out
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why a step failed, for a receipt or an outcome: a ``HermesError``'s own message (written
+    for people, so no class name); anything else is a bug, named with its type for the report."""
+    return exc.message if isinstance(exc, HermesError) else f"{type(exc).__name__}: {exc}"

@@ -25,7 +25,7 @@ from urllib.request import url2pathname
 from services.updater.completion_contract import RESULT_SCHEMA, UNKNOWN_SPEC, Request, dependency_digest
 from services.updater.restart import restart_fleet
 from services.updater.verify import fleet_matrix, followups_for
-from shared.errors import HermesError
+from shared.errors import HermesError, failure_reason
 from shared.files import write_json_atomic
 from shared.identity import current_identity
 from shared.version import __version__, code_sha
@@ -70,8 +70,8 @@ class Completion:
             self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
             self.step("verify", not self.followups, {"current": sum(r["verdict"] == "current" for r in matrix)})
         except Exception as exc:  # still answer: what broke is owed, not lost
-            self.step("completion", False, f"{type(exc).__name__}: {exc}")
-            self.followups.append({"step": "completion", "reason": f"{type(exc).__name__}: {exc}"})
+            self.step("completion", False, failure_reason(exc))
+            self.followups.append({"step": "completion", "reason": failure_reason(exc)})
         me = current_identity()
         return {
             "schema": RESULT_SCHEMA,
@@ -100,8 +100,8 @@ class Completion:
 
             outcomes = migrate_all(root)
         except Exception as exc:  # e.g. the dependency did not install, profiles/ unreadable: still restart
-            self.step("migrations", False, f"{type(exc).__name__}: {exc}")
-            self.followups.append({"step": "migrations", "reason": f"{type(exc).__name__}: {exc}"})
+            self.step("migrations", False, failure_reason(exc))
+            self.followups.append({"step": "migrations", "reason": failure_reason(exc)})
             return
         for outcome in outcomes:
             if outcome.status == NEWER:

@@ -19,7 +19,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from shared import homes
 from shared.config import add_key, eol_comment, load_document, remove_key, replace_value, save_document
-from shared.errors import HermesError
+from shared.errors import HermesError, failure_reason
 
 VERSION_KEY = "config_version"
 
@@ -131,7 +131,7 @@ def migrate_home(home: Path) -> MigrationOutcome:
         applied, notes = _migrate(doc.data, version)
         save_document(home, doc)
     except Exception as exc:  # isolation: whatever breaks is this home's outcome, not the caller's
-        return MigrationOutcome(home, version, version, [], FAILED, _why(exc))
+        return MigrationOutcome(home, version, version, [], FAILED, failure_reason(exc))
     return MigrationOutcome(home, version, CONFIG_VERSION, applied, MIGRATED, notes=notes)
 
 
@@ -153,11 +153,7 @@ def _migrate(data: CommentedMap, version: int) -> tuple[list[str], list[str]]:
         try:
             notes += step(data)
         except Exception as exc:
-            raise MigrationFailed(f"migration {name}: {_why(exc)}") from exc
+            raise MigrationFailed(f"migration {name}: {failure_reason(exc)}") from exc
         data[VERSION_KEY] = n + 1
         applied.append(name)
     return applied, notes
-
-
-def _why(exc: Exception) -> str:
-    return exc.message if isinstance(exc, HermesError) else f"{type(exc).__name__}: {exc}"

@@ -45,7 +45,7 @@ from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
 from services.updater.swap import SwapFailed, SwapRecoveryNeeded, recover_interrupted_swap
 from services.updater.verify import CURRENT, fleet_matrix
-from shared.errors import HermesError
+from shared.errors import HermesError, failure_reason
 from shared.identity import current_identity
 from shared.redaction import redact
 from shared.version import __version__, code_sha, current_branch, read_version
@@ -141,10 +141,10 @@ class Pipeline:
             outcome = finish.outcome
         except Exception as exc:  # the receipt must still say what happened
             log.exception("update %s failed", self.update_id)
-            receipt.step(self.stage, False, f"{type(exc).__name__}: {exc}")
+            receipt.step(self.stage, False, failure_reason(exc))
             outcome = "success" if self.committed else "failed"
             if self.committed:
-                receipt.followup(self.stage, f"{type(exc).__name__}: {exc}")
+                receipt.followup(self.stage, failure_reason(exc))
         code = exit_code_for(outcome, committed=self.committed)
         receipt.set("after", self._after())
         receipt.finish(outcome, code)

@@ -19,7 +19,7 @@ from services.updater import obligations
 from services.updater.home_restore import restore_home
 from services.updater.receipt import Receipt
 from services.updater.rollback import ArchiveUnusable
-from shared.errors import HermesError
+from shared.errors import HermesError, failure_reason
 from shared.version import code_sha
 
 Emit = Callable[[str, str, Any], None]
@@ -93,7 +93,7 @@ class RestoreOwed:
             self._clear()
             return
         except OSError as exc:  # a disk problem: owed, the next update restores again
-            reason = f"{type(exc).__name__}: {exc}"
+            reason = failure_reason(exc)
             self.receipt.step(step, False, reason)
             self.receipt.followup("restore", f"the root home is not fully restored ({reason}); the next update retries")
             self.emit("restore", "fail", reason)

@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+from shared.mesh_tcp import TCP_ENV
 from shared.supervisors.systemd import unit_name
 from tests.support.cli import HERMES
 from tests.support.installs import Install
 from tests.support.systemd_sandbox import Sandbox
+
+# Not NAME=tcp://HOST:PORT: a gateway started with it exits 78 (a broken configuration).
+BROKEN_TCP_SETTING = "not-an-address"
 
 
 class SandboxInstall(Install):
@@ -55,6 +60,16 @@ class SandboxInstall(Install):
         started = self.hermes("gateway", "start", profile=profile)
         assert started.returncode == 0, started.stderr
 
+    def break_next_start(self, profile: str) -> None:
+        """Give ``profile``'s unit a broken TCP setting in a drop-in: the running gateway is left
+        alone, its next one exits 78 saying why. Only the unit sees it, never the CLI."""
+        user = self.scopes[profile] == "user"
+        directory = self.box.config / "systemd" / "user" if user else self.box.system_unit_dir
+        drop_in = directory / f"{unit_name(profile)}.d"
+        drop_in.mkdir(parents=True, exist_ok=True)
+        (drop_in / "broken.conf").write_text(f"[Service]\nEnvironment={TCP_ENV}={BROKEN_TCP_SETTING}\n")
+        self.box.systemctl("daemon-reload", user=user)
+
     def show(self, profile: str, *properties: str) -> dict[str, str]:
         return self.box.show(unit_name(profile), *properties, user=self.scopes[profile] == "user")
 
@@ -80,5 +95,6 @@ class SandboxInstall(Install):
                 self.box.systemctl(verb, name, user=user, check=False)
             directory = self.box.config / "systemd" / "user" if user else self.box.system_unit_dir
             (directory / name).unlink(missing_ok=True)
+            shutil.rmtree(directory / f"{name}.d", ignore_errors=True)
             self.box.systemctl("daemon-reload", user=user)
         self.scopes.clear()

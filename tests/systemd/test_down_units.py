@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from shared.supervisors.systemd import unit_name
+from tests.support.systemd_fleet import BROKEN_TCP_SETTING
 
 pytestmark = pytest.mark.systemd
 
@@ -50,7 +51,7 @@ def test_a_failed_unit_is_reported_by_every_update_and_never_started(installs, s
     ours = installs("ours")
     ours.unit("default", "system")
     ours.unit("work", "user", enable=True)
-    (ours.root / "profiles" / "work" / "run").chmod(0o755)  # its next gateway exits 78
+    ours.break_next_start("work")  # its next gateway exits 78
     ours.release("release 2")
     code, _, receipt = ours.update()
     assert code == 0 and not by_profile(receipt)["work"]["ok"]
@@ -75,7 +76,7 @@ def test_a_unit_that_fails_to_start_says_why(installs, sandbox):
     ours = installs("ours")
     ours.unit("default", "user")
     ours.unit("bench", "system")
-    (ours.root / "profiles" / "bench" / "run").chmod(0o755)
+    ours.break_next_start("bench")
     ours.release("release 2")
 
     code, report, receipt = ours.update()
@@ -86,11 +87,11 @@ def test_a_unit_that_fails_to_start_says_why(installs, sandbox):
     assert "Result=exit-code, ExecMainStatus=78; the gateway said: gateway:" in outcome["reason"], outcome
     account = outcome["failure"]
     assert (account["result"], account["exit_status"]) == ("exit-code", 78), outcome
-    # The gateway's own words, from the journal: its run dir is not private.
-    assert "has mode 0755" in account["gateway"] and account["gateway"].startswith("gateway:"), account
+    # The gateway's own words, from the journal: its TCP setting is broken.
+    assert BROKEN_TCP_SETTING in account["gateway"] and account["gateway"].startswith("gateway:"), account
     assert account["gateway"] in outcome["reason"]
     (followup,) = [f["reason"] for f in report["followups"] if f["reason"].startswith("gateway bench ")]
-    assert "ExecMainStatus=78" in followup and "has mode 0755" in followup
+    assert "ExecMainStatus=78" in followup and BROKEN_TCP_SETTING in followup
     # The next update names it too, in its text, though no gateway of bench ran before it.
     ours.release("release 3")
     printed = ours.hermes("update", "--yes")

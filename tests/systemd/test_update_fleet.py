@@ -64,8 +64,8 @@ def test_a_unit_whose_gateway_exits_78_fails_alone(installs, sandbox):
     ours = installs("ours")
     for profile, scope in (("default", "user"), ("work", "system"), ("bench", "user")):
         ours.unit(profile, scope)
-    # bench's next gateway finds its run dir unsafe and exits 78, which its unit does not restart.
-    (ours.root / "profiles" / "bench" / "run").chmod(0o755)
+    # bench's next gateway finds its TCP setting broken and exits 78, which its unit does not restart.
+    ours.break_next_start("bench")
     new = ours.release("release 2")
 
     code, report, receipt = ours.update()

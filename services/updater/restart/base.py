@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
 from services.updater.restart.freshness import FRESH, STALE, OldProcess, judge
 from shared import homes
 from shared.call_rules import NO_RETRY
-from shared.errors import HermesError
+from shared.errors import HermesError, failure_reason
 from shared.gateways import ops
 from shared.gateways.discovery import GatewayRecord
 from shared.protocol import Code, RemoteError
@@ -208,7 +208,7 @@ def restart_live(
     try:
         return _restart_live(gateway, expected_sha, waits, method, gave_up, if_hung, start)
     except Exception as exc:  # isolation: one gateway's fault must not stop the others
-        return failed(gateway, method, f"{type(exc).__name__}: {exc}")
+        return failed(gateway, method, failure_reason(exc))
 
 
 def _restart_live(

@@ -38,7 +38,7 @@ from services.updater.restart.base import (
 )
 from services.updater.restart.freshness import FRESH, OLD, SILENT, STARTING, OldProcess, judge
 from shared import homes
-from shared.errors import HermesError
+from shared.errors import HermesError, failure_reason
 from shared.gateways import ops
 from shared.gateways.discovery import GatewayRecord
 from shared.protocol import RemoteError
@@ -161,7 +161,7 @@ class _Restart:
         try:
             return self._restart(drains)
         except Exception as exc:  # isolation: one job's fault must not stop the others
-            reason = f"{launchd.service_target(self.unit, uid=self.uid)}: {type(exc).__name__}: {exc}"
+            reason = f"{launchd.service_target(self.unit, uid=self.uid)}: {failure_reason(exc)}"
             return self._outcome("drain" if drains else "kickstart", None, False, reason)
 
     def _restart(self, drains: bool) -> RestartOutcome:

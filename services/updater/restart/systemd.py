@@ -47,7 +47,7 @@ from services.updater.restart.systemd_budget import restart_budget
 from services.updater.restart.systemd_state import DOWN, FAILED, describe, failure, judge_unit
 from services.updater.restart.systemd_state import PROPERTIES as STATE_PROPERTIES
 from shared import homes
-from shared.errors import HermesError
+from shared.errors import HermesError, failure_reason
 from shared.gateways.discovery import GatewayRecord
 from shared.protocol import RemoteError
 from shared.supervisors import Unit, systemd
@@ -168,7 +168,7 @@ class _Restart:
                 return replace(outcome, method="skip", reason=reason)
             return self._explained(self._drain_first(outcome))
         except Exception as exc:  # isolation: one unit's fault must not stop the others
-            return replace(outcome, reason=f"{type(exc).__name__}: {_message(exc)}")
+            return replace(outcome, reason=failure_reason(exc))
 
     def _drain_first(self, outcome: RestartOutcome) -> RestartOutcome:
         shown = self._show()
