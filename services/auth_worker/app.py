@@ -117,15 +117,16 @@ class AuthWorker:
         try:
             flag = running.flag
             state = await run_sign_in(request, lambda s: call.emit(s.to_wire()), flag, persist_guard=flag.commit)
+            ended = state.to_wire()
             # Kept before the answer goes out: a client that misses the answer asks for it.
-            self._outcomes.record(sign_in_id, state.to_wire(), time.monotonic())
+            self._outcomes.record(sign_in_id, ended, time.monotonic())
         finally:
             del self._sign_ins[sign_in_id]
             running.ended.set()
         log.info("sign-in %s ended: %s", sign_in_id, state.name)
         if isinstance(state, Completed):
             self._wake.set()  # the keepalive takes the new account on at once
-        return state.to_wire()
+        return ended
 
     async def _cancel(self, call: Call) -> dict[str, Any]:
         sign_in_id = _sign_in_id(call.args)
