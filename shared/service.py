@@ -47,6 +47,7 @@ class Call:
     args: dict[str, Any]
     deadline: float  # trio clock
     _emit: Callable[[Any], Awaitable[None]] = field(repr=False)
+    version: int = protocol.PROTOCOL_VERSION  # the protocol version the caller speaks, to shape the answer
 
     async def emit(self, event: Any) -> None:
         """Send one event frame to the caller (streaming ops only)."""
@@ -226,7 +227,9 @@ class Service:
             self._reply_error(peer, exc.request_id, exc)
             return
         if self._stopping:
-            self._reply_error(peer, request.id, RemoteError(Code.SHUTTING_DOWN, f"{self.name} is shutting down"))
+            self._reply_error(
+                peer, request.id, RemoteError(Code.SHUTTING_DOWN, f"{self.name} is shutting down"), request.version
+            )
             return
         spec, handler, inline = self._handlers[request.op.name]
         budget = request.op.timeout
@@ -244,6 +247,7 @@ class Service:
                     f"{self.name} is running {self._concurrency} calls with {self._backlog} waiting; try again",
                     detail={"limit": self._concurrency, "backlog": self._backlog},
                 ),
+                request.version,
             )
             return
         scope = trio.CancelScope(deadline=trio.current_time() + budget)
@@ -256,7 +260,7 @@ class Service:
     def _run_inline(
         self, peer: bytes, request: protocol.Request, spec: OpSpec, handler: Handler, deadline: float
     ) -> None:
-        call = Call(request.id, spec, request.args, deadline, _no_events)
+        call = Call(request.id, spec, request.args, deadline, _no_events, request.version)
         try:
             reply = self._result_reply(request, spec, handler(call))
         except Exception as exc:
@@ -282,7 +286,7 @@ class Service:
             except trio.ClosedResourceError:
                 log.debug("%s: socket closed before an event could be sent", self.name)
 
-        call = Call(request.id, spec, request.args, scope.deadline, emit)
+        call = Call(request.id, spec, request.args, scope.deadline, emit, version)
         reply: bytes | None = None
         try:
             with scope:
@@ -322,8 +326,10 @@ class Service:
             exc = RemoteError(Code.INTERNAL_ERROR, f"{self.name} failed to run {spec.name!r}")
         return protocol.encode_error(request.id, exc, version=request.version)
 
-    def _reply_error(self, peer: bytes, request_id: str | None, error: HermesError) -> None:
-        self._send(peer, protocol.encode_error(request_id, error))
+    def _reply_error(self, peer: bytes, request_id: str | None, error: HermesError, version: int | None = None) -> None:
+        """An error answered before a handler ran: in the caller's version when it was read, else
+        in the newest this service speaks (a refused version gets the window it missed)."""
+        self._send(peer, protocol.encode_error(request_id, error, version=self._window[1] if version is None else version))
 
     def _send(self, peer: bytes, payload: bytes) -> None:
         if self._conduit is None:

@@ -28,18 +28,17 @@ class OperatorDaemon:
     def env(self) -> dict[str, str]:
         """What makes the demo's processes report to this daemon."""
         from shared.hooks import SESSION_ENV
-        from shared.operator_daemon import ENDPOINT_ENV
+        from shared.operator.protocol import ENDPOINT_ENV
 
         return {SESSION_ENV: SESSION, ENDPOINT_ENV: self.address}
 
     def summary(self) -> dict[str, int]:
         """The reports received, counted by kind and state ("activity:working": 3)."""
         from services.operator_sim import ops
-        from shared.call_rules import NO_RETRY
-        from shared.sync_client import SyncClient
+        from shared.operator.client import DaemonClient
 
-        with SyncClient(self.address, retry=NO_RETRY) as client:
-            records = client.call(ops.RECORDS, timeout=10)["records"]
+        with DaemonClient(self.address) as client:
+            records = client.call(ops.SIM_RECORDS, timeout=10)["records"]
         return dict(Counter(f"{r['kind']}:{r.get('state') or r.get('reason') or ''}".rstrip(":") for r in records))
 
     def stop(self) -> None:

@@ -30,7 +30,7 @@ def cmd_doctor(args) -> int:
     from shared.hook_reports import ReportRefused, parse_report
     from shared.hooks import SESSION_ENV
     from shared.identity import process_identity
-    from shared.operator_daemon import ENDPOINT_ENV
+    from shared.operator.protocol import ENDPOINT_ENV
     from shared.protocol import RemoteError
     from shared.sync_client import connect
 

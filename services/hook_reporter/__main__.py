@@ -1,6 +1,6 @@
 import sys
 
-from shared.operator_daemon import ENDPOINT_ENV
+from shared.operator.protocol import ENDPOINT_ENV
 from shared.worker_main import worker_main
 
 sys.exit(

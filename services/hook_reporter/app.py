@@ -19,14 +19,14 @@ import zmq
 
 from services.hook_reporter import ops
 from services.hook_reporter.checks import identity_refusal, launch_refusal
-from shared import operator_daemon, protocol
-from shared.call_rules import NO_RETRY
-from shared.client import open_client
+from shared import protocol
 from shared.homes import Endpoint
 from shared.hook_reports import Report, ReportRefused, parse_report
 from shared.hooks import intake_address
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
+from shared.operator import protocol as daemon_protocol
+from shared.operator.client import DaemonClient
 from shared.protocol import ProtocolError, RemoteError
 from shared.service import HELLO, Call
 from shared.worker_main import install_service
@@ -43,7 +43,7 @@ SEND_TIMEOUT = 2.0
 class HookReporter:
     def __init__(self, root, endpoint: Endpoint, lock: FileLock, *, daemon: str | None = None):
         self.intake = intake_address(root)
-        self.daemon = daemon if daemon is not None else os.environ.get(operator_daemon.ENDPOINT_ENV) or None
+        self.daemon = daemon if daemon is not None else os.environ.get(daemon_protocol.ENDPOINT_ENV) or None
         self.life = Lifecycle()
         self.received = 0
         self.forwarded = 0
@@ -100,23 +100,29 @@ class HookReporter:
             async for _ in self._queue:
                 self.dropped["no_daemon"] += 1
             return
-        async with open_client(self.daemon, retry=NO_RETRY) as daemon:
+        # The daemon's one blocking client, in a worker thread: one report at a time, each
+        # attempt bounded by SEND_TIMEOUT, so the loop never waits on the daemon.
+        with DaemonClient(self.daemon) as daemon:
             async for report in self._queue:
                 if await self._deliver(daemon, report):
                     self.forwarded += 1
                 else:
                     self.dropped["daemon_unreachable"] += 1
 
-    async def _deliver(self, daemon, report: Report) -> bool:
+    async def _deliver(self, daemon: DaemonClient, report: Report) -> bool:
         for attempt in range(ATTEMPTS):
             if attempt:
                 await trio.sleep(BACKOFF[attempt - 1])
             try:
-                await daemon.call(operator_daemon.REPORT, {"report": report.to_wire()}, timeout=SEND_TIMEOUT)
+                await trio.to_thread.run_sync(self._send_report, daemon, report)
                 return True
             except RemoteError as exc:
                 log.debug("forwarding a %s report failed: %s", report.kind, exc.code)
         return False
+
+    @staticmethod
+    def _send_report(daemon: DaemonClient, report: Report) -> None:
+        daemon.call(daemon_protocol.REPORT, {"report": report.to_wire()}, timeout=SEND_TIMEOUT)
 
     # --- control --------------------------------------------------------------------------
 
@@ -134,9 +140,13 @@ class HookReporter:
     async def _check(self, call: Call) -> dict[str, Any]:
         if self.daemon is None:
             return {"daemon": {"configured": False, "reachable": False}}
-        async with open_client(self.daemon, retry=NO_RETRY) as daemon:
-            try:  # inside the client's nursery: an error leaving it would arrive as a group
-                await daemon.call(HELLO, timeout=3.0)
-            except RemoteError as exc:
-                return {"daemon": {"configured": True, "reachable": False, "error": exc.code}}
+        try:
+            await trio.to_thread.run_sync(self._hello, self.daemon)
+        except RemoteError as exc:
+            return {"daemon": {"configured": True, "reachable": False, "error": exc.code}}
         return {"daemon": {"configured": True, "reachable": True}}
+
+    @staticmethod
+    def _hello(address: str) -> None:
+        with DaemonClient(address) as daemon:
+            daemon.call(HELLO, timeout=3.0)

@@ -1,7 +1,7 @@
-"""A stand-in for the operator daemon's report endpoint (``shared.operator_daemon``), for tests
-and the demo; run as ``python -m services.operator_sim ADDRESS``.
+"""The operator session daemon simulator: run as ``python -m services.operator_sim ADDRESS``.
 
-Public: ``ops``, the simulator's own ops (``records``, ``configure``) beside the daemon's ``report``.
+Public: ``ops``, the simulator's own ops (``sim.records``, ``sim.counters``, ``sim.configure``)
+beside the daemon's protocol (``shared.operator.protocol``).
 """
 
 from services.operator_sim import ops

@@ -14,42 +14,31 @@ import pytest
 import zmq
 
 from services.hook_reporter import ops
-from services.operator_sim.ops import CONFIGURE, RECORDS
-from shared import homes, operator_daemon
+from services.operator_sim.ops import SIM_CONFIGURE, SIM_RECORDS
 from shared.call_rules import NO_RETRY
+from shared import homes
 from shared.gateways import ops as gateway_ops
 from shared.hooks import intake_address
 from shared.identity import process_identity
 from shared.spawn import stop_service
 from shared.sync_client import SyncClient
+from shared.operator.client import DaemonClient
 from tests.support.cli import hermes
+from tests.support.session_daemon import SessionDaemon, start_reporter
 from tests.support.processes import ROOT, python_env, wait_for
 
 
 @pytest.fixture
-def daemon(spawn, short_dir):
-    address = f"ipc://{short_dir}/daemon.ctl"
-    spawn("-m", "services.operator_sim", address)
-    return address
+def daemon(short_dir):
+    simulator = SessionDaemon(short_dir)
+    yield simulator.address
+    simulator.stop()
 
 
 def call(address, spec, args=None, timeout=5.0):
-    with SyncClient(address, retry=NO_RETRY) as client:
+    client = DaemonClient(address) if spec.name.startswith("sim.") else SyncClient(address, retry=NO_RETRY)
+    with client:
         return client.call(spec, args, timeout=timeout)
-
-
-def start_reporter(root, daemon):
-    env = python_env(HERMES_HOME=str(root), **({operator_daemon.ENDPOINT_ENV: daemon} if daemon else {}))
-    subprocess.Popen(
-        [sys.executable, "-m", "services.hook_reporter"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(root / "reporter.log", "ab"),
-    )
-    address = homes.endpoint(root, ops.SERVICE, create=False).control
-    wait_for(lambda: _try(lambda: call(address, ops.STATUS)), timeout=20, what="the reporter")
-    return address
 
 
 def _try(fn):
@@ -60,7 +49,7 @@ def _try(fn):
 
 
 def records(daemon):
-    return call(daemon, RECORDS)["records"]
+    return call(daemon, SIM_RECORDS)["records"]
 
 
 def managed_env(root, **extra):
@@ -148,7 +137,7 @@ def test_only_the_pty_root_on_its_launch_image_sets_the_native_reference(root, d
 
 def test_a_down_slow_or_flooded_path_never_reaches_the_reporting_process(root, daemon, short_dir):
     reporter = start_reporter(root, daemon)
-    call(daemon, CONFIGURE, {"delay": 0.5})
+    call(daemon, SIM_CONFIGURE, {"slow_ms": 500})
     # Flood until 2000 reports were accepted (the reporter's queue holds 1024, and the slow
     # daemon takes one per 0.5 s), counting the calls refused on the way.
     flood = """

@@ -1,0 +1,146 @@
+"""The agent profiles a host runs, and how each is launched, resumed and probed.
+
+``hermes`` comes from its runtime descriptor, ``runtime-packages/hermes/runtime.toml`` (read
+strictly: an unknown key or a missing one makes the runtime incompatible). Before each launch
+its ``version_probe`` runs ``hermes --version`` and the launch gate accepts exactly the
+releases ``shared.operator.version_probe`` accepts. ``shell`` is a plain ``/bin/sh`` peer,
+whose sessions can be forked.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from shared.errors import HermesError
+from shared.operator import version_probe
+from shared.operator.protocol import Code
+from shared.protocol import RemoteError
+
+DESCRIPTOR = Path(__file__).resolve().parents[2] / "runtime-packages" / "hermes" / "runtime.toml"
+PROBE_TIMEOUT = 10.0
+PROBE_OUTPUT_CAP = 4096
+
+
+class RuntimeIncompatible(HermesError):
+    code = "runtime_incompatible"
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    base: str
+    program: str
+    launch_args: tuple[str, ...]
+    resume_args: tuple[str, ...] | None  # with "{reference}" where the native reference goes
+    fork_supported: bool
+    submit: bytes
+    probe_args: tuple[str, ...] | None = None
+
+    def argv(self, reference: str | None = None) -> list[str]:
+        if reference is None:
+            return [self.program, *self.launch_args]
+        if self.resume_args is None:
+            raise RemoteError(Code.AGENT_NOT_RESUMABLE, f"{self.name} sessions cannot be resumed")
+        return [self.program, *(arg.replace("{reference}", reference) for arg in self.resume_args)]
+
+    def launch_identity(self) -> dict[str, str]:
+        """What the launcher freezes for the PTY root: the script and the interpreter its shebang
+        names. A program that is not a shebang script leaves no identity, so no native id claim
+        from it is ever accepted."""
+        interpreter = shebang_interpreter(self.program)
+        if interpreter is None:
+            return {}
+        return {"POHUNEK_LAUNCH_EXE": os.path.realpath(interpreter), "POHUNEK_LAUNCH_SCRIPT": self.program}
+
+
+SHELL_PROGRAM = "/bin/sh"
+
+
+def shell() -> Agent:
+    return Agent("shell", "shell", SHELL_PROGRAM, ("-i",), None, True, b"\n")
+
+
+def hermes(program: str, descriptor: Path = DESCRIPTOR) -> Agent:
+    """The hermes agent as its descriptor says, running ``program``."""
+    try:
+        data = tomllib.loads(descriptor.read_text(encoding="utf-8"))
+        _exactly(data, {"id", "base", "launch", "resume", "fork", "native_reference", "version_probe", "input"})
+        launch, resume, probe = data["launch"], data["resume"], data["version_probe"]
+        _exactly(launch, {"args"})
+        _exactly(resume, {"args"})
+        _exactly(data["fork"], {"supported"})
+        _exactly(data["input"], {"submit"})
+        _exactly(probe, {"parser", "args", "min", "below"})
+        if probe["parser"] != version_probe.PARSER or [probe["min"], probe["below"]] != ["0.20.0", "1.0.0"]:
+            raise RuntimeIncompatible("the runtime's version probe is not the one this daemon speaks")
+        if sum(arg.count("{reference}") for arg in resume["args"]) != 1:
+            raise RuntimeIncompatible("the resume arguments must hold the reference exactly once")
+        return Agent(
+            data["id"],
+            data["base"],
+            program,
+            tuple(_strings(launch["args"])),
+            tuple(_strings(resume["args"])),
+            data["fork"]["supported"] is True,
+            data["input"]["submit"].encode(),
+            tuple(_strings(probe["args"])),
+        )
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise RuntimeIncompatible(f"the hermes runtime descriptor cannot be read: {type(exc).__name__}") from None
+
+
+def _exactly(table: object, keys: set[str]) -> None:
+    if not isinstance(table, dict) or set(table) != keys:
+        raise RuntimeIncompatible(f"a runtime descriptor table must hold exactly {sorted(keys)}")
+
+
+def _strings(values: object) -> list[str]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise RuntimeIncompatible("runtime arguments must be a list of strings")
+    return values
+
+
+def shebang_interpreter(program: str) -> str | None:
+    try:
+        with open(program, "rb") as script:
+            first = script.readline(512)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].strip().split()
+    return os.fsdecode(words[0]) if words else None
+
+
+async def probe(agent: Agent) -> tuple[int, int, int] | None:
+    """The launch gate: the version the agent reports, refused outside the supported window."""
+    if agent.probe_args is None:
+        return None
+    with trio.move_on_after(PROBE_TIMEOUT):
+        try:
+            done = await trio.run_process(
+                [agent.program, *agent.probe_args], capture_stdout=True, capture_stderr=True, check=False
+            )
+        except OSError as exc:
+            raise RemoteError(
+                Code.AGENT_RUNTIME_UNSUPPORTED,
+                f"{agent.name} cannot be run: {exc.strerror}",
+                detail={"agent": agent.name, "reason": "not_runnable"},
+            ) from None
+        text = done.stdout[:PROBE_OUTPUT_CAP].decode("utf-8", "replace")
+        try:
+            return version_probe.check(text)
+        except version_probe.VersionProbeError as exc:
+            raise RemoteError(
+                Code.AGENT_RUNTIME_UNSUPPORTED, exc.message, detail={"agent": agent.name, **(exc.detail or {})}
+            ) from None
+    raise RemoteError(
+        Code.AGENT_RUNTIME_UNSUPPORTED,
+        f"{agent.name} --version did not answer within {PROBE_TIMEOUT:g}s",
+        detail={"agent": agent.name, "reason": "probe_timeout"},
+    )
