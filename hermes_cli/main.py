@@ -160,7 +160,7 @@ def _main(argv: list[str], run: _Run) -> int:
         warn_owed_restarts()
         return EXIT_OK
     from hermes_cli.commands import TARGETS
-    from shared.cli_grammar import build_top_level_parser  # its command parsers are built as parsing needs them
+    from shared.cli_grammar import build_top_level_parser, implied_command  # parsers built as parsing needs them
 
     parser = build_top_level_parser()
     try:
@@ -169,7 +169,7 @@ def _main(argv: list[str], run: _Run) -> int:
         warn_owed_restarts()
         raise
     run.args = args
-    words = getattr(args, "command_words", None)  # None: no command was given
+    words = implied_command(args)  # None: no command was given
     run.command = words or run.command
     target = None if words is None else TARGETS.get(words)
     try:

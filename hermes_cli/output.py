@@ -41,6 +41,7 @@ REFUSAL_CODES = frozenset(
         "rollback_not_git",
         "gateway_running",
         "snapshot_unusable",
+        "chat_flags_conflict",
     }
 )
 

@@ -15,11 +15,21 @@ matchers, which look at every command, get them all. Each command's parser sets
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 
 from shared.version import version_line
 
 Build = Callable[[argparse.ArgumentParser], object]  # adds arguments; what it returns is ignored
+
+# The reasoning effort levels of the Hermes Agent CLI (``--reasoning``).
+REASONING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
+_TOOLSET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+MAX_TOOLSETS = 64
+# The command a line with no command runs when it names a chat to go back to
+# (``hermes --resume REF``, ``hermes -c``), as the Hermes Agent CLI does: these flags' dests.
+IMPLIED_COMMAND = "chat"
+IMPLYING_DESTS = ("resume", "continue_session")
 
 # How long ``hermes logs update --follow`` waits for an update to start when none runs.
 FOLLOW_WAIT = 30.0
@@ -34,6 +44,24 @@ def _follow_wait(text: str) -> float:
     if not 0.0 <= seconds <= MAX_FOLLOW_WAIT:  # also NaN and inf
         raise argparse.ArgumentTypeError(f"expected seconds from 0 to {MAX_FOLLOW_WAIT:g}, got {text!r}")
     return seconds
+
+
+def _toolsets(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    if not 0 < len(names) <= MAX_TOOLSETS or not all(_TOOLSET.fullmatch(name) for name in names):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of up to {MAX_TOOLSETS} toolset names (letters, digits, '_' and '-'), got {text!r}"
+        )
+    return names
+
+
+def implied_command(args: argparse.Namespace) -> str | None:
+    """The command a parsed line runs: its own words, else ``chat`` when it names a chat to go
+    back to (``--resume``, ``-c``), else None (no command)."""
+    words = getattr(args, "command_words", None)
+    if words is None and any(getattr(args, dest, None) for dest in IMPLYING_DESTS):
+        return IMPLIED_COMMAND
+    return words
 
 
 class _VersionAction(argparse.Action):
@@ -130,6 +158,45 @@ def _profile_option(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
+def _agent_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # The Hermes Agent CLI's own flags for a chat. Like -p, accepted before the command and
+    # after ``chat``; only the top level has defaults, so one given before is kept.
+    def default(value: object) -> object:
+        return value if top else argparse.SUPPRESS
+
+    parser.add_argument(
+        "-t",
+        "--toolsets",
+        type=_toolsets,
+        metavar="LIST",
+        default=default(None),
+        help="the toolsets a chat may use, as a comma list (web,terminal,files)",
+    )
+    parser.add_argument(
+        "--reasoning",
+        choices=REASONING_LEVELS,
+        metavar="LEVEL",
+        default=default(None),
+        help=f"reasoning effort for a chat's turns: {', '.join(REASONING_LEVELS)}",
+    )
+    back = parser.add_mutually_exclusive_group()
+    back.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_session",
+        action="store_true",
+        default=default(False),
+        help="go back to the most recent chat (with no command: runs chat)",
+    )
+    back.add_argument(
+        "-r",
+        "--resume",
+        metavar="REF",
+        default=default(None),
+        help="go back to the chat REF (with no command: runs chat)",
+    )
+
+
 def _json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
 
@@ -183,6 +250,7 @@ def build_top_level_parser() -> argparse.ArgumentParser:
         default=None,
         help="model for agent turns this command starts (exported as HERMES_MODEL to its processes)",
     )
+    _agent_options(parser, top=True)
     commands = _commands(parser, "command", "COMMAND", required=False)
     _group(commands, "profile", "list, create, show and delete profiles", _profile_commands)
     _command(commands, "doctor", "check homes, permissions, IPC endpoints, locks and dependencies")
@@ -194,6 +262,13 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _group(commands, "snapshot", "the profiles' quick snapshots: list them, restore lost files", _snapshot_commands)
     _group(commands, "operator", "the operator daemon integration: lifecycle hooks", _operator_commands)
     _command(commands, "demo", "build a demo install, run its mesh and update it live", _demo_args)
+    _command(
+        commands,
+        "chat",
+        "the managed terminal: a line chat with a scripted turn engine (no model)",
+        lambda p: _agent_options(p, top=False),
+        json=False,
+    )
     return parser
 
 

@@ -5,13 +5,21 @@ way the ``hermes`` parser would; never test argv for substrings (``kanban --pres
 contains "serve", a flag value can equal a subcommand). The flags that take a value are read
 from the CLI's own parser (``shared.cli_grammar.build_top_level_parser()``), so a flag added
 there is understood here without a second list. No I/O: text in, verdict out.
+
+A line with no command that names a chat to go back to (``hermes --resume REF``,
+``hermes -c``) runs ``chat``, as the CLI decides (``cli_grammar.implied_command``). The runpy
+bootstrap a launcher may use, ``python -c "import sys, runpy; sys.argv = [...];
+runpy.run_module('hermes_cli.main', run_name='__main__')"``, runs the argv of its list: the
+program text is parsed (``ast``) and only that list literal is evaluated, never the program.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import re
+import warnings
 from collections.abc import Sequence
 
 Argv = str | Sequence[str]
@@ -20,6 +28,9 @@ _INTERPRETER = re.compile(r"pythonw?(\d+(\.\d+)?)?")
 _INTERPRETER_EXE = re.compile(r"pythonw?(\d+(\.\d+)?)?\.exe", re.IGNORECASE)
 # `python -m NAME` entries; import names are case-sensitive on every platform.
 _MODULES = {"hermes_cli.main": "hermes", "hermes_cli": "hermes", "services.gateway": "gateway"}
+# A bootstrap program longer than this is no bootstrap (and is not parsed).
+_MAX_BOOTSTRAP = 4096
+_MAX_BOOTSTRAP_ARGS = 256
 
 
 @functools.cache
@@ -49,6 +60,15 @@ def profile_flags() -> frozenset[str]:
 
     parser = cli_grammar.build_top_level_parser()
     return frozenset(s for a in parser._actions if a.dest == "profile" for s in a.option_strings)
+
+
+@functools.cache
+def implying_flags() -> frozenset[str]:
+    """The option strings that make a line with no command run ``chat``. Derived like ``value_flags``."""
+    from shared import cli_grammar
+
+    parser = cli_grammar.build_top_level_parser()
+    return frozenset(s for a in parser._actions if a.dest in cli_grammar.IMPLYING_DESTS for s in a.option_strings)
 
 
 def _split(command: str) -> list[str]:
@@ -111,8 +131,8 @@ def _script_kind(path: str) -> str | None:
     return None
 
 
-def _interpreter_entry(tokens: list[str]) -> tuple[str, int] | None:
-    """Walk CPython's own options to the script or ``-m`` module it runs."""
+def _interpreter_entry(tokens: list[str]) -> tuple[str, list[str], int] | None:
+    """Walk CPython's own options to the script, ``-m`` module or bootstrap program it runs."""
     i = 1
     while i < len(tokens):
         token = tokens[i]
@@ -126,8 +146,10 @@ def _interpreter_entry(tokens: list[str]) -> tuple[str, int] | None:
             continue
         for j, opt in enumerate(token[1:], start=1):  # short options combine, as in `-Im module`
             attached = token[j + 1 :]
-            if opt == "c":  # the Hermes words would be inside a program string
-                return None
+            if opt == "c":  # a program: Hermes only when it is the runpy bootstrap
+                program = attached or (tokens[i + 1] if i + 1 < len(tokens) else "")
+                bootstrap = _bootstrap(program)
+                return (bootstrap[0], bootstrap[1], 1) if bootstrap else None
             if opt == "m":
                 if attached:
                     module, after = attached, i + 1
@@ -136,33 +158,103 @@ def _interpreter_entry(tokens: list[str]) -> tuple[str, int] | None:
                 else:
                     return None
                 kind = _MODULES.get(module)
-                return (kind, after) if kind else None
+                return (kind, tokens, after) if kind else None
             if opt in "WX":
                 if not attached:
                     i += 1  # the value is the next token
                 break
         i += 1
     if i < len(tokens) and (kind := _script_kind(tokens[i])):
-        return kind, i + 1
+        return kind, tokens, i + 1
     return None
 
 
-def _entry(tokens: list[str]) -> tuple[str, int] | None:
-    """('hermes' | 'gateway', index after the entry) when argv[0] itself starts Hermes."""
+def _bootstrap(program: str) -> tuple[str, list[str]] | None:
+    """(entry kind, argv) of ``import sys, runpy; sys.argv = [...]; runpy.run_module(MODULE,
+    run_name='__main__')``, statement for statement; None for any other program."""
+    if len(program) > _MAX_BOOTSTRAP:
+        return None
+    try:
+        with warnings.catch_warnings():  # a matcher prints nothing (ast warns of odd escapes)
+            warnings.simplefilter("ignore")
+            body = ast.parse(program, mode="exec").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    imports = [stmt for stmt in body[:-2] if isinstance(stmt, ast.Import)]
+    if len(body) < 3 or len(imports) != len(body) - 2:
+        return None
+    if any(alias.asname for stmt in imports for alias in stmt.names):
+        return None
+    if sorted(alias.name for stmt in imports for alias in stmt.names) != ["runpy", "sys"]:
+        return None
+    argv, module = _assigned_argv(body[-2]), _run_module(body[-1])
+    kind = _MODULES.get(module) if module else None
+    return (kind, argv) if kind and argv else None
+
+
+def _assigned_argv(stmt: ast.stmt) -> list[str] | None:
+    """The list of strings in ``sys.argv = [...]``: only that literal is evaluated."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.List)):
+        return None
+    target = stmt.targets[0]
+    if not (isinstance(target, ast.Attribute) and _is_name(target.value, "sys") and target.attr == "argv"):
+        return None
+    if not 0 < len(stmt.value.elts) <= _MAX_BOOTSTRAP_ARGS:
+        return None
+    try:
+        argv = ast.literal_eval(stmt.value)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+    return argv if all(isinstance(arg, str) for arg in argv) else None
+
+
+def _run_module(stmt: ast.stmt) -> str | None:
+    """MODULE of ``runpy.run_module(MODULE, run_name='__main__')`` (``alter_sys`` may be given)."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return None
+    call = stmt.value
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and _is_name(func.value, "runpy") and func.attr == "run_module"):
+        return None
+    module = call.args[0] if len(call.args) == 1 else None
+    if not (isinstance(module, ast.Constant) and type(module.value) is str):
+        return None
+    keywords = {k.arg: k.value for k in call.keywords}
+    if None in keywords or len(keywords) != len(call.keywords) or not set(keywords) <= {"run_name", "alter_sys"}:
+        return None
+    run_name, alter_sys = keywords.get("run_name"), keywords.get("alter_sys")
+    if not (isinstance(run_name, ast.Constant) and run_name.value == "__main__"):
+        return None  # any other name leaves the module's main block unrun
+    if alter_sys is not None and not (isinstance(alter_sys, ast.Constant) and type(alter_sys.value) is bool):
+        return None
+    return module.value
+
+
+def _is_name(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _entry(tokens: list[str]) -> tuple[str, list[str], int] | None:
+    """('hermes' | 'gateway', the argv it runs, index after the entry) when argv[0] starts Hermes."""
     if kind := _script_kind(tokens[0]):
-        return kind, 1
+        return kind, tokens, 1
     base = _basename(tokens[0])
     if _INTERPRETER.fullmatch(base) or _INTERPRETER_EXE.fullmatch(base):
         return _interpreter_entry(tokens)
     return None
 
 
-def _next_positional(tokens: list[str], i: int, takes_value: frozenset[str]) -> int | None:
-    """Index of the first positional token from ``i``, stepping over flags and their values."""
+def _next_positional(
+    tokens: list[str], i: int, takes_value: frozenset[str], flags: list[str] | None = None
+) -> int | None:
+    """Index of the first positional token from ``i``, stepping over flags and their values
+    (the flags stepped over are added to ``flags``)."""
     while i < len(tokens):
         token = tokens[i]
         if token == "--":
             return i + 1 if i + 1 < len(tokens) else None
+        if token.startswith("-") and token != "-" and flags is not None:
+            flags.append(token)
         if token in takes_value or token in profile_flags():
             i += 2
         elif token.startswith("-") and token != "-":
@@ -172,34 +264,48 @@ def _next_positional(tokens: list[str], i: int, takes_value: frozenset[str]) -> 
     return None
 
 
-def _command(cmdline: object) -> tuple[list[str], str, int | None] | None:
-    """(tokens, entry kind, index of the top-level subcommand) for a Hermes argv, else None."""
+def _names_one_of(token: str, options: frozenset[str]) -> bool:
+    """Whether the flag ``token`` is one of ``options``: exactly, as ``--long=value``, or as a
+    short option with its value attached (``-rREF``)."""
+    if token.startswith("--"):
+        return token.split("=", 1)[0] in options
+    return token[:2] in options
+
+
+def _command(cmdline: object) -> tuple[list[str], str, int | None, list[str]] | None:
+    """(argv, entry kind, index of the top-level subcommand, the top-level flags before it)
+    for a Hermes command line, else None."""
     tokens = _tokens(cmdline)
     entry = _entry(tokens) if tokens else None
-    if tokens is None or entry is None:
+    if entry is None:
         return None
-    kind, start = entry
+    kind, argv, start = entry
+    flags: list[str] = []
     if kind == "gateway":
-        return tokens, kind, None
-    return tokens, kind, _next_positional(tokens, start, value_flags())
+        return argv, kind, None, flags
+    return argv, kind, _next_positional(argv, start, value_flags(), flags), flags
 
 
 def holder_subcommand(argv: Argv | None) -> str | None:
     """The top-level subcommand a Hermes argv runs; None if it is not Hermes or names none."""
+    from shared import cli_grammar
+
     command = _command(argv)
     if command is None:
         return None
-    tokens, kind, index = command
+    tokens, kind, index, flags = command
     if kind == "gateway":
         return "gateway"
-    return None if index is None else tokens[index] or None
+    if index is None:
+        return cli_grammar.IMPLIED_COMMAND if any(_names_one_of(f, implying_flags()) for f in flags) else None
+    return tokens[index] or None
 
 
 def _gateway_action(cmdline: object) -> str | None:
     command = _command(cmdline)
     if command is None:
         return None
-    tokens, kind, index = command
+    tokens, kind, index, _ = command
     if kind == "gateway":
         return "run"
     if index is None or tokens[index] != "gateway":

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 __version__ = "0.1.0"
+# The Hermes Agent CLI contract this mesh implements: what ``hermes --version`` names first,
+# so that a probe written for the real Hermes Agent reads this install as that release.
+AGENT_RELEASE = "0.20.0"
 
 INSTALL_ROOT = Path(__file__).resolve().parent.parent
 _SHA_RE = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -39,9 +42,10 @@ def code_sha(root: Path = INSTALL_ROOT) -> str | None:
 
 
 def version_line() -> str:
-    """What ``hermes --version`` prints: the version and the commit of the code this command runs."""
+    """What ``hermes --version`` prints: the Hermes Agent release whose CLI contract this mesh
+    implements, then this mesh's own version and the commit of the code this command runs."""
     sha = code_sha()
-    return f"hermes {__version__} ({sha[:12] if sha else 'no git checkout'})"
+    return f"Hermes Agent v{AGENT_RELEASE} (hermes-mesh {__version__}, {sha[:12] if sha else 'no git checkout'})"
 
 
 def read_version(root: Path) -> str | None:

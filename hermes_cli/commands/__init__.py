@@ -41,4 +41,5 @@ TARGETS = {
     "skin set": "hermes_cli.commands.skin:cmd_set",
     "operator doctor": "hermes_cli.commands.operator:cmd_doctor",
     "demo": "hermes_cli.commands.demo:cmd_demo",
+    "chat": "hermes_cli.commands.chat:cmd_chat",
 }

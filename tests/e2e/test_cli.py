@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,9 +30,12 @@ def test_version_names_the_code_commit(root):
     result = hermes("--version", home=root)
     assert result.returncode == 0
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    assert result.stdout.startswith("hermes 0.")
+    line = result.stdout.strip()
+    assert re.fullmatch(r"Hermes Agent v0\.20\.0 \(hermes-mesh [0-9][^ ,]*, ([0-9a-f]{12}|no git checkout)\)", line), (
+        line
+    )
     if head:
-        assert head[:12] in result.stdout
+        assert line.endswith(f", {head[:12]})")
 
 
 def test_no_command_and_unknown_command_are_usage_errors(root):

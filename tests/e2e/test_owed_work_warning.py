@@ -52,7 +52,7 @@ def test_the_warning_is_one_cheap_line_on_stderr_and_json_stays_valid(short_dir)
     line = "⚠ 2 gateways still run old code (coder, writer): run `hermes update`"
 
     version, report = run_cli(root, "--version")
-    assert version.stdout.startswith("hermes ") and report["code"] == 0
+    assert version.stdout.startswith("Hermes Agent v") and report["code"] == 0
     assert report["warnings"] == [line]
     assert report["heavy"] == []  # not even the shared modules that cost startup time
 

@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 from hermes_cli.commands import TARGETS
-from shared.cli_grammar import FOLLOW_WAIT, MAX_FOLLOW_WAIT, build_top_level_parser
+from shared.cli_grammar import FOLLOW_WAIT, MAX_FOLLOW_WAIT, build_top_level_parser, implied_command
 
 
 def grammar_commands(parser: argparse.ArgumentParser) -> set[str]:
@@ -111,3 +111,65 @@ def test_an_unknown_option_of_authorize_is_still_a_usage_error(capsys):
     with pytest.raises(SystemExit) as info:
         build_top_level_parser().parse_args(["mesh", "keys", "authorize", "laptop", "KEY", "--frobnicate"])
     assert info.value.code == 2
+
+
+# --- the Hermes Agent CLI's chat flags -------------------------------------------------------
+
+
+def test_the_chat_flags_parse_before_the_command_and_after_chat():
+    parser = build_top_level_parser()
+    args = parser.parse_args(["-t", "web, files", "--reasoning", "high", "-p", "work", "--resume", "R1", "chat"])
+    assert (args.toolsets, args.reasoning, args.profile, args.resume) == (("web", "files"), "high", "work", "R1")
+    assert args.command_words == "chat" and args.continue_session is False
+    after = parser.parse_args(["chat", "-c", "--reasoning", "low", "-t", "browser"])
+    assert (after.continue_session, after.reasoning, after.toolsets, after.resume) == (True, "low", ("browser",), None)
+    kept = parser.parse_args(["--resume", "R2", "-t", "web", "chat"])  # chat's own defaults do not overwrite them
+    assert (kept.resume, kept.toolsets) == ("R2", ("web",))
+    defaults = parser.parse_args(["doctor"])
+    assert (defaults.toolsets, defaults.reasoning, defaults.resume, defaults.continue_session) == (
+        None,
+        None,
+        None,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--resume", "R"], "chat"),
+        (["-r", "R"], "chat"),
+        (["-c"], "chat"),
+        (["--continue", "-p", "work"], "chat"),
+        (["-c", "doctor"], "doctor"),  # a command given is the command run
+        (["--reasoning", "high"], None),
+        (["-t", "web"], None),
+        ([], None),
+    ],
+)
+def test_a_chat_to_go_back_to_and_no_command_means_chat(argv, words):
+    assert implied_command(build_top_level_parser().parse_args(argv)) == words
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--reasoning", "extreme", "chat"], "--reasoning: invalid choice: 'extreme'"),
+        (["--reasoning", "HIGH", "chat"], "--reasoning: invalid choice: 'HIGH'"),
+        (["chat", "--reasoning", ""], "--reasoning: invalid choice: ''"),
+        (["-t", "", "chat"], "-t/--toolsets: expected a comma list"),
+        (["-t", "web,,files", "chat"], "-t/--toolsets: expected a comma list"),
+        (["-t", "web files", "chat"], "-t/--toolsets: expected a comma list"),
+        (["-t", "../etc", "chat"], "-t/--toolsets: expected a comma list"),
+        (["-t", ",".join(["a"] * 65), "chat"], "-t/--toolsets: expected a comma list"),
+        (["--toolsets", "x" * 65, "chat"], "-t/--toolsets: expected a comma list"),
+        (["--resume", "R", "-c"], "not allowed with argument"),
+        (["chat", "-c", "--resume", "R"], "not allowed with argument"),
+        (["--resume"], "expected one argument"),
+    ],
+)
+def test_bad_chat_flags_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        build_top_level_parser().parse_args(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

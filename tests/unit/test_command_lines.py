@@ -18,6 +18,19 @@ from shared.command_lines import (
 
 # --- argv matchers ---------------------------------------------------------------------------
 
+# How a launcher may start Hermes through runpy (its argv is the list literal).
+BOOT = (
+    "import sys, runpy; sys.argv = ['/x/hermes_cli/main.py','gateway','run']; "
+    "runpy.run_module('hermes_cli.main', run_name='__main__')"
+)
+
+
+def boot(old: str = "", new: str = "", *, tail: str = "") -> str:
+    """``python3 -c BOOTSTRAP`` with ``old`` replaced by ``new`` in it, and ``tail`` after it."""
+    program = BOOT.replace(old, new) if old else BOOT
+    return f'python3 -c "{program}{tail}"'
+
+
 # (command line, holder_subcommand, gateway run, gateway runtime)
 CASES = [
     # executable entry, gateway actions
@@ -63,6 +76,31 @@ CASES = [
     ("hermes --version", None, False, False),
     ("hermes -p coder", None, False, False),
     ("hermes -m", None, False, False),
+    # the Hermes Agent CLI's chat flags before the command
+    ("hermes --reasoning high serve", "serve", False, False),
+    ("hermes --reasoning=high gateway run", "gateway", True, True),
+    ("hermes -t browser,files gateway run", "gateway", True, True),
+    ("hermes --toolsets web gateway", "gateway", True, True),
+    ("hermes -tweb gateway status", "gateway", False, False),
+    ("hermes -t gateway status", "status", False, False),
+    ("hermes -p work --resume X chat", "chat", False, False),
+    ("hermes chat --resume X", "chat", False, False),
+    ("hermes -c gateway run", "gateway", True, True),
+    ("hermes --resume gateway status", "status", False, False),
+    # a chat to go back to, and no command: chat
+    ("hermes --resume 20261201_185301_ab12cd", "chat", False, False),
+    ("hermes --resume=X", "chat", False, False),
+    ("hermes -r X", "chat", False, False),
+    ("hermes -rX", "chat", False, False),
+    ("hermes --resume gateway", "chat", False, False),
+    ("hermes -c", "chat", False, False),
+    ("hermes --continue", "chat", False, False),
+    ("hermes -p work -c", "chat", False, False),
+    ("hermes -c -p work", "chat", False, False),
+    ("hermes -p -c", None, False, False),  # "-c" is the profile's name here
+    ("hermes --reasoning high", None, False, False),
+    ("hermes -t web --reasoning low", None, False, False),
+    ("python3 -m hermes_cli.main --resume X", "chat", False, False),
     # interpreter entries
     ("python -m hermes_cli.main gateway run", "gateway", True, True),
     ("python3 -m hermes_cli gateway run", "gateway", True, True),
@@ -94,6 +132,16 @@ CASES = [
     (r'"C:\Program Files\Hermes\hermes-gateway.exe"', "gateway", True, True),
     (r"C:\x\pythonw.exe C:\x\gateway\run.py", "gateway", True, True),
     ("'/opt/my hermes/bin/hermes' 'gateway' 'run'", "gateway", True, True),
+    # the runpy bootstrap: its list literal is the argv
+    (f'python -I -c "{BOOT}"', "gateway", True, True),
+    (f'/usr/bin/python3 -Ic "{BOOT}"', "gateway", True, True),
+    (boot() + " ignored words", "gateway", True, True),
+    (boot("run']", "restart']"), "gateway", False, True),
+    (boot("'gateway','run'", "'-p','work','--resume','X','chat'"), "chat", False, False),
+    (boot("run_name=", "alter_sys=True, run_name="), "gateway", True, True),
+    (boot("'hermes_cli.main'", "'hermes_cli'"), "gateway", True, True),
+    (boot("'hermes_cli.main'", "'services.gateway'"), "gateway", True, True),
+    (boot("import sys, runpy", "import runpy; import sys"), "gateway", True, True),
     # gateway-dedicated entries
     ("python -m services.gateway --profile coder", "gateway", True, True),
     ("python3 -m services.gateway", "gateway", True, True),
@@ -132,6 +180,23 @@ CASES = [
     ("HERMES gateway run", None, False, False),
     ("Hermes gateway run", None, False, False),
     ("Hermes-Gateway", None, False, False),
+    # not the bootstrap
+    (boot("__main__", "hermes"), None, False, False),  # its main block never runs
+    (boot("'hermes_cli.main'", "'tui_gateway'"), None, False, False),
+    (boot("import sys, runpy", "import sys, runpy, os"), None, False, False),
+    (boot("import sys, runpy", "import sys as s, runpy"), None, False, False),
+    (boot("import sys, runpy; ", ""), None, False, False),
+    (boot("run_module", "run_path"), None, False, False),
+    (boot("run_name=", "init_globals=g, run_name="), None, False, False),
+    (boot("sys.argv = ", "sys.path = "), None, False, False),
+    (boot("'gateway','run'", "'gateway'+'run'"), None, False, False),
+    (boot("'gateway','run'", "'gateway',1"), None, False, False),
+    (boot(tail="; print(1)"), None, False, False),
+    (boot("; runpy", "; import os; runpy"), None, False, False),
+    (boot("runpy.run_module", "(runpy.run_module", tail=")"), "gateway", True, True),
+    (boot(")", "", tail=""), None, False, False),  # not Python
+    ("python3 -c \"sys.argv = ['hermes', 'gateway', 'run']\"", None, False, False),
+    (f'bash -c "{BOOT}"', None, False, False),
 ]
 
 
@@ -167,6 +232,35 @@ def test_list_forms(argv, subcommand, run):
     assert looks_like_gateway_command_line(argv) is run
 
 
+def test_the_bootstrap_is_read_never_run(short_dir):
+    marker = short_dir / "ran"
+    evil = f"__import__('pathlib').Path({str(marker)!r}).touch()"
+    programs = [
+        f"import sys, runpy; sys.argv = [{evil}, 'gateway', 'run']; runpy.run_module('hermes_cli.main', run_name='__main__')",
+        f"import sys, runpy; sys.argv = ['x', 'gateway', 'run']; runpy.run_module({evil}, run_name='__main__')",
+        f"import sys, runpy; sys.argv = ['x', 'gateway']; runpy.run_module('hermes_cli.main', run_name={evil})",
+        evil,
+    ]
+    for program in programs:
+        assert holder_subcommand(["python3", "-c", program, "gateway", "run"]) is None
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "(" * 3000,  # deeper than the parser goes
+        "x" * 5000,  # longer than any bootstrap
+        "'\\d'",  # an escape that makes ast warn
+        "import sys, runpy; sys.argv = [" + "'a'," * 300 + "]; runpy.run_module('hermes_cli', run_name='__main__')",
+        "\x00",
+    ],
+)
+def test_a_program_that_is_no_bootstrap_is_nothing(program, recwarn):
+    assert holder_subcommand(["python3", "-c", program]) is None
+    assert len(recwarn) == 0
+
+
 @pytest.mark.parametrize(
     "junk", [None, "", "   ", [], (), 42, 3.5, b"hermes gateway run", ["hermes", 3], [None], {"hermes": "gateway"}]
 )
@@ -188,7 +282,8 @@ def fresh_flags():
 
 def test_value_flags_come_from_the_parser(fresh_flags):
     flags = value_flags()
-    assert {"-p", "--profile", "-m", "--model"} <= flags
+    assert {"-p", "--profile", "-m", "--model", "-t", "--toolsets", "--reasoning", "-r", "--resume"} <= flags
+    assert not flags & {"-c", "--continue"}
     assert not flags & {"--version", "-h", "--help"}
     assert value_flags("profile") == {"-p", "--profile"}  # a subcommand's own parser
     assert value_flags("gateway") == {"-p", "--profile"}

@@ -10,3 +10,13 @@ def test_not_a_checkout(tmp_path):
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("garbage\n")
     assert code_sha(tmp_path) is None
+
+
+def test_the_version_line_names_the_agent_release_first(monkeypatch):
+    from shared import version
+
+    monkeypatch.setattr(version, "code_sha", lambda: "0123456789abcdef" * 2 + "01234567")
+    assert version.version_line() == f"Hermes Agent v0.20.0 (hermes-mesh {version.__version__}, 0123456789ab)"
+    monkeypatch.setattr(version, "code_sha", lambda: None)
+    assert version.version_line() == f"Hermes Agent v0.20.0 (hermes-mesh {version.__version__}, no git checkout)"
+    assert version.AGENT_RELEASE == "0.20.0"

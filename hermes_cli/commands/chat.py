@@ -1,0 +1,418 @@
+"""``hermes [-p PROFILE] chat [--resume REF | -c]``: the managed terminal the operator session
+daemon starts on a PTY.
+
+There is no model here. This is a line-oriented stand-in for the Hermes Agent's chat: a
+scripted turn engine answers each line, so that the session daemon has a real process to drive
+with the Hermes screen, lifecycle reports and recovery contract.
+
+The screen (the hermes runtime's ``detect.toml`` reads it): the idle prompt ``❯ `` starts the
+bottom line; during a turn the bottom line is the working prompt ``⚕ ❯`` and the turn's output
+is printed above it; when the turn ends the working prompt is erased (the line repainted as
+``❯ ``), since the working rule looks at the last 8 non-empty lines.
+
+Each line is one turn, between an ``activity`` report of ``working`` and one of ``idle``:
+any text is echoed; ``/sleep S`` is a long turn (0 < S <= 60); ``/spam N`` prints N numbered
+lines (N <= 1,000,000); ``/bytes`` prints a line with invalid UTF-8; ``/approve`` paints an
+approval panel, reports ``attention`` and waits for ``y`` or ``n``; ``/compact`` reports 1 or 2
+new continuation ids; an unknown ``/word`` is one error line. ``/fail`` exits 3 (as a crash
+would: nothing released); ``/exit`` and end of input release the session (``session_end``).
+
+Input is read as bytes, in the terminal's non-canonical mode with its own echo, and decoded
+with replacement; a line over 64 KiB is refused. Ctrl-C (or SIGINT) ends a turn and does
+nothing at the prompt; SIGWINCH repaints the prompt; SIGHUP, SIGTERM or a terminal gone
+release the session (``agent_exit``) and end it, exit 0 (141 when stdout is a closed pipe).
+
+The chat is kept in ``<home>/chat_sessions/<ref>.json`` (``chat_sessions``), and its ref is
+reported as the session's native id (``resumed`` when it was given back with ``--resume`` or
+``-c``). An unknown or unreadable ref is one line on stderr, exit 1.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import re
+import secrets
+import select
+import signal
+import termios
+import time
+from pathlib import Path
+from types import FrameType, TracebackType
+
+from hermes_cli.commands import chat_sessions
+from hermes_cli.commands.chat_sessions import ChatSession
+from shared import homes, hooks
+from shared.errors import HermesError
+
+IDLE = "❯ ".encode()
+WORKING = "⚕ ❯ ".encode()
+CLEAR_LINE = b"\r\x1b[2K"
+NEWLINE = b"\r\n"
+MAX_LINE_BYTES = 64 * 1024
+MAX_SLEEP = 60.0
+MAX_SPAM = 1_000_000
+SPAM_CHUNK = 4096  # lines per write: a million lines in a few hundred writes
+READ_BYTES = 64 * 1024
+EXIT_FAILED_TURN = 3
+EXIT_STDOUT_CLOSED = 141  # as the CLI gives a command whose reader went away
+CTRL_C, CTRL_D, BACKSPACE, DELETE = 0x03, 0x04, 0x08, 0x7F
+BAD_BYTES = b"bytes: ab\xff\xfecd"  # /bytes: invalid UTF-8 between ASCII
+PANEL = (
+    "╭─ Dangerous Command ──────────────────────╮",
+    "│ rm -rf ./build                            │",
+    "│ [y] Allow once            [n] Deny        │",
+    "╰───────────────────────────────────────────╯",
+)
+_COMMAND = re.compile(r"/[A-Za-z][A-Za-z0-9_-]*")
+_COUNT = re.compile(r"[1-9][0-9]{0,6}")
+_CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)])  # C0, DEL and C1: never echoed to a screen
+
+
+class ChatFlagsConflict(HermesError):
+    code = "chat_flags_conflict"
+
+
+class _End(Exception):
+    """The chat ends: ``reason`` is the release to report (None: none), ``code`` the exit code."""
+
+    def __init__(self, reason: str | None, code: int) -> None:
+        super().__init__(reason)
+        self.reason, self.code = reason, code
+
+
+class _Interrupted(Exception):
+    """Ctrl-C or SIGINT during a turn: the turn ends."""
+
+
+def cmd_chat(args) -> int:
+    home = homes.active_home()
+    session, resumed = _open(home, args)
+    hooks.report_native_id(session.ref, resumed=resumed)
+    with _Signals() as signals, _Terminal(0, 1, signals) as terminal:
+        return _Chat(terminal, signals, home, session).run(resumed)
+
+
+def _open(home: Path, args) -> tuple[ChatSession, bool]:
+    ref, again = getattr(args, "resume", None), getattr(args, "continue_session", False)
+    if ref is not None and again:
+        raise ChatFlagsConflict("--resume and -c/--continue name two chats: give one")
+    toolsets, reasoning = getattr(args, "toolsets", None), getattr(args, "reasoning", None)
+    if ref is None and not again:
+        return chat_sessions.create(home, toolsets=list(toolsets) if toolsets else None, reasoning=reasoning), False
+    session = chat_sessions.load(home, ref) if ref is not None else chat_sessions.latest(home)
+    session.toolsets = list(toolsets) if toolsets else session.toolsets
+    session.reasoning = reasoning or session.reasoning
+    return session, True
+
+
+class _Signals:
+    """SIGINT, SIGTERM, SIGHUP and SIGWINCH, noted and woken on (``set_wakeup_fd``), so every
+    wait sees them; the ones before are given back at the end. A stop that comes while a write
+    to the terminal is blocked ends it at once (``stop_now``): nobody may be reading."""
+
+    HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH)
+
+    def __init__(self) -> None:
+        self.pending: set[int] = set()
+        self.stop_now = False
+
+    def __enter__(self) -> _Signals:
+        self.fd, self._write_fd = os.pipe()
+        for fd in (self.fd, self._write_fd):
+            os.set_blocking(fd, False)
+        self._previous = {sig: signal.signal(sig, self._note) for sig in self.HANDLED}
+        self._previous_wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.set_wakeup_fd(self._previous_wakeup)
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        os.close(self.fd)
+        os.close(self._write_fd)
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self.pending.add(signum)
+        if self.stop_now and signum in (signal.SIGTERM, signal.SIGHUP):
+            raise _End("agent_exit", 0)
+
+    def take(self, signum: int) -> bool:
+        if signum in self.pending:
+            self.pending.discard(signum)
+            return True
+        return False
+
+    def drain(self) -> None:
+        try:
+            while os.read(self.fd, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+
+class _Terminal:
+    """The chat's terminal: non-canonical, no echo, no signal keys and no output processing
+    while the chat runs (it echoes, reads Ctrl-C and ends its lines itself), the mode before
+    put back at the end; bytes read and not yet used wait in ``pending``."""
+
+    def __init__(self, fd_in: int, fd_out: int, signals: _Signals) -> None:
+        self.fd_in, self.fd_out, self.signals = fd_in, fd_out, signals
+        self.pending = bytearray()
+        self.eof = False  # end of input: the owner is done
+        self.hangup = False  # the terminal went away
+        self._saved: list | None = None
+
+    def __enter__(self) -> _Terminal:
+        if os.isatty(self.fd_in):
+            self._saved = termios.tcgetattr(self.fd_in)
+            mode = termios.tcgetattr(self.fd_in)
+            mode[1] &= ~termios.OPOST  # what the chat writes reaches the screen as written (it writes \r\n)
+            mode[3] &= ~(termios.ICANON | termios.ECHO | termios.ISIG | termios.IEXTEN)
+            mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+            termios.tcsetattr(self.fd_in, termios.TCSANOW, mode)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._saved is not None:
+            try:
+                termios.tcsetattr(self.fd_in, termios.TCSANOW, self._saved)
+            except (termios.error, OSError):
+                pass  # the terminal is gone: there is no mode to put back
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        self.signals.stop_now = True
+        try:
+            while view:
+                view = view[os.write(self.fd_out, view) :]
+        except OSError as exc:
+            raise _End("agent_exit", EXIT_STDOUT_CLOSED if exc.errno == errno.EPIPE else 0) from None
+        finally:
+            self.signals.stop_now = False
+
+    def wait(self, timeout: float | None) -> None:
+        """Until input or a signal comes, at most ``timeout`` seconds (None: no bound, for the
+        owner's next line)."""
+        watched = [self.signals.fd] if self.eof or self.hangup else [self.signals.fd, self.fd_in]
+        ready, _, _ = select.select(watched, [], [], timeout)
+        if self.signals.fd in ready:
+            self.signals.drain()
+        if self.fd_in in ready:
+            try:
+                data = os.read(self.fd_in, READ_BYTES)
+            except OSError:  # EIO: the other side of the PTY is closed
+                self.hangup = True
+                return
+            self.eof = not data
+            self.pending += data
+
+
+class _Chat:
+    def __init__(self, terminal: _Terminal, signals: _Signals, home: Path, session: ChatSession) -> None:
+        self.terminal, self.signals, self.home, self.session = terminal, signals, home, session
+        self.line = bytearray()  # what the owner has typed of the next line
+        self.in_turn = False
+
+    def run(self, resumed: bool) -> int:
+        try:
+            verb = "resumed" if resumed else "started"
+            self.terminal.write(f"hermes chat {self.session.ref} {verb} (scripted turns, no model)".encode() + NEWLINE)
+            self.terminal.write(IDLE)
+            while True:
+                line = self._read_line()
+                if line is not None:
+                    self._dispatch(line)
+        except _End as end:
+            return self._finish(end)
+
+    def _finish(self, end: _End) -> int:
+        self._save()
+        if end.reason is not None:
+            hooks.report_release(end.reason)
+        try:
+            self.terminal.write(NEWLINE)
+        except _End:
+            pass
+        return end.code
+
+    def _save(self) -> None:
+        try:
+            chat_sessions.save(self.home, self.session)
+        except (HermesError, OSError):
+            pass  # a chat goes on without its file; the next save tries again
+
+    # --- input ------------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Act on what came since the last look: a stop or a hangup ends the chat, a resize
+        repaints the prompt, an interrupt ends a turn (and does nothing at the prompt)."""
+        if self.signals.take(signal.SIGTERM) | self.signals.take(signal.SIGHUP) or self.terminal.hangup:
+            raise _End("agent_exit", 0)
+        if self.signals.take(signal.SIGWINCH):
+            self.terminal.write(CLEAR_LINE + (WORKING if self.in_turn else IDLE + bytes(self.line)))
+        if self.signals.take(signal.SIGINT) and self.in_turn:
+            raise _Interrupted
+
+    def _read_line(self) -> str | None:
+        """The owner's next line, echoed as it is typed; None for an empty or refused one."""
+        self.line.clear()
+        too_long = False
+        while True:
+            self._check()
+            if not self.terminal.pending:
+                if self.terminal.eof:
+                    if self.line:  # the last line had no newline: it is still a line
+                        return self._line_done(too_long)
+                    raise _End("session_end", 0)
+                self.terminal.wait(None)
+                continue
+            data = bytes(self.terminal.pending)
+            self.terminal.pending.clear()
+            echo = bytearray()
+            for i, byte in enumerate(data):
+                if byte in b"\r\n":
+                    self.terminal.pending[:0] = data[i + 1 :]
+                    self.terminal.write(bytes(echo))
+                    return self._line_done(too_long)
+                if byte == CTRL_D and not self.line:
+                    self.terminal.write(bytes(echo))
+                    raise _End("session_end", 0)
+                if byte in (BACKSPACE, DELETE):
+                    if self.line:
+                        while len(self.line) > 1 and self.line[-1] & 0xC0 == 0x80:  # a UTF-8 continuation
+                            self.line.pop()
+                        self.line.pop()
+                        echo += b"\b \b"
+                elif byte < 0x20:
+                    continue  # other control keys (Ctrl-C too: at the prompt it does nothing)
+                elif len(self.line) >= MAX_LINE_BYTES:
+                    too_long = True
+                else:
+                    self.line.append(byte)
+                    echo.append(byte)
+            self.terminal.write(bytes(echo))
+
+    def _line_done(self, too_long: bool) -> str | None:
+        text = self.line.decode("utf-8", errors="replace")
+        self.line.clear()
+        if too_long:
+            message = f"error: a line is at most {MAX_LINE_BYTES} bytes; that one was not run"
+            self.terminal.write(NEWLINE + message.encode() + NEWLINE + IDLE)
+            return None
+        if not text.strip():
+            self.terminal.write(CLEAR_LINE + IDLE)
+            return None
+        return text
+
+    # --- turns ------------------------------------------------------------------------------
+
+    def _dispatch(self, text: str) -> None:
+        word, _, rest = text.strip().partition(" ")
+        rest = rest.strip()
+        if word in ("/exit", "/fail"):
+            self.session.note(f"> {word}")
+            self.terminal.write(NEWLINE)
+            raise _End("session_end", 0) if word == "/exit" else _End(None, EXIT_FAILED_TURN)
+        self.terminal.write(NEWLINE + CLEAR_LINE + WORKING)
+        self.in_turn = True
+        hooks.report_activity("working")
+        self.session.note(f"> {text}")
+        try:
+            self._turn(word, rest, text)
+        except _Interrupted:
+            self._say("interrupted")
+        self.in_turn = False
+        hooks.report_activity("idle")
+        self.terminal.write(CLEAR_LINE + IDLE)  # the working prompt is erased
+        self._save()
+
+    def _turn(self, word: str, rest: str, text: str) -> None:
+        if not _COMMAND.fullmatch(word):
+            self._say(text)
+        elif word == "/sleep":
+            self._sleep(rest)
+        elif word == "/spam":
+            self._spam(rest)
+        elif word in ("/bytes", "/approve", "/compact") and rest:
+            self._say(f"error: {word} takes no arguments")
+        elif word == "/bytes":
+            self.terminal.write(CLEAR_LINE + BAD_BYTES + NEWLINE + WORKING)
+            self.session.note(BAD_BYTES.decode("utf-8", errors="replace"))
+        elif word == "/approve":
+            self._approve()
+        elif word == "/compact":
+            ids = [chat_sessions.new_ref() for _ in range(1 + secrets.randbelow(2))]
+            hooks.report_continuation(ids)
+            self.session.continue_as(ids)
+            self._say(f"compacted: continues as {' '.join(ids)}")
+        else:
+            self._say(f"error: unknown command {word} (/sleep, /spam, /bytes, /approve, /compact, /fail, /exit)")
+
+    def _say(self, text: str) -> None:
+        """One line of the turn's output, above the working prompt."""
+        clean = text.translate(_CONTROLS)
+        self.terminal.write(CLEAR_LINE + clean.encode() + NEWLINE + WORKING)
+        self.session.note(clean)
+
+    def _sleep(self, rest: str) -> None:
+        try:
+            seconds = float(rest)
+        except ValueError:
+            seconds = math.nan
+        if not 0 < seconds <= MAX_SLEEP:  # NaN too
+            self._say(f"error: usage: /sleep SECONDS (more than 0, at most {MAX_SLEEP:g})")
+            return
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.terminal.wait(left)
+            self._check()
+            self._interrupt_key()
+        self._say(f"slept {seconds:g}s")
+
+    def _interrupt_key(self) -> None:
+        """End the turn on a Ctrl-C typed during it; other keys wait for the prompt."""
+        at = self.terminal.pending.find(CTRL_C)
+        if at >= 0:
+            del self.terminal.pending[: at + 1]
+            raise _Interrupted
+
+    def _spam(self, rest: str) -> None:
+        if not (_COUNT.fullmatch(rest) and int(rest) <= MAX_SPAM):
+            self._say(f"error: usage: /spam N (1 to {MAX_SPAM:,})")
+            return
+        count = int(rest)
+        for start in range(1, count + 1, SPAM_CHUNK):
+            self.terminal.wait(0)
+            self._check()
+            self._interrupt_key()
+            lines = "".join(f"line {i}\r\n" for i in range(start, min(start + SPAM_CHUNK, count + 1)))
+            self.terminal.write(CLEAR_LINE + lines.encode() + WORKING)
+        self.session.note(f"({count} lines)")
+
+    def _approve(self) -> None:
+        self.terminal.write(CLEAR_LINE + NEWLINE.join(line.encode() for line in PANEL) + NEWLINE + WORKING)
+        hooks.report_attention("owner_approval")
+        try:
+            allowed = self._answer()
+        finally:
+            # The panel goes: up to its first line, and clear to the end of the screen.
+            self.terminal.write(CLEAR_LINE + f"\x1b[{len(PANEL)}A\x1b[J".encode() + WORKING)
+        hooks.report_activity("working")
+        self._say("approved" if allowed else "denied")
+
+    def _answer(self) -> bool:
+        while True:
+            for i, byte in enumerate(self.terminal.pending):
+                if byte in b"yYnN":
+                    del self.terminal.pending[: i + 1]  # what follows the answer waits for the prompt
+                    return byte in b"yY"
+                if byte == CTRL_C:
+                    del self.terminal.pending[: i + 1]
+                    raise _Interrupted
+            self.terminal.pending.clear()  # not an answer
+            if self.terminal.eof:
+                raise _End("session_end", 0)
+            self.terminal.wait(None)
+            self._check()

@@ -1,0 +1,45 @@
+"""The hermes runtime manifest (``runtime-packages/hermes/runtime.toml``) names what this CLI
+really does: its launch and resume argv parse to ``chat``, its probe reads our version line."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+from shared import version
+from shared.cli_grammar import build_top_level_parser, implied_command
+from tests.support.processes import ROOT
+
+MANIFEST = tomllib.loads((ROOT / "runtime-packages" / "hermes" / "runtime.toml").read_text())
+REF = "20261201_185301_ab12cd"
+
+
+def test_the_launch_argv_is_a_new_chat():
+    runtime = MANIFEST["runtime"]
+    args = build_top_level_parser().parse_args(runtime["args"])
+    assert (runtime["id"], runtime["program"], implied_command(args)) == ("hermes", "hermes", "chat")
+    assert (args.resume, args.continue_session) == (None, False)
+
+
+def test_the_resume_argv_gives_the_reference_back_to_chat():
+    resume = MANIFEST["resume"]
+    assert resume["supported"] is True and MANIFEST["native_reference"]["strategy"] == "reported"
+    argv = [arg.replace("{reference}", REF) for arg in resume["args"]]
+    args = build_top_level_parser().parse_args(argv)
+    assert (implied_command(args), args.resume) == ("chat", REF)
+    assert MANIFEST["fork"]["supported"] is False
+
+
+def test_the_version_probe_reads_our_version_line_inside_its_range():
+    probe = MANIFEST["runtime"]["version_probe"]
+    assert probe["args"] == ["--version"] and probe["min"] == version.AGENT_RELEASE
+    found = re.match(r"Hermes Agent v([0-9]+)\.([0-9]+)\.([0-9]+) ", version.version_line())
+    assert found
+    release = tuple(int(part) for part in found.groups())
+    low = tuple(int(part) for part in probe["min"].split("."))
+    below = tuple(int(part) for part in probe["below"].split("."))
+    assert low <= release < below
+
+
+def test_input_ends_a_line_as_the_chat_reads_it():
+    assert MANIFEST["input"]["submit"] in ("\r", "\n")
