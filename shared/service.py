@@ -329,7 +329,9 @@ class Service:
     def _reply_error(self, peer: bytes, request_id: str | None, error: HermesError, version: int | None = None) -> None:
         """An error answered before a handler ran: in the caller's version when it was read, else
         in the newest this service speaks (a refused version gets the window it missed)."""
-        self._send(peer, protocol.encode_error(request_id, error, version=self._window[1] if version is None else version))
+        self._send(
+            peer, protocol.encode_error(request_id, error, version=self._window[1] if version is None else version)
+        )
 
     def _send(self, peer: bytes, payload: bytes) -> None:
         if self._conduit is None:

@@ -1,7 +1,8 @@
 """The agent profiles a host runs, and how each is launched, resumed and probed.
 
 ``hermes`` comes from its runtime descriptor, ``runtime-packages/hermes/runtime.toml`` (read
-strictly: an unknown key or a missing one makes the runtime incompatible). Before each launch
+strictly: an unknown key or a missing one makes the runtime incompatible), with the
+detection rules it names beside it. Before each launch
 its ``version_probe`` runs ``hermes --version`` and the launch gate accepts exactly the
 releases ``shared.operator.version_probe`` accepts. ``shell`` is a plain ``/bin/sh`` peer,
 whose sessions can be forked.
@@ -65,31 +66,60 @@ def shell() -> Agent:
     return Agent("shell", "shell", SHELL_PROGRAM, ("-i",), None, True, b"\n")
 
 
-def hermes(program: str, descriptor: Path = DESCRIPTOR) -> Agent:
-    """The hermes agent as its descriptor says, running ``program``."""
+def hermes(program: str, descriptor: Path = DESCRIPTOR) -> tuple[Agent, str]:
+    """The hermes agent as its descriptor says, running ``program`` (the descriptor names the
+    program ``hermes``; which file that is, is this host's choice), and the name of its
+    detection manifest beside it."""
     try:
         data = tomllib.loads(descriptor.read_text(encoding="utf-8"))
-        _exactly(data, {"id", "base", "launch", "resume", "fork", "native_reference", "version_probe", "input"})
-        launch, resume, probe = data["launch"], data["resume"], data["version_probe"]
-        _exactly(launch, {"args"})
-        _exactly(resume, {"args"})
-        _exactly(data["fork"], {"supported"})
-        _exactly(data["input"], {"submit"})
+        _exactly(
+            data,
+            {
+                "schema",
+                "id",
+                "version",
+                "runtime_api",
+                "runtime",
+                "input",
+                "resume",
+                "fork",
+                "native_reference",
+                "integration",
+            },
+        )
+        if (data["schema"], data["runtime_api"]) != (1, 1):
+            raise RuntimeIncompatible("the runtime descriptor is of a schema this daemon does not read")
+        runtime, resume, probe = data["runtime"], data["resume"], data["runtime"]["version_probe"]
+        _exactly(runtime, {"id", "name", "program", "args", "detect_manifest", "version_probe"})
         _exactly(probe, {"parser", "args", "min", "below"})
-        if probe["parser"] != version_probe.PARSER or [probe["min"], probe["below"]] != ["0.20.0", "1.0.0"]:
+        _exactly(data["input"], {"bracketed_paste", "submit", "text_policy"})
+        _exactly(resume, {"supported", "reference_kind", "args"})
+        _exactly(data["fork"], {"supported"})
+        _exactly(data["native_reference"], {"strategy"})
+        if runtime["program"] != "hermes" or data["native_reference"]["strategy"] != "reported":
+            raise RuntimeIncompatible("the runtime descriptor does not describe a Hermes managed terminal")
+        if probe["parser"] != version_probe.PARSER or [probe["min"], probe["below"]] != [
+            version_probe.dotted(version_probe.MIN),
+            version_probe.dotted(version_probe.BELOW),
+        ]:
             raise RuntimeIncompatible("the runtime's version probe is not the one this daemon speaks")
-        if sum(arg.count("{reference}") for arg in resume["args"]) != 1:
+        resume_args = _strings(resume["args"]) if resume["supported"] is True else None
+        if resume_args is not None and sum(arg.count("{reference}") for arg in resume_args) != 1:
             raise RuntimeIncompatible("the resume arguments must hold the reference exactly once")
-        return Agent(
-            data["id"],
-            data["base"],
+        agent = Agent(
+            runtime["id"],
+            "hermes",
             program,
-            tuple(_strings(launch["args"])),
-            tuple(_strings(resume["args"])),
+            tuple(_strings(runtime["args"])),
+            tuple(resume_args) if resume_args is not None else None,
             data["fork"]["supported"] is True,
-            data["input"]["submit"].encode(),
+            str(data["input"]["submit"]).encode(),
             tuple(_strings(probe["args"])),
         )
+        manifest = runtime["detect_manifest"]
+        if not isinstance(manifest, str) or Path(manifest).name != manifest or not manifest.endswith(".toml"):
+            raise RuntimeIncompatible("the detection manifest must be a .toml file beside the descriptor")
+        return agent, manifest
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise RuntimeIncompatible(f"the hermes runtime descriptor cannot be read: {type(exc).__name__}") from None
 

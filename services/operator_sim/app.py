@@ -7,7 +7,6 @@ ops (``sim.*``) never do.
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from collections import Counter, deque
@@ -21,7 +20,7 @@ from services.operator_sim import ops as sim_ops
 from services.operator_sim import worktrees
 from services.operator_sim.agents import Agent, probe
 from services.operator_sim.daemon import Daemon, Settings
-from services.operator_sim.idempotency import KEY_PATTERN, Idempotency, args_digest
+from services.operator_sim.idempotency import Idempotency, args_digest
 from services.operator_sim.registry import guard
 from services.operator_sim.sessions import Session, new_session_id
 from services.operator_sim.waits import Snapshot, Waiters, wait_params, wait_reason
@@ -91,7 +90,7 @@ class SessionDaemonApp:
     # --- the envelope of every daemon op --------------------------------------------------
 
     def _daemon_op(self, spec: OpSpec, handler: Handler) -> Callable[[Call], Awaitable[Any]]:
-        mutation = spec in p.MUTATIONS or spec is p.SESSION_NEW
+        mutation = spec.name in p.MUTATIONS or spec is p.SESSION_NEW
 
         async def run(call: Call) -> Any:
             self.received[spec.name] += 1
@@ -111,10 +110,7 @@ class SessionDaemonApp:
         return run
 
     async def _once(self, spec: OpSpec, key: str, call: Call, args: Args, handler: Handler) -> Any:
-        if not _is_key(key):
-            raise RemoteError(WireCode.INVALID_FIELD, "an idempotency key is 1-128 of A-Z a-z 0-9 . _ : -", detail={"field": "idempotency_key"})
-        digest = args_digest({k: v for k, v in args.items() if k not in ("origin_session_id", "origin_daemon_id")})
-        stored = self.idempotency.begin(spec.name, key, digest, time.monotonic())
+        stored = self.idempotency.begin(spec.name, key, args_digest(args), time.monotonic())
         if stored is not None:
             return {**stored, "replayed": True}
         try:
@@ -210,7 +206,9 @@ class SessionDaemonApp:
         if len(found) == 1:
             return found[0]
         if found:
-            raise RemoteError(Code.PROJECT_AMBIGUOUS, f"{len(found)} projects are called {ref!r}", detail={"project": ref})
+            raise RemoteError(
+                Code.PROJECT_AMBIGUOUS, f"{len(found)} projects are called {ref!r}", detail={"project": ref}
+            )
         raise RemoteError(Code.PROJECT_NOT_FOUND, f"no project {ref!r}", detail={"project": ref})
 
     # --- sessions: reads ------------------------------------------------------------------
@@ -227,7 +225,9 @@ class SessionDaemonApp:
         output = self.daemon.outputs.get(session.id)
         if output is None:
             raise RemoteError(
-                Code.SESSION_TERMINAL_UNAVAILABLE, "the session has had no runtime yet", detail={"session_id": session.id}
+                Code.SESSION_TERMINAL_UNAVAILABLE,
+                "the session has had no runtime yet",
+                detail={"session_id": session.id},
             )
         self._check_runtime(session, args, output.coordinates)
         after = u64.parse(args["after_offset"], "after_offset") if "after_offset" in args else None
@@ -281,7 +281,9 @@ class SessionDaemonApp:
             with trio.move_on_after(params.timeout_ms / 1000):
                 while True:
                     if self.daemon.registry.by_id(session.id) is None:
-                        raise RemoteError(Code.SESSION_NOT_FOUND, "the session was removed", detail={"session": session.id})
+                        raise RemoteError(
+                            Code.SESSION_NOT_FOUND, "the session was removed", detail={"session": session.id}
+                        )
                     now = self._snapshot(session)
                     reason = wait_reason(params, now)
                     if reason is not None:
@@ -303,7 +305,9 @@ class SessionDaemonApp:
         session = self._target(args)
         where = session.worktree_path or (session.cwd if session.project_id else None)
         if where is None:
-            raise RemoteError("session_no_repository", "the session is not in a git repository", detail={"session_id": session.id})
+            raise RemoteError(
+                "session_no_repository", "the session is not in a git repository", detail={"session_id": session.id}
+            )
         found = await worktrees.diff(Path(where), session.base_branch, args.get("max_bytes", DEFAULT_OUTPUT_BYTES))
         return {"session_id": session.id, **found}
 
@@ -382,7 +386,9 @@ class SessionDaemonApp:
     async def _write(self, session: Session, text: str, submit: bool) -> int:
         live = self.daemon.lives.get(session.id)
         if live is None:
-            raise RemoteError(Code.SESSION_NOT_LIVE, "the session has no live runtime", detail={"session_id": session.id})
+            raise RemoteError(
+                Code.SESSION_NOT_LIVE, "the session has no live runtime", detail={"session_id": session.id}
+            )
         agent = self.daemon.agent(session.agent)
         data = text.encode("utf-8") + (agent.submit if submit else b"")
         await live.process.write(data)
@@ -392,7 +398,9 @@ class SessionDaemonApp:
         session = self._target(args, p.SESSION_INPUT)
         live = self.daemon.lives.get(session.id)
         if live is None:
-            raise RemoteError(Code.SESSION_NOT_LIVE, "the session has no live runtime", detail={"session_id": session.id})
+            raise RemoteError(
+                Code.SESSION_NOT_LIVE, "the session has no live runtime", detail={"session_id": session.id}
+            )
         self._check_runtime(session, args, live.output.coordinates)
         written = await self._write(session, args["text"], args.get("submit", True))
         return {**self._runtime_fields(session), "bytes_written": written}
@@ -405,7 +413,9 @@ class SessionDaemonApp:
     async def _resume(self, call: Call, args: Args) -> Any:
         session = self._target(args, p.SESSION_RESUME)
         if session.live:
-            raise RemoteError(Code.SESSION_LIVE, "the session is running: nothing to resume", detail={"session_id": session.id})
+            raise RemoteError(
+                Code.SESSION_LIVE, "the session is running: nothing to resume", detail={"session_id": session.id}
+            )
         if not session.resumable:
             raise RemoteError(
                 Code.AGENT_NOT_RESUMABLE,
@@ -422,7 +432,9 @@ class SessionDaemonApp:
         spec = p.SESSION_REMOVE if call.op is p.SESSION_REMOVE else p.SESSION_REMOVE_ACCEPTING_UNCONFIRMED
         session = self._target(args, spec)
         if session.live or session.state == "starting":
-            raise RemoteError(Code.SESSION_LIVE, "stop the session before removing it", detail={"session_id": session.id})
+            raise RemoteError(
+                Code.SESSION_LIVE, "stop the session before removing it", detail={"session_id": session.id}
+            )
         if session.worktree_path is not None and session.repo is not None:
             reasons = await worktrees.unconfirmed(Path(session.worktree_path))
             if reasons and spec is p.SESSION_REMOVE:
@@ -506,7 +518,9 @@ class SessionDaemonApp:
         }[call.op.name]
         fields = {"state": args.get("activity"), "native_id": args.get("native_id")}
         if self.daemon.registry.by_id(args["session"]) is None:
-            raise RemoteError(Code.SESSION_NOT_FOUND, f"no session {args['session']!r}", detail={"session": args["session"]})
+            raise RemoteError(
+                Code.SESSION_NOT_FOUND, f"no session {args['session']!r}", detail={"session": args["session"]}
+            )
         return {"ok": True, "applied": self._apply(kind, args["session"], args["pid"], fields)}
 
     def _apply(self, kind: Any, session_id: str, pid: int, fields: dict[str, Any]) -> bool:
@@ -553,10 +567,6 @@ class SessionDaemonApp:
             for output in self.daemon.outputs.values():
                 output.retained.set_limit(self.daemon.retain_bytes)
         return {**self.faults, "hosts_down": sorted(registry.down), "retain_bytes": self.daemon.retain_bytes}
-
-
-def _is_key(key: str) -> bool:
-    return re.fullmatch(KEY_PATTERN, key) is not None
 
 
 def _metadata(value: Any) -> dict[str, str]:

@@ -32,7 +32,6 @@ from shared.protocol import RemoteError
 
 log = logging.getLogger(__name__)
 
-DETECT_RULES = agents.DESCRIPTOR.parent / "detect.toml"
 LAUNCH_BUDGET = 30.0
 STOP_GRACE = 3.0
 STATE_FILE = "sessions.json"
@@ -78,8 +77,10 @@ class Daemon:
         self.agents: dict[str, agents.Agent] = {"shell": agents.shell()}
         self.agent_problems: dict[str, str] = {}
         try:
-            self.agents["hermes"] = agents.hermes(settings.hermes_bin)
-            self.rules: dict[str, tuple[Any, ...]] = {"hermes": detect.load_rules(DETECT_RULES.read_text("utf-8"))}
+            hermes, manifest = agents.hermes(settings.hermes_bin)
+            rules = detect.load_rules((agents.DESCRIPTOR.parent / manifest).read_text("utf-8"))
+            self.agents["hermes"] = hermes
+            self.rules: dict[str, tuple[Any, ...]] = {"hermes": rules}
         except (agents.RuntimeIncompatible, detect.DetectRulesInvalid, OSError) as exc:
             self.agent_problems["hermes"] = getattr(exc, "message", str(exc))
             self.rules = {}
@@ -91,7 +92,9 @@ class Daemon:
 
     # --- lifetime -------------------------------------------------------------------------
 
-    async def run(self, serve: Callable[..., Any], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, serve: Callable[..., Any], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Own the runtimes' tasks while ``serve`` answers calls; returns once both are done."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -136,7 +139,9 @@ class Daemon:
             if problem is not None:
                 raise RemoteError(agents.RuntimeIncompatible.code, problem, detail={"agent": name})
             raise RemoteError(
-                Code.AGENT_UNKNOWN, f"this host runs no agent {name!r}", detail={"agent": name, "known": sorted(self.agents)}
+                Code.AGENT_UNKNOWN,
+                f"this host runs no agent {name!r}",
+                detail={"agent": name, "known": sorted(self.agents)},
             )
         return found
 
@@ -256,12 +261,16 @@ class Daemon:
             for record in data["sessions"]:
                 session = Session.from_state(record)
                 if session.host not in self.registry.hosts:
-                    log.warning("session %s is on host %r, which is not configured: not restored", session.id, session.host)
+                    log.warning(
+                        "session %s is on host %r, which is not configured: not restored", session.id, session.host
+                    )
                     continue
                 session.lost("daemon_restarted", self.clock.stamp())
                 self.registry.add(session)
                 restored += 1
         except (KeyError, TypeError) as exc:
-            raise files.StateFileCorrupt(path, f"it does not hold sessions this daemon wrote ({type(exc).__name__})") from None
+            raise files.StateFileCorrupt(
+                path, f"it does not hold sessions this daemon wrote ({type(exc).__name__})"
+            ) from None
         self.persist()
         return restored

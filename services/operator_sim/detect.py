@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.errors import HermesError
+from shared.operator.protocol import ACTIVITIES
 
-ACTIVITIES = frozenset({"working", "blocked", "idle"})
 MAX_SOURCE_BYTES = 256 * 1024
 MAX_RULES = 128
 MAX_MATCHER_CHARS = 4096

@@ -16,13 +16,14 @@ from typing import Any
 
 import msgpack
 
+from shared.operator.protocol import Code as DaemonCode
 from shared.protocol import Code, RemoteError
 
 KEY_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 KEY_FIELD = "idempotency_key"
-CONFLICT = "idempotency_conflict"
-IN_FLIGHT = "idempotency_in_flight"
-TABLE_FULL = "idempotency_table_full"
+CONFLICT = DaemonCode.IDEMPOTENCY_CONFLICT
+IN_FLIGHT = DaemonCode.IDEMPOTENCY_IN_FLIGHT
+TABLE_FULL = DaemonCode.IDEMPOTENCY_TABLE_FULL
 
 _KEY = re.compile(KEY_PATTERN)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.errors import HermesError
+from shared.operator.protocol import Code
 
 
 class CursorAhead(HermesError):
-    code = "invalid_output_cursor"
+    code = Code.INVALID_OUTPUT_CURSOR
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.operator import u64
 from services.operator_sim.detect import choose_activity
+from shared.operator import u64
 
 
 class Clock:

@@ -15,15 +15,16 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shared.operator import protocol as daemon_protocol
 from shared.operator import u64
+from shared.operator.protocol import WAIT_MAX_MS
 from shared.protocol import Code, RemoteError
 
-WAIT_MAX_MS = 8000
 PER_SESSION_WAITERS = 8
 TOTAL_WAITERS = 128
 
-STATES = frozenset({"starting", "running", "stopped", "done", "failed"})
-ACTIVITIES = frozenset({"working", "blocked", "idle"})
+STATES = frozenset(daemon_protocol.STATES)
+ACTIVITIES = frozenset(daemon_protocol.ACTIVITIES)
 REASONS = (
     "runtime_changed",
     "state_matched",
@@ -33,7 +34,7 @@ REASONS = (
     "session_updated",
     "timeout",
 )
-WAITER_LIMIT = "session_waiter_limit_reached"
+WAITER_LIMIT = daemon_protocol.Code.WAITER_LIMIT
 
 _UPDATED_AT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{9}Z")
 

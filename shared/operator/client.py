@@ -25,7 +25,7 @@ ONE_RETRY = RetryPolicy(retries=1)
 
 def call_rule(spec: OpSpec, args: Mapping[str, Any]) -> tuple[OpSpec, RetryPolicy]:
     """How ``spec`` with ``args`` may be retried (pure, so the rule is tested alone)."""
-    if spec in MUTATIONS:
+    if spec.name in MUTATIONS:
         if args.get("idempotency_key"):
             return dataclasses.replace(spec, idempotent=True), ONE_RETRY
         return spec, NO_RETRY

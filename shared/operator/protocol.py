@@ -69,6 +69,8 @@ class Code:
     PROJECT_AMBIGUOUS = "project_ambiguous"
     SELF_TARGET_DENIED = "plugin_self_target_denied"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
+    IDEMPOTENCY_TABLE_FULL = "idempotency_table_full"
     DAEMON_FAILING = "daemon_failing"
 
 
@@ -192,8 +194,10 @@ SESSION_REPORT_NATIVE_ID = OpSpec(
 # as not delivered.
 REPORT = OpSpec("report", {"report": Field(dict, max_len=32)}, timeout=10.0)
 
+# By name: a mutation's spec carries a dict of fields, so it cannot be a set member itself.
 MUTATIONS = frozenset(
-    {
+    spec.name
+    for spec in (
         SESSION_INPUT,
         SESSION_STOP,
         SESSION_RESUME,
@@ -203,10 +207,11 @@ MUTATIONS = frozenset(
         SESSION_RESIZE,
         SESSION_RENAME,
         SESSION_SET_METADATA,
-    }
+    )
 )
 
 
-def method(spec: OpSpec) -> str:
+def method(spec: OpSpec | str) -> str:
     """The method's short name, as the origin tables spell it: ``session.stop`` -> ``stop``."""
-    return spec.name.rpartition(".")[2]
+    name = spec if isinstance(spec, str) else spec.name
+    return name.rpartition(".")[2]

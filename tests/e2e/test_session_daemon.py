@@ -10,7 +10,6 @@ import pytest
 
 from services.operator_sim.ops import SIM_CONFIGURE, SIM_COUNTERS, SIM_RECORDS
 from shared.operator import protocol as p
-from shared.protocol import RemoteError
 from tests.support.processes import wait_for
 from tests.support.session_daemon import HOST, SessionDaemon, start_reporter
 
@@ -36,7 +35,10 @@ def start(daemon, name, **extra):
 
 
 def runtime(summary):
-    return {"worker_instance_id": summary["runtime"]["worker_instance_id"], "runtime_generation": summary["runtime"]["runtime_generation"]}
+    return {
+        "worker_instance_id": summary["runtime"]["worker_instance_id"],
+        "runtime_generation": summary["runtime"]["runtime_generation"],
+    }
 
 
 def get(daemon, session):
@@ -75,7 +77,11 @@ def output(daemon, session, **cursor):
 def test_a_chat_is_started_driven_read_stopped_and_resumed(daemon, root):
     started = start(daemon, "t-1")
     sid = started["id"]
-    assert (started["state"], started["runtime"]["state"], started["runtime"]["runtime_generation"]) == ("running", "live", "1")
+    assert (started["state"], started["runtime"]["state"], started["runtime"]["runtime_generation"]) == (
+        "running",
+        "live",
+        "1",
+    )
     reference = native_reference(daemon, sid)
     assert (root / "chat_sessions" / f"{reference}.json").exists()
 
@@ -100,7 +106,7 @@ def test_a_chat_is_started_driven_read_stopped_and_resumed(daemon, root):
     # A small retention and a long output: the old cursor gets a gap and a fresh offset.
     daemon.call(SIM_CONFIGURE, {"retain_bytes": 4096})
     send(daemon, sid, "/spam 5000")
-    wait_for(lambda: int(output(daemon, sid, max_bytes=1)["runtime_end_offset"]) > 100_000, timeout=30, what="the spam")
+    wait_for(lambda: int(output(daemon, sid, max_bytes=1)["runtime_end_offset"]) > 40_000, timeout=30, what="the spam")
     wait_until(daemon, sid, "idle")
     gapped = output(daemon, sid, after_offset=cursor, max_bytes=1024)
     assert gapped["gap"] == {"start_offset": cursor, "end_offset": gapped["history_start_offset"]}
@@ -143,7 +149,12 @@ def test_v3_peers_get_both_spellings_and_v5_is_refused(daemon):
     [v4] = daemon.call(p.SESSION_LIST, {"host": HOST})["sessions"]
     assert "runtime_id" not in v4["runtime"]
     assert "runtime_id" in daemon.call(p.SESSION_GET, {"host": HOST, "session": sid}, window=(3, 3))["runtime"]
-    old_spelling = {"host": HOST, "session": sid, "runtime_id": v4["runtime"]["worker_instance_id"], "runtime_generation": "1"}
+    old_spelling = {
+        "host": HOST,
+        "session": sid,
+        "runtime_id": v4["runtime"]["worker_instance_id"],
+        "runtime_generation": "1",
+    }
     page = daemon.call(p.SESSION_OUTPUT, old_spelling, window=(3, 3))
     assert "runtime_id" not in page  # other results keep their one shape
     assert daemon.error(p.SESSION_OUTPUT, old_spelling).code == "unknown_field"
@@ -160,10 +171,10 @@ def test_the_origin_guard_holds_for_every_self_targeting_method(daemon):
     origin = {"origin_session_id": sid, "origin_daemon_id": daemon_id}
     base = {"host": HOST, "session": sid, **origin}
     extra = {
-        p.SESSION_INPUT: {"text": "x"},
-        p.SESSION_RESIZE: {"cols": 80, "rows": 24},
-        p.SESSION_RENAME: {"name": "other"},
-        p.SESSION_SET_METADATA: {"metadata": {"k": "v"}},
+        p.SESSION_INPUT.name: {"text": "x"},
+        p.SESSION_RESIZE.name: {"cols": 80, "rows": 24},
+        p.SESSION_RENAME.name: {"name": "other"},
+        p.SESSION_SET_METADATA.name: {"metadata": {"k": "v"}},
     }
     denied = [
         p.SESSION_STOP, p.SESSION_RESUME, p.SESSION_REMOVE, p.SESSION_FORK, p.SESSION_RESIZE,
@@ -172,7 +183,7 @@ def test_the_origin_guard_holds_for_every_self_targeting_method(daemon):
     assert {p.method(s) for s in denied} == p.ORIGIN_DENIED | p.ORIGIN_DAEMON_ONLY
     for spec in denied:
         for ref in (sid, "origin"):  # by id and by the name that resolves to it
-            error = daemon.error(spec, {**base, "session": ref, **extra.get(spec, {})})
+            error = daemon.error(spec, {**base, "session": ref, **extra.get(spec.name, {})})
             assert (error.code, error.detail["method"]) == (p.Code.SELF_TARGET_DENIED, p.method(spec))
     assert get(daemon, sid)["state"] == "running"  # nothing was done
     # Reads and the three lifecycle reports may target the origin.
@@ -190,10 +201,12 @@ def test_the_origin_guard_holds_for_every_self_targeting_method(daemon):
 def test_a_start_whose_reply_is_late_still_leaves_exactly_one_session(daemon):
     daemon.call(SIM_CONFIGURE, {"start_reply_delay_ms": 4000})
     late = daemon.error(p.SESSION_NEW, {"host": HOST, "agent": "hermes", "name": "t-late"}, timeout=1.0)
-    assert late.code == "timeout"
+    assert late.code == "deadline_exceeded"  # the caller gave up first: no answer in its time
     daemon.call(SIM_CONFIGURE, {"start_reply_delay_ms": 0})
     [only] = wait_for(
-        lambda: daemon.call(p.SESSION_LIST, {"host": HOST, "name": "t-late"})["sessions"], timeout=20, what="the session"
+        lambda: daemon.call(p.SESSION_LIST, {"host": HOST, "name": "t-late"})["sessions"],
+        timeout=20,
+        what="the session",
     )
     assert (only["state"], only["runtime"]["state"]) == ("running", "live")
     assert daemon.call(SIM_COUNTERS)["session_new_by_name"] == {"t-late": 1}
@@ -201,7 +214,10 @@ def test_a_start_whose_reply_is_late_still_leaves_exactly_one_session(daemon):
 
 def test_a_dropped_start_creates_nothing_and_a_down_host_is_typed(daemon):
     daemon.call(SIM_CONFIGURE, {"start_drop": 1})
-    assert daemon.error(p.SESSION_NEW, {"host": HOST, "agent": "hermes", "name": "t-drop"}, timeout=1.0).code == "timeout"
+    assert (
+        daemon.error(p.SESSION_NEW, {"host": HOST, "agent": "hermes", "name": "t-drop"}, timeout=1.0).code
+        == "deadline_exceeded"
+    )
     assert daemon.call(p.SESSION_LIST, {"host": HOST})["sessions"] == []
     assert daemon.error(p.SESSION_LIST, {"host": "desktop"}).code == p.Code.HOST_UNKNOWN
     daemon.call(SIM_CONFIGURE, {"hosts_down": [HOST]})

@@ -28,7 +28,9 @@ class SessionDaemon:
         self.env = env
         self.peer = Peer(self.argv, env=env)
 
-    def call(self, spec: OpSpec, args: dict[str, Any] | None = None, *, timeout: float = 15.0, window=CLIENT_WINDOW) -> Any:
+    def call(
+        self, spec: OpSpec, args: dict[str, Any] | None = None, *, timeout: float = 15.0, window=CLIENT_WINDOW
+    ) -> Any:
         with DaemonClient(self.address, window=window) as client:
             return client.call(spec, args, timeout=timeout)
 

@@ -3,11 +3,11 @@ really does: its launch and resume argv parse to ``chat``, its probe reads our v
 
 from __future__ import annotations
 
-import re
 import tomllib
 
 from shared import version
 from shared.cli_grammar import build_top_level_parser, implied_command
+from shared.operator import version_probe
 from tests.support.processes import ROOT
 
 MANIFEST = tomllib.loads((ROOT / "runtime-packages" / "hermes" / "runtime.toml").read_text())
@@ -32,13 +32,8 @@ def test_the_resume_argv_gives_the_reference_back_to_chat():
 
 def test_the_version_probe_reads_our_version_line_inside_its_range():
     probe = MANIFEST["runtime"]["version_probe"]
-    assert probe["args"] == ["--version"] and probe["min"] == version.AGENT_RELEASE
-    found = re.match(r"Hermes Agent v([0-9]+)\.([0-9]+)\.([0-9]+) ", version.version_line())
-    assert found
-    release = tuple(int(part) for part in found.groups())
-    low = tuple(int(part) for part in probe["min"].split("."))
-    below = tuple(int(part) for part in probe["below"].split("."))
-    assert low <= release < below
+    assert probe == {"parser": version_probe.PARSER, "args": ["--version"], "min": "0.20.0", "below": "1.0.0"}
+    assert version_probe.dotted(version_probe.check(version.version_line())) == version.AGENT_RELEASE
 
 
 def test_input_ends_a_line_as_the_chat_reads_it():

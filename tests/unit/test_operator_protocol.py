@@ -37,7 +37,9 @@ def test_v3_summaries_carry_both_spellings_and_v4_one():
     live.launched(42, "t1")
     summary = live.summary()
     v3 = bridge.summary(3, summary)
-    assert v3["runtime"]["runtime_id"] == v3["runtime"]["worker_instance_id"] == summary["runtime"]["worker_instance_id"]
+    assert (
+        v3["runtime"]["runtime_id"] == v3["runtime"]["worker_instance_id"] == summary["runtime"]["worker_instance_id"]
+    )
     assert "runtime_id" not in bridge.summary(4, summary)["runtime"]
     assert "runtime_id" not in summary["runtime"]  # the bridge copies, never edits
     assert bridge.summary(3, session().summary())["runtime"] == {"state": "none", "runtime_generation": "0"}
@@ -47,7 +49,10 @@ def test_v3_summaries_carry_both_spellings_and_v4_one():
 def test_the_guard_refuses_each_self_targeting_method(method):
     with pytest.raises(RemoteError) as denied:
         guard(method, session(), {"origin_session_id": "s-1", "origin_daemon_id": DAEMON}, DAEMON)
-    assert (denied.value.code, denied.value.detail) == (p.Code.SELF_TARGET_DENIED, {"method": method, "session_id": "s-1"})
+    assert (denied.value.code, denied.value.detail) == (
+        p.Code.SELF_TARGET_DENIED,
+        {"method": method, "session_id": "s-1"},
+    )
 
 
 @pytest.mark.parametrize(
@@ -68,7 +73,7 @@ def test_the_guard_allows_reads_lifecycle_reports_and_other_targets(method, orig
 def test_there_are_exactly_eight_denied_methods_beside_the_consent_removal():
     assert len(p.ORIGIN_DENIED) == 8 and p.ORIGIN_DAEMON_ONLY == {"remove_accepting_unconfirmed"}
     assert not p.ORIGIN_LIFECYCLE & (p.ORIGIN_DENIED | p.ORIGIN_DAEMON_ONLY)
-    assert {p.method(s) for s in p.MUTATIONS} == p.ORIGIN_DENIED | p.ORIGIN_DAEMON_ONLY
+    assert {p.method(name) for name in p.MUTATIONS} == p.ORIGIN_DENIED | p.ORIGIN_DAEMON_ONLY
 
 
 def test_a_mutation_is_retried_once_and_only_with_a_key():
