@@ -20,9 +20,8 @@ from typing import Any
 import pyte
 
 from shared.errors import HermesError
+from shared.operator.protocol import MAX_COLS, MAX_ROWS
 
-MAX_COLS = 1000
-MAX_ROWS = 500
 # pyte is fed in slices of this size, so an unterminated sequence is seen within one slice.
 _SLICE = 4096
 MAX_SEQUENCE_CHARS = 4 * _SLICE
