@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=_window, default=DAEMON_WINDOW, help="protocol versions answered, e.g. 4..4")
     parser.add_argument("--daemon-id", default=None, help="this daemon's id (default: a new one)")
     parser.add_argument("--retain-bytes", type=int, default=RETAIN_DEFAULT, help="output kept per runtime")
+    parser.add_argument("--max-sessions", type=int, default=256, help="sessions a host may hold (1-4096)")
     parser.add_argument("--hermes-bin", default=None, help="the hermes entrypoint to launch")
     parser.add_argument("--work-dir", type=Path, default=None, help="where sessions without a project run")
     parser.add_argument("--project", type=_project, action="append", default=[], help="LABEL=/path/to/repo")
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 64 <= args.retain_bytes <= 64 << 20:
         parser.error("--retain-bytes must be between 64 and 67108864")
+    if not 1 <= args.max_sessions <= 4096:
+        parser.error("--max-sessions must be between 1 and 4096")
     identity = args.daemon_id or daemon_id()
     if not re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", identity):
         parser.error("--daemon-id must be 1-128 of A-Z a-z 0-9 . _ : -")
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         hermes_bin=args.hermes_bin or _default_hermes(),
         work_dir=(args.work_dir or Path.cwd()).resolve(),
         retain_bytes=args.retain_bytes,
+        max_sessions=args.max_sessions,
         state_dir=args.state,
         hook_endpoint=args.hook_endpoint,
         projects=dict(args.project),

@@ -32,6 +32,7 @@ from shared.protocol import OpSpec, RemoteError
 from shared.service import Call, Service
 
 MAX_RECORDS = 10_000
+MAX_COUNTED_NAMES = 10_000  # names past this are counted together, under ""
 DEFAULT_COLS, DEFAULT_ROWS = 120, 40
 DEFAULT_OUTPUT_BYTES = 65_536
 METADATA_KEY_MAX, METADATA_VALUE_MAX = 64, 1024
@@ -95,7 +96,9 @@ class SessionDaemonApp:
         async def run(call: Call) -> Any:
             self.received[spec.name] += 1
             if spec is p.SESSION_NEW and "name" in call.args:
-                self.started_names[call.args["name"]] += 1
+                name = call.args["name"]
+                counted = name in self.started_names or len(self.started_names) < MAX_COUNTED_NAMES
+                self.started_names[name if counted else ""] += 1
             if self.faults["slow_ms"]:
                 await trio.sleep(self.faults["slow_ms"] / 1000)
             if self.faults["fail_next"]:
@@ -103,9 +106,12 @@ class SessionDaemonApp:
                 raise RemoteError(Code.DAEMON_FAILING, "the daemon is failing on purpose")
             args = bridge.arguments(call.version, call.args)
             key = args.get("idempotency_key") if mutation else None
-            if key is None:
-                return await handler(call, args)
-            return await self._once(spec, key, call, args, handler)
+            result = await (handler(call, args) if key is None else self._once(spec, key, call, args, handler))
+            if spec is p.SESSION_NEW and self.faults["start_reply_delay_ms"]:
+                # Held back after the session (and its key) are recorded: a caller that gives up
+                # meanwhile finds the session, and a replay of its key gets it, never a second one.
+                await trio.sleep(self.faults["start_reply_delay_ms"] / 1000)
+            return result
 
         return run
 
@@ -313,9 +319,18 @@ class SessionDaemonApp:
 
     # --- sessions: mutations --------------------------------------------------------------
 
+    def _room_on(self, host: str) -> None:
+        limit = self.settings.max_sessions
+        if len(self.daemon.registry.sessions(host)) >= limit:
+            raise RemoteError(
+                Code.SESSION_LIMIT,
+                f"host {host!r} holds {limit} sessions: remove one first",
+                detail={"host": host, "limit": limit},
+            )
+
     async def _new(self, call: Call, args: Args) -> Any:
         host = args["host"]
-        self.daemon.registry.host(host)
+        self._room_on(host)
         agent = self.daemon.agent(args["agent"])
         if self.faults["start_drop"]:
             self.faults["start_drop"] -= 1
@@ -348,8 +363,6 @@ class SessionDaemonApp:
             await self.daemon.launch(session, agent)
             if "input" in args:
                 await self._write(session, args["input"], True)
-        if self.faults["start_reply_delay_ms"]:
-            await trio.sleep(self.faults["start_reply_delay_ms"] / 1000)
         return {**self._summary(call, session), **({"applied_input": True} if "input" in args and not delay else {})}
 
     async def _launch_later(self, session: Session, agent: Agent, delay: float, text: str | None) -> None:
@@ -459,6 +472,7 @@ class SessionDaemonApp:
                 "fork_supported": False,
                 "error": {"code": Code.AGENT_FORK_UNSUPPORTED, "message": f"{agent.name} sessions cannot be forked"},
             }
+        self._room_on(session.host)
         child = Session(
             id=new_session_id(),
             host=session.host,

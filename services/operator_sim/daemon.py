@@ -63,6 +63,7 @@ class Settings:
     hermes_bin: str
     work_dir: Path
     retain_bytes: int
+    max_sessions: int = 256  # per host
     state_dir: Path | None = None
     hook_endpoint: str | None = None
     projects: dict[str, Path] = field(default_factory=dict)  # label -> repository

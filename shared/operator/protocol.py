@@ -59,6 +59,8 @@ class Code:
     SESSION_NOT_LIVE = "session_not_live"
     SESSION_LIVE = "session_live"
     SESSION_REMOVE_UNCONFIRMED = "session_remove_unconfirmed"
+    SESSION_LIMIT = "session_limit_reached"
+    SESSION_NO_REPOSITORY = "session_no_repository"
     INVALID_OUTPUT_CURSOR = "invalid_output_cursor"
     WAITER_LIMIT = "session_waiter_limit_reached"
     AGENT_UNKNOWN = "agent_unknown"

@@ -258,3 +258,14 @@ def test_idempotent_input_reaches_the_terminal_once(daemon):
     assert conflict.code == p.Code.IDEMPOTENCY_CONFLICT
     wait_for(lambda: "only once" in screen_lines(daemon, sid), timeout=30, what="the echo")
     assert screen_lines(daemon, sid).count("only once") == 1
+
+
+def test_a_late_start_replayed_with_its_key_returns_the_same_session(daemon):
+    daemon.call(SIM_CONFIGURE, {"start_reply_delay_ms": 4000})
+    args = {"host": HOST, "agent": "hermes", "name": "t-keyed", "idempotency_key": "start-1"}
+    assert daemon.error(p.SESSION_NEW, args, timeout=1.0).code == "deadline_exceeded"
+    daemon.call(SIM_CONFIGURE, {"start_reply_delay_ms": 0})
+    replay = daemon.call(p.SESSION_NEW, args)
+    [only] = daemon.call(p.SESSION_LIST, {"host": HOST})["sessions"]
+    assert replay["replayed"] is True and replay["id"] == only["id"]
+    assert daemon.error(p.SESSION_NEW, {**args, "name": "t-other"}).code == p.Code.IDEMPOTENCY_CONFLICT

@@ -243,3 +243,18 @@ def test_an_agent_outside_the_supported_releases_is_refused_at_launch(root, shor
         assert inventory["supported_agents"] == ["hermes", "shell"]
     finally:
         daemon.stop()
+
+
+def test_a_host_holds_a_bounded_number_of_sessions(short_dir):
+    daemon = SessionDaemon(short_dir, "--max-sessions", "2", "--work-dir", str(short_dir))
+    try:
+        first = _start(daemon, "a", agent="shell")
+        _start(daemon, "b", agent="shell")
+        full = daemon.error(p.SESSION_NEW, {"host": HOST, "agent": "shell", "name": "c"})
+        assert (full.code, full.detail["limit"]) == (p.Code.SESSION_LIMIT, 2)
+        assert daemon.error(p.SESSION_FORK, {"host": HOST, "session": "a"}).code == p.Code.SESSION_LIMIT
+        daemon.call(p.SESSION_STOP, {"host": HOST, "session": first["id"]})
+        daemon.call(p.SESSION_REMOVE, {"host": HOST, "session": first["id"]})
+        assert _start(daemon, "c", agent="shell")["state"] == "running"
+    finally:
+        daemon.stop()
