@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 import pyte
+from wcwidth import wcwidth
 
 from shared.errors import HermesError
 from shared.operator.protocol import MAX_COLS, MAX_ROWS
@@ -54,6 +55,7 @@ class Screen:
         self._sequence_chars = 0  # an upper bound on the length of the escape sequence pyte is in
         self._alternate = False
         self._rows = self._all_rows()
+        self._texts = [_text(row) for row in self._rows]  # each row rendered once per change of it
         self._view = self._view_state()
         self.watermark = 0
         self.utf8_replaced = 0
@@ -71,6 +73,7 @@ class Screen:
                 row = self._row(y)
                 if row != self._rows[y]:
                     self._rows[y] = row
+                    self._texts[y] = _text(row)
                     changed = True
         view = self._view_state()
         if view != self._view:
@@ -86,11 +89,12 @@ class Screen:
             return
         self._screen.resize(lines=rows, columns=cols)
         self._rows = self._all_rows()
+        self._texts = [_text(row) for row in self._rows]
         self._view = self._view_state()
         self.watermark += 1
 
     def visible_lines(self) -> list[str]:
-        return [line.rstrip() for line in self._screen.display]
+        return list(self._texts)
 
     def snapshot(self) -> dict[str, Any]:
         cursor = self._screen.cursor
@@ -156,3 +160,18 @@ class Screen:
     def _view_state(self) -> tuple[Any, ...]:
         cursor = self._screen.cursor
         return (cursor.x, cursor.y, cursor.hidden, self._screen.title, self._alternate)
+
+
+def _text(row: tuple[Any, ...]) -> str:
+    """A row as pyte's ``display`` renders it (the stub cell after a wide character skipped),
+    right-stripped. Per row, so a change costs the rows it touched: measuring every cell's
+    width for a whole screen takes milliseconds."""
+    out: list[str] = []
+    wide = False
+    for cell in row:
+        if wide:
+            wide = False
+            continue
+        out.append(cell.data)
+        wide = bool(cell.data) and wcwidth(cell.data[0]) == 2
+    return "".join(out).rstrip()

@@ -201,7 +201,7 @@ def test_a_project_session_runs_in_its_own_worktree_and_keeps_unconfirmed_work(r
     daemon = _chat_daemon(short_dir, root, "--project", f"app={repo}", "--state", str(short_dir / "state"))
     try:
         [project] = daemon.call(p.PROJECT_LIST, {"host": HOST})["projects"]
-        started = _start(daemon, "t-work", agent="shell", project="app", branch="feature-1", base_branch="main")
+        started = _start(daemon, "t-work", project="app", branch="feature-1", base_branch="main")
         assert (started["project_id"], started["branch"], started["is_linked_worktree"]) == (
             project["id"],
             "feature-1",
@@ -245,15 +245,15 @@ def test_an_agent_outside_the_supported_releases_is_refused_at_launch(root, shor
         daemon.stop()
 
 
-def test_a_host_holds_a_bounded_number_of_sessions(short_dir):
-    daemon = SessionDaemon(short_dir, "--max-sessions", "2", "--work-dir", str(short_dir))
+def test_a_host_holds_a_bounded_number_of_sessions(root, short_dir):
+    daemon = _chat_daemon(short_dir, root, "--max-sessions", "2")
     try:
-        first = _start(daemon, "a", agent="shell")
+        first = _start(daemon, "a")  # a chat: it ends on the stop's SIGTERM, where an interactive sh waits for SIGKILL
         _start(daemon, "b", agent="shell")
         full = daemon.error(p.SESSION_NEW, {"host": HOST, "agent": "shell", "name": "c"})
         assert (full.code, full.detail["limit"]) == (p.Code.SESSION_LIMIT, 2)
-        assert daemon.error(p.SESSION_FORK, {"host": HOST, "session": "a"}).code == p.Code.SESSION_LIMIT
-        daemon.call(p.SESSION_STOP, {"host": HOST, "session": first["id"]})
+        assert daemon.error(p.SESSION_FORK, {"host": HOST, "session": "b"}).code == p.Code.SESSION_LIMIT
+        assert daemon.call(p.SESSION_STOP, {"host": HOST, "session": first["id"]})["state"] == "stopped"
         daemon.call(p.SESSION_REMOVE, {"host": HOST, "session": first["id"]})
         assert _start(daemon, "c", agent="shell")["state"] == "running"
     finally:
