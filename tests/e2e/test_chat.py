@@ -307,6 +307,7 @@ def test_an_unknown_command_is_one_error_line_and_other_text_is_echoed(home, cha
     chat.turn("/sleep soon", "error: usage: /sleep SECONDS (more than 0, at most 60)")
     chat.turn("/sleep 61", "error: usage: /sleep SECONDS (more than 0, at most 60)")
     chat.turn("/spam 1000001", "error: usage: /spam N (1 to 1,000,000)")
+    assert chat.proc.poll() is None  # errors are lines, not exits
 
 
 def test_fail_exits_3_without_a_release(home, managed, chats):
@@ -352,6 +353,7 @@ def test_non_utf8_input_is_read_with_replacement(home, chats):
     chat.send(b"caf\xc3\xa9 \xff\xfe ok\r")
     chat.until(lambda: "café \ufffd\ufffd ok" in chat.lines()[-2:-1] and chat.at_idle_prompt(), "the echo")
     chat.turn("after", "after")
+    assert "café \ufffd\ufffd ok" in chat.lines() and chat.proc.poll() is None
 
 
 def test_a_line_over_64_kib_is_refused_and_the_chat_goes_on(home, managed, chats):
@@ -365,6 +367,7 @@ def test_a_line_over_64_kib_is_refused_and_the_chat_goes_on(home, managed, chats
     chat.until(lambda: chat.output.count(b"y" * 1000) >= 2 and chat.at_idle_prompt(), "the long echo")
     reports.activity("working", "idle")  # the refused line was no turn
     chat.turn("/sleep 0.1", "slept 0.1s")
+    assert chat.output.count(b"at most 65536 bytes") == 1  # one refusal, and the bound itself passed
 
 
 def test_backspace_edits_the_line(home, chats):
@@ -372,6 +375,7 @@ def test_backspace_edits_the_line(home, chats):
     chat.until(chat.at_idle_prompt, "the idle prompt")
     chat.send("helxé".encode() + b"\x7f\x7flo\r")  # é is two bytes, one character
     chat.until(lambda: "hello" in chat.lines() and chat.at_idle_prompt(), "the edited line")
+    assert not any("helx" in line for line in chat.lines()[-2:-1])  # the answer is the edited line
 
 
 # --- signals ---------------------------------------------------------------------------------
@@ -388,6 +392,7 @@ def test_sigwinch_repaints_the_prompt_with_the_line_typed_so_far(home, chats):
     chat.until(lambda: "\r\x1b[2K❯ half a li".encode() in chat.output[before:], "the repaint")
     chat.send(b"ne\r")
     chat.until(lambda: "half a line" in chat.lines() and chat.at_idle_prompt(), "the line")
+    assert chat.output[before:].count("\r\x1b[2K❯ half a li".encode()) >= 1
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
