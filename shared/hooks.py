@@ -55,6 +55,8 @@ LINGER_MS = 200  # reports still queued at exit get this long to leave
 # ends as soon as the connection is up, so only a loaded machine, where it can take
 # milliseconds, pays for the margin.
 CONNECT_GRACE_MS = 50
+NATIVE_ID_TRIES = 20
+NATIVE_ID_RETRY_DELAY = 0.05
 
 COUNTERS = ("sent", "unmanaged", "refused", "not_accepted", "error")
 
@@ -299,6 +301,17 @@ def _client() -> HookClient:
 def report_native_id(native_id: str, *, resumed: bool = False) -> bool:
     """``HookClient.report_native_id`` for this process."""
     return _client().report_native_id(native_id, resumed=resumed)
+
+
+def claim_native_id(native_id: str, *, resumed: bool = False) -> None:
+    """Report the native id, trying again (briefly, at most ``NATIVE_ID_TRIES`` times) while the
+    reporter does not accept it yet: a new connection can miss the first report on a loaded
+    machine, and without this one report the session can never be resumed."""
+    for _ in range(NATIVE_ID_TRIES):
+        refused_before = counters()["not_accepted"]
+        if report_native_id(native_id, resumed=resumed) or counters()["not_accepted"] == refused_before:
+            return  # sent, or not to be sent at all (unmanaged, refused)
+        time.sleep(NATIVE_ID_RETRY_DELAY)
 
 
 def report_continuation(continuation_ids: Sequence[str]) -> bool:

@@ -56,8 +56,6 @@ MAX_SPAM = 1_000_000
 SPAM_CHUNK = 4096  # lines per write: a million lines in a few hundred writes
 READ_BYTES = 64 * 1024
 EXIT_FAILED_TURN = 3
-NATIVE_ID_TRIES = 20
-NATIVE_ID_RETRY_DELAY = 0.05
 EXIT_STDOUT_CLOSED = 141  # as the CLI gives a command whose reader went away
 CTRL_C, CTRL_D, BACKSPACE, DELETE = 0x03, 0x04, 0x08, 0x7F
 BAD_BYTES = b"bytes: ab\xff\xfecd"  # /bytes: invalid UTF-8 between ASCII
@@ -91,20 +89,9 @@ class _Interrupted(Exception):
 def cmd_chat(args) -> int:
     home = homes.active_home()
     session, resumed = _open(home, args)
-    _claim_native_id(session.ref, resumed)
+    hooks.claim_native_id(session.ref, resumed=resumed)
     with _Signals() as signals, _Terminal(0, 1, signals) as terminal:
         return _Chat(terminal, signals, home, session).run(resumed)
-
-
-def _claim_native_id(ref: str, resumed: bool) -> None:
-    """Report the native id, trying again (briefly, before the first prompt) while the reporter
-    does not accept it yet: a new connection can miss the first report on a loaded machine, and
-    without this one report the session can never be resumed."""
-    for _ in range(NATIVE_ID_TRIES):
-        refused_before = hooks.counters()["not_accepted"]
-        if hooks.report_native_id(ref, resumed=resumed) or hooks.counters()["not_accepted"] == refused_before:
-            return  # sent, or not to be sent at all (unmanaged, refused)
-        time.sleep(NATIVE_ID_RETRY_DELAY)
 
 
 def _open(home: Path, args) -> tuple[ChatSession, bool]:
