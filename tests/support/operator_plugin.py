@@ -13,7 +13,6 @@ import types
 from pathlib import Path
 from typing import Any
 
-from shared import plugin_host
 from shared.operator.policy import DEFAULT_REQUEST_TIMEOUT_MS
 from tests.support.processes import ROOT
 
@@ -69,5 +68,7 @@ def install(home: Path, policy: Path, *, enable: bool = True) -> Path:
     assert text.count(TOKEN) == 1
     init.write_text(text.replace(TOKEN, json.dumps(str(policy))))
     if enable:
+        from shared import plugin_host  # only what enables it needs the host
+
         plugin_host.set_enabled(home, "pohunek", True)
     return target
