@@ -9,6 +9,8 @@ The layers, bottom up (an arrow is "may import"):
 - ``nous`` (the Nous account domain, used by both workers) imports only ``shared``.
 - A service imports ``shared``, ``nous`` and itself; never another service, never the CLI.
 - The CLI imports anything below it, but only through a package's public face.
+- The operator plugin's payload (``runtime-packages/hermes/operator/pohunek``), loaded by Hermes
+  from its own directory, imports only ``shared`` and itself.
 
 Every service package, and any other package whose ``__init__`` defines ``__all__``, has a public face: from outside the package
 only the package itself and the names in its ``__all__`` may be imported; its modules are
@@ -28,6 +30,8 @@ from tests.support.processes import ROOT
 
 CHECKED = ("shared", "nous", "services", "hermes_cli")
 OURS = frozenset(CHECKED)
+PLUGIN_ROOT = Path("runtime-packages/hermes/operator")  # holds the payload package ``pohunek``
+PLUGIN = "pohunek"
 
 
 @dataclass(frozen=True, order=True)
@@ -78,6 +82,8 @@ def layer(module: str) -> str:
 def allowed_layers(importer: str) -> set[str] | None:
     """The layers ``importer``'s layer may import; None: every layer."""
     own = layer(importer)
+    if own == PLUGIN:
+        return {PLUGIN, "shared"}
     if own == "shared":
         return {"shared"}
     if own == "nous":
@@ -128,12 +134,13 @@ def face_violation(importer: str, target: Import, public: dict[str, frozenset[st
 def violations(root: Path) -> list[Violation]:
     public = faces(root)
     found = set()
-    for top in CHECKED:
-        for path in sorted((root / top).rglob("*.py")):
-            importer = module_name(root, path)
+    trees = [(root, root / top) for top in CHECKED] + [(root / PLUGIN_ROOT, root / PLUGIN_ROOT / PLUGIN)]
+    for base, tree in trees:
+        for path in sorted(tree.rglob("*.py")):
+            importer = module_name(base, path)
             allowed = allowed_layers(importer)
-            for target in imports_of(root, path):
-                if target.module.split(".")[0] not in OURS:
+            for target in imports_of(base, path):
+                if target.module.split(".")[0] not in OURS | {PLUGIN}:
                     continue
                 imported = target.module
                 if allowed is not None and layer(imported) not in allowed:
@@ -165,6 +172,10 @@ def plant(root: Path, files: dict[str, str]) -> Path:
     "files, expected",
     [
         ({"shared/a.py": "from hermes_cli import parser\n"}, ("shared.a", "hermes_cli")),
+        (
+            {f"{PLUGIN_ROOT}/pohunek/tools.py": "from services.operator_sim import app\n"},
+            ("pohunek.tools", "services.operator_sim"),
+        ),
         ({"shared/a.py": "def f():\n    import services.gateway.ops\n"}, ("shared.a", "services.gateway.ops")),
         ({"nous/a.py": "from services.updater import plan\n"}, ("nous.a", "services.updater")),
         ({"services/a/x.py": "from services.b.y import z\n"}, ("services.a.x", "services.b.y")),
@@ -184,6 +195,7 @@ def plant(root: Path, files: dict[str, str]) -> Path:
     ],
     ids=[
         "shared-to-cli",
+        "plugin-to-service",
         "lazy-shared-to-service",
         "nous-to-service",
         "service-to-service",

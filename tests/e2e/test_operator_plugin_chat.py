@@ -1,0 +1,179 @@
+"""The operator plugin end to end: the session daemon simulator starts a real ``hermes chat``
+with the plugin installed and enabled, and each ``/tool`` line in that managed terminal calls a
+typed tool the way an agent turn would, against a peer session of the same daemon."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from services.operator_sim.ops import SIM_COUNTERS
+from shared.operator import protocol as p
+from tests.support.operator_plugin import install, policy_fields, write_policy
+from tests.support.processes import python_env
+from tests.support.session_daemon import HOST, SessionDaemon, start_reporter
+
+pytestmark = pytest.mark.slow
+
+READ = {
+    "pohunek_hosts",
+    "pohunek_sessions",
+    "pohunek_session_get",
+    "pohunek_session_screen",
+    "pohunek_session_output",
+    "pohunek_session_wait",
+    "pohunek_session_diff",
+}
+MANAGE = READ | {
+    "pohunek_session_start",
+    "pohunek_session_send",
+    "pohunek_session_resume",
+    "pohunek_session_fork",
+    "pohunek_session_resize",
+    "pohunek_session_rename",
+    "pohunek_session_set_metadata",
+}
+FULL = MANAGE | {"pohunek_session_stop", "pohunek_session_remove"}
+RESULT = re.compile(rb"tool-result (\S+) (\{.*?\})\r\n")
+TOOLS = re.compile(rb"tools: ([^\r\n]*)\r\n")
+
+
+@pytest.fixture
+def daemon(root, short_dir):
+    simulator = SessionDaemon(short_dir, "--work-dir", str(root), env=python_env(HERMES_HOME=str(root)))
+    start_reporter(root, simulator.address)
+    yield simulator
+    simulator.stop()
+
+
+def managed_chat(daemon, root, short_dir, mode, **policy):
+    """The origin: a chat the daemon started, with the plugin under ``mode``."""
+    path = write_policy(short_dir / "state" / "policy.json", policy_fields(daemon.address, access_mode=mode, **policy))
+    install(root, path)
+    return start(daemon, "origin")
+
+
+def start(daemon, name):
+    return daemon.call(p.SESSION_NEW, {"host": HOST, "agent": "hermes", "name": name, "cols": 160, "rows": 40})["id"]
+
+
+class Terminal:
+    """What the chat prints, read by cursor; ``expect`` waits (bounded) for a pattern after it."""
+
+    def __init__(self, daemon, session):
+        self.daemon, self.session, self.offset = daemon, session, "0"
+        self.seen = b""
+
+    def expect(self, pattern: re.Pattern[bytes]) -> re.Match[bytes]:
+        for _ in range(40):  # 40 bounded waits of at most 1.5 s: a chat that never answers fails
+            found = pattern.search(self.seen)
+            if found:
+                self.seen = self.seen[found.end() :]
+                return found
+            page = self.daemon.call(
+                p.SESSION_OUTPUT,
+                {"host": HOST, "session": self.session, "after_offset": self.offset, "wait_ms": 1500},
+            )
+            self.offset = page["next_offset"]
+            self.seen += page["data"]
+        raise AssertionError(f"{pattern.pattern!r} never came; the tail was {self.seen[-400:]!r}")
+
+    def type(self, line: str) -> None:
+        self.daemon.call(p.SESSION_INPUT, {"host": HOST, "session": self.session, "text": line})
+
+    def tools(self) -> set[str]:
+        self.type("/tools")
+        names = self.expect(TOOLS).group(1).decode().split()
+        return set() if names == ["(none)"] else set(names)
+
+    def tool(self, name: str, args: dict | None = None) -> dict:
+        self.type(f"/tool {name} {json.dumps(args or {})}")
+        while True:
+            found = self.expect(RESULT)
+            if found.group(1).decode() == name:
+                return json.loads(found.group(2))
+
+
+def mutating_calls(daemon) -> int:
+    ops = daemon.call(SIM_COUNTERS)["ops"]
+    return sum(n for op, n in ops.items() if op in p.MUTATIONS)
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("read_only", READ), ("manage", MANAGE), ("full", FULL)])
+def test_each_access_mode_exposes_exactly_its_tools(daemon, root, short_dir, mode, expected):
+    origin = Terminal(daemon, managed_chat(daemon, root, short_dir, mode))
+    assert origin.tools() == expected
+    missing = sorted(FULL - expected)
+    if missing:
+        answer = origin.tool(missing[0], {"session": "origin"})
+        assert answer["error"]["code"] == "tool_not_found"
+
+
+def test_read_only_observes_a_peer_and_cannot_touch_it(daemon, root, short_dir):
+    origin = Terminal(daemon, managed_chat(daemon, root, short_dir, "read_only"))
+    peer = start(daemon, "peer")
+    listed = origin.tool("pohunek_sessions")
+    assert listed["ok"] and {s["name"] for s in listed["result"]["sessions"]} == {"origin", "peer"}
+    got = origin.tool("pohunek_session_get", {"session": "peer"})
+    assert got["result"]["id"] == peer
+    before = mutating_calls(daemon)
+    answer = origin.tool("pohunek_session_send", {"session": "peer", "input": "hello"})
+    assert answer["error"]["code"] == "tool_not_found"
+    assert mutating_calls(daemon) == before
+
+
+@pytest.mark.parametrize("mode", ["manage", "full"])
+def test_the_safe_loop_drives_a_peer_the_plugin_started(daemon, root, short_dir, mode):
+    origin = Terminal(daemon, managed_chat(daemon, root, short_dir, mode))
+    started = origin.tool("pohunek_session_start", {"agent_profile": "hermes", "name": "peer-1"})
+    assert started["ok"], started
+    peer = started["result"]["session_id"]
+    assert started["result"]["worker_instance_id"] and started["result"]["runtime_generation"] == "1"
+
+    # list, inspect the unique target, read, send, wait, re-read
+    names = [s["name"] for s in origin.tool("pohunek_sessions")["result"]["sessions"]]
+    assert names.count("peer-1") == 1
+    got = origin.tool("pohunek_session_get", {"session": "peer-1"})
+    assert got["result"]["id"] == peer
+    first = origin.tool("pohunek_session_output", {"session": peer})["result"]
+    sent = origin.tool("pohunek_session_send", {"session": peer, "input": "marco polo"})
+    assert sent["ok"] and sent["result"]["session_id"] == peer
+    waited = origin.tool(
+        "pohunek_session_wait", {"session": peer, "timeout_ms": 8000, "after_output_offset": first["next_offset"]}
+    )
+    assert waited["result"]["outcome"] in ("changed", "matched"), waited
+    reread = origin.tool("pohunek_session_output", {"session": peer, "after_offset": first["next_offset"]})["result"]
+    assert reread["start_offset"] == first["next_offset"]
+    assert reread["content_trust"] == "untrusted"
+    screen = origin.tool("pohunek_session_screen", {"session": peer})["result"]
+    assert "marco polo" in screen["text"]
+
+    # The session hosting the plugin is never a target of a mutation.
+    before = mutating_calls(daemon)
+    denied = origin.tool("pohunek_session_rename", {"session": "origin", "name": "x"})
+    assert denied["error"]["code"] == "plugin_self_target_denied"
+    assert mutating_calls(daemon) == before
+
+    stop = origin.tool("pohunek_session_stop", {"session": peer})
+    if mode == "manage":
+        assert stop["error"]["code"] == "tool_not_found"
+    else:
+        assert stop["ok"] and stop["result"]["state"] == "stopped", stop
+        assert origin.tool("pohunek_session_remove", {"session": peer})["ok"]
+
+
+def test_a_policy_written_for_protocol_3_works_and_one_outside_the_window_registers_nothing(daemon, root, short_dir):
+    origin = Terminal(daemon, managed_chat(daemon, root, short_dir, "read_only", protocol_min=3, protocol_max=3))
+    assert origin.tools() == READ
+    listed = origin.tool("pohunek_sessions")["result"]["sessions"]
+    runtime = listed[0]["runtime"]
+    assert runtime["runtime_id"] == runtime["worker_instance_id"]  # the v3 spelling beside the new one
+
+    path = write_policy(
+        short_dir / "state" / "policy.json",
+        policy_fields(daemon.address, access_mode="full", protocol_min=5, protocol_max=6),
+    )
+    install(root, path)
+    assert Terminal(daemon, start(daemon, "later")).tools() == set()
