@@ -52,6 +52,12 @@ def median(samples: list[int]) -> int:
     return samples[len(samples) // 2]
 
 
+def _wait_then_note(wait: Callable[[str], object], cursor: str, returned: list[int], done: threading.Event) -> None:
+    wait(cursor)
+    returned.append(time.perf_counter_ns())
+    done.set()
+
+
 def wake_ups(wait: Callable[[str], object], client: DaemonClient, session: str, n: int) -> list[int]:
     """From the answer to an input to the return of a wait that was already waiting for output."""
     target = {"host": HOST, "session": session}
@@ -61,12 +67,7 @@ def wake_ups(wait: Callable[[str], object], client: DaemonClient, session: str, 
         done = threading.Event()
         returned: list[int] = []
 
-        def waiter(cursor: str = cursor) -> None:
-            wait(cursor)
-            returned.append(time.perf_counter_ns())
-            done.set()
-
-        thread = threading.Thread(target=waiter)
+        thread = threading.Thread(target=_wait_then_note, args=(wait, cursor, returned, done))
         thread.start()
         time.sleep(0.02)  # the wait is in the daemon before the output it waits for
         client.call(p.SESSION_INPUT, {**target, "text": "wake"})
