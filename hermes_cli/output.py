@@ -42,6 +42,7 @@ REFUSAL_CODES = frozenset(
         "gateway_running",
         "snapshot_unusable",
         "chat_flags_conflict",
+        "plugin_not_found",
     }
 )
 

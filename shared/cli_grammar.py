@@ -261,6 +261,7 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _group(commands, "skin", "the CLI's look: built-in and user skins", _skin_commands)
     _group(commands, "snapshot", "the profiles' quick snapshots: list them, restore lost files", _snapshot_commands)
     _group(commands, "operator", "the operator daemon integration: lifecycle hooks", _operator_commands)
+    _group(commands, "plugins", "the profile's Hermes plugins: list them, enable or disable one", _plugins_commands)
     _command(commands, "demo", "build a demo install, run its mesh and update it live", _demo_args)
     _command(
         commands,
@@ -326,6 +327,13 @@ def _skin_commands(skin: argparse.ArgumentParser) -> None:
         "use a skin for this profile (display.skin)",
         lambda p: p.add_argument("name", help="skin name"),
     )
+
+
+def _plugins_commands(plugins: argparse.ArgumentParser) -> None:
+    actions = _commands(plugins, "plugins_command", "ACTION")
+    _command(actions, "plugins list", "every plugin in <home>/plugins/, and whether it is enabled")
+    for verb, what in (("enable", "let a plugin load (plugins.enabled)"), ("disable", "stop a plugin loading")):
+        _command(actions, f"plugins {verb}", what, lambda p: p.add_argument("name", help="plugin name"))
 
 
 def _operator_commands(operator: argparse.ArgumentParser) -> None:

@@ -40,6 +40,9 @@ TARGETS = {
     "skin show": "hermes_cli.commands.skin:cmd_show",
     "skin set": "hermes_cli.commands.skin:cmd_set",
     "operator doctor": "hermes_cli.commands.operator:cmd_doctor",
+    "plugins list": "hermes_cli.commands.plugins:cmd_list",
+    "plugins enable": "hermes_cli.commands.plugins:cmd_enable",
+    "plugins disable": "hermes_cli.commands.plugins:cmd_disable",
     "demo": "hermes_cli.commands.demo:cmd_demo",
     "chat": "hermes_cli.commands.chat:cmd_chat",
 }

@@ -14,13 +14,20 @@ Each line is one turn, between an ``activity`` report of ``working`` and one of 
 any text is echoed; ``/sleep S`` is a long turn (0 < S <= 60); ``/spam N`` prints N numbered
 lines (N <= 1,000,000); ``/bytes`` prints a line with invalid UTF-8; ``/approve`` paints an
 approval panel, reports ``attention`` and waits for ``y`` or ``n``; ``/compact`` reports 1 or 2
-new continuation ids; an unknown ``/word`` is one error line. ``/fail`` exits 3 (as a crash
+new continuation ids; ``/tools`` lists the tools the enabled plugins registered and ``/tool
+NAME {json}`` calls one as an agent turn would (one line ``tool-result NAME <json>``); an unknown
+``/word`` is one error line. ``/fail`` exits 3 (as a crash
 would: nothing released); ``/exit`` and end of input release the session (``session_end``).
 
 Input is read as bytes, in the terminal's non-canonical mode with its own echo, and decoded
 with replacement; a line over 64 KiB is refused. Ctrl-C (or SIGINT) ends a turn and does
 nothing at the prompt; SIGWINCH repaints the prompt; SIGHUP, SIGTERM or a terminal gone
 release the session (``agent_exit``) and end it, exit 0 (141 when stdout is a closed pipe).
+
+Plugins (``shared.plugin_host``) load at start. The chat fires the Hermes hook points
+(``on_session_start``, ``pre_llm_call`` and ``post_llm_call`` around each turn, the approval
+pair, ``on_session_end`` and ``on_session_finalize``) with ids only; a plugin that takes one
+makes its lifecycle report, else the chat makes it itself.
 
 The chat is kept in ``<home>/chat_sessions/<ref>.json`` (``chat_sessions``), and its ref is
 reported as the session's native id (``resumed`` when it was given back with ``--resume`` or
@@ -30,6 +37,7 @@ reported as the session's native id (``resumed`` when it was given back with ``-
 from __future__ import annotations
 
 import errno
+import json
 import math
 import os
 import re
@@ -38,12 +46,13 @@ import select
 import signal
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 
 from hermes_cli.commands import chat_sessions
 from hermes_cli.commands.chat_sessions import ChatSession
-from shared import homes, hooks
+from shared import homes, hooks, plugin_host
 from shared.errors import HermesError
 
 IDLE = "❯ ".encode()
@@ -89,9 +98,12 @@ class _Interrupted(Exception):
 def cmd_chat(args) -> int:
     home = homes.active_home()
     session, resumed = _open(home, args)
-    hooks.claim_native_id(session.ref, resumed=resumed)
+    host = plugin_host.PluginHost.load(home)
+    _Hooks(host, session).fire(
+        "on_session_start", lambda: hooks.claim_native_id(session.ref, resumed=resumed), resumed=resumed
+    )
     with _Signals() as signals, _Terminal(0, 1, signals) as terminal:
-        return _Chat(terminal, signals, home, session).run(resumed)
+        return _Chat(terminal, signals, home, session, host).run(resumed)
 
 
 def _open(home: Path, args) -> tuple[ChatSession, bool]:
@@ -105,6 +117,23 @@ def _open(home: Path, args) -> tuple[ChatSession, bool]:
     session.toolsets = list(toolsets) if toolsets else session.toolsets
     session.reasoning = reasoning or session.reasoning
     return session, True
+
+
+class _Hooks:
+    """The Hermes hook points of a chat. Each fires the enabled plugins' callbacks; the chat's
+    own lifecycle report is the fallback for a hook point no plugin took, so a report is made
+    once, by one of the two. No hook is ever given what the owner typed."""
+
+    def __init__(self, host: plugin_host.PluginHost, session: ChatSession) -> None:
+        self.host, self.session = host, session
+
+    def fire(self, name: str, built_in: Callable[[], object] | None = None, **kwargs: object) -> None:
+        if self.host.has_hook(name):
+            # The chat goes on under its newest continuation id after a compaction.
+            current = self.session.continuations[-1] if self.session.continuations else self.session.ref
+            self.host.invoke_hook(name, session_id=current, platform="cli", **kwargs)
+        elif built_in is not None:
+            built_in()
 
 
 class _Signals:
@@ -210,8 +239,12 @@ class _Terminal:
 
 
 class _Chat:
-    def __init__(self, terminal: _Terminal, signals: _Signals, home: Path, session: ChatSession) -> None:
+    def __init__(
+        self, terminal: _Terminal, signals: _Signals, home: Path, session: ChatSession, host: plugin_host.PluginHost
+    ) -> None:
         self.terminal, self.signals, self.home, self.session = terminal, signals, home, session
+        self.host, self.hooks = host, _Hooks(host, session)
+        self.turns = 0
         self.line = bytearray()  # what the owner has typed of the next line
         self.in_turn = False
 
@@ -229,8 +262,10 @@ class _Chat:
 
     def _finish(self, end: _End) -> int:
         self._save()
-        if end.reason is not None:
-            hooks.report_release(end.reason)
+        if end.reason is not None:  # a crash (``/fail``) ends with no release, as a crash would
+            reason = end.reason
+            self.hooks.fire("on_session_end")
+            self.hooks.fire("on_session_finalize", lambda: hooks.report_release(reason))
         try:
             self.terminal.write(NEWLINE)
         except _End:
@@ -317,14 +352,15 @@ class _Chat:
             raise _End("session_end", 0) if word == "/exit" else _End(None, EXIT_FAILED_TURN)
         self.terminal.write(NEWLINE + CLEAR_LINE + WORKING)
         self.in_turn = True
-        hooks.report_activity("working")
+        self.turns += 1
+        self.hooks.fire("pre_llm_call", lambda: hooks.report_activity("working"), is_first_turn=self.turns == 1)
         self.session.note(f"> {text}")
         try:
             self._turn(word, rest, text)
         except _Interrupted:
             self._say("interrupted")
         self.in_turn = False
-        hooks.report_activity("idle")
+        self.hooks.fire("post_llm_call", lambda: hooks.report_activity("idle"))
         self.terminal.write(CLEAR_LINE + IDLE)  # the working prompt is erased
         self._save()
 
@@ -335,7 +371,9 @@ class _Chat:
             self._sleep(rest)
         elif word == "/spam":
             self._spam(rest)
-        elif word in ("/bytes", "/approve", "/compact") and rest:
+        elif word == "/tool":
+            self._tool(rest)
+        elif word in ("/bytes", "/approve", "/compact", "/tools") and rest:
             self._say(f"error: {word} takes no arguments")
         elif word == "/bytes":
             self.terminal.write(CLEAR_LINE + BAD_BYTES + NEWLINE + WORKING)
@@ -344,11 +382,29 @@ class _Chat:
             self._approve()
         elif word == "/compact":
             ids = [chat_sessions.new_ref() for _ in range(1 + secrets.randbelow(2))]
-            hooks.report_continuation(ids)
+            if not self.host.has_hook("pre_llm_call"):  # else a plugin reports it on the next turn
+                hooks.report_continuation(ids)
             self.session.continue_as(ids)
             self._say(f"compacted: continues as {' '.join(ids)}")
+        elif word == "/tools":
+            self._say(f"tools: {' '.join(sorted(self.host.tools)) or '(none)'}")
         else:
-            self._say(f"error: unknown command {word} (/sleep, /spam, /bytes, /approve, /compact, /fail, /exit)")
+            self._say(
+                f"error: unknown command {word} (/sleep, /spam, /bytes, /approve, /compact, /tools, /tool, /fail, /exit)"
+            )
+
+    def _tool(self, rest: str) -> None:
+        """``/tool NAME {json}``: the tool called as an agent turn calls it; its answer on one line."""
+        name, _, raw = rest.partition(" ")
+        if not name:
+            self._say("error: usage: /tool NAME {json arguments}")
+            return
+        try:
+            arguments = json.loads(raw) if raw.strip() else {}
+        except ValueError as exc:
+            self._say(f"tool-error invalid JSON at character {getattr(exc, 'pos', 0)}")
+            return
+        self._say(f"tool-result {name} {self.host.dispatch(name, arguments)}")
 
     def _say(self, text: str) -> None:
         """One line of the turn's output, above the working prompt."""
@@ -393,13 +449,13 @@ class _Chat:
 
     def _approve(self) -> None:
         self.terminal.write(CLEAR_LINE + NEWLINE.join(line.encode() for line in PANEL) + NEWLINE + WORKING)
-        hooks.report_attention("owner_approval")
+        self.hooks.fire("pre_approval_request", lambda: hooks.report_attention("owner_approval"))
         try:
             allowed = self._answer()
         finally:
             # The panel goes: up to its first line, and clear to the end of the screen.
             self.terminal.write(CLEAR_LINE + f"\x1b[{len(PANEL)}A\x1b[J".encode() + WORKING)
-        hooks.report_activity("working")
+        self.hooks.fire("post_approval_response", lambda: hooks.report_activity("working"), approved=allowed)
         self._say("approved" if allowed else "denied")
 
     def _answer(self) -> bool:
