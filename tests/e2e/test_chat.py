@@ -516,3 +516,110 @@ def test_unmanaged_it_works_and_reports_nothing(home, short_dir, bind_pull, chat
     chat.line("/exit")
     assert chat.wait() == 0
     assert reports.none_left()
+
+
+# --- plugins: tools and hook points ----------------------------------------------------------
+
+PLUGIN = """
+import json
+
+SCHEMA = {"name": "echo", "description": "echo", "parameters": {"type": "object", "properties": {}}}
+
+
+def register(ctx):
+    ctx.register_tool("echo", "demo", SCHEMA, lambda args, **kw: json.dumps({"ok": True, "result": args}))
+    big = {**SCHEMA, "name": "big"}
+    ctx.register_tool("big", "demo", big, lambda args, **kw: json.dumps({"ok": True, "result": "é" * args["n"]}))
+"""
+
+HOOK_PLUGIN = """
+import json
+
+NAMES = ("on_session_start", "pre_llm_call", "post_llm_call", "pre_approval_request",
+         "post_approval_response", "on_session_end", "on_session_finalize")
+
+
+def _note(name):
+    def hook(**kwargs):
+        with open(__file__ + ".log", "a") as log:
+            log.write(json.dumps([name, sorted(kwargs), kwargs.get("session_id")]) + "\\n")
+    return hook
+
+
+def register(ctx):
+    for name in NAMES:
+        ctx.register_hook(name, _note(name))
+"""
+
+
+def add_plugin(home: Path, name: str, body: str) -> Path:
+    from shared import plugin_host
+
+    directory = home / "plugins" / name
+    directory.mkdir(parents=True)
+    (directory / "plugin.yaml").write_text(f"name: {name}\nversion: 1.0\n")
+    (directory / "__init__.py").write_text(body)
+    plugin_host.set_enabled(home, name, True)
+    return directory
+
+
+def tool_result(chat: Chat, name: str) -> dict:
+    pattern = re.compile(rf"tool-result {name} (\{{.*?\}})\r\n".encode())
+    chat.until(lambda: pattern.search(bytes(chat.output)), f"the answer of {name}")
+    found = pattern.search(bytes(chat.output))
+    assert found
+    return json.loads(found.group(1))
+
+
+def test_tools_lists_nothing_without_plugins_and_a_tool_line_answers_tool_not_found(home, chats):
+    chat = chats(home, "chat")
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    chat.turn("/tools", "tools: (none)")
+    chat.line('/tool echo {"a": 1}')
+    assert tool_result(chat, "echo")["error"]["code"] == "tool_not_found"
+
+
+def test_a_plugins_tool_is_called_as_a_turn_calls_it(home, chats):
+    add_plugin(home, "demo", PLUGIN)
+    chat = chats(home, "chat", cols=200)
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    chat.turn("/tools", "tools: big echo")
+    chat.line("/tool echo " + json.dumps({"a": [1, 2], "text": "é ❯"}))
+    assert tool_result(chat, "echo") == {"ok": True, "result": {"a": [1, 2], "text": "é ❯"}}
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    chat.line('/tool big {"n": 100000}')  # a long answer still comes out as one line
+    assert tool_result(chat, "big") == {"ok": True, "result": "é" * 100_000}
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    chat.turn("/tool echo {not json", "tool-error invalid JSON at character 1")
+    chat.turn("/tool", "error: usage: /tool NAME {json arguments}")
+
+
+def test_the_hook_points_fire_in_order_with_ids_only_and_the_plugin_reports_instead(home, managed, chats):
+    env, reports = managed
+    log = add_plugin(home, "hooks", HOOK_PLUGIN) / "__init__.py.log"
+    chat = chats(home, "chat", env=env)
+    ref = chat.ref()
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    chat.turn("a secret prompt", "a secret prompt")
+    chat.line("/approve")
+    chat.until(lambda: any("Allow once" in line for line in chat.lines()), "the panel")
+    chat.send(b"y")
+    chat.until(lambda: "approved" in chat.lines() and chat.at_idle_prompt(), "the approval's end")
+    chat.line("/exit")
+    assert chat.wait() == 0
+    fired = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [name for name, _, _ in fired] == [
+        "on_session_start",
+        "pre_llm_call",
+        "post_llm_call",
+        "pre_llm_call",
+        "pre_approval_request",
+        "post_approval_response",
+        "post_llm_call",
+        "on_session_end",
+        "on_session_finalize",
+    ]
+    assert {session for _, _, session in fired} == {ref}
+    assert "secret" not in log.read_text()
+    # The plugin took every hook point, so the chat made none of its own reports.
+    assert reports.none_left()

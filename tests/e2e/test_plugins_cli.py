@@ -1,0 +1,46 @@
+"""``hermes plugins list|enable|disable`` as real commands on a home with plugins in it."""
+
+from __future__ import annotations
+
+import json
+
+from shared import plugin_host
+from tests.support.cli import hermes
+
+
+def add(home, name, manifest=None):
+    directory = home / "plugins" / name
+    directory.mkdir(parents=True)
+    (directory / "plugin.yaml").write_text(manifest or f"name: {name}\nversion: 2.0\ndescription: the {name} plugin\n")
+    (directory / "__init__.py").write_text("raise SystemExit('list and enable import nothing')\n")
+
+
+def test_list_enable_and_disable_edit_only_the_enabled_list(tmp_path):
+    (tmp_path / "config.yaml").write_text("# the owner's notes\nmodel: hermes-4  # chosen\n")
+    add(tmp_path, "alpha")
+    add(tmp_path, "broken", manifest="name: [unclosed\n")
+    listed = json.loads(hermes("plugins", "list", "--json", home=tmp_path).stdout)["plugins"]
+    assert [(p["name"], p["version"], p["enabled"], p["error"]) for p in listed] == [
+        ("alpha", "2.0", False, None),
+        ("broken", "", False, "manifest_invalid"),
+    ]
+    enabled = hermes("plugins", "enable", "alpha", "--json", home=tmp_path)
+    assert enabled.returncode == 0 and json.loads(enabled.stdout) == {"name": "alpha", "enabled": True, "changed": True}
+    again = hermes("plugins", "enable", "alpha", home=tmp_path)
+    assert again.returncode == 0 and "already" in again.stdout
+    assert plugin_host.enabled_names(tmp_path) == ["alpha"]
+    assert (tmp_path / "config.yaml").read_text().startswith("# the owner's notes\nmodel: hermes-4  # chosen\n")
+    text = hermes("plugins", "list", home=tmp_path).stdout
+    assert "alpha" in text and "enabled" in text and "manifest_invalid" in text
+    assert hermes("plugins", "disable", "alpha", home=tmp_path).returncode == 0
+    assert plugin_host.enabled_names(tmp_path) == []
+
+
+def test_a_plugin_that_is_not_installed_is_refused_and_nothing_changes(tmp_path):
+    (tmp_path / "config.yaml").write_text("model: x\n")
+    refused = hermes("plugins", "enable", "ghost", "--json", home=tmp_path)
+    assert refused.returncode == 2
+    assert json.loads(refused.stdout)["error"]["code"] == "plugin_not_found"
+    bad = hermes("plugins", "enable", "../etc", home=tmp_path)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert (tmp_path / "config.yaml").read_text() == "model: x\n"
