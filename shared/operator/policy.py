@@ -43,3 +43,23 @@ class Policy:
     max_output_bytes: int
     max_screen_bytes: int
     max_concurrency: int
+
+
+# placeholder until merged: the policy rules' own host check replaces this one.
+def host_allowed(policy: Policy, host: str) -> bool:
+    """``host`` exactly listed; or, with the wildcard listed, any valid DNS name or ``local``,
+    never an IP literal."""
+    import ipaddress
+    import re
+
+    if host in policy.allowed_hosts:
+        return True
+    if WILDCARD not in policy.allowed_hosts:
+        return False
+    try:
+        ipaddress.ip_address(host)
+        return False
+    except ValueError:
+        pass
+    label = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+    return host == LOCAL or (len(host) <= 253 and re.fullmatch(rf"{label}(\.{label})*", host) is not None)
