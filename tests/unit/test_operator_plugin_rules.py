@@ -82,6 +82,8 @@ def test_projects_resolve_by_id_or_label():
     assert rules.resolve_project({"id": "p-2"}, projects)["label"] == "api"
     assert code_of(rules.resolve_project, {"id": "p-1"}, projects) == "plugin_ambiguous_project"
     assert code_of(rules.resolve_project, {"label": "p-2"}, projects) == "plugin_project_not_found"
+    assert rules.daemon_project(projects[0], projects) == "web"  # its id is shared: the label names it
+    assert rules.daemon_project(projects[2], projects) == "p-2"
 
 
 def test_agents_must_be_in_the_hosts_supported_list():

@@ -102,6 +102,13 @@ def resolve_project(ref: Mapping[str, str], projects: list[dict[str, Any]]) -> d
     return found[0]
 
 
+def daemon_project(project: Mapping[str, Any], projects: list[dict[str, Any]]) -> str:
+    """How ``session.new`` names the resolved project: its id, unless another project shares
+    it (two labels of one repository); then its label, which resolved it uniquely."""
+    shared = sum(1 for pr in projects if pr.get("id") == project["id"])
+    return str(project["id"] if shared == 1 else project["label"])
+
+
 def check_agent(agent: str, inspected: Mapping[str, Any]) -> None:
     supported = inspected.get("supported_agents")
     if not isinstance(supported, list) or agent not in supported:

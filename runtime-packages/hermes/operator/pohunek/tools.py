@@ -248,7 +248,8 @@ class Toolbox:
         worktree = args.get("worktree", {})
         projects = _entries(call.daemon(p.PROJECT_LIST, {"host": host}), "projects")
         project = rules.resolve_project(args.get("project") or worktree["project"], projects)
-        ask: Args = {"host": host, "agent": agent, "name": args["name"], "project": project["id"]}
+        ask: Args = {"host": host, "agent": agent, "name": args["name"]}
+        ask["project"] = rules.daemon_project(project, projects)
         ask.update({k: worktree[k] for k in ("branch", "base_branch") if k in worktree})
         ask.update({k: args[k] for k in ("cols", "rows") if k in args})
         if "initial_input" in args:
