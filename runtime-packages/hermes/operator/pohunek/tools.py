@@ -100,21 +100,26 @@ class Toolbox:
         def handle(args: Any = None, **_context: Any) -> str:
             if not self._slots.acquire(blocking=False):
                 return failure(error("plugin_busy"))
-            call = _Call(self)
             try:
-                return rules.fit(tool(call, schemas.validate(name, args)), self.policy.max_output_bytes)
-            except ToolError as exc:
-                return failure(exc)
-            except Exception as exc:  # never into the turn; never with the arguments in the log
-                log.error("tool %s failed unexpectedly: %s", name, type(exc).__name__)
-                return failure(error("internal_error"))
+                return self._run(name, tool, args)
             finally:
-                try:
-                    call.close()
-                finally:
-                    self._slots.release()
+                self._slots.release()
 
         return handle
+
+    def _run(self, name: str, tool: Callable[[_Call, Args], Any], args: Any) -> str:
+        call: _Call | None = None
+        try:
+            call = _Call(self)
+            return rules.fit(tool(call, schemas.validate(name, args)), self.policy.max_output_bytes)
+        except ToolError as exc:
+            return failure(exc)
+        except Exception as exc:  # never into the turn; never with the arguments in the log
+            log.error("tool %s failed unexpectedly: %s", name, type(exc).__name__)
+            return failure(error("internal_error"))
+        finally:
+            if call is not None:
+                call.close()
 
     # --- the steps every session tool shares ----------------------------------------------
 
