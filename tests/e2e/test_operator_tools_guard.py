@@ -31,6 +31,16 @@ GUARDED = {
     "pohunek_session_stop": {},
     "pohunek_session_remove": {},
 }
+GUARDED_METHODS = {
+    "pohunek_session_send": "input",
+    "pohunek_session_resume": "resume",
+    "pohunek_session_fork": "fork",
+    "pohunek_session_resize": "resize",
+    "pohunek_session_rename": "rename",
+    "pohunek_session_set_metadata": "set_metadata",
+    "pohunek_session_stop": "stop",
+    "pohunek_session_remove": "remove",
+}
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +129,7 @@ def test_the_eight_changes_never_reach_the_origin(daemon_sim, origin):
         for ref in (sid, "origin"):  # by id, and by the name that resolves to it
             denied = tools(name, {"session": ref, **extra})
             assert code(denied) == "plugin_self_target_denied", (name, ref)
+            assert denied["error"]["detail"] == {"method": GUARDED_METHODS[name]}
     assert changes(daemon_sim.daemon) == before
     assert result(tools("pohunek_session_get", {"session": sid}))["state"] == "running"
 

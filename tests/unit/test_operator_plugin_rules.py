@@ -99,6 +99,14 @@ def test_u64_range_and_input_bytes_are_checked_beyond_the_schema():
     assert code_of(rules.check_text_bytes, "é" * 32_769, "input", 65_536) == "plugin_invalid_request"
 
 
+def test_output_reads_stay_within_the_policy():
+    small = Policy("ipc:///tmp/x.ctl", 3, 4, "full", ("local",), 60_000, 45_000, 4096, 262_144, 8)
+    assert rules.output_bytes(small, None) == 4096
+    assert rules.output_bytes(policy("local"), None) == 783_240  # the daemon's own page limit
+    assert rules.output_bytes(small, 4096) == 4096
+    assert code_of(rules.output_bytes, small, 4097) == "plugin_invalid_request"
+
+
 def test_clipping_never_cuts_a_character_and_reports_replacement():
     euro = "€".encode()  # three bytes
     clipped = rules.clip(b"ab" + euro, 4)

@@ -12,7 +12,7 @@ from typing import Any
 
 from shared.operator import u64
 from shared.operator.policy import LOCAL, Policy, host_allowed
-from shared.operator.protocol import DAEMON_ID_ENV, ORIGIN_DENIED, SESSION_ENV
+from shared.operator.protocol import DAEMON_ID_ENV, ORIGIN_DENIED, OUTPUT_MAX_BYTES, SESSION_ENV
 from shared.operator.protocol import Code as DaemonCode
 from shared.protocol import Code as WireCode
 
@@ -120,6 +120,15 @@ def check_u64(args: Mapping[str, Any], *fields: str) -> None:
     for field in fields:
         if field in args and int(args[field]) > u64.MAX:
             raise error("plugin_invalid_request", {"field": field})
+
+
+def output_bytes(policy: Policy, asked: int | None) -> int:
+    """How many output bytes one read asks for: the caller's bound, within the policy's."""
+    if asked is None:
+        return min(OUTPUT_MAX_BYTES, policy.max_output_bytes)
+    if asked > policy.max_output_bytes:
+        raise error("plugin_invalid_request", {"field": "max_bytes"})
+    return asked
 
 
 def check_text_bytes(text: str, field: str, limit: int) -> None:

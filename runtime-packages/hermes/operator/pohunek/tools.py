@@ -15,7 +15,7 @@ from typing import Any
 
 from shared.operator import protocol as p
 from shared.operator.client import DaemonClient
-from shared.operator.policy import Policy
+from shared.operator.policy import WILDCARD, Policy
 from shared.protocol import OpSpec, RemoteError
 
 from . import rules, schemas
@@ -146,8 +146,8 @@ class Toolbox:
     def _hosts(self, call: _Call, args: Args) -> Any:
         allowed = self.policy.allowed_hosts
         return {
-            "hosts": [h for h in allowed if h != "*"],
-            "wildcard": "*" in allowed,
+            "hosts": [h for h in allowed if h != WILDCARD],
+            "wildcard": WILDCARD in allowed,
             "discovery_performed": False,
         }
 
@@ -184,9 +184,7 @@ class Toolbox:
 
     def _output(self, call: _Call, args: Args) -> Any:
         rules.check_u64(args, "after_offset", "runtime_generation")
-        max_bytes = args.get("max_bytes", min(p.OUTPUT_MAX_BYTES, self.policy.max_output_bytes))
-        if max_bytes > self.policy.max_output_bytes:
-            raise error("plugin_invalid_request", {"field": "max_bytes"})
+        max_bytes = rules.output_bytes(self.policy, args.get("max_bytes"))
         host, session = self._target(call, "pohunek_session_output", args)
         ask: Args = {
             k: args[k] for k in ("worker_instance_id", "runtime_generation", "after_offset", "wait_ms") if k in args
@@ -265,7 +263,8 @@ class Toolbox:
                 p.SESSION_NEW, {**ask, "idempotency_key": _key()}, limit=self.policy.request_timeout_ms / 1000
             )
         except ToolError as exc:
-            if exc.code != "request_timeout":
+            # Unanswered, whichever limit cut it short: the start may exist, so never send another.
+            if exc.code not in ("request_timeout", "plugin_tool_timeout"):
                 raise
             return {**_changed(self._recover(call, host, request)), "recovered": True}
         return {**_changed(started), "recovered": False}
