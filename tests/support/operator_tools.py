@@ -1,0 +1,138 @@
+"""The operator plugin's tools as the e2e tests drive them: a ``Toolbox`` over a real simulator,
+every answer parsed, and every error code any test saw collected, so one test can prove the
+whole closed set of codes is reachable."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.operator_sim.ops import SIM_COUNTERS
+from shared.operator import protocol as p
+from shared.operator.policy import Policy
+from tests.support.operator_plugin import payload, policy_fields
+from tests.support.processes import python_env
+from tests.support.session_daemon import SessionDaemon, start_reporter
+
+PRODUCED: set[str] = set()
+# Codes the simulator never answers through the plugin's checked calls; the unit tests of the
+# daemon-answer mapping produce each of them.
+MAPPING_ONLY = frozenset(
+    {"runtime_not_installed", "runtime_incompatible", "session_input_rejected", "idempotency_conflict"}
+)
+CHANGES = p.MUTATIONS | {p.SESSION_NEW.name}
+
+GIT_ENV = {
+    **os.environ,
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
+
+
+def policy(address: str, **overrides: Any) -> Policy:
+    fields = policy_fields(address, **overrides)
+    del fields["schema_version"]
+    fields["allowed_hosts"] = tuple(fields["allowed_hosts"])
+    return Policy(**fields)
+
+
+class Tools:
+    """``tools(name, args)`` → the parsed answer of one handler call."""
+
+    def __init__(
+        self, address: str, *, window: tuple[int, int] = (3, 4), env: dict[str, str] | None = None, **fields: Any
+    ):
+        tools = payload("tools")
+        self.box = tools.Toolbox(policy(address, **fields), window, env=env or {})
+
+    def __call__(self, name: str, args: Any = None) -> dict[str, Any]:
+        answer = json.loads(self.box.handler(name)({} if args is None else args))
+        if not answer["ok"]:
+            PRODUCED.add(answer["error"]["code"])
+        return answer
+
+
+def result(answer: dict[str, Any]) -> Any:
+    assert answer["ok"], answer
+    return answer["result"]
+
+
+def code(answer: dict[str, Any]) -> str:
+    assert not answer["ok"], answer
+    return answer["error"]["code"]
+
+
+def ops(daemon: SessionDaemon) -> dict[str, int]:
+    return daemon.call(SIM_COUNTERS)["ops"]
+
+
+def changes(daemon: SessionDaemon) -> int:
+    """How many changing calls the daemon has received in all."""
+    return sum(n for op, n in ops(daemon).items() if op in CHANGES)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], env=GIT_ENV, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    (path / "readme.txt").write_text("hello\n")
+    git(path, "add", "readme.txt")
+    git(path, "commit", "-q", "-m", "first")
+    return path
+
+
+@dataclass
+class Sim:
+    daemon: SessionDaemon
+    root: Path  # the Hermes home its chats run in
+    repo: Path  # the project ``web``
+    directory: Path
+
+    @property
+    def address(self) -> str:
+        return self.daemon.address
+
+    def start(self, name: str, agent: str = "shell", **extra: Any) -> dict[str, Any]:
+        """A session started straight through the daemon, not the tools."""
+        return self.daemon.call(p.SESSION_NEW, {"host": "local", "agent": agent, "name": name, **extra})
+
+
+@contextmanager
+def simulator(*args: str, projects: tuple[str, ...] = ("web",), reporter: bool = True) -> Iterator[Sim]:
+    """A simulator (with a hook reporter) in a private short directory, and a git project
+    under each label in ``projects``, all the same repository."""
+    from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
+    from shared.spawn import stop_service
+
+    directory = Path(tempfile.mkdtemp(prefix="hm-"))
+    root = directory / "home"
+    root.mkdir()
+    repo = make_repo(directory / "repo")
+    extra = [arg for label in projects for arg in ("--project", f"{label}={repo}")]
+    daemon = SessionDaemon(directory, "--work-dir", str(root), *extra, *args, env=python_env(HERMES_HOME=str(root)))
+    try:
+        if reporter:
+            start_reporter(root, daemon.address)
+        yield Sim(daemon, root, repo, directory)
+    finally:
+        daemon.stop()
+        for worker in ON_DEMAND_WORKERS:
+            stop_service(root, worker)
+        shutil.rmtree(directory, ignore_errors=True)
