@@ -12,6 +12,7 @@ import pytest
 from services.operator_sim.ops import SIM_COUNTERS
 from shared.operator import protocol as p
 from tests.support.operator_plugin import install, policy_fields, write_policy
+from tests.support.operator_tools import make_repo
 from tests.support.processes import python_env
 from tests.support.session_daemon import HOST, SessionDaemon, start_reporter
 
@@ -42,7 +43,10 @@ TOOLS = re.compile(rb"tools: ([^\r\n]*)\r\n")
 
 @pytest.fixture
 def daemon(root, short_dir):
-    simulator = SessionDaemon(short_dir, "--work-dir", str(root), env=python_env(HERMES_HOME=str(root)))
+    repo = make_repo(short_dir / "repo")
+    simulator = SessionDaemon(
+        short_dir, "--work-dir", str(root), "--project", f"web={repo}", env=python_env(HERMES_HOME=str(root))
+    )
     start_reporter(root, simulator.address)
     yield simulator
     simulator.stop()
@@ -97,8 +101,9 @@ class Terminal:
 
 
 def mutating_calls(daemon) -> int:
+    """Mutations the daemon received, but input: the test types every ``/tool`` line itself."""
     ops = daemon.call(SIM_COUNTERS)["ops"]
-    return sum(n for op, n in ops.items() if op in p.MUTATIONS)
+    return sum(n for op, n in ops.items() if op in p.MUTATIONS and op != p.SESSION_INPUT.name)
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("read_only", READ), ("manage", MANAGE), ("full", FULL)])
@@ -121,13 +126,19 @@ def test_read_only_observes_a_peer_and_cannot_touch_it(daemon, root, short_dir):
     before = mutating_calls(daemon)
     answer = origin.tool("pohunek_session_send", {"session": "peer", "input": "hello"})
     assert answer["error"]["code"] == "tool_not_found"
+    stop = origin.tool("pohunek_session_stop", {"session": "peer"})
+    assert stop["error"]["code"] == "tool_not_found"
     assert mutating_calls(daemon) == before
+    peer_output = daemon.call(p.SESSION_OUTPUT, {"host": HOST, "session": peer})["data"]
+    assert b"hello" not in peer_output
 
 
 @pytest.mark.parametrize("mode", ["manage", "full"])
 def test_the_safe_loop_drives_a_peer_the_plugin_started(daemon, root, short_dir, mode):
     origin = Terminal(daemon, managed_chat(daemon, root, short_dir, mode))
-    started = origin.tool("pohunek_session_start", {"agent_profile": "hermes", "name": "peer-1"})
+    started = origin.tool(
+        "pohunek_session_start", {"agent_profile": "hermes", "name": "peer-1", "project": {"label": "web"}}
+    )
     assert started["ok"], started
     peer = started["result"]["session_id"]
     assert started["result"]["worker_instance_id"] and started["result"]["runtime_generation"] == "1"
@@ -160,7 +171,7 @@ def test_the_safe_loop_drives_a_peer_the_plugin_started(daemon, root, short_dir,
     if mode == "manage":
         assert stop["error"]["code"] == "tool_not_found"
     else:
-        assert stop["ok"] and stop["result"]["state"] == "stopped", stop
+        assert stop["ok"] and stop["result"]["session"]["state"] == "stopped", stop
         assert origin.tool("pohunek_session_remove", {"session": peer})["ok"]
 
 
