@@ -10,7 +10,7 @@ Everything runs in the same run on the same machine; only the ratios mean much.
   chat; the time from the input's answer to the wait's return, against the same with a bare
   ``session.wait``.
 
-    .venv/bin/python bench/operator.py [--calls N] [--wakes N]
+    .venv/bin/python bench/operator_plugin.py [--calls N] [--wakes N]
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ def main() -> int:
                     raise SystemExit(f"{name} failed: {answer['error']['code']}")
                 return answer["result"]
 
-            with DaemonClient(address) as client:
+            # A zmq socket is one thread's: the bare waits get a client of their own.
+            with DaemonClient(address) as client, DaemonClient(address) as waiter:
                 sid = client.call(p.SESSION_NEW, {"host": HOST, "agent": "hermes", "name": "bench"})["id"]
                 target = {"host": HOST, "session": sid}
                 rows = [
@@ -136,7 +137,7 @@ def main() -> int:
                     ),
                 ]
                 bare = wake_ups(
-                    lambda cursor: client.call(
+                    lambda cursor: waiter.call(
                         p.SESSION_WAIT, {**target, "timeout_ms": 8000, "after_output_offset": cursor}
                     ),
                     client,
