@@ -132,6 +132,13 @@ def test_read_only_observes_a_peer_and_cannot_touch_it(daemon, root, short_dir):
     peer_output = daemon.call(p.SESSION_OUTPUT, {"host": HOST, "session": peer})["data"]
     assert b"hello" not in peer_output
 
+    # A chat whose tools kept their daemon connection still ends at once when it is done.
+    origin.type("/exit")
+    ended = daemon.call(
+        p.SESSION_WAIT, {"host": HOST, "session": origin.session, "states": ["done"], "timeout_ms": 8000}
+    )
+    assert ended["reason"] == "state_matched" and ended["session"]["exit_code"] == 0
+
 
 @pytest.mark.parametrize("mode", ["manage", "full"])
 def test_the_safe_loop_drives_a_peer_the_plugin_started(daemon, root, short_dir, mode):

@@ -33,12 +33,11 @@ Summary = dict[str, Any]
 
 
 class _Call:
-    """One tool call's budget and daemon client (opened on first use, closed at the end)."""
+    """One tool call's budget, over its thread's daemon client."""
 
     def __init__(self, box: Toolbox):
         self._box = box
         self._deadline = time.monotonic() + box.policy.tool_timeout_ms / 1000
-        self._client: DaemonClient | None = None
 
     def remaining(self) -> float:
         return self._deadline - time.monotonic()
@@ -54,19 +53,14 @@ class _Call:
         origin = self._box.origin
         if origin is not None and _ORIGIN_FIELD in spec.fields:
             args = {**args, **origin.markers()}
-        if self._client is None:
-            self._client = DaemonClient(self._box.policy.daemon_endpoint, window=self._box.window)
         try:
-            answer = self._client.call(spec, args, timeout=timeout)
+            answer = self._box.client().call(spec, args, timeout=timeout)
         except RemoteError as exc:
+            self._box.drop_client()  # a late answer or a broken connection must not meet the next call
             raise rules.daemon_failure(exc.code, spec.name, budget_spent=timeout < own) from None
         if not isinstance(answer, dict):
             raise error("pohunek_cli_invalid_envelope")
         return answer
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
 
 
 class Toolbox:
@@ -75,6 +69,7 @@ class Toolbox:
         self.window = window
         self.origin = rules.origin_from_env(os.environ if env is None else env)
         self._slots = threading.BoundedSemaphore(policy.max_concurrency)
+        self._local = threading.local()  # a zmq socket is one thread's: a client per calling thread
         self._tools: dict[str, Callable[[_Call, Args], Any]] = {
             "pohunek_hosts": self._hosts,
             "pohunek_sessions": self._sessions,
@@ -94,6 +89,20 @@ class Toolbox:
             "pohunek_session_remove": self._remove,
         }
 
+    def client(self) -> DaemonClient:
+        """This thread's client, kept between calls: a connection per call would cost more
+        than most calls."""
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = DaemonClient(self.policy.daemon_endpoint, window=self.window)
+        return client
+
+    def drop_client(self) -> None:
+        client = getattr(self._local, "client", None)
+        if client is not None:
+            client.close()
+            self._local.client = None
+
     def handler(self, name: str) -> Callable[..., str]:
         tool = self._tools[name]
 
@@ -108,18 +117,14 @@ class Toolbox:
         return handle
 
     def _run(self, name: str, tool: Callable[[_Call, Args], Any], args: Any) -> str:
-        call: _Call | None = None
         try:
-            call = _Call(self)
-            return rules.fit(tool(call, schemas.validate(name, args)), self.policy.max_output_bytes)
+            return rules.fit(tool(_Call(self), schemas.validate(name, args)), self.policy.max_output_bytes)
         except ToolError as exc:
             return failure(exc)
         except Exception as exc:  # never into the turn; never with the arguments in the log
             log.error("tool %s failed unexpectedly: %s", name, type(exc).__name__)
+            self.drop_client()
             return failure(error("internal_error"))
-        finally:
-            if call is not None:
-                call.close()
 
     # --- the steps every session tool shares ----------------------------------------------
 
