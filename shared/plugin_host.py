@@ -35,21 +35,49 @@ from shared.errors import HermesError
 
 log = logging.getLogger(__name__)
 
-# Every hook name Hermes fires (``hermes_cli/plugins.py``: ``VALID_HOOKS``).
+# Hermes Agent's ``VALID_HOOKS``: a plugin may register any of them; a chat fires the ones it has
+# (session start and end, each turn, approvals) and never the others.
 HERMES_HOOKS = frozenset(
     {
         "pre_tool_call",
         "post_tool_call",
+        "transform_terminal_output",
+        "transform_tool_result",
+        "transform_llm_output",
         "pre_llm_call",
         "post_llm_call",
+        "on_stream_start",
+        "on_stream_delta",
+        "on_stream_end",
+        "on_interim_message",
+        "pre_verify",
         "pre_api_request",
         "post_api_request",
+        "api_request_error",
+        "transform_api_error_classification",
         "on_session_start",
         "on_session_end",
         "on_session_finalize",
         "on_session_reset",
+        "on_skill_lifecycle",
+        "subagent_start",
+        "subagent_stop",
+        "pre_gateway_dispatch",
+        "agent_loop_stopped",
         "pre_approval_request",
         "post_approval_response",
+        "on_room_member_activity",
+        "pre_transcription",
+        "kanban_task_claimed",
+        "kanban_task_completed",
+        "kanban_task_blocked",
+        "on_kanban_worker_spawned",
+        "on_kanban_worker_exited",
+        "on_kanban_worker_stale_claim",
+        "on_kanban_task_updated",
+        "on_kanban_dispatch_tick",
+        "gateway_platform_event",
+        "pre_command",
     }
 )
 PLUGINS_DIR = "plugins"
@@ -246,6 +274,8 @@ def _import(info: PluginInfo) -> types.ModuleType:
         parent.__path__ = []
         sys.modules[PACKAGE] = parent
     name = f"{PACKAGE}.{info.name}"
+    for cached in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[cached]  # another home's plugin of the same name: this home's code loads
     spec = importlib.util.spec_from_file_location(
         name, info.path / "__init__.py", submodule_search_locations=[str(info.path)]
     )
@@ -280,13 +310,13 @@ class PluginHost:
     def _load(self, info: PluginInfo) -> PluginInfo:
         try:
             module = _import(info)
-        except Exception as exc:  # a broken plugin is skipped; its error is named, not its text
+        except (Exception, SystemExit) as exc:  # a broken plugin is skipped; its error is named, not its text
             log.warning("plugin %s failed to import (%s)", info.name, type(exc).__name__)
             return dataclasses.replace(info, error="import_failed")
         ctx = PluginContext(info.name, info.path, lambda name: name in self.tools)
         try:
             module.register(ctx)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             log.warning("plugin %s failed to register (%s)", info.name, type(exc).__name__)
             return dataclasses.replace(info, error="register_failed")
         self.tools.update(ctx.tools)
@@ -312,7 +342,7 @@ class PluginHost:
             if tool.check_fn is not None and not tool.check_fn():
                 return answer_error("tool_unavailable", f"tool {name} is not available now")
             result = tool.handler(args)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             log.warning("tool %s raised (%s)", name, type(exc).__name__)
             return answer_error("internal_error", f"tool {name} failed")
         if not isinstance(result, str):
@@ -329,5 +359,5 @@ class PluginHost:
         for callback in self.hooks.get(name, ()):
             try:
                 callback(**kwargs)
-            except Exception:
+            except (Exception, SystemExit):
                 self.hook_failures += 1

@@ -3,7 +3,6 @@ committed, uncommitted and untracked changes, truncation, what removal would los
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -25,38 +24,12 @@ from services.operator_sim.worktrees import (
     repo_root,
     unconfirmed,
 )
-
-GIT_ENV = {
-    **os.environ,
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], env=GIT_ENV, check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def commit(cwd: Path, name: str, text: str, message: str) -> str:
-    (cwd / name).write_text(text)
-    git(cwd, "add", name)
-    git(cwd, "commit", "-q", "-m", message)
-    return git(cwd, "rev-parse", "HEAD")
+from tests.support.git_repos import commit, git, make_repo
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    commit(path, "readme.txt", "hello\n", "first")
-    return path
+    return make_repo(tmp_path / "repo")
 
 
 async def test_a_worktree_is_added_on_a_new_branch_at_the_head(repo, tmp_path):

@@ -55,6 +55,8 @@ def test_a_plugin_not_enabled_is_never_imported(tmp_path):
         ("raise RuntimeError('secret-ish text')\n", "import_failed"),
         ("def register(ctx):\n    raise ValueError('x')\n", "register_failed"),
         ("pass\n", "register_failed"),  # no register at all
+        ("import sys\nsys.exit(1)\n", "import_failed"),
+        ("def register(ctx):\n    raise SystemExit(3)\n", "register_failed"),
     ],
 )
 def test_a_broken_plugin_is_skipped_whole(tmp_path, body, error):
@@ -111,6 +113,7 @@ def test_a_tool_of_another_plugin_cannot_be_shadowed(tmp_path):
     ("handler", "args", "code"),
     [
         ("lambda a, **kw: 1 / 0", {}, "internal_error"),
+        ("lambda a, **kw: exit(4)", {}, "internal_error"),
         ("lambda a, **kw: {'not': 'text'}", {}, "internal_error"),
         ("lambda a, **kw: 'x' * 1_200_000", {}, "tool_result_too_large"),
         ("lambda a, **kw: '{}'", ["not", "an", "object"], "tool_invalid_arguments"),
