@@ -623,3 +623,19 @@ def test_the_hook_points_fire_in_order_with_ids_only_and_the_plugin_reports_inst
     assert "secret" not in log.read_text()
     # The plugin took every hook point, so the chat made none of its own reports.
     assert reports.none_left()
+
+
+def test_hook_points_no_plugin_took_are_still_reported_by_the_chat(home, managed, chats):
+    env, reports = managed
+    add_plugin(
+        home, "turns", HOOK_PLUGIN.replace("for name in NAMES:", 'for name in ("pre_llm_call", "post_llm_call"):')
+    )
+    chat = chats(home, "chat", env=env)
+    ref = chat.ref()
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    assert reports.next("native_id").fields == {"native_id": ref, "resumed": False}
+    chat.turn("hello", "hello")  # the plugin took the turn's hook points: no activity report from the chat
+    chat.line("/exit")
+    assert chat.wait() == 0
+    assert reports.next("release").fields == {"reason": "session_end"}
+    assert reports.none_left()
