@@ -165,3 +165,22 @@ def test_enabling_edits_only_the_enabled_list_and_keeps_comments(tmp_path):
     assert plugin_host.set_enabled(tmp_path, "demo", False) is True
     assert plugin_host.enabled_names(tmp_path) == []
     assert "# the owner's notes" in config.read_text()
+
+
+def test_a_tool_whose_check_says_no_is_unavailable_and_its_handler_never_runs(tmp_path):
+    ran = tmp_path / "ran"
+    plugin(
+        tmp_path,
+        "gated",
+        f"""
+        SCHEMA = {SCHEMA!r}
+        def handler(args, **kw):
+            open({str(ran)!r}, "w").close()
+            return "{{}}"
+        def register(ctx):
+            ctx.register_tool("gated", "demo", SCHEMA, handler, check_fn=lambda: False)
+        """,
+    )
+    answer = json.loads(PluginHost.load(tmp_path).dispatch("gated", {}))
+    assert answer["error"]["code"] == "tool_unavailable"
+    assert not ran.exists()
