@@ -151,14 +151,14 @@ async def _diff(worktree: Path, base: str | None, max_bytes: int) -> dict[str, A
         commit = recorded["commit"] if recorded else (await _resolve_base(top, None))[0]
     else:
         commit = (await _resolve_base(top, base))[0]
-    index = top / os.fsdecode((await _git(top, ["rev-parse", "--git-path", "index"])).stdout.rstrip(b"\n"))
     scratch = Path(await trio.to_thread.run_sync(tempfile.mkdtemp))
     try:
-        # A copy of the index that also names untracked files (intent to add), so the diff
-        # shows them as new without touching the worktree's own index.
+        # A scratch index of the base commit that also names untracked files (intent to add),
+        # so the diff shows them as new without touching the worktree's own index. Read from
+        # the tree, it holds no stat data: every file's content is compared, so an edit that
+        # keeps a file's size within the clock tick of its checkout is not mistaken for none.
         env = {"GIT_INDEX_FILE": str(scratch / "index")}
-        if await trio.to_thread.run_sync(index.exists):
-            await trio.to_thread.run_sync(shutil.copyfile, index, scratch / "index")
+        await _git(top, ["read-tree", commit], env=env)
         await _git(top, ["add", "--intent-to-add", "--", "."], env=env)
         flags = ["--no-color", "--no-ext-diff", "--no-textconv"]
         patch = await _git(top, ["diff", *flags, commit, "--"], env=env, cap=max_bytes)
