@@ -4,6 +4,7 @@ whole closed set of codes is reachable."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -12,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services.operator_sim.ops import SIM_COUNTERS
 from shared.operator import protocol as p
+from shared.operator.policy import Policy
 from tests.support.git_repos import make_repo
+from tests.support.operator_plugin import payload, policy_fields
 from tests.support.processes import python_env
 from tests.support.session_daemon import SessionDaemon, start_reporter
 
@@ -24,6 +28,48 @@ MAPPING_ONLY = frozenset(
     {"runtime_not_installed", "runtime_incompatible", "session_input_rejected", "idempotency_conflict"}
 )
 CHANGES = p.MUTATIONS | {p.SESSION_NEW.name}
+
+
+def policy(address: str, **overrides: Any) -> Policy:
+    fields = policy_fields(address, **overrides)
+    del fields["schema_version"]
+    fields["allowed_hosts"] = tuple(fields["allowed_hosts"])
+    return Policy(**fields)
+
+
+class Tools:
+    """``tools(name, args)`` → the parsed answer of one handler call."""
+
+    def __init__(
+        self, address: str, *, window: tuple[int, int] = (3, 4), env: dict[str, str] | None = None, **fields: Any
+    ):
+        tools = payload("tools")
+        self.box = tools.Toolbox(policy(address, **fields), window, env=env or {})
+
+    def __call__(self, name: str, args: Any = None) -> dict[str, Any]:
+        answer = json.loads(self.box.handler(name)({} if args is None else args))
+        if not answer["ok"]:
+            PRODUCED.add(answer["error"]["code"])
+        return answer
+
+
+def result(answer: dict[str, Any]) -> Any:
+    assert answer["ok"], answer
+    return answer["result"]
+
+
+def code(answer: dict[str, Any]) -> str:
+    assert not answer["ok"], answer
+    return answer["error"]["code"]
+
+
+def ops(daemon: SessionDaemon) -> dict[str, int]:
+    return daemon.call(SIM_COUNTERS)["ops"]
+
+
+def changes(daemon: SessionDaemon) -> int:
+    """How many changing calls the daemon has received in all."""
+    return sum(n for op, n in ops(daemon).items() if op in CHANGES)
 
 
 @dataclass
