@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.session_daemon import median, timed  # noqa: E402
 from shared.operator import protocol as p  # noqa: E402
 from shared.operator.client import DaemonClient  # noqa: E402
 from shared.operator.policy import Policy  # noqa: E402
@@ -37,19 +38,6 @@ from tests.support.operator_plugin import payload  # noqa: E402
 HOST = "local"
 TARGET_CALL_RATIO = 3.0  # a tool call costs at most 3x its bare daemon call (it makes one or two)
 TARGET_WAKE_RATIO = 2.0  # a wait through the plugin wakes at most 2x as late as a bare wait
-
-
-def timed(call: Callable[[], object], n: int) -> list[int]:
-    samples = []
-    for _ in range(n):
-        began = time.perf_counter_ns()
-        call()
-        samples.append(time.perf_counter_ns() - began)
-    return sorted(samples)
-
-
-def median(samples: list[int]) -> int:
-    return samples[len(samples) // 2]
 
 
 def _wait_then_note(wait: Callable[[str], object], cursor: str, returned: list[int], done: threading.Event) -> None:

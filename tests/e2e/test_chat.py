@@ -111,6 +111,13 @@ class Chat:
         self.line(text)
         self.until(lambda: shows in self.lines() and self.at_idle_prompt(), f"{text!r} to answer {shows!r}")
 
+    def approve(self) -> None:
+        """A whole ``/approve`` turn: the panel painted, allowed with ``y``, the idle prompt back."""
+        self.line("/approve")
+        self.until(lambda: any("Dangerous Command" in line for line in self.lines()), "the panel")
+        self.send(b"y")
+        self.until(lambda: "approved" in self.lines() and self.at_idle_prompt(), "the approval's end")
+
     def ref(self) -> str:
         self.until(lambda: REF.search(self.output.decode(errors="replace")), "the banner")
         found = REF.search(self.output.decode(errors="replace"))
@@ -509,10 +516,7 @@ def test_unmanaged_it_works_and_reports_nothing(home, short_dir, bind_pull, chat
     chat = chats(home, "chat", env={"POHUNEK_HOOK_ENDPOINT": address})  # no session id
     chat.until(chat.at_idle_prompt, "the idle prompt")
     chat.turn("hello", "hello")
-    chat.line("/approve")
-    chat.until(lambda: any("Dangerous Command" in line for line in chat.lines()), "the panel")
-    chat.send(b"y")
-    chat.until(lambda: "approved" in chat.lines() and chat.at_idle_prompt(), "approved")
+    chat.approve()
     chat.line("/exit")
     assert chat.wait() == 0
     assert reports.none_left()
@@ -601,10 +605,7 @@ def test_the_hook_points_fire_in_order_with_ids_only_and_the_plugin_reports_inst
     ref = chat.ref()
     chat.until(chat.at_idle_prompt, "the idle prompt")
     chat.turn("a secret prompt", "a secret prompt")
-    chat.line("/approve")
-    chat.until(lambda: any("Allow once" in line for line in chat.lines()), "the panel")
-    chat.send(b"y")
-    chat.until(lambda: "approved" in chat.lines() and chat.at_idle_prompt(), "the approval's end")
+    chat.approve()
     chat.line("/exit")
     assert chat.wait() == 0
     fired = [json.loads(line) for line in log.read_text().splitlines()]
