@@ -401,8 +401,11 @@ class _Chat:
             return
         try:
             arguments = json.loads(raw) if raw.strip() else {}
-        except ValueError as exc:
-            self._say(f"tool-error invalid JSON at character {getattr(exc, 'pos', 0)}")
+        except json.JSONDecodeError as exc:
+            self._say(f"tool-error invalid JSON at character {exc.pos}")
+            return
+        except RecursionError:  # the parser's own limit: a line of ``[[[[…``
+            self._say("tool-error invalid JSON: nested too deeply")
             return
         self._say(f"tool-result {name} {self.host.dispatch(name, arguments)}")
 

@@ -595,6 +595,7 @@ def test_a_plugins_tool_is_called_as_a_turn_calls_it(home, chats):
     assert tool_result(chat, "big") == {"ok": True, "result": "é" * 100_000}
     chat.until(chat.at_idle_prompt, "the idle prompt")
     chat.turn("/tool echo {not json", "tool-error invalid JSON at character 1")
+    chat.turn("/tool echo " + "[" * 60_000, "tool-error invalid JSON: nested too deeply")
     chat.turn("/tool", "error: usage: /tool NAME {json arguments}")
 
 
