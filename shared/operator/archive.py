@@ -116,6 +116,8 @@ def build(entries: Iterable[Entry]) -> bytes:
         raise ArchiveInvalid("too_large_decompressed", f"the tar stream is larger than {MAX_TAR} bytes")
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True, write_content_size=True)
     archive = compressor.compress(tar)
+    # Reading back applies the reader's limits (ratio, compressed size) and catches a writer
+    # that drifted from the reader: a built archive is always one every reader accepts.
     if read(archive) != ordered:
         raise AssertionError("the archive built does not read back as its entries")
     return archive

@@ -13,7 +13,8 @@ import stat
 from pathlib import Path
 
 from shared.errors import HermesError
-from shared.operator.archive import MAX_FILE, MAX_FILES, ArchiveInvalid, Entry, check_path
+from shared.operator import archive
+from shared.operator.archive import ArchiveInvalid, Entry, check_path
 
 
 class PackageDirInvalid(HermesError):
@@ -57,8 +58,8 @@ def _walk(directory: Path, rel: str, entries: list[Entry]) -> None:
             _walk(Path(child.path), child_rel, entries)
         elif child.is_file(follow_symlinks=False):
             entries.append(_read_file(Path(child.path), child_rel))
-            if len(entries) > MAX_FILES:
-                raise PackageDirInvalid(child_rel, f"is past the limit of {MAX_FILES} files")
+            if len(entries) > archive.MAX_FILES:
+                raise PackageDirInvalid(child_rel, f"is past the limit of {archive.MAX_FILES} files")
         else:
             raise PackageDirInvalid(child_rel, "is not a regular file or a directory")
 
@@ -76,11 +77,11 @@ def _read_file(path: Path, rel: str) -> Entry:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise PackageDirInvalid(rel, "is not a regular file")
-            if info.st_size > MAX_FILE:
-                raise PackageDirInvalid(rel, f"is larger than {MAX_FILE} bytes")
-            data = f.read(MAX_FILE + 1)
+            if info.st_size > archive.MAX_FILE:
+                raise PackageDirInvalid(rel, f"is larger than {archive.MAX_FILE} bytes")
+            data = f.read(archive.MAX_FILE + 1)
     except OSError as exc:
         raise PackageDirInvalid(rel, f"cannot be read: {exc.strerror}") from None
-    if len(data) > MAX_FILE:
-        raise PackageDirInvalid(rel, f"is larger than {MAX_FILE} bytes")
+    if len(data) > archive.MAX_FILE:
+        raise PackageDirInvalid(rel, f"is larger than {archive.MAX_FILE} bytes")
     return Entry(rel, data, bool(info.st_mode & 0o111))

@@ -8,8 +8,6 @@ import tarfile
 
 import pytest
 import zstandard
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from shared.operator import archive
 from shared.operator.archive import ArchiveInvalid, Entry, build, check_path, digest, read
@@ -367,54 +365,3 @@ def test_build_refuses_a_bad_path_by_its_position():
     with pytest.raises(ArchiveInvalid) as caught:
         build([Entry("ok", b"x", False), Entry("../escape", b"x", False)])
     assert caught.value.detail == {"reason": "bad_path", "entry": 1}
-
-
-# --- junk ---------------------------------------------------------------------------------------
-
-_VALID = build(SAMPLE)
-_VALID_TAR = zstandard.ZstdDecompressor().decompress(_VALID)
-_FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _mutate(base: bytes, edits: list[tuple[int, int, int]]) -> bytes:
-    out = bytearray(base)
-    for kind, where, value in edits:
-        at = where % (len(out) + 1)
-        if kind == 0 and at < len(out):
-            out[at] ^= value or 1
-        elif kind == 1:
-            out[at:at] = bytes([value])
-        else:
-            del out[at : at + value % 8 + 1]
-    return bytes(out)
-
-
-_EDITS = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2**20), st.integers(0, 255)), min_size=1, max_size=6)
-
-
-def _only_typed_errors(data: bytes) -> None:
-    try:
-        entries = read(data)
-    except ArchiveInvalid as exc:
-        assert exc.detail is not None and exc.detail["reason"]
-    else:
-        assert all(isinstance(e, Entry) for e in entries)
-
-
-@_FUZZ
-@given(st.binary(max_size=4096))
-def test_random_bytes_only_raise_the_typed_error(data):
-    _only_typed_errors(data)
-    _only_typed_errors(b"\x28\xb5\x2f\xfd" + data)
-
-
-@_FUZZ
-@given(_EDITS)
-def test_a_mutated_archive_only_raises_the_typed_error(edits):
-    _only_typed_errors(_mutate(_VALID, edits))
-
-
-@_FUZZ
-@given(_EDITS)
-def test_a_mutated_tar_stream_only_raises_the_typed_error(edits):
-    _only_typed_errors(zst(_mutate(_VALID_TAR, edits), level=1))
