@@ -260,7 +260,7 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _auth_commands(commands)
     _group(commands, "skin", "the CLI's look: built-in and user skins", _skin_commands)
     _group(commands, "snapshot", "the profiles' quick snapshots: list them, restore lost files", _snapshot_commands)
-    _group(commands, "operator", "the operator daemon integration: lifecycle hooks", _operator_commands)
+    _group(commands, "operator", "the operator integration: the plugin, its package and the hooks", _operator_commands)
     _group(commands, "plugins", "the profile's Hermes plugins: list them, enable or disable one", _plugins_commands)
     _command(commands, "demo", "build a demo install, run its mesh and update it live", _demo_args)
     _command(
@@ -336,13 +336,86 @@ def _plugins_commands(plugins: argparse.ArgumentParser) -> None:
         _command(actions, f"plugins {verb}", what, lambda p: p.add_argument("name", help="plugin name"))
 
 
+# The integration's policy bounds: raw strings, appended, so a repeated flag or ``1e3`` is the
+# typed policy error the installer gives rather than a parser message.
+OPERATOR_BOUNDS = (
+    ("--tool-timeout-ms", "tool_timeout_ms", "one tool call's limit, at most 60000"),
+    ("--request-timeout-ms", "request_timeout_ms", "a start's daemon wait, below the tool timeout (45000)"),
+    ("--max-output-bytes", "max_output_bytes", "one tool result, at most 1048576"),
+    ("--max-screen-bytes", "max_screen_bytes", "one rendered screen, at most 262144"),
+    ("--max-concurrency", "max_concurrency", "concurrent tool calls, at most 8"),
+)
+OPERATOR_AGENTS = ("hermes", "codex", "claude")
+ACCESS_MODES = ("read_only", "manage", "full")
+
+
+def _operator_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", choices=OPERATOR_AGENTS, default="hermes", help="the agent (only hermes is served)")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--hermes-profile", metavar="NAME", help="a profile of this install (default included)")
+    target.add_argument("--hermes-home", metavar="ABS", help="a custom absolute, owner-private Hermes home")
+    p.add_argument("--hermes-bin", metavar="ABS", help="the target Hermes executable (default: this install's)")
+
+
+def _operator_policy(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--access-mode", choices=ACCESS_MODES, help="which tools the plugin registers")
+    p.add_argument("--allow-host", action="append", metavar="HOST", help="a host the tools may reach (repeat)")
+    p.add_argument("--confirm-wildcard", action="store_true", help="confirm --allow-host '*'")
+    for flag, dest, what in OPERATOR_BOUNDS:
+        p.add_argument(flag, dest=dest, action="append", metavar="N", help=what)
+
+
 def _operator_commands(operator: argparse.ArgumentParser) -> None:
     actions = _commands(operator, "operator_command", "ACTION")
+
+    def install(p: argparse.ArgumentParser) -> None:
+        _operator_target(p)
+        _operator_policy(p)
+
+    def update(p: argparse.ArgumentParser) -> None:
+        install(p)
+        p.add_argument("--confirm-modified", action="store_true", help="replace a modified install")
+
+    def uninstall(p: argparse.ArgumentParser) -> None:
+        _operator_target(p)
+        p.add_argument("--confirm-modified", action="store_true", help="remove a modified install")
+
+    _command(actions, "operator install", "install the operator plugin into a Hermes home", install)
+    _command(actions, "operator update", "rewrite the plugin from the selected package", update)
+    _command(actions, "operator status", "what is installed in a Hermes home (read-only)", _operator_target)
     _command(
         actions,
         "operator doctor",
-        "a payload-free dry run of the hooks: session, identity, reporter, daemon",
+        "typed checks of an install; with no target, a dry run of the hooks",
+        _operator_target,
     )
+    _command(actions, "operator uninstall", "remove the managed plugin and its policy", uninstall)
+    _group(actions, "package", "the runtime package registry", _package_commands)
+
+
+def _package_commands(package: argparse.ArgumentParser) -> None:
+    actions = _commands(package, "package_command", "ACTION")
+
+    def install(p: argparse.ArgumentParser) -> None:
+        p.add_argument("archive", metavar="ARCHIVE", help="a runtime package (.tar.zst)")
+        p.add_argument("--catalog", metavar="CATALOG", required=True, help="the signed catalog that authorizes it")
+
+    def selector(p: argparse.ArgumentParser) -> None:
+        p.add_argument("package_id", metavar="ID", help="the package id (pohunek.runtime.hermes)")
+        which = p.add_mutually_exclusive_group()
+        which.add_argument("--version", dest="package_version", metavar="V", help="this version")
+        which.add_argument("--digest", metavar="D", help="this archive digest (sha256:<hex>)")
+
+    _command(actions, "operator package install", "verify a package against its catalog and install it", install)
+    _command(actions, "operator package list", "the installed packages, enabled and selected")
+    for verb, what in (
+        ("enable", "let a package be selected"),
+        ("disable", "retire a package for new installs"),
+        ("select", "the version installs use"),
+        ("uninstall", "remove a package"),
+    ):
+        _command(actions, f"operator package {verb}", what, selector)
+    _command(actions, "operator package doctor", "verify every package root and the registry")
 
 
 def _demo_args(demo: argparse.ArgumentParser) -> None:

@@ -3,7 +3,8 @@
 Builds a demo install (a git clone of this install's committed code, with an origin of its
 own) under a demo directory, starts the embedded supervisor with three profiles' gateways as
 a managed session reporting to an operator daemon simulator, sends each gateway a turn,
-signs in to Nous against a local portal simulator, pushes a new
+installs the operator plugin from a runtime package it builds and signs, and has a managed
+chat make tool calls with it, signs in to Nous against a local portal simulator, pushes a new
 commit to the demo origin and runs ``hermes update`` against it, then shows the fleet matrix
 and where the receipt is. Every command runs the
 DEMO install's code, exactly as an operator's would. Everything the demo started is stopped
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
-from hermes_cli.commands import demo_operator, demo_signin
+from hermes_cli.commands import demo_integration, demo_operator, demo_signin
 from shared.errors import HermesError
 from shared.version import INSTALL_ROOT, code_sha
 
@@ -112,8 +113,10 @@ def cmd_demo(args) -> int:
         for name in PROFILES:
             _check(demo.hermes("profile", "create", name, show=False), "create a profile")
         say("starting an operator daemon simulator: the mesh runs as a managed session and reports to it")
-        daemon = demo_operator.OperatorDaemon(demo.path, demo.env(), f"ipc://{base / 'daemon.ctl'}")
-        demo.extra_env = daemon.env()
+        # The chats it starts run in the coder profile, where the operator plugin goes.
+        coder = {"HERMES_HOME": str(demo.home / "profiles" / demo_integration.PROFILE)}
+        daemon = demo_operator.OperatorDaemon(demo.path, {**demo.env(), **coder}, f"ipc://{base / 'daemon.ctl'}")
+        demo.extra_env = {**daemon.env(), **demo_integration.state_env(base)}
         say(f"starting the mesh: supervisord and {len(PROFILES)} gateways")
         _check(demo.hermes("mesh", "up", "--profiles", ",".join(PROFILES), show=show), "start the mesh")
         data["turns"] = _send_turns(demo)
@@ -121,6 +124,9 @@ def cmd_demo(args) -> int:
             say(f"turn {turn['turn_id']} on {turn['profile']}: {turn['text']!r}")
         data["operator_reports"] = _wait_for_reports(daemon, len(PROFILES))
         say(f"the operator daemon received: {data['operator_reports']}")
+        say("the operator integration: build and sign the Hermes runtime package, install it, then the plugin")
+        data["integration"] = demo_integration.install(demo.path, base, demo.env(), say)
+        data["integration"]["tool_calls"] = demo_integration.tool_calls(daemon.address, say)
         say("starting a Nous portal simulator, then: hermes auth login nous")
         portal = demo_signin.PortalSimulator(demo.path, demo.env(), base / "portal.json")
         data["sign_in"] = demo_signin.sign_in(demo.path, demo.env(), portal, say)
@@ -252,6 +258,10 @@ def _text(d: dict[str, Any]) -> str:
     sign_in = d["sign_in"]
     lines.append(f"Nous sign-in: {sign_in['state']} as {sign_in.get('email')} ({sign_in.get('tier')} tier)")
     lines.append(f"operator daemon reports: {d['operator_reports']}")
+    integration = d["integration"]
+    calls = ", ".join(f"{c['tool']} {'ok' if c['ok'] else c['code']}" for c in integration["tool_calls"])
+    digest = integration["package"]["digest"]
+    lines.append(f"operator plugin: {demo_integration.PROFILE} profile from {digest[:19]}…; tool calls: {calls}")
     if not d["kept"]:
         lines.append("(the demo directory is removed again; `hermes demo --keep` leaves it and the mesh running)")
     if d["kept"]:

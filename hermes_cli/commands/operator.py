@@ -1,4 +1,4 @@
-"""``hermes operator doctor``: a payload-free dry run of the operator hooks, as typed findings.
+"""The hooks' part of ``hermes operator doctor``: a payload-free dry run, as typed findings.
 
 Each finding is ``{"check", "ok", "code", "detail"}``: whether this process is in a managed
 session, whether its start identity is readable, whether a report the hooks would build
@@ -6,7 +6,7 @@ passes the reporter's own checks, whether the reporter answers (with its counter
 whether the daemon it forwards to is reachable. Nothing is sent to the daemon but a hello.
 A run dir that is not private is a ``permissions`` finding (``unsafe_run_dir``): no socket in
 it is asked.
-Exit 0 when every check passed, 1 otherwise.
+The integration doctor folds them into its checks (``mesh_checks``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _finding(check: str, ok: bool, code: str, detail: Any = None) -> dict[str, A
     return {"check": check, "ok": ok, "code": code, "detail": detail}
 
 
-def cmd_doctor(args) -> int:
+def findings() -> list[dict[str, Any]]:
     from services.hook_reporter import ops
     from shared import hook_vocabulary, protocol
     from shared.call_rules import NO_RETRY
@@ -34,14 +34,14 @@ def cmd_doctor(args) -> int:
     from shared.protocol import RemoteError
     from shared.sync_client import connect
 
-    findings = []
+    found: list[dict[str, Any]] = []
     session = os.environ.get(SESSION_ENV)
     if hook_vocabulary.is_id(session):
-        findings.append(_finding("session", True, "managed", session))
+        found.append(_finding("session", True, "managed", session))
     else:
-        findings.append(_finding("session", True, "unmanaged", "not in a managed session: the hooks report nothing"))
+        found.append(_finding("session", True, "unmanaged", "not in a managed session: the hooks report nothing"))
     ident = process_identity(os.getpid())
-    findings.append(
+    found.append(
         _finding(
             "identity",
             ident is not None,
@@ -53,7 +53,7 @@ def cmd_doctor(args) -> int:
         dry = {
             "v": hook_vocabulary.VERSION,
             "kind": "activity",
-            "session": session if findings[0]["code"] == "managed" else "dry-run",
+            "session": session if found[0]["code"] == "managed" else "dry-run",
             "pid": ident.pid,
             "start_time": ident.start_time,
             "at": time.time(),
@@ -61,32 +61,48 @@ def cmd_doctor(args) -> int:
         }
         try:
             parse_report(protocol.pack(dry))
-            findings.append(_finding("dry_run", True, "report_valid"))
+            found.append(_finding("dry_run", True, "report_valid"))
         except ReportRefused as exc:
-            findings.append(_finding("dry_run", False, f"report_{exc.reason}", exc.message))
+            found.append(_finding("dry_run", False, f"report_{exc.reason}", exc.message))
     try:
         endpoint = homes.endpoint(homes.root_home(), ops.SERVICE, create=False)
         with connect(endpoint, retry=NO_RETRY) as client:
             status = client.call(ops.STATUS, timeout=3.0)
             check = client.call(ops.CHECK, timeout=8.0)["daemon"]
     except homes.UnsafeRunDir as exc:  # whatever socket is in such a dir is not asked
-        findings.append(_finding("permissions", False, exc.code, exc.message))
+        found.append(_finding("permissions", False, exc.code, exc.message))
     except RemoteError as exc:
-        findings.append(_finding("reporter", False, "reporter_unreachable", exc.code))
+        found.append(_finding("reporter", False, "reporter_unreachable", exc.code))
     else:
         counters = {k: status[k] for k in ("received", "forwarded", "dropped", "queued")}
-        findings.append(_finding("reporter", True, "reporter_reachable", counters))
+        found.append(_finding("reporter", True, "reporter_reachable", counters))
         if not check["configured"]:
-            findings.append(_finding("daemon", False, "daemon_not_configured", f"set {ENDPOINT_ENV} for the reporter"))
+            found.append(_finding("daemon", False, "daemon_not_configured", f"set {ENDPOINT_ENV} for the reporter"))
         else:
             code = "daemon_reachable" if check["reachable"] else "daemon_unreachable"
-            findings.append(_finding("daemon", check["reachable"], code, status["daemon"]))
-    ok = all(f["ok"] for f in findings)
-    output.emit(args, {"ok": ok, "findings": findings}, _text)
-    return 0 if ok else 1
+            found.append(_finding("daemon", check["reachable"], code, status["daemon"]))
+    return found
 
 
-def _text(data: dict[str, Any]) -> str:
+def mesh_checks(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings as the integration doctor's last three checks."""
+    from hermes_cli.operator.doctor import HINT
+
+    by_check = {f["check"]: f for f in found}
+
+    def verdict(code: str, *names: str) -> dict[str, Any]:
+        seen = [by_check[name] for name in names if name in by_check]
+        status = "not_run" if not seen else "pass" if all(f["ok"] for f in seen) else "fail"
+        return {"code": code, "status": status, "recovery_hint": HINT[code]}
+
+    return [
+        verdict("hook_dry_run", "identity", "dry_run"),
+        verdict("reporter_reachable", "reporter", "permissions"),
+        verdict("daemon_reachable", "daemon"),
+    ]
+
+
+def findings_text(data: dict[str, Any]) -> str:
     rows = [
         ("ok" if f["ok"] else "FAIL", f["check"], f["code"], "" if f["detail"] is None else f["detail"])
         for f in data["findings"]

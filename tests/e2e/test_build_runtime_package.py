@@ -80,11 +80,14 @@ def test_json_reports_digest_path_files_and_bytes(hermes_package, tmp_path):
     }
 
 
-def test_an_execute_bit_makes_the_entry_executable(hermes_package, tmp_path):
-    (hermes_package / "run.sh").write_bytes(b"#!/bin/sh\n")
-    (hermes_package / "run.sh").chmod(0o700)
-    out = tmp_path / "hermes.tar.zst"
-    assert run(hermes_package, "-o", out).returncode == 0
+def test_an_execute_bit_makes_the_entry_executable(tmp_path):
+    package = tmp_path / "other-runtime"  # the Hermes package's contract admits no extra file
+    package.mkdir()
+    (package / "README").write_text("another runtime\n")
+    (package / "run.sh").write_bytes(b"#!/bin/sh\n")
+    (package / "run.sh").chmod(0o700)
+    out = tmp_path / "other.tar.zst"
+    assert run(package, "-o", out).returncode == 0
     executable = {e.path for e in read(out.read_bytes()) if e.executable}
     assert executable == {"run.sh"}
 
@@ -145,3 +148,14 @@ def test_a_usage_or_io_failure_is_one_line_and_status_2(hermes_package, tmp_path
     done = run(*(a.format(pkg=hermes_package, tmp=tmp_path) for a in args))
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith("build_runtime_package: ") and done.stderr.count("\n") == 1
+
+
+def test_the_hermes_package_builds_only_while_its_payload_matches_operator_toml(hermes_package, tmp_path):
+    tools = hermes_package / "operator" / "pohunek" / "tools.py"
+    tools.write_bytes(tools.read_bytes() + b"# edited\n")
+    out = tmp_path / "hermes.tar.zst"
+    refused = run(hermes_package, "-o", out)
+    assert refused.returncode == 2 and "operator.toml" in refused.stderr and not out.exists()
+    refreshed = run(hermes_package, "--refresh-operator-manifest", "-o", out)
+    assert refreshed.returncode == 0 and out.exists()
+    assert tools.read_bytes().endswith(b"# edited\n")

@@ -1,0 +1,163 @@
+"""``hermes operator package install|list|enable|disable|select|uninstall|doctor``: the runtime
+package registry.
+
+A package is installed only through a signed catalog that authorizes its exact digest for
+this platform and core: the archive is read strictly, the catalog verified against the trust
+anchor and the persisted high-water mark, the operator sidecar checked, and only then is the
+package root published and recorded; the catalog's sequence is persisted after that commit.
+Selectors never guess: a package id with several versions needs ``--version`` or ``--digest``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from hermes_cli import output
+from shared.errors import HermesError
+from shared.operator import archive, catalog, manifests, paths
+from shared.operator import registry as store
+from shared.version import __version__ as core_version
+
+
+class InputUnreadable(HermesError):
+    code = "package_input_unreadable"
+
+
+def _read_capped(path: str, limit: int, what: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError:
+        raise InputUnreadable(f"the {what} cannot be read", detail={"what": what}) from None
+    if len(data) > limit:
+        raise InputUnreadable(f"the {what} is larger than {limit} bytes", detail={"what": what})
+    return data
+
+
+def _anchor(state: Path) -> catalog.Anchor:
+    path = paths.trust_anchor_path(state)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise catalog.TrustUnavailable(
+            "no trust anchor: put the release's anchor at POHUNEK_TRUST_ANCHOR or <state>/trust/anchor.json"
+        ) from None
+    return catalog.parse_anchor(data)
+
+
+def _registry(*, create: bool = False) -> store.Registry:
+    return store.Registry.at(paths.pohunek_state(), create=create)
+
+
+def _package(package: store.Package, record: store.Record | None = None) -> dict[str, Any]:
+    data = {
+        "package_id": package.package_id,
+        "version": package.version,
+        "digest": package.digest,
+        "source": package.source,
+        "enabled": package.enabled,
+        "installed_at": package.installed_at,
+    }
+    if record is not None:
+        data["selected"] = record.selected.get(package.package_id) == package.digest
+    return data
+
+
+def cmd_install(args) -> int:
+    state = paths.pohunek_state()
+    data = _read_capped(args.archive, archive.MAX_COMPRESSED, "archive")
+    signed = _read_capped(args.catalog, catalog.MAX_CATALOG_BYTES, "catalog")
+    anchor = _anchor(state)
+    registry = _registry(create=True)
+    high_water, revoked = registry.catalog_state()
+    now = int(time.time())
+    verified = catalog.verify(signed, anchor, now=now, high_water=high_water, revoked_key_ids=revoked)
+    digest = archive.digest(data)
+    entries = archive.read(data, expected_digest=digest)
+    files = {entry.path: entry.data for entry in entries}
+    runtime = manifests.runtime_manifest(files)
+    manifests.operator_manifest(files, runtime)
+    entry = verified.authorize(
+        runtime.package_id, runtime.runtime_id, digest, platform=catalog.host_platform(), core_version=core_version
+    )
+    if entry.version != runtime.version:
+        raise catalog.NotAuthorized("the catalog authorizes this digest as another version")
+    package = registry.install(
+        digest,
+        {entry.path: (entry.data, entry.executable) for entry in entries},
+        package_id=runtime.package_id,
+        version=runtime.version,
+        source="official",
+        installed_at=now,
+        catalog_state=(verified.sequence, verified.revoked_key_ids),
+    )
+    result = {**_package(package, registry.read()), "catalog_sequence": verified.sequence}
+    output.emit(args, result, lambda d: f"installed {d['package_id']} {d['version']} {d['digest']}")
+    return 0
+
+
+def cmd_list(args) -> int:
+    registry = _registry()
+    record = registry.read() if registry.root.exists() else store.Record(0, (), {})
+    rows = [_package(p, record) for p in record.packages]
+    output.emit(args, {"generation": record.generation, "packages": rows}, _list_text)
+    return 0
+
+
+def _list_text(data: dict[str, Any]) -> str:
+    if not data["packages"]:
+        return "no runtime packages installed (hermes operator package install ARCHIVE --catalog CATALOG)"
+    rows = [
+        (
+            p["package_id"],
+            p["version"],
+            "enabled" if p["enabled"] else "disabled",
+            "selected" if p["selected"] else "",
+            p["digest"],
+        )
+        for p in data["packages"]
+    ]
+    return output.table(("PACKAGE", "VERSION", "STATE", "", "DIGEST"), rows)
+
+
+def _selector(args) -> dict[str, Any]:
+    return {"version": args.package_version, "digest": args.digest}
+
+
+def _changed(args, package: store.Package, verb: str) -> int:
+    registry = _registry()
+    output.emit(args, _package(package, registry.read()), lambda d: f"{verb} {d['package_id']} {d['version']}")
+    return 0
+
+
+def cmd_enable(args) -> int:
+    return _changed(args, _registry().set_enabled(args.package_id, True, **_selector(args)), "enabled")
+
+
+def cmd_disable(args) -> int:
+    return _changed(args, _registry().set_enabled(args.package_id, False, **_selector(args)), "disabled")
+
+
+def cmd_select(args) -> int:
+    return _changed(args, _registry().select(args.package_id, **_selector(args)), "selected")
+
+
+def cmd_uninstall(args) -> int:
+    package = _registry().uninstall(args.package_id, **_selector(args))
+    output.emit(args, _package(package), lambda d: f"uninstalled {d['package_id']} {d['version']}")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    report = _registry().doctor()
+    output.emit(args, report, _doctor_text)
+    return 0 if report["ok"] else 1
+
+
+def _doctor_text(data: dict[str, Any]) -> str:
+    lines = ["registry " + ("ok" if data["record"].get("readable") else f"UNREADABLE ({data['record'].get('reason')})")]
+    lines += [f"{'ok  ' if r['ok'] else 'FAIL'} {r['digest']} {r.get('reason') or ''}".rstrip() for r in data["roots"]]
+    lines += [f"orphan root {name}" for name in data["orphans"]]
+    return "\n".join(lines)

@@ -1,0 +1,169 @@
+"""The policy an install or update writes: from the flags, over what is installed.
+
+Bounds arrive as the raw strings of their flags, so that a repeated flag, ``1e3`` or ``+5`` is
+a typed ``hermes_invalid_policy`` rather than a parser message. Install uses the defaults for
+omitted bounds; update inherits each omitted bound, access mode, host list and the daemon
+endpoint from the installed policy, and always refreshes the protocol range to this client's
+window. The rules themselves are ``shared.operator.policy``'s, so what is written is what the
+plugin loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from shared import files
+from shared.errors import HermesError
+from shared.operator import policy as rules
+from shared.operator.protocol import CLIENT_WINDOW
+
+BOUND_FLAGS = {field: flag for field, (_, flag) in rules.BOUNDS.items()}
+DEFAULT_BOUNDS = {
+    "tool_timeout_ms": rules.MAX_TOOL_TIMEOUT_MS,
+    "request_timeout_ms": rules.DEFAULT_REQUEST_TIMEOUT_MS,
+    "max_output_bytes": rules.MAX_OUTPUT_BYTES,
+    "max_screen_bytes": rules.MAX_SCREEN_BYTES,
+    "max_concurrency": rules.MAX_CONCURRENCY,
+}
+MAX_POLICY_BYTES = 64 * 1024
+_DECIMAL = re.compile(r"[0-9]{1,10}")
+
+
+class ConfirmationRequired(HermesError):
+    code = "confirmation_required"
+
+
+class PolicyUnreadable(HermesError):
+    """The installed policy is missing, unsafe or breaks its rules (doctor's finding)."""
+
+    code = "hermes_invalid_policy"
+
+
+def _invalid(field: str, message: str, hint: str) -> rules.InvalidPolicy:
+    return rules.InvalidPolicy(message, detail={"field": field, "hint": hint})
+
+
+def _bound(field: str, given: Sequence[str] | None) -> int | None:
+    if not given:
+        return None
+    flag = BOUND_FLAGS[field]
+    if len(given) > 1:
+        raise _invalid(field, f"{flag} was given more than once", f"give {flag} once")
+    if not _DECIMAL.fullmatch(given[0]):
+        raise _invalid(field, f"{flag} takes a decimal integer", f"{flag} takes an integer from 1 to its ceiling")
+    return int(given[0])
+
+
+def _hosts(given: Sequence[str], confirm_wildcard: bool) -> tuple[str, ...]:
+    hosts = tuple(given)
+    if not all(rules.valid_host(host, allow_wildcard=True) for host in hosts):
+        raise _invalid("allowed_hosts", "an --allow-host is not a host", "local, '*' or a DNS name; no IP literals")
+    if len(set(hosts)) != len(hosts):
+        raise _invalid("allowed_hosts", "an --allow-host was given twice", "give each host once")
+    if rules.WILDCARD in hosts and not confirm_wildcard:
+        raise ConfirmationRequired(
+            "--allow-host '*' lets the plugin reach any host: confirm it with --confirm-wildcard",
+            detail={"flag": "--confirm-wildcard"},
+        )
+    if confirm_wildcard and rules.WILDCARD not in hosts:
+        raise _invalid("allowed_hosts", "--confirm-wildcard confirms --allow-host '*' only", "drop --confirm-wildcard")
+    return hosts
+
+
+def build(
+    *,
+    bounds: Mapping[str, Sequence[str] | None],
+    access_mode: str | None,
+    hosts: Sequence[str] | None,
+    confirm_wildcard: bool,
+    endpoint: str,
+    installed: rules.Policy | None,
+) -> rules.Policy:
+    """The policy to write: flags first, then the installed policy (update), then defaults."""
+    values: dict[str, int] = {}
+    for field in rules.BOUNDS:
+        given = _bound(field, bounds.get(field))
+        inherited = getattr(installed, field) if installed is not None else DEFAULT_BOUNDS[field]
+        values[field] = inherited if given is None else given
+    rules.check_bounds(**values)
+    if hosts:
+        allowed = _hosts(hosts, confirm_wildcard)
+    elif installed is not None:
+        if confirm_wildcard:
+            raise _invalid(
+                "allowed_hosts", "--confirm-wildcard confirms --allow-host '*' only", "give --allow-host '*'"
+            )
+        allowed = installed.allowed_hosts
+    else:
+        raise _invalid("allowed_hosts", "name at least one --allow-host", "--allow-host local, for this host")
+    mode = access_mode or (installed.access_mode if installed is not None else None)
+    if mode not in rules.ACCESS_MODES:
+        raise _invalid("access_mode", "choose --access-mode", f"one of {', '.join(rules.ACCESS_MODES)}")
+    return rules.Policy(
+        daemon_endpoint=installed.daemon_endpoint if installed is not None else endpoint,
+        protocol_min=CLIENT_WINDOW[0],
+        protocol_max=CLIENT_WINDOW[1],
+        access_mode=mode,
+        allowed_hosts=allowed,
+        **values,
+    )
+
+
+def write(path: Path, policy: rules.Policy) -> None:
+    """The policy file, 0600 in 0700 directories, replaced atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=files.PRIVATE_DIR_MODE)
+    for directory in (path.parent, path.parent.parent):
+        os.chmod(directory, files.PRIVATE_DIR_MODE)
+    data = json.dumps(rules.to_fields(policy), indent=2, sort_keys=True).encode() + b"\n"
+    files.write_bytes_atomic(path, data, mode=files.SECRET_MODE)
+
+
+def read(path: Path) -> rules.Policy:
+    """The installed policy, with the plugin's own file rules: a regular file of the owner,
+    private, small, strict JSON, and its fields valid."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        raise PolicyUnreadable("the policy file is missing or cannot be opened", detail={"reason": "missing"}) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            raise PolicyUnreadable("the policy is not a regular file of yours", detail={"reason": "unsafe"})
+        if info.st_mode & 0o077:
+            raise PolicyUnreadable("the policy file is open to its group or others", detail={"reason": "permissions"})
+        data = os.read(fd, MAX_POLICY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicyUnreadable("the policy file is too large", detail={"reason": "too_large"})
+    try:
+        raw: Any = json.loads(data.decode("utf-8"), object_pairs_hook=_unique)
+    except (ValueError, RecursionError):
+        raise PolicyUnreadable("the policy file is not strict JSON", detail={"reason": "malformed"}) from None
+    return rules.check(raw)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("duplicate key")
+    return out
+
+
+def describe(path: Path, policy: rules.Policy) -> dict[str, Any]:
+    """The policy as a result shows it."""
+    return {
+        "path": str(path),
+        "access_mode": policy.access_mode,
+        "allowed_hosts": list(policy.allowed_hosts),
+        "wildcard": rules.WILDCARD in policy.allowed_hosts,
+        "bounds": {field: getattr(policy, field) for field in rules.BOUNDS},
+        "protocol": {"min": policy.protocol_min, "max": policy.protocol_max},
+        "daemon_endpoint": policy.daemon_endpoint,
+    }
