@@ -40,6 +40,7 @@ TARGETS = {
     "skin show": "hermes_cli.commands.skin:cmd_show",
     "skin set": "hermes_cli.commands.skin:cmd_set",
     "operator doctor": "hermes_cli.commands.operator:cmd_doctor",
+    "operator probe": "hermes_cli.commands.operator:cmd_probe",
     "plugins list": "hermes_cli.commands.plugins:cmd_list",
     "plugins enable": "hermes_cli.commands.plugins:cmd_enable",
     "plugins disable": "hermes_cli.commands.plugins:cmd_disable",
