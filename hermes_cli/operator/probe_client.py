@@ -33,8 +33,8 @@ KILL_WAIT = 5.0  # seconds for a killed child to be reaped
 MAX_NAMES = 64
 MAX_LATENCY_MS = 3_600_000
 EVENTS = FORBIDDEN | SOCKET_USE | {"socket.__new__"}
-_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
-_TOOL = re.compile(r"[a-z][a-z0-9_]{0,63}")
+LOAD_ERRORS = frozenset({"manifest_invalid", "import_failed", "register_failed"})  # the host's
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a state code, and a tool name by the host's rule
 _SKILL = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _KEYS = frozenset({"schema", "loaded", "error", "state", "tools", "skills", "hooks", "hook_dry_run"})
 _DRY_RUN_KEYS = frozenset({"calls", "forbidden", "escaped", "forced_failure_swallowed", "latency_ms"})
@@ -88,19 +88,26 @@ def _bool(value: Any, field: str) -> bool:
     return value
 
 
-def _code(value: Any, field: str) -> str | None:
+def _state(value: Any) -> str | None:
     if value is not None and not (isinstance(value, str) and _CODE.fullmatch(value)):
-        raise _malformed(f"{field} must be null or a snake_case code")
+        raise _malformed("state must be null or a snake_case code")
     return value
 
 
-def _names(value: Any, field: str, allowed: Any) -> tuple[str, ...]:
+def _error(value: Any) -> str | None:
+    if value is not None and not (isinstance(value, str) and value in LOAD_ERRORS):
+        raise _malformed("error must be null or one of the plugin host's load errors")
+    return value
+
+
+def _names(value: Any, field: str, allowed: re.Pattern[str] | frozenset[str]) -> tuple[str, ...]:
     """A list of at most ``MAX_NAMES`` strings, each matching ``allowed`` (a pattern or a set)."""
     if not isinstance(value, list) or len(value) > MAX_NAMES:
         raise _malformed(f"{field} must be a list of at most {MAX_NAMES} names")
     for index, name in enumerate(value):
-        ok = isinstance(name, str) and (name in allowed if isinstance(allowed, frozenset) else allowed.fullmatch(name))
-        if not ok:
+        if not isinstance(name, str):
+            raise _malformed(f"{field}[{index}] is not a name")
+        if not (name in allowed if isinstance(allowed, frozenset) else allowed.fullmatch(name)):
             raise _malformed(f"{field}[{index}] is not an expected name")
     return tuple(value)
 
@@ -115,13 +122,13 @@ def parse_result(raw: bytes) -> ProbeResult:
     if type(top["schema"]) is not int or top["schema"] != SCHEMA:
         raise _malformed(f"schema must be {SCHEMA}")
     dry = _fields(top["hook_dry_run"], _DRY_RUN_KEYS, "hook_dry_run")
-    tools = _names(top["tools"], "tools", _TOOL)
+    tools = _names(top["tools"], "tools", _CODE)
     if list(tools) != sorted(set(tools)):
         raise _malformed("tools must be sorted and distinct")
     return ProbeResult(
         loaded=_bool(top["loaded"], "loaded"),
-        error=_code(top["error"], "error"),
-        state=_code(top["state"], "state"),
+        error=_error(top["error"]),
+        state=_state(top["state"]),
         tools=tools,
         skills=_names(top["skills"], "skills", _SKILL),
         hooks=_names(top["hooks"], "hooks", HERMES_HOOKS),

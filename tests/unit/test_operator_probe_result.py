@@ -72,6 +72,7 @@ def test_findings_of_a_bad_plugin_are_read_not_refused():
         (("loaded",), 1),
         (("error",), SECRET),
         (("error",), 3),
+        (("error",), "not_a_load_error"),
         (("state",), ["ready"]),
         (("tools",), "pohunek_hosts"),
         (("tools",), ["pohunek_sessions", "pohunek_hosts"]),  # not sorted
