@@ -126,9 +126,16 @@ class _Commands(argparse._SubParsersAction):
         self._name_parser_map = self.choices = _OnDemand(self)
 
     def add_later(
-        self, name: str, summary: str, build: Build, parser_class: type[argparse.ArgumentParser] | None = None
+        self,
+        name: str,
+        summary: str,
+        build: Build,
+        parser_class: type[argparse.ArgumentParser] | None = None,
+        *,
+        hidden: bool = False,
     ) -> None:
-        self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
+        if not hidden:  # a hidden command parses like any other; only the help leaves it out
+            self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
         dict.__setitem__(self._name_parser_map, name, _Pending(summary, build, parser_class))
 
     def _build(self, name: str, pending: _Pending) -> argparse.ArgumentParser:
@@ -209,10 +216,12 @@ def _command(
     *,
     json: bool = True,
     dash_values: bool = False,
+    hidden: bool = False,
 ) -> None:
     """The command ``words`` (``"gateway drain"``, the last word its name); its parser, made
     when the command is used, gets the common options and what ``args`` adds. With
-    ``dash_values`` its arguments may start with ``-`` (``_DashValues``)."""
+    ``dash_values`` its arguments may start with ``-`` (``_DashValues``); a ``hidden`` one is
+    left out of its group's help (a command for other programs, not for people)."""
 
     def build(parser: argparse.ArgumentParser) -> None:
         _profile_option(parser, top=False)
@@ -222,7 +231,7 @@ def _command(
         if args is not None:
             args(parser)
 
-    sub.add_later(words.split()[-1], summary, build, _DashValues if dash_values else None)
+    sub.add_later(words.split()[-1], summary, build, _DashValues if dash_values else None, hidden=hidden)
 
 
 def _group(sub: _Commands, name: str, summary: str, build: Build) -> None:
@@ -390,6 +399,13 @@ def _operator_commands(operator: argparse.ArgumentParser) -> None:
         _operator_target,
     )
     _command(actions, "operator uninstall", "remove the managed plugin and its policy", uninstall)
+    _command(
+        actions,
+        "operator probe",
+        "load a rendered operator plugin and dry-run its hooks (run by install and doctor)",
+        lambda p: p.add_argument("--plugin-dir", required=True, metavar="DIR", help="the plugin's directory"),
+        hidden=True,
+    )
     _group(actions, "package", "the runtime package registry", _package_commands)
 
 

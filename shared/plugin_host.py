@@ -3,7 +3,8 @@
 The real Hermes shape: a plugin is ``<home>/plugins/<name>/`` with ``plugin.yaml`` and an
 ``__init__.py`` that exposes ``register(ctx)``. Nothing loads unless its name is in
 ``plugins.enabled`` of the home's ``config.yaml`` (``set_enabled`` is how that list changes;
-comments and every other key are kept).
+comments and every other key are kept). ``PluginHost.load_dir`` loads one plugin from any
+directory, enabled or not: what an installer checks a staged plugin with before it swaps it in.
 
 ``register`` gets a ``PluginContext`` that takes tools (an OpenAI-function JSON Schema,
 ``{name, description, parameters}``), hooks of the Hermes hook names, and skills. What a plugin
@@ -161,9 +162,9 @@ def set_enabled(home: Path, name: str, enabled: bool) -> bool:
 # --- discovery -----------------------------------------------------------------------------
 
 
-def _manifest(directory: Path) -> dict[str, Any] | None:
-    """The manifest's fields, or None when it is not a readable mapping naming its directory.
-    Unknown fields are ignored, as Hermes ignores them."""
+def _manifest(directory: Path, name: str | None = None) -> dict[str, Any] | None:
+    """The manifest's fields, or None when it is not a readable mapping naming ``name`` (by
+    default its directory's name). Unknown fields are ignored, as Hermes ignores them."""
     try:
         with open(directory / MANIFEST, "rb") as handle:
             raw = handle.read(MANIFEST_MAX_BYTES + 1)
@@ -172,9 +173,15 @@ def _manifest(directory: Path) -> dict[str, Any] | None:
         data = YAML(typ="safe", pure=True).load(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, YAMLError):
         return None
-    if not isinstance(data, dict) or data.get("name") != directory.name:
+    if not isinstance(data, dict) or data.get("name") != (directory.name if name is None else name):
         return None
     return data
+
+
+def _info(directory: Path, manifest: dict[str, Any] | None, name: str, enabled: bool) -> PluginInfo:
+    if manifest is None:
+        return PluginInfo(name, "", "", directory, enabled, error="manifest_invalid")
+    return PluginInfo(name, str(manifest.get("version", "")), str(manifest.get("description", "")), directory, enabled)
 
 
 def discover(home: Path) -> list[PluginInfo]:
@@ -192,20 +199,7 @@ def discover(home: Path) -> list[PluginInfo]:
     for directory in directories:
         if not (directory / MANIFEST).is_file():
             continue
-        manifest = _manifest(directory)
-        on = directory.name in enabled
-        if manifest is None:
-            found.append(PluginInfo(directory.name, "", "", directory, on, error="manifest_invalid"))
-            continue
-        found.append(
-            PluginInfo(
-                directory.name,
-                str(manifest.get("version", "")),
-                str(manifest.get("description", "")),
-                directory,
-                on,
-            )
-        )
+        found.append(_info(directory, _manifest(directory), directory.name, directory.name in enabled))
     return found
 
 
@@ -305,6 +299,23 @@ class PluginHost:
         host = cls(home)
         for info in discover(home):
             host.plugins.append(host._load(info) if info.enabled and info.error is None else info)
+        return host
+
+    @classmethod
+    def load_dir(cls, path: Path, name: str) -> PluginHost:
+        """A host with the one plugin in ``path``, loaded as ``name`` (its manifest must name it)
+        whatever the directory is called and whether or not it is enabled; it is imported and
+        registered by the rules ``load`` follows (its ``enabled`` is True: it loads as an enabled
+        one does), a broken one kept with its error.
+        ``PluginNotFound`` when ``name`` is no plugin name or ``path`` holds no manifest."""
+        directory = Path(path)
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise PluginNotFound("that is not a plugin name")
+        if not (directory / MANIFEST).is_file():
+            raise PluginNotFound("the directory holds no plugin manifest", detail={"name": name})
+        host = cls(directory.parent.parent)  # the home it would be in as <home>/plugins/<dir>
+        info = _info(directory, _manifest(directory, name), name, True)
+        host.plugins.append(host._load(info) if info.error is None else info)
         return host
 
     def _load(self, info: PluginInfo) -> PluginInfo:

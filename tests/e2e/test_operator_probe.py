@@ -1,0 +1,207 @@
+"""``hermes operator probe`` as the installer and doctor run it: a real subprocess of the CLI
+on a plugin rendered into a stage directory, read through ``run_probe``, and judged by the
+registration checks. Fake plugins show what the dry run catches; fake ``hermes`` binaries
+show how a probe that misbehaves fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+from hermes_cli.operator.probe import unreachable_endpoint
+from hermes_cli.operator.probe_client import OUTPUT_MAX_BYTES, ProbeFailed, ProbeResult, run_probe
+from hermes_cli.operator.registration import EXPECTED_HOOKS, EXPECTED_TOOLS, TOOLS_BY_MODE, checks
+from shared.hooks import ENDPOINT_ENV, NATIVE_ID_TRIES, SESSION_ENV
+from tests.support.cli import HERMES, hermes, hermes_json
+from tests.support.operator_plugin import PAYLOAD, TOKEN, policy_fields, write_policy
+from tests.support.processes import ROOT, python_env, wait_for
+
+SECRET = "sk-live the owner's password"
+
+
+def executable(path: Path, script: str) -> str:
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture
+def hermes_bin(tmp_path: Path) -> str:
+    """``hermes`` of this checkout, as one executable (what the installer is given)."""
+    argv = " ".join(f"'{part}'" for part in HERMES)
+    return executable(tmp_path / "hermes", f'exec {argv} "$@"\n')
+
+
+def probe(hermes_bin: str, plugin_dir: Path, **options) -> ProbeResult:
+    return run_probe(hermes_bin, plugin_dir, env=python_env(), **options)
+
+
+def stage_dir(tmp_path: Path) -> Path:
+    return tmp_path / "home" / "plugins" / ".pohunek-stage-k3x9"
+
+
+def render(tmp_path: Path, **policy) -> Path:
+    """The payload rendered into a stage directory, its token the path of a policy written
+    with ``policy`` over the defaults (what the installer stages)."""
+    policy_path = write_policy(tmp_path / "state" / "policy.json", policy_fields("ipc:///nowhere", **policy))
+    stage = stage_dir(tmp_path)
+    shutil.copytree(PAYLOAD, stage, ignore=shutil.ignore_patterns("__pycache__"))
+    init = stage / "__init__.py"
+    init.write_text(init.read_text().replace(TOKEN, json.dumps(str(policy_path))))
+    return stage
+
+
+def fake_plugin(tmp_path: Path, body: str) -> Path:
+    stage = stage_dir(tmp_path)
+    stage.mkdir(parents=True)
+    (stage / "plugin.yaml").write_text("name: pohunek\nversion: 0.0.1\n")
+    (stage / "__init__.py").write_text(textwrap.dedent(body))
+    return stage
+
+
+def statuses(result: ProbeResult | None, mode: str | None) -> list[str]:
+    return [check["status"] for check in checks(result, mode)]
+
+
+@pytest.mark.parametrize("mode", ["read_only", "manage", "full"])
+def test_a_rendered_plugin_registers_its_modes_tools_its_skill_and_seven_clean_hooks(tmp_path, hermes_bin, mode):
+    result = probe(hermes_bin, render(tmp_path, access_mode=mode))
+    assert (result.loaded, result.error, result.state) == (True, None, "ready")
+    assert len(result.tools) == EXPECTED_TOOLS[mode] and set(result.tools) == TOOLS_BY_MODE[mode]
+    assert result.skills == ("pohunek",)
+    assert result.hooks == EXPECTED_HOOKS
+    dry = result.hook_dry_run
+    assert (dry.calls, dry.forbidden, dry.escaped, dry.forced_failure_swallowed) == (7, (), (), True)
+    assert statuses(result, mode)[:2] == ["pass", "pass"]
+
+
+def test_a_policy_that_fails_its_rules_registers_hooks_and_no_tools(tmp_path, hermes_bin):
+    result = probe(hermes_bin, render(tmp_path, access_mode="root"))
+    assert (result.loaded, result.state, result.tools, result.skills) == (True, "policy_invalid", (), ())
+    assert result.hooks == EXPECTED_HOOKS and result.hook_dry_run.forced_failure_swallowed
+    assert statuses(result, "manage")[:2] == ["fail", "fail"]
+
+
+def test_the_callers_session_and_endpoint_are_replaced_so_no_report_leaves(tmp_path, hermes_bin):
+    # A caller inside a managed session with a reporter endpoint of its own: still the forced failure.
+    env = python_env(**{SESSION_ENV: "a-real-session", ENDPOINT_ENV: f"ipc://{tmp_path / 'reporter.in'}"})
+    result = run_probe(hermes_bin, render(tmp_path), env=env)
+    assert result.hook_dry_run.forced_failure_swallowed and result.hook_dry_run.calls == 7
+    assert not (tmp_path / "reporter.in").exists()
+
+
+def test_a_hook_that_starts_a_process_is_forbidden_and_fails_hook_registration(tmp_path, hermes_bin):
+    stage = fake_plugin(
+        tmp_path,
+        """
+        import subprocess
+        def register(ctx):
+            ctx.register_hook("on_session_start", lambda **kw: subprocess.run(["true"], check=False))
+        """,
+    )
+    result = probe(hermes_bin, stage)
+    assert result.loaded and result.hooks == ("on_session_start",)
+    assert "subprocess.Popen" in result.hook_dry_run.forbidden and result.hook_dry_run.escaped == ()
+    assert statuses(result, "manage")[2] == "fail"
+
+
+def test_a_hook_that_raises_has_escaped_and_its_text_is_never_printed(tmp_path, hermes_bin):
+    body = f"""
+    def boom(**kw):
+        print({SECRET!r})
+        raise RuntimeError({SECRET!r})
+    def register(ctx):
+        print({SECRET!r})
+        ctx.register_hook("pre_llm_call", boom)
+        ctx.register_hook("post_llm_call", lambda **kw: None)
+    """
+    stage = fake_plugin(tmp_path, body)
+    result = probe(hermes_bin, stage)
+    assert result.hook_dry_run.escaped == ("pre_llm_call",) and result.hook_dry_run.calls == 2
+    assert not result.hook_dry_run.forced_failure_swallowed
+    assert statuses(result, "manage")[2] == "fail"
+    done = hermes("operator", "probe", "--plugin-dir", str(stage), "--json")
+    assert done.returncode == 0 and SECRET not in done.stdout and json.loads(done.stdout)["hooks"]
+
+
+def test_a_plugin_that_does_not_import_is_reported_and_dry_runs_nothing(tmp_path, hermes_bin):
+    result = probe(hermes_bin, fake_plugin(tmp_path, f"raise ValueError({SECRET!r})\n"))
+    assert (result.loaded, result.error, result.hooks, result.hook_dry_run.calls) == (False, "import_failed", (), 0)
+    assert statuses(result, "manage") == ["fail", "fail", "fail"]
+
+
+def test_a_plugin_whose_import_hangs_times_out_and_its_process_group_is_killed(tmp_path, hermes_bin):
+    pids = tmp_path / "pids"
+    body = f"""
+    import os, subprocess, time
+    child = subprocess.Popen(["sleep", "600"])
+    with open({str(pids)!r}, "w") as f:
+        f.write(f"{{os.getpid()}} {{child.pid}}")
+    time.sleep(600)
+    """
+    with pytest.raises(ProbeFailed) as failed:
+        probe(hermes_bin, fake_plugin(tmp_path, body), timeout=8.0)
+    assert failed.value.code == "plugin_probe_failed" and failed.value.detail == {"reason": "timeout"}
+    started = [int(pid) for pid in pids.read_text().split()]
+    gone = wait_for(lambda: not any(psutil.pid_exists(pid) for pid in started), timeout=10, what="the group to go")
+    assert gone
+
+
+def test_a_plugin_dir_with_no_plugin_is_a_probe_that_could_not_run(tmp_path, hermes_bin):
+    code, doc = hermes_json("operator", "probe", "--plugin-dir", str(tmp_path / "missing"))
+    assert (code, doc["error"]["code"]) == (1, "plugin_probe_not_run")
+    with pytest.raises(ProbeFailed) as failed:
+        probe(hermes_bin, tmp_path / "missing")
+    assert failed.value.detail == {"reason": "exit", "exit_code": 1}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"echo {shlex.quote('not a document ' + SECRET)}\n",
+        "echo '{\"schema\": 1}'\n",
+        f"head -c {OUTPUT_MAX_BYTES + 1} /dev/zero | tr '\\\\0' x\n",
+    ],
+)
+def test_a_probe_printing_anything_but_its_document_is_malformed(tmp_path, script):
+    with pytest.raises(ProbeFailed) as failed:
+        run_probe(executable(tmp_path / "fake-hermes", script), tmp_path)
+    assert failed.value.detail == {"reason": "malformed"} and SECRET not in failed.value.message
+
+
+def test_a_probe_that_cannot_start_or_exits_non_zero_fails_with_exit(tmp_path):
+    with pytest.raises(ProbeFailed) as failed:
+        run_probe(executable(tmp_path / "fake-hermes", "exit 3\n"), tmp_path)
+    assert failed.value.detail == {"reason": "exit", "exit_code": 3}
+    with pytest.raises(ProbeFailed) as failed:
+        run_probe(str(tmp_path / "no-such-hermes"), tmp_path)
+    assert failed.value.detail == {"reason": "exit"}
+
+
+CLAIM = "import json; from shared import hooks; hooks.claim_native_id('conv_a'); print(json.dumps(hooks.counters()))"
+
+
+def claim_counts(endpoint: str) -> dict[str, int]:
+    env = python_env(**{SESSION_ENV: "pohunek-probe-dry-run", ENDPOINT_ENV: endpoint})
+    done = subprocess.run([sys.executable, "-c", CLAIM], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_forced_endpoint_ends_a_native_id_claim_at_its_first_try(tmp_path):
+    # A path nobody listens on makes the claim try NATIVE_ID_TRIES times, a pause between
+    # each; the forced one fails at the connect, which the claim does not retry.
+    plain = claim_counts(f"ipc://{tmp_path / 'hook_reporter.in'}")
+    forced = claim_counts(unreachable_endpoint(tmp_path))
+    assert (plain["not_accepted"], plain["error"]) == (NATIVE_ID_TRIES, 0)
+    assert (forced["not_accepted"], forced["error"], forced["sent"]) == (0, 1, 0)
+    assert sorted(os.listdir(tmp_path)) == []
