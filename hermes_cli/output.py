@@ -56,6 +56,8 @@ REFUSAL_CODES = frozenset(
         "agent_not_served",
         "integration_action_unsupported",
         "plugin_root_unmanaged",
+        "ownership_marker_invalid",
+        "integration_journal_invalid",
         "registry_busy",
         "plugin_store_unavailable",
         "package_registry_unreadable",

@@ -42,7 +42,8 @@ def _anchor(state: Path) -> catalog.Anchor:
         data = path.read_bytes()
     except OSError:
         raise catalog.TrustUnavailable(
-            "no trust anchor: put the release's anchor at POHUNEK_TRUST_ANCHOR or <state>/trust/anchor.json"
+            "no trust anchor: put the release's anchor at POHUNEK_TRUST_ANCHOR or <state>/trust/anchor.json",
+            "anchor_missing",
         ) from None
     return catalog.parse_anchor(data)
 
@@ -83,7 +84,7 @@ def cmd_install(args) -> int:
         runtime.package_id, runtime.runtime_id, digest, platform=catalog.host_platform(), core_version=core_version
     )
     if entry.version != runtime.version:
-        raise catalog.NotAuthorized("the catalog authorizes this digest as another version")
+        raise catalog.NotAuthorized("the catalog authorizes this digest as another version", "version")
     package = registry.install(
         digest,
         {entry.path: (entry.data, entry.executable) for entry in entries},

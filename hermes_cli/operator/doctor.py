@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from shared import plugin_host
 from shared.errors import HermesError
-from shared.operator import paths, version_probe
+from shared.operator import version_probe
 from shared.operator.manifests import VersionRange
 from shared.operator.policy import ACCESS_MODES, Policy, overlap, valid_host
 from shared.operator.protocol import CLIENT_WINDOW
@@ -38,7 +39,7 @@ HINT = {
     "access_mode": _UPDATE + " Give --access-mode read_only, manage or full.",
     "stale_stage": "An install was interrupted: run `hermes operator update`, which recovers it.",
     "stale_backup": "An install was interrupted: run `hermes operator update`, which recovers it.",
-    **registration.HINTS,
+    **registration.RECOVERY_HINTS,
     "hook_dry_run": "Run `hermes operator doctor` inside the managed session to see the finding.",
     "reporter_reachable": "Start the hook reporter (`hermes mesh up`).",
     "daemon_reachable": "Start the session daemon, or set POHUNEK_DAEMON_ENDPOINT for the reporter.",
@@ -96,7 +97,8 @@ def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict
     _, executable = _attempt(lambda: hermes_bin.check_bin(bin_path))
     _, version_ok = _attempt(lambda: hermes_bin.version(bin_path, probe, target.home)) if executable else (None, None)
     policy_file = policy_path(state, target)
-    safe = not policy_file.is_relative_to(target.home) and paths.integrations_dir(state).is_relative_to(state)
+    # The policy must be out of the home's reach, and the plugin root a real directory.
+    safe = not policy_file.is_relative_to(target.home) and not target.plugin_root.is_symlink()
     checks = [
         _verdict("hermes_executable", executable),
         _verdict("hermes_version", version_ok),
@@ -114,8 +116,6 @@ def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict
     )
     current = None if installed is None or source is None else not outdated(installed, source)
     checks.append(_verdict("asset_current", current))
-    from shared import plugin_host
-
     checks.append(
         _verdict("plugin_enabled", None if installed is None else PLUGIN_NAME in plugin_host.enabled_names(target.home))
     )
