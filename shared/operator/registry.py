@@ -39,6 +39,7 @@ from shared.operator.catalog_state import CatalogState
 from shared.operator.package_root import (
     MANIFEST,
     PACKAGE_FILES,
+    Entry,
     VerifiedRoot,
     entries_of,
     manifest_bytes,
@@ -222,6 +223,7 @@ class Registry:
                 self._commit(record.with_package(package))
                 pause_at("registry:recorded")
             if wanted is not None and current is not None:
+                # Also after an idempotent reinstall: the record naming the package is committed.
                 self._merge_catalog_state(current, wanted)
             return existing or package
 
@@ -288,7 +290,7 @@ class Registry:
             raise RootInvalid("store_unsafe") from None
         return verify_tree(self.packages / package.hex, package.digest, package.manifest_digest)
 
-    def _publish(self, package: Package, manifest: bytes, entries: Any, contents: Mapping[str, bytes]) -> None:
+    def _publish(self, package: Package, manifest: bytes, entries: tuple[Entry, ...], contents: Mapping[str, bytes]) -> None:
         """Make ``packages/<hex>`` a complete verified root; an existing one is adopted only if it verifies."""
         _make_private_dir(self.packages)
         _check_store(self.packages)
