@@ -290,7 +290,9 @@ class Registry:
             raise RootInvalid("store_unsafe") from None
         return verify_tree(self.packages / package.hex, package.digest, package.manifest_digest)
 
-    def _publish(self, package: Package, manifest: bytes, entries: tuple[Entry, ...], contents: Mapping[str, bytes]) -> None:
+    def _publish(
+        self, package: Package, manifest: bytes, entries: tuple[Entry, ...], contents: Mapping[str, bytes]
+    ) -> None:
         """Make ``packages/<hex>`` a complete verified root; an existing one is adopted only if it verifies."""
         _make_private_dir(self.packages)
         _check_store(self.packages)
