@@ -1,6 +1,9 @@
-"""Named pause points for crash tests: a process told to pause at a step says so on stderr and
-sleeps there, so a test can kill -9 it at exactly that step. A no-op unless
-``$HERMES_FAULT_PAUSE_AT`` names the step."""
+"""Named pause points for crash tests: a real process stops at a step so a test can kill -9 it.
+
+``HERMES_FAULT_PAUSE_AT=<step>`` makes ``pause_at(step)`` write ``paused <step>`` to stderr and
+sleep; every other call is a no-op. The sleep is bounded so a forgotten variable cannot hang a
+process forever.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +11,12 @@ import os
 import sys
 import time
 
-PAUSE_ENV = "HERMES_FAULT_PAUSE_AT"
-PAUSE_SECONDS = 60.0  # bounded: a test that forgets to kill the process does not hang it forever
+ENV = "HERMES_FAULT_PAUSE_AT"
+PAUSE_SECONDS = 60.0
 
 
 def pause_at(step: str) -> None:
-    if os.environ.get(PAUSE_ENV) != step:
+    if os.environ.get(ENV) != step:
         return
     sys.stderr.write(f"paused {step}\n")
     sys.stderr.flush()
