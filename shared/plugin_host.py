@@ -277,11 +277,17 @@ def _import(info: PluginInfo) -> types.ModuleType:
         raise ImportError(name)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    # No __pycache__ in the plugin's directory: compiled code beside its checksummed sources
+    # would be an unmanaged entry there, and would run in place of the checked source.
+    writes_bytecode = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    finally:
+        sys.dont_write_bytecode = writes_bytecode
     return module
 
 

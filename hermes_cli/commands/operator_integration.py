@@ -48,6 +48,8 @@ def _apply(args, *, installing: bool) -> int:
         raise settings.rules.InvalidPolicy(
             "choose --access-mode", detail={"field": "access_mode", "hint": "read_only, manage or full"}
         )
+    # Update needs its source before anything else; install judges its flags first.
+    chosen = None if installing else source.resolve(change.state)
     installed = None if installing else _installed_policy(change)
     policy = settings.build(
         bounds={field: getattr(args, field) for field in BOUNDS},
@@ -57,7 +59,7 @@ def _apply(args, *, installing: bool) -> int:
         endpoint=_endpoint(change),
         installed=installed,
     )
-    chosen = source.resolve(change.state)
+    chosen = chosen or source.resolve(change.state)
     version = hermes_bin.version(change.bin, chosen.runtime.probe, change.target.home)
     lifecycle.apply(change, chosen, policy, confirm_modified=getattr(args, "confirm_modified", False))
     data = status.report(change.target, change.state, hermes=version, source=(chosen, None))

@@ -78,6 +78,7 @@ def test_a_failing_enable_puts_the_old_plugin_and_policy_back_byte_for_byte(inst
     kit, root, work, _ = installed
     before = tree_bytes(work / "plugins", kit.state / "integrations")
     blocker = work / "config.yaml.lock"
+    blocker.unlink(missing_ok=True)
     blocker.mkdir()  # the config still reads, but Hermes cannot take its lock to switch a plugin
     code, data = kit.cli_json("operator", "update", *WORK, home=root)
     assert code == 1 and data["error"]["code"] == "plugin_switch_failed", data
