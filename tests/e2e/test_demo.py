@@ -52,6 +52,18 @@ def test_demo_updates_a_three_gateway_fleet_and_stops_it():
     assert update["receipt"].startswith(report["home"])
     reports = report["operator_reports"]  # each gateway's turn, through the hook reporter
     assert reports["activity:working"] >= 3 and reports["activity:idle"] >= 3, reports
+    integration = report["integration"]  # the package built, signed, installed; the plugin in coder
+    assert integration["install"]["provenance"] == {
+        "source": "package",
+        "package_id": "pohunek.runtime.hermes",
+        "package_digest": integration["package"]["digest"],
+    }
+    assert integration["install"]["enabled"] and not integration["install"]["outdated"]
+    assert [(c["tool"], c["ok"]) for c in integration["tool_calls"]] == [
+        ("pohunek_session_get", True),
+        ("pohunek_session_send", True),
+        ("pohunek_session_screen", True),
+    ]
     sign_in = report["sign_in"]
     assert (sign_in["state"], sign_in["email"], sign_in["tier"], sign_in["settled"]) == (
         "Completed",

@@ -39,7 +39,14 @@ pytestmark = pytest.mark.slow
 
 # A plausible value for each required argument, by its name; choices take their first. "ares"
 # is a built-in skin and the live mesh's profile, so ``skin set`` and ``profile`` go all the way.
-VALUES = {"name": "ares", "key": DASHED_PUBLIC_KEY, "plugin_dir": "ares"}
+VALUES = {
+    "name": "ares",
+    "key": DASHED_PUBLIC_KEY,
+    "plugin_dir": "ares",
+    "archive": "ares",
+    "catalog": "ares",
+    "package_id": "ares",
+}
 BOUND = 20.0  # seconds a run may take before it is sent SIGTERM
 GRACE = 20.0  # seconds it then has to end
 THREADS = 6

@@ -37,10 +37,10 @@ def installed(tmp_path, root):
     return kit, root, work, data["digest"]
 
 
-def killed_at(kit, root, step: str) -> None:
+def killed_at(kit, root, step: str, *command: str) -> None:
     env = python_env(HERMES_HOME=str(root), HERMES_FAULT_PAUSE_AT=step, **kit.env)
     proc = subprocess.Popen(
-        [*HERMES, "operator", "update", *WORK, "--json"],
+        [*HERMES, "operator", *(command or ("update",)), *WORK, "--json"],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -98,3 +98,19 @@ def test_comments_in_the_config_survive_install_and_uninstall(tmp_path, root):
     assert kit.cli("operator", "uninstall", *WORK, home=root).returncode == 0
     assert (work / "config.yaml").read_text().startswith("# the owner's notes\nmodel: hermes-4  # chosen\n")
     assert plugin_host.enabled_names(work) == []
+
+
+@pytest.mark.parametrize("step", ["operator:staged", "operator:swapped", "operator:enabled"])
+def test_kill_9_during_a_first_install_leaves_nothing_half_installed(tmp_path, root, step):
+    work = root / "profiles" / "work"
+    work.mkdir(parents=True)
+    kit = PackageKit(tmp_path)
+    kit.install_package()
+    killed_at(kit, root, step, "install", *MANAGE)
+    code, data = kit.cli_json("operator", "uninstall", *WORK, home=root)  # recovers, then finds nothing
+    assert code == 0 and data["removed"] is False and data["provenance"] is None, data
+    assert sorted(p.name for p in (work / "plugins").iterdir()) == []
+    assert plugin_host.enabled_names(work) == []
+    assert not list((kit.state / "integrations").rglob("policy.json*"))
+    code, data = kit.cli_json("operator", "install", *WORK, *MANAGE, home=root)
+    assert code == 0 and data["enabled"] and not data["modified"], data
