@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from hermes_cli.operator.registration import FULL_TOOLS, MANAGE_TOOLS, READ_TOOLS
 from services.operator_sim.ops import SIM_COUNTERS
 from shared.operator import protocol as p
 from tests.support.operator_plugin import install, policy_fields, write_policy
@@ -18,25 +19,9 @@ from tests.support.session_daemon import HOST, SessionDaemon, start_reporter
 
 pytestmark = pytest.mark.slow
 
-READ = {
-    "pohunek_hosts",
-    "pohunek_sessions",
-    "pohunek_session_get",
-    "pohunek_session_screen",
-    "pohunek_session_output",
-    "pohunek_session_wait",
-    "pohunek_session_diff",
-}
-MANAGE = READ | {
-    "pohunek_session_start",
-    "pohunek_session_send",
-    "pohunek_session_resume",
-    "pohunek_session_fork",
-    "pohunek_session_resize",
-    "pohunek_session_rename",
-    "pohunek_session_set_metadata",
-}
-FULL = MANAGE | {"pohunek_session_stop", "pohunek_session_remove"}
+READ = set(READ_TOOLS)
+MANAGE = set(MANAGE_TOOLS)
+FULL = set(FULL_TOOLS)
 RESULT = re.compile(rb"tool-result (\S+) (\{.*?\})\r\n")
 TOOLS = re.compile(rb"tools: ([^\r\n]*)\r\n")
 

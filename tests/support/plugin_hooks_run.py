@@ -10,28 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from typing import Any
 
+from hermes_cli.operator.probe import FORBIDDEN, NETWORK
 from shared import hooks as reports
 from tests.support.operator_plugin import payload
 
 SECRET = "sk-live-7f3a9c-the-owners-password"
-FORBIDDEN = frozenset(
-    {
-        "subprocess.Popen",
-        "os.system",
-        "os.exec",
-        "os.posix_spawn",
-        "os.spawn",
-        "os.fork",
-        "os.forkpty",
-        "sqlite3.connect",
-        "sqlite3.connect/handle",
-    }
-)
-NETWORK = frozenset({socket.AF_INET, socket.AF_INET6})
 
 
 class Tripwire:
@@ -59,7 +45,7 @@ def watch(home: str) -> list[str]:
     def audit(event: str, args: tuple[Any, ...]) -> None:
         # zmq's sockets are made and connected in C, so they raise no audit event: what is
         # seen here is Python-level work only (which is what the hooks must never do).
-        if event in FORBIDDEN or event == "socket.getaddrinfo":
+        if event in FORBIDDEN:  # socket.getaddrinfo among them
             seen.append(event)
         elif event in ("socket.connect", "socket.bind", "socket.sendto") and args[0].family in NETWORK:
             seen.append(event)

@@ -4,7 +4,6 @@ catalog, and the integration's state directory the CLI reads through its environ
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -16,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from shared.operator import archive, catalog, manifests
 from shared.operator.archive_dir import entries_from_dir
-from tests.support.cli import hermes
+from tests.support.cli import hermes, hermes_json
 from tests.support.processes import ROOT
 
 SOURCE = ROOT / "runtime-packages" / "hermes"
@@ -100,13 +99,7 @@ class PackageKit:
         return hermes(*args, env_extra=extra, **options)
 
     def cli_json(self, *args: str, **options: Any) -> tuple[int, Any]:
-        done = self.cli(*args, "--json", **options)
-        try:
-            return done.returncode, json.loads(done.stdout)
-        except json.JSONDecodeError:
-            raise AssertionError(
-                f"hermes {' '.join(args)} printed no document: {done.stdout!r} {done.stderr!r}"
-            ) from None
+        return hermes_json(*args, env_extra={**self.env, **options.pop("env_extra", {})}, **options)
 
     def install_package(self, path: Path | None = None, *, sequence: int = 1) -> dict[str, Any]:
         path = path or self.build()

@@ -11,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from hermes_cli.operator.registration import EXPECTED_HOOKS
 from tests.support.operator_plugin import install, policy_fields, write_policy
 
-HOOKS = {
-    "on_session_start",
-    "pre_llm_call",
-    "post_llm_call",
-    "pre_approval_request",
-    "post_approval_response",
-    "on_session_end",
-    "on_session_finalize",
-}
+HOOKS = set(EXPECTED_HOOKS)
 _names = itertools.count()
 
 
