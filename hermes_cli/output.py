@@ -98,6 +98,9 @@ def error(args: Any, exc: HermesError) -> int:
         sys.stdout.write("\n")
     else:
         print(f"hermes: {exc.message}", file=sys.stderr)
+        hint = (exc.detail or {}).get("hint")
+        if isinstance(hint, str) and hint:
+            print(f"hermes: {hint}", file=sys.stderr)  # what to do about it, where an error says
     return 2 if exc.code in REFUSAL_CODES else 1
 
 

@@ -115,8 +115,12 @@ def cmd_demo(args) -> int:
         say("starting an operator daemon simulator: the mesh runs as a managed session and reports to it")
         # The chats it starts run in the coder profile, where the operator plugin goes.
         coder = {"HERMES_HOME": str(demo.home / "profiles" / demo_integration.PROFILE)}
-        daemon = demo_operator.OperatorDaemon(demo.path, {**demo.env(), **coder}, f"ipc://{base / 'daemon.ctl'}")
-        demo.extra_env = {**daemon.env(), **demo_integration.state_env(base)}
+        state = demo_integration.state_env(base)
+        address = f"ipc://{base / 'daemon.ctl'}"
+        daemon = demo_operator.OperatorDaemon(
+            demo.path, {**demo.env(), **coder}, address, Path(state["POHUNEK_STATE_DIR"])
+        )
+        demo.extra_env = {**daemon.env(), **state}
         say(f"starting the mesh: supervisord and {len(PROFILES)} gateways")
         _check(demo.hermes("mesh", "up", "--profiles", ",".join(PROFILES), show=show), "start the mesh")
         data["turns"] = _send_turns(demo)

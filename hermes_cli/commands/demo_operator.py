@@ -18,9 +18,11 @@ SESSION = "demo-session"
 
 
 class OperatorDaemon:
-    def __init__(self, install: Path, env: dict[str, str], address: str):
+    def __init__(self, install: Path, env: dict[str, str], address: str, packages: Path):
         self.address = address
-        self.proc, line = demo_child.start([sys.executable, "-m", "services.operator_sim", address], install, env)
+        # Its hermes sessions launch from the selected runtime package of the demo's integration.
+        argv = [sys.executable, "-m", "services.operator_sim", address, "--packages", str(packages)]
+        self.proc, line = demo_child.start(argv, install, env)
         if not line.startswith("ready"):
             self.stop()
             raise HermesError("the operator daemon simulator did not start")

@@ -139,7 +139,11 @@ def cmd_doctor(args) -> int:
 
 def _doctor_text(data: dict[str, Any]) -> str:
     rows = [
-        (c["status"].upper() if c["status"] == "fail" else c["status"], c["code"], c["recovery_hint"])
+        (
+            "FAIL" if c["status"] == "fail" else c["status"],
+            c["code"],
+            "" if c["status"] == "pass" else c["recovery_hint"],
+        )
         for c in data["checks"]
     ]
     head = "ok" if data["ok"] else "problems found"

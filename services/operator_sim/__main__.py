@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hermes-bin", default=None, help="the hermes entrypoint to launch")
     parser.add_argument("--work-dir", type=Path, default=None, help="where sessions without a project run")
     parser.add_argument("--project", type=_project, action="append", default=[], help="LABEL=/path/to/repo")
+    parser.add_argument(
+        "--packages", type=Path, default=None, help="launch hermes from the selected package of this integration state"
+    )
     parser.add_argument("--hook-endpoint", default=None, help="the hook reporter intake its children report to")
     args = parser.parse_args(argv)
     if not 64 <= args.retain_bytes <= 64 << 20:
@@ -92,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         max_sessions=args.max_sessions,
         state_dir=args.state,
         hook_endpoint=args.hook_endpoint,
+        packages=args.packages,
         projects=dict(args.project),
     )
     lock = Path(args.address[len("ipc://") :] + ".lock") if args.address.startswith("ipc://") else None

@@ -71,7 +71,16 @@ def hermes(program: str, descriptor: Path = DESCRIPTOR) -> tuple[Agent, str]:
     program ``hermes``; which file that is, is this host's choice), and the name of its
     detection manifest beside it."""
     try:
-        data = tomllib.loads(descriptor.read_text(encoding="utf-8"))
+        text = descriptor.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuntimeIncompatible(f"the hermes runtime descriptor cannot be read: {type(exc).__name__}") from None
+    return hermes_from(program, text)
+
+
+def hermes_from(program: str, text: str) -> tuple[Agent, str]:
+    """The hermes agent a descriptor's text describes (a package's verified ``runtime.toml``)."""
+    try:
+        data = tomllib.loads(text)
         _exactly(
             data,
             {

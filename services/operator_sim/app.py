@@ -331,7 +331,7 @@ class SessionDaemonApp:
     async def _new(self, call: Call, args: Args) -> Any:
         host = args["host"]
         self._room_on(host)
-        agent = self.daemon.agent(args["agent"])
+        agent = await self.daemon.fresh_agent(args["agent"])
         if self.faults["start_drop"]:
             self.faults["start_drop"] -= 1
             await trio.sleep_forever()  # accepted, and nothing is ever created

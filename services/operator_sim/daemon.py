@@ -65,6 +65,8 @@ class Settings:
     retain_bytes: int
     max_sessions: int = 256  # per host
     state_dir: Path | None = None
+    # The integration state whose selected Hermes package a fresh launch runs; None: the source tree's.
+    packages: Path | None = None
     hook_endpoint: str | None = None
     projects: dict[str, Path] = field(default_factory=dict)  # label -> repository
 
@@ -145,6 +147,43 @@ class Daemon:
                 detail={"agent": name, "known": sorted(self.agents)},
             )
         return found
+
+    async def fresh_agent(self, name: str) -> agents.Agent:
+        """The agent a new session launches. With ``packages`` set, hermes comes from the
+        selected, enabled package, its root verified again first; a running session keeps the
+        agent it was launched with."""
+        if name == "hermes" and self.settings.packages is not None:
+            agent, rules = await trio.to_thread.run_sync(self._packaged_hermes, self.settings.packages)
+            self.agents["hermes"], self.rules["hermes"] = agent, rules
+            self.agent_problems.pop("hermes", None)
+        return self.agent(name)
+
+    def _packaged_hermes(self, state: Path) -> tuple[agents.Agent, tuple[Any, ...]]:
+        from shared.operator import manifests, paths
+        from shared.operator import registry as store
+
+        registry = store.Registry(paths.plugins_dir(state))
+        try:
+            package = registry.read().selected_package(manifests.PACKAGE_ID)
+        except (store.RegistryUnreadable, store.StoreUnsafe):
+            package = None
+        if package is None or not package.enabled:
+            raise RemoteError(
+                Code.RUNTIME_NOT_INSTALLED,
+                "no enabled Hermes runtime package is selected on this host",
+                detail={"agent": "hermes"},
+            )
+        try:
+            files = registry.verify_root(package.digest).files
+            agent, manifest = agents.hermes_from(self.settings.hermes_bin, files[manifests.RUNTIME_MANIFEST].decode())
+            return agent, detect.load_rules(files[manifest].decode("utf-8"))
+        except (store.RootInvalid, agents.RuntimeIncompatible, detect.DetectRulesInvalid, KeyError, UnicodeDecodeError):
+            log.warning("the selected Hermes package cannot be launched")  # no content: a fixed line
+            raise RemoteError(
+                Code.RUNTIME_INCOMPATIBLE,
+                "the selected Hermes runtime package fails verification",
+                detail={"agent": "hermes", "package_digest": package.digest},
+            ) from None
 
     def inventory(self) -> list[dict[str, Any]]:
         rows = []

@@ -64,6 +64,8 @@ class Code:
     INVALID_OUTPUT_CURSOR = "invalid_output_cursor"
     WAITER_LIMIT = "session_waiter_limit_reached"
     AGENT_UNKNOWN = "agent_unknown"
+    RUNTIME_NOT_INSTALLED = "runtime_not_installed"
+    RUNTIME_INCOMPATIBLE = "runtime_incompatible"
     AGENT_RUNTIME_UNSUPPORTED = "agent_runtime_unsupported"
     AGENT_NOT_RESUMABLE = "agent_not_resumable"
     AGENT_FORK_UNSUPPORTED = "agent_fork_unsupported"
