@@ -18,6 +18,7 @@ import re
 import selectors
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -181,6 +182,12 @@ def run_probe(
     process's) for at most ``timeout`` seconds; its validated result."""
     if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
         raise ValueError("timeout must be a positive number of seconds")
+    # The probe's scratch files go in a directory this process removes, also when it kills it.
+    with tempfile.TemporaryDirectory(prefix="pohunek-probe-") as scratch:
+        return _run(hermes_bin, plugin_dir, {**(os.environ if env is None else env), "TMPDIR": scratch}, timeout)
+
+
+def _run(hermes_bin: str, plugin_dir: Path, env: dict[str, str], timeout: float) -> ProbeResult:
     argv = [hermes_bin, "operator", "probe", "--plugin-dir", str(plugin_dir), "--json"]
     deadline = time.monotonic() + timeout
     try:
@@ -189,7 +196,7 @@ def run_probe(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=dict(os.environ if env is None else env),
+            env=env,
             start_new_session=True,
         )
     except OSError:

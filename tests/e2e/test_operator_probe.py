@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -139,7 +140,11 @@ def test_a_plugin_that_does_not_import_is_reported_and_dry_runs_nothing(tmp_path
     assert statuses(result, "manage") == ["fail", "fail", "fail"]
 
 
-def test_a_plugin_whose_import_hangs_times_out_and_its_process_group_is_killed(tmp_path, hermes_bin):
+def test_a_plugin_whose_import_hangs_times_out_and_its_process_group_is_killed(tmp_path, hermes_bin, monkeypatch):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the probe child's, as the parent passes it on
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     pids = tmp_path / "pids"
     body = f"""
     import os, subprocess, time
@@ -154,6 +159,7 @@ def test_a_plugin_whose_import_hangs_times_out_and_its_process_group_is_killed(t
     started = [int(pid) for pid in pids.read_text().split()]
     gone = wait_for(lambda: not any(psutil.pid_exists(pid) for pid in started), timeout=10, what="the group to go")
     assert gone
+    assert list(scratch.iterdir()) == [], "a killed probe leaves no scratch directory"
 
 
 def test_a_plugin_dir_with_no_plugin_is_a_probe_that_could_not_run(tmp_path, hermes_bin):
