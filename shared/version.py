@@ -31,14 +31,25 @@ def is_commit_sha(value: object) -> TypeGuard[str]:
 
 
 CODE_STAMP = "hermes-code-stamp.json"
+IMAGE_REVISION = "hermes-code-revision"  # beside the installed packages, in an image
 _VERSION_RE = re.compile(r"""^__version__\s*=\s*["']([^"'\s]+)["']""", re.MULTILINE)
 _PROJECT_VERSION_RE = re.compile(r"""^version\s*=\s*["']([^"'\s]+)["']""", re.MULTILINE)
 
 
 def code_sha(root: Path = INSTALL_ROOT) -> str | None:
-    """The commit whose code is at ``root``, or ``None`` when it is not a git checkout."""
+    """The commit whose code is at ``root``: the archive update's stamp, the checkout's HEAD,
+    or the revision an image build wrote beside the installed code; ``None`` when none says."""
     stamp = code_stamp(root)
-    return stamp["code_sha"] if stamp else head_commit(root)
+    return stamp["code_sha"] if stamp else head_commit(root) or image_revision(root)
+
+
+def image_revision(root: Path = INSTALL_ROOT) -> str | None:
+    """The commit an image was built from (``compose/Containerfile`` writes it, as a full id)."""
+    try:
+        text = (root / IMAGE_REVISION).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if _SHA_RE.fullmatch(text) else None
 
 
 def version_line() -> str:

@@ -1,8 +1,8 @@
-"""The install's code commit outside a checkout: none."""
+"""The install's code commit outside a checkout: none, unless an image build wrote its revision."""
 
 from __future__ import annotations
 
-from shared.version import code_sha
+from shared.version import IMAGE_REVISION, code_sha
 
 
 def test_not_a_checkout(tmp_path):
@@ -10,6 +10,15 @@ def test_not_a_checkout(tmp_path):
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("garbage\n")
     assert code_sha(tmp_path) is None
+
+
+def test_an_image_revision_names_the_commit_and_a_malformed_one_names_none(tmp_path):
+    sha = "0123456789abcdef" * 2 + "01234567"
+    (tmp_path / IMAGE_REVISION).write_text(sha + "\n")
+    assert code_sha(tmp_path) == sha
+    for bad in ("0123456", sha.upper(), sha + "ff", "\xff"):
+        (tmp_path / IMAGE_REVISION).write_text(bad)
+        assert code_sha(tmp_path) is None
 
 
 def test_the_version_line_names_the_agent_release_first(monkeypatch):
