@@ -88,10 +88,9 @@ def cmd_update(args) -> int:
 
 
 def _hermes(change: lifecycle.Change, chosen: source.Source | None) -> dict[str, Any]:
-    from shared.operator import version_probe
-    from shared.operator.manifests import VersionRange
+    from shared.operator.manifests import DEFAULT_PROBE
 
-    probe = chosen.runtime.probe if chosen else VersionRange("", ("--version",), version_probe.MIN, version_probe.BELOW)
+    probe = chosen.runtime.probe if chosen else DEFAULT_PROBE
     try:
         return hermes_bin.version(change.bin, probe, change.target.home)
     except hermes_bin.HermesUnusable as exc:

@@ -14,8 +14,7 @@ from typing import Any
 
 from shared import plugin_host
 from shared.errors import HermesError
-from shared.operator import version_probe
-from shared.operator.manifests import VersionRange
+from shared.operator.manifests import DEFAULT_PROBE
 from shared.operator.policy import ACCESS_MODES, Policy, overlap, valid_host
 from shared.operator.protocol import CLIENT_WINDOW
 
@@ -89,11 +88,7 @@ def _attempt(step: Callable[[], Any]) -> tuple[Any, bool]:
 def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The target's checks, and the source error and provenance the document carries."""
     source, error = source_or_error(state)
-    probe = (
-        source.runtime.probe
-        if source is not None
-        else VersionRange("", ("--version",), version_probe.MIN, version_probe.BELOW)
-    )
+    probe = source.runtime.probe if source is not None else DEFAULT_PROBE
     _, executable = _attempt(lambda: hermes_bin.check_bin(bin_path))
     _, version_ok = _attempt(lambda: hermes_bin.version(bin_path, probe, target.home)) if executable else (None, None)
     policy_file = policy_path(state, target)

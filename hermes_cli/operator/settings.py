@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from shared import files
 from shared.errors import HermesError
 from shared.operator import policy as rules
+from shared.operator.policy_file import load_policy
 from shared.operator.protocol import CLIENT_WINDOW
 
 BOUND_FLAGS = {field: flag for field, (_, flag) in rules.BOUNDS.items()}
@@ -31,18 +31,11 @@ DEFAULT_BOUNDS = {
     "max_screen_bytes": rules.MAX_SCREEN_BYTES,
     "max_concurrency": rules.MAX_CONCURRENCY,
 }
-MAX_POLICY_BYTES = 64 * 1024
 _DECIMAL = re.compile(r"[0-9]{1,10}")
 
 
 class ConfirmationRequired(HermesError):
     code = "confirmation_required"
-
-
-class PolicyUnreadable(HermesError):
-    """The installed policy is missing, unsafe or breaks its rules (doctor's finding)."""
-
-    code = "hermes_invalid_policy"
 
 
 def _invalid(field: str, message: str, hint: str) -> rules.InvalidPolicy:
@@ -125,35 +118,8 @@ def write(path: Path, policy: rules.Policy) -> None:
 
 
 def read(path: Path) -> rules.Policy:
-    """The installed policy, with the plugin's own file rules: a regular file of the owner,
-    private, small, strict JSON, and its fields valid."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        raise PolicyUnreadable("the policy file is missing or cannot be opened", detail={"reason": "missing"}) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
-            raise PolicyUnreadable("the policy is not a regular file of yours", detail={"reason": "unsafe"})
-        if info.st_mode & 0o077:
-            raise PolicyUnreadable("the policy file is open to its group or others", detail={"reason": "permissions"})
-        data = os.read(fd, MAX_POLICY_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_POLICY_BYTES:
-        raise PolicyUnreadable("the policy file is too large", detail={"reason": "too_large"})
-    try:
-        raw: Any = json.loads(data.decode("utf-8"), object_pairs_hook=_unique)
-    except (ValueError, RecursionError):
-        raise PolicyUnreadable("the policy file is not strict JSON", detail={"reason": "malformed"}) from None
-    return rules.check(raw)
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise ValueError("duplicate key")
-    return out
+    """The installed policy, read with the plugin's own file rules."""
+    return load_policy(str(path))
 
 
 def describe(path: Path, policy: rules.Policy) -> dict[str, Any]:

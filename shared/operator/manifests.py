@@ -50,6 +50,10 @@ class VersionRange:
     below: version_probe.Version
 
 
+# The probe when no usable package names one: this core's own launch-gate grammar and range.
+DEFAULT_PROBE = VersionRange(version_probe.PARSER, ("--version",), version_probe.MIN, version_probe.BELOW)
+
+
 @dataclass(frozen=True)
 class RuntimeManifest:
     package_id: str

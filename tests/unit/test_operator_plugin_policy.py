@@ -9,12 +9,12 @@ import os
 
 import pytest
 
+from shared.operator import policy_file as loader
 from shared.operator.policy import InvalidPolicy
-from tests.support.operator_plugin import payload, policy_fields, write_policy
+from tests.support.operator_plugin import policy_fields, write_policy
 
 ENDPOINT = "ipc:///run/pohunek/daemon.sock"
 SECRET = "hunter2-secret"
-loader = payload("policy")
 
 
 def refused(path: object) -> InvalidPolicy:

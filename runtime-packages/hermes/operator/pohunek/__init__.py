@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from shared.operator.policy import InvalidPolicy, overlap
+from shared.operator.policy_file import load_policy
 from shared.operator.protocol import CLIENT_WINDOW
 
 from . import hooks, schemas
-from .policy import load_policy
 from .tools import Toolbox
 
 # The installer replaces the one token below with the policy's absolute path, as a string

@@ -1,7 +1,9 @@
 """Reading the policy file: the installer's one file, owner-private, small, strict JSON.
 
-What it holds is judged by ``shared.operator.policy.check``; this module only makes sure the
-file is the one the installer wrote and decodes it. No message repeats what the file holds.
+The plugin loads it with this, and the installer, status and doctor read it back with the
+same rules. What it holds is judged by ``shared.operator.policy.check``; this module only makes
+sure the file is the one the installer wrote and decodes it. No message repeats what the file
+holds.
 """
 
 from __future__ import annotations
