@@ -16,7 +16,7 @@ from hermes_cli.operator import doctor, hermes_bin, lifecycle, settings, source,
 from hermes_cli.operator.target import policy_path, resolve
 from shared.errors import HermesError
 from shared.operator import paths
-from shared.operator.policy import BOUNDS
+from shared.operator.policy import BOUNDS, Policy
 from shared.operator.protocol import ENDPOINT_ENV
 
 
@@ -44,10 +44,6 @@ def _change(args) -> lifecycle.Change:
 def _apply(args, *, installing: bool) -> int:
     _agent(args, "install" if installing else "update")
     change = _change(args)
-    if installing and not args.access_mode:
-        raise settings.rules.InvalidPolicy(
-            "choose --access-mode", detail={"field": "access_mode", "hint": "read_only, manage or full"}
-        )
     # Update needs its source before anything else; install judges its flags first.
     chosen = None if installing else source.resolve(change.state)
     installed = None if installing else _installed_policy(change)
@@ -67,7 +63,7 @@ def _apply(args, *, installing: bool) -> int:
     return 0
 
 
-def _installed_policy(change: lifecycle.Change) -> settings.rules.Policy | None:
+def _installed_policy(change: lifecycle.Change) -> Policy | None:
     """What update inherits: the installed policy, None for an install without a readable one."""
     try:
         return settings.read(policy_path(change.state, change.target))

@@ -84,8 +84,8 @@ def is_modified(target: Target, marker: assets.Marker) -> bool:
     return marker.hermes_home != str(target.home) or assets.modified(target.plugin_root, marker)
 
 
-def apply(change: Change, source: Source, policy: Policy, *, confirm_modified: bool) -> dict[str, Any]:
-    """Install or replace the plugin from ``source`` with ``policy``; the new marker's fields."""
+def apply(change: Change, source: Source, policy: Policy, *, confirm_modified: bool) -> None:
+    """Install or replace the plugin from ``source`` with ``policy``."""
     target = change.target
     recover(change)
     marker = installed_marker(target)
@@ -112,7 +112,6 @@ def apply(change: Change, source: Source, policy: Policy, *, confirm_modified: b
         _rollback(change, journal)
         raise
     _commit(target, journal)
-    return {"marker": new_marker, "policy_path": policy_file}
 
 
 def _swap_in(

@@ -201,3 +201,12 @@ def test_update_inherits_each_bound_and_setting_and_refreshes_the_protocol_range
     assert data["policy"]["protocol"] == {"min": 3, "max": 4}
     assert data["policy"]["daemon_endpoint"] == "ipc:///kept/endpoint.ctl"
     assert data["policy"]["access_mode"] == "full" and data["policy"]["allowed_hosts"] == ["desktop"]
+
+
+def test_install_makes_the_access_mode_and_the_allowlist_explicit(kit, home):
+    kit.install_package()
+    for flags, field in ((("--allow-host", "local"), "access_mode"), (("--access-mode", "manage"), "allowed_hosts")):
+        code, data = kit.cli_json("operator", "install", "--hermes-profile", "work", *flags, home=home)
+        assert code == 2 and data["error"]["code"] == "hermes_invalid_policy", data
+        assert data["error"]["detail"]["field"] == field
+    assert not (home / "profiles" / "work" / "plugins" / "pohunek").exists()
