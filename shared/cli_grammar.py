@@ -451,6 +451,11 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
         actions,
         "gateway run",
         "run the active profile's gateway in the foreground",
+        lambda p: p.add_argument(
+            "--create-profile",
+            action="store_true",
+            help="make the active (named) profile's home first when it has none, as `profile create` does",
+        ),
         json=False,
     )
     _command(actions, "gateway status", "every live gateway of this install")
