@@ -37,16 +37,17 @@ EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
 NO_RESTART_WARNING = frozenset({"hermes_cli.commands.update:cmd_update", "hermes_cli.commands.gateway:cmd_run"})
 
 
-def apply_profile(profile: str | None, model: str | None) -> None:
+def apply_profile(profile: str | None, model: str | None, *, creates: bool = False) -> None:
     """Point ``HERMES_HOME`` at the chosen profile before anything reads a home, so this
-    process and every process it starts work on that profile."""
+    process and every process it starts work on that profile. It must exist unless the
+    command ``creates`` it (``gateway run --create-profile``)."""
     from shared import homes
 
     if model:
         os.environ["HERMES_MODEL"] = model
     if profile is None:
         return
-    home = homes.profile_home(profile, homes.root_home(), must_exist=True)
+    home = homes.profile_home(profile, homes.root_home(), must_exist=not creates)
     os.environ[homes.HOME_ENV] = str(home)
 
 
@@ -187,7 +188,7 @@ def _dispatch(parser, args, target: str | None) -> int:
     from shared.errors import HermesError
 
     try:
-        apply_profile(args.profile, args.model)
+        apply_profile(args.profile, args.model, creates=getattr(args, "create_profile", False))
         return _load(target)(args) or EXIT_OK
     except HermesError as exc:
         return output.error(args, exc)

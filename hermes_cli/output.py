@@ -34,6 +34,7 @@ REFUSAL_CODES = frozenset(
         "skin_invalid",
         "curve_key_invalid",
         "curve_key_unknown",
+        "keys_usage",
         "unsafe_run_dir",
         "rollback_unknown_update",
         "rollback_commit_gone",

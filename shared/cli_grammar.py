@@ -217,14 +217,18 @@ def _command(
     json: bool = True,
     dash_values: bool = False,
     hidden: bool = False,
+    own_profile: bool = False,
 ) -> None:
     """The command ``words`` (``"gateway drain"``, the last word its name); its parser, made
     when the command is used, gets the common options and what ``args`` adds. With
     ``dash_values`` its arguments may start with ``-`` (``_DashValues``); a ``hidden`` one is
-    left out of its group's help (a command for other programs, not for people)."""
+    left out of its group's help (a command for other programs, not for people). With
+    ``own_profile`` its ``-p/--profile`` is what ``args`` makes it, not the active profile
+    (which is then chosen before the command only)."""
 
     def build(parser: argparse.ArgumentParser) -> None:
-        _profile_option(parser, top=False)
+        if not own_profile:
+            _profile_option(parser, top=False)
         if json:
             _json_option(parser)
         parser.set_defaults(command_words=words)
@@ -451,6 +455,11 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
         actions,
         "gateway run",
         "run the active profile's gateway in the foreground",
+        lambda p: p.add_argument(
+            "--create-profile",
+            action="store_true",
+            help="make the active (named) profile's home first when it has none, as `profile create` does",
+        ),
         json=False,
     )
     _command(actions, "gateway status", "every live gateway of this install")
@@ -572,13 +581,35 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
 
 def _mesh_keys_actions(keys: argparse.ArgumentParser) -> None:
     actions = _commands(keys, "keys_command", "ACTION")
-    _command(actions, "mesh keys init", "create the keys that are missing (never overwrites)")
-    _command(actions, "mesh keys show", "this install's public keys and the keys it accepts and trusts")
+
+    def init(p: argparse.ArgumentParser) -> None:
+        # Keys are the root home's whichever profile is active: here a profile names a gateway to key.
+        p.add_argument(
+            "-p",
+            "--profile",
+            dest="profiles",
+            metavar="NAME",
+            action="append",
+            default=[],
+            help="also key this profile's gateway, whether or not its home is here (repeatable)",
+        )
+
+    def show(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--client", action="store_true", help="only this install's client public key")
+
+    _command(actions, "mesh keys init", "create the keys that are missing (never overwrites)", init, own_profile=True)
+    _command(actions, "mesh keys show", "this install's public keys and the keys it accepts and trusts", show)
 
     def authorize(p: argparse.ArgumentParser) -> None:
-        p.add_argument("name", help="a name for the key (a-z, 0-9, '_', '-'; a server's: SERVICE[@PROFILE])")
-        p.add_argument("key", help="the public key: 40 characters of Z85 (it may start with '-')")
+        p.add_argument("name", nargs="?", help="a name for the key (a-z, 0-9, '_', '-'; a server's: SERVICE[@PROFILE])")
+        p.add_argument("key", nargs="?", help="the public key: 40 characters of Z85 (it may start with '-')")
         p.add_argument("--server", action="store_true", help="a server's public key that clients trust")
+        p.add_argument(
+            "--from",
+            dest="source",
+            metavar="FILE",
+            help="with --server: trust every service key of another install's `mesh keys show --json` (- for stdin)",
+        )
 
     def revoke(p: argparse.ArgumentParser) -> None:
         p.add_argument("name", help="the key's name")

@@ -153,6 +153,15 @@ def public_keys(root: Path, sub: str) -> dict[str, bytes]:
     return keys
 
 
+def server_names(root: Path) -> list[str]:
+    """The names of the services whose secret key is in ``server/``, sorted; whether or not
+    the service (a profile's gateway) is of this home: a keys-only install holds others'."""
+    directory = _check_dirs(root, "server")
+    suffix = ".key_secret"
+    names = (entry.name[: -len(suffix)] for entry in os.scandir(directory) if entry.name.endswith(suffix))
+    return sorted(name for name in names if NAME_RE.fullmatch(name))
+
+
 def public_of(secret: bytes) -> bytes:
     return zmq.curve_public(secret)
 

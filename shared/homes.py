@@ -37,6 +37,7 @@ __all__ = [
     "active_home",
     "active_profile",
     "check_run_dir",
+    "create_profile",
     "endpoint",
     "ensure_home",
     "ensure_run_dir",
@@ -117,6 +118,21 @@ def profile_home(name: str, root: Path | None = None, *, must_exist: bool = Fals
     home = profiles_dir(root) / name
     if must_exist and not home.is_dir():
         raise ProfileNotFound(f"no profile named {name!r} in {root}", detail={"name": name})
+    return home
+
+
+def create_profile(root: Path, name: str) -> Path:
+    """Make the home of named profile ``name`` under ``root``: its private ``run/`` and its
+    ``logs/``. FileExistsError when it exists: the one mkdir is atomic, so of two creators
+    exactly one wins."""
+    validate_profile_name(name)
+    if name == DEFAULT_PROFILE:
+        raise ValueError("the default profile is the root home itself: it is never created")
+    home = profile_home(name, root)
+    profiles_dir(root).mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
+    home.mkdir(mode=RUN_DIR_MODE)
+    ensure_run_dir(home)
+    (home / "logs").mkdir(mode=0o755, exist_ok=True)
     return home
 
 

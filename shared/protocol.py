@@ -174,6 +174,11 @@ class OpSpec:
         return checked
 
 
+# Served by every service (``shared.service``): who it is and which protocol versions it
+# speaks. Defined here so a client can ask any service without importing the service side.
+HELLO = OpSpec("hello", idempotent=True, timeout=5.0)
+
+
 # --- frames ----------------------------------------------------------------------------
 
 

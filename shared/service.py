@@ -27,12 +27,10 @@ from shared.curve import refuse_plaintext
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.locks import FileLock
-from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
+from shared.protocol import HELLO, Code, OpSpec, ProtocolError, RemoteError
 from shared.zmq_trio import Conduit, Message, open_conduit
 
 log = logging.getLogger(__name__)
-
-HELLO = OpSpec("hello", idempotent=True, timeout=5.0)
 
 # ``async def`` handlers, or plain ones that run inline and must not block.
 Handler = Callable[["Call"], Awaitable[Any]] | Callable[["Call"], Any]

@@ -4,6 +4,8 @@ A command that needs a long-lived worker (the auth worker) starts it when it is 
 in its own session, so neither a Ctrl-C here nor the end of this command stops it, logging to
 ``<root>/logs/<service>.log``. Two commands racing to start it are safe: the loser exits 73
 on the endpoint lock and both then talk to the winner. ``hermes mesh down`` stops them again.
+A worker on a TCP address whose lock is not here (``shared.endpoint_lock``) is asked first:
+one served from a container or another host is never started twice.
 """
 
 from __future__ import annotations
@@ -17,14 +19,19 @@ import time
 from pathlib import Path
 
 from shared import exit_codes, homes
-from shared.call_rules import ipc_unreachable
+from shared.call_rules import NO_RETRY, ipc_unreachable
+from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
 from shared.identity import is_alive
 from shared.locks import probe
+from shared.protocol import HELLO, Code, RemoteError
+from shared.sync_client import connect
 from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
+_NO_ANSWER = frozenset({Code.UNAVAILABLE, Code.TIMEOUT, Code.CONNECTION_RESET})
+_HANDSHAKE_REFUSALS = frozenset({Code.AUTH_FAILED, Code.SERVER_KEY_MISMATCH, Code.HANDSHAKE_FAILED})
 
 
 class ServiceStartFailed(HermesError):
@@ -32,9 +39,22 @@ class ServiceStartFailed(HermesError):
 
 
 def ensure_service(root: Path, service: str, module: str, *, timeout: float = START_TIMEOUT) -> homes.Endpoint:
-    """The endpoint of ``service`` in ``root``, started from ``module`` first if nothing holds it."""
+    """The endpoint of ``service`` in ``root``, started from ``module`` first if nothing holds it.
+
+    Where its lock here cannot tell (a TCP address served from a home out of sight: a
+    container, another host), the service is asked: one that answers is used as it is; one
+    that does not is started here only when its address is on this host."""
     endpoint = homes.endpoint(root, service)
-    if _serving(endpoint):
+    running = lock_says(endpoint)
+    if running is None:
+        if _answers(endpoint):
+            return endpoint
+        if endpoint.tcp is not None and not endpoint.tcp.is_local:
+            raise ServiceStartFailed(
+                f"the {service} at {endpoint.control} does not answer, and it is not served from this host",
+                detail={"service": service, "control": endpoint.control},
+            )
+    elif running and _serving(endpoint):
         return endpoint
     log_path = Path(root) / "logs" / f"{service}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,6 +82,19 @@ def ensure_service(root: Path, service: str, module: str, *, timeout: float = ST
             )
         time.sleep(0.05)
     return endpoint
+
+
+def _answers(endpoint: homes.Endpoint, timeout: float = 1.0) -> bool:
+    """Whether a service answers a HELLO at ``endpoint`` within ``timeout``, asked once. A
+    refused handshake is raised: a service is there, and starting another would not help."""
+    try:
+        with connect(endpoint, retry=NO_RETRY) as client:
+            client.call(HELLO, timeout=timeout)
+    except RemoteError as exc:
+        if exc.code in _HANDSHAKE_REFUSALS:
+            raise
+        return exc.code not in _NO_ANSWER
+    return True
 
 
 def _serving(endpoint: homes.Endpoint) -> bool:

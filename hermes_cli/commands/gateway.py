@@ -1,4 +1,5 @@
-"""``hermes gateway run``: the active profile's gateway, in the foreground."""
+"""``hermes gateway run [--create-profile]``: the active profile's gateway, in the foreground
+(with ``--create-profile``, in a home made first if the named profile has none)."""
 
 from __future__ import annotations
 
@@ -6,4 +7,4 @@ from __future__ import annotations
 def cmd_run(args) -> int:
     from services.gateway import run_gateway
 
-    return run_gateway()
+    return run_gateway(create=getattr(args, "create_profile", False))

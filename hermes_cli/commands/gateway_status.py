@@ -9,6 +9,7 @@ from typing import Any
 from hermes_cli import output
 from shared import exit_codes, homes
 from shared.call_rules import NO_RETRY
+from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
 from shared.gateways import discovery, ops
 from shared.locks import probe
@@ -100,10 +101,12 @@ def cmd_drain(args) -> int:
         f"profile {profile!r} has no running gateway to drain", detail={"profile": profile, "home": str(home)}
     )
     # A live gateway holds its endpoint lock; without it a stale socket file would make
-    # the client wait out the whole drain timeout for nobody.
-    lock = probe(endpoint.lock_path)
-    if not lock.held:
+    # the client wait out the whole drain timeout for nobody. A lock that cannot tell here (a
+    # gateway in a container or on another host) leaves it to the socket.
+    running = lock_says(endpoint)
+    if running is False:
         raise not_running
+    holder = probe(endpoint.lock_path).holder if running else None
     try:
         with connect(endpoint, retry=NO_RETRY) as client:
             answer = client.call(
@@ -116,7 +119,7 @@ def cmd_drain(args) -> int:
     data = {
         "profile": profile,
         "home": str(home),
-        "pid": lock.holder.pid if lock.holder else None,
+        "pid": holder.pid if holder else None,
         "finished": answer["finished"],
         "cut": answer["cut"],
         "exit_code": answer["exit_code"],

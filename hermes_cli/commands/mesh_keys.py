@@ -1,21 +1,37 @@
 """``hermes mesh keys init|show|authorize|revoke|rotate``: the install's CURVE keys.
 
 Anchored on the root home, whichever profile is active. Only public keys are ever printed.
+A mesh whose services run elsewhere (each in its own container) is keyed from here too:
+``init --profile`` makes keys for gateways of profiles this home does not have, ``show
+--client`` prints the one key another install authorizes, and ``authorize --server --from``
+trusts every service key another install's ``show --json`` lists.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from hermes_cli import output
-from shared import curve_keys, homes
+from shared import curve_import, curve_keys, homes
+from shared.errors import HermesError
 
 
-def _services(root) -> list[str]:
-    """Every service key name of the install: the root services, and a gateway per profile."""
+class KeysUsage(HermesError):
+    code = "keys_usage"
+
+
+def _gateway_name(profile: str) -> str:
+    return "gateway" if profile == homes.DEFAULT_PROFILE else f"gateway@{profile}"
+
+
+def _services(root, extra_profiles: tuple[str, ...] = ()) -> list[str]:
+    """Every service key name of the install: the root services, a gateway per profile, and
+    one per profile of ``extra_profiles`` (those of a home out of sight, such as a container's)."""
     names = [name for name, scope in homes.SERVICES.items() if scope == "root"]
-    for profile in homes.list_profiles(root):
-        names.append("gateway" if profile == homes.DEFAULT_PROFILE else f"gateway@{profile}")
+    for profile in (*homes.list_profiles(root), *extra_profiles):
+        if _gateway_name(profile) not in names:
+            names.append(_gateway_name(profile))
     return names
 
 
@@ -25,7 +41,8 @@ def _where(args) -> str:
 
 def cmd_init(args) -> int:
     root = homes.root_home()
-    created = curve_keys.init(root, _services(root))
+    extra = tuple(homes.validate_profile_name(name) for name in args.profiles or ())
+    created = curve_keys.init(root, _services(root, extra))
 
     def text(d: dict[str, Any]) -> str:
         if not d["created"]:
@@ -39,7 +56,13 @@ def cmd_init(args) -> int:
 def _public_keys(root) -> dict[str, Any]:
     top = curve_keys.store(root)
     services = {}
-    for name in _services(root):
+    try:
+        held = curve_keys.server_names(root)
+    except curve_keys.CurveKeyMissing:
+        held = []
+    for name in [*_services(root), *held]:
+        if name in services:
+            continue
         try:
             services[name] = curve_keys.public_of(curve_keys.server_secret(root, name)).decode()
         except curve_keys.CurveKeyMissing:
@@ -63,15 +86,49 @@ def _keys_text(d: dict[str, Any]) -> str:
 
 
 def cmd_show(args) -> int:
-    output.emit(args, _public_keys(homes.root_home()), _keys_text)
+    root = homes.root_home()
+    if args.client:  # for `authorize NAME "$(hermes mesh keys show --client)"` on another install
+        client = curve_keys.public_of(curve_keys.client_secret(root)).decode()
+        output.emit(args, {"client": client}, lambda d: d["client"])
+        return 0
+    output.emit(args, _public_keys(root), _keys_text)
     return 0
 
 
 def cmd_authorize(args) -> int:
+    root = homes.root_home()
+    if args.source is not None:
+        if not args.server:
+            raise KeysUsage("--from reads another install's service keys: it needs --server")
+        if args.name is not None or args.key is not None:
+            raise KeysUsage("give either --from FILE or NAME KEY, not both")
+        keys = curve_import.services_of(_read_document(args.source))
+        for name, key in keys.items():
+            curve_keys.add_public(root, "servers", name, key)
+        added = list(keys)
+        output.emit(args, {"added": added, "in": "servers"}, lambda d: f"added {', '.join(d['added'])} to servers/")
+        return 0
+    if args.name is None or args.key is None:
+        raise KeysUsage("authorize needs NAME KEY (or --server --from FILE)")
     where = _where(args)
-    curve_keys.add_public(homes.root_home(), where, args.name, args.key)
+    curve_keys.add_public(root, where, args.name, args.key)
     output.emit(args, {"added": args.name, "in": where}, lambda d: f"added {d['added']} to {d['in']}/")
     return 0
+
+
+def _read_document(source: str) -> bytes:
+    """At most one byte past the limit of ``source`` (a path, or ``-`` for stdin): enough for
+    the reader to tell a document that is too large."""
+    limit = curve_import.MAX_DOCUMENT_BYTES + 1
+    try:
+        if source == "-":
+            return sys.stdin.buffer.read(limit)
+        with open(source, "rb") as f:
+            return f.read(limit)
+    except OSError as exc:
+        raise curve_keys.CurveKeyInvalid(
+            f"cannot read the keys document {source}: {exc.strerror or exc}", detail={"path": source}
+        ) from None
 
 
 def cmd_revoke(args) -> int:

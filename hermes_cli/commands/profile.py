@@ -73,14 +73,11 @@ def cmd_create(args) -> int:
     if name == homes.DEFAULT_PROFILE:
         raise ProfileReserved("'default' is the root home itself; it always exists", detail={"name": name})
     root = homes.root_home()
-    home = homes.profile_home(name, root)
-    homes.profiles_dir(root).mkdir(mode=homes.RUN_DIR_MODE, parents=True, exist_ok=True)
     try:
-        home.mkdir(mode=homes.RUN_DIR_MODE)  # the atomic step: exactly one creator wins
+        home = homes.create_profile(root, name)
     except FileExistsError:
+        home = homes.profile_home(name, root)
         raise ProfileExists(f"profile {name!r} already exists at {home}", detail={"name": name}) from None
-    homes.ensure_run_dir(home)
-    (home / "logs").mkdir(mode=0o755, exist_ok=True)
     output.emit(args, {"name": name, "home": str(home)}, lambda d: f"created profile {d['name']} at {d['home']}")
     return 0
 

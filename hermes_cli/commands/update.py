@@ -269,6 +269,8 @@ def _report(args, terminal: dict[str, Any]) -> int:
         # The tree already held the target: nothing moved, though what was owed was retried.
         "up_to_date": bool((data.get("apply") or {}).get("up_to_date")),
         "failure": _failure(terminal["outcome"], steps),
+        # Why it was not updated in place, with the command that updates it (a container's, say).
+        "refusal": _refusal(terminal["outcome"], data.get("skips", [])),
     }
     output.emit(args, document, _summary_text)
     return int(terminal["exit_code"])
@@ -282,6 +284,12 @@ def _restart_failed(data: dict[str, Any]) -> list[dict[str, Any]]:
         for o in data.get("restart") or []
         if not o["ok"]
     ]
+
+
+def _refusal(outcome: str, skips: list[dict[str, Any]]) -> str | None:
+    if outcome != "refused":
+        return None
+    return next((str(skip["reason"]) for skip in skips if skip.get("name") == "apply"), None)
 
 
 def _failure(outcome: str, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -335,6 +343,8 @@ def _summary_text(d: dict[str, Any]) -> str:
         )
     if d.get("user_action"):
         lines.append(f"action needed: {d['user_action']}")
+    if d.get("refusal"):
+        lines.append(f"✗ {d['refusal']}")
     lines.append(f"update {d['update_id']}: {d['outcome']} (exit {d['exit_code']}); receipt: {d['receipt']}")
     return "\n".join(lines)
 

@@ -1,8 +1,11 @@
-"""Starting a gateway: ``python -m services.gateway [--profile NAME]`` or ``hermes gateway run``.
+"""Starting a gateway: ``python -m services.gateway [--profile NAME] [--create-profile]`` or
+``hermes gateway run [--create-profile]``.
 
 The order matters. The endpoint lock is taken before anything of the profile is touched,
 so a second gateway for the same profile exits 73 (``exit_codes.DUPLICATE``) and leaves the first one's files
-alone. A broken configuration exits 78, which supervisors are told not to restart.
+alone. A broken configuration exits 78, which supervisors are told not to restart; so does a
+named profile with no home, unless ``--create-profile`` asks for the home to be made first
+(a container's volume starts empty, and its compose service names the profile).
 """
 
 from __future__ import annotations
@@ -26,17 +29,24 @@ from shared.supervisors import detect_supervisor
 log = logging.getLogger("services.gateway")
 
 
-def run_gateway(profile: str | None = None) -> int:
-    """Run the gateway of ``profile`` (default: the profile HERMES_HOME points at)."""
+def run_gateway(profile: str | None = None, *, create: bool = False) -> int:
+    """Run the gateway of ``profile`` (default: the profile HERMES_HOME points at); with
+    ``create``, a named profile with no home yet gets one first, as ``hermes profile create``
+    makes it (an existing one is simply used)."""
     logs.configure("gateway")
     try:
         root = homes.root_home()
         profile = homes.validate_profile_name(profile) if profile else homes.active_profile()
+        if create and profile != homes.DEFAULT_PROFILE:
+            _create_profile(root, profile)
         home = homes.profile_home(profile, root, must_exist=True)
         endpoint = homes.endpoint(home, ops.SERVICE)
         curve.server_options(endpoint)  # a TCP endpoint without its keys never starts
     except HermesError as exc:  # a bad profile, run dir, TCP setting or key
         print(f"gateway: {exc.message}", file=sys.stderr)
+        return exit_codes.CONFIG
+    except OSError as exc:  # the profile's home could not be made
+        print(f"gateway: cannot create the home of profile {profile!r}: {exc.strerror or exc}", file=sys.stderr)
         return exit_codes.CONFIG
     lock = take_or_report(endpoint.lock_path, f"gateway: profile {profile!r} already has a running gateway")
     if lock is None:
@@ -60,6 +70,14 @@ def run_gateway(profile: str | None = None) -> int:
     if gateway.reexec_requested:
         _reexec(profile)
     return code
+
+
+def _create_profile(root, profile: str) -> None:
+    try:
+        homes.create_profile(root, profile)
+        log.info("created the home of profile %r", profile)
+    except FileExistsError:
+        pass  # made before, or by a racing creator: used as it is
 
 
 def _storm_delay(home) -> float:
@@ -94,5 +112,8 @@ def _reexec(profile: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.gateway", description="Run one profile's gateway.")
     parser.add_argument("--profile", metavar="NAME", help="profile to serve (default: the one HERMES_HOME points at)")
+    parser.add_argument(
+        "--create-profile", action="store_true", help="make the named profile's home first when it has none"
+    )
     args = parser.parse_args(argv)
-    return run_gateway(args.profile)
+    return run_gateway(args.profile, create=args.create_profile)

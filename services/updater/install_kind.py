@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-KindName = Literal["git", "pip", "docker", "nix", "apt", "unknown"]
-ExternalKind = Literal["pip", "docker", "nix", "apt"]
+KindName = Literal["git", "pip", "docker", "podman", "nix", "apt", "unknown"]
+ExternalKind = Literal["pip", "docker", "podman", "nix", "apt"]
 EXTERNAL_COMMANDS: dict[ExternalKind, str] = {
     "docker": "docker compose pull && docker compose up -d",
+    "podman": "podman-compose pull && podman-compose up -d",
     "nix": "nix profile upgrade hermes-mesh",
     "apt": "sudo apt-get update && sudo apt-get install --only-upgrade hermes-mesh",
     "pip": "pip install --upgrade hermes-mesh",
@@ -51,6 +52,7 @@ class Probes:
     """Where the deployment markers live; tests point them at temp dirs."""
 
     dockerenv: Path = Path("/.dockerenv")
+    containerenv: Path = Path("/run/.containerenv")  # podman's
     nix_store: Path = Path("/nix/store")
     apt_roots: tuple[Path, ...] = (Path("/usr/lib/python3/dist-packages"),)
 
@@ -85,6 +87,8 @@ def detect_install_kind(
     # A checkout is updated in place wherever it runs: a developer's container included.
     if (root / ".git").exists():  # a directory, or a gitdir file (worktree, submodule)
         return InstallKind("git", True, None, f"git checkout at {root}")
+    if env.get("container") == "podman" or probes.containerenv.exists():
+        return _external("podman", "running in a Podman container: the image is the unit of update")
     if probes.dockerenv.exists() or env.get("container") == "docker":
         return _external("docker", "running in a Docker container: the image is the unit of update")
     if any(_PACKAGE_DIRS.intersection(p.parts) for p in spellings):

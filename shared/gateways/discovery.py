@@ -27,6 +27,7 @@ from typing import Any, Literal
 from shared import homes, ids
 from shared.command_lines import looks_like_gateway_command_line
 from shared.curve import client_options
+from shared.endpoint_lock import lock_says
 from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
 from shared.identity import (
@@ -39,7 +40,6 @@ from shared.identity import (
     read_environ,
 )
 from shared.layout import GATEWAY_STATE_FILE
-from shared.locks import probe
 from shared.protocol import RemoteError
 from shared.supervisors import detect_supervisor
 from shared.sync_client import call_all
@@ -158,20 +158,11 @@ def _listening(endpoint: homes.Endpoint) -> bool:
 
     No socket file: nobody to ask. A socket file left by a killed gateway would make the client
     wait out its whole timeout for nobody; the endpoint lock, which a gateway holds while it
-    lives and the kernel drops when it dies, says so at once. A TCP endpoint on another host
-    has neither here: it is asked."""
-    if endpoint.tcp is not None:
-        return not endpoint.tcp.is_local or _lock_held(endpoint)
-    if not os.path.exists(endpoint.control[len("ipc://") :]):
+    lives and the kernel drops when it dies, says so at once. Where the lock here cannot tell
+    (a TCP gateway on another host, or in a container whose home is out of sight), it is asked."""
+    if endpoint.tcp is None and not os.path.exists(endpoint.control[len("ipc://") :]):
         return False
-    return _lock_held(endpoint)
-
-
-def _lock_held(endpoint: homes.Endpoint) -> bool:
-    try:
-        return probe(endpoint.lock_path).held
-    except OSError:
-        return True  # cannot tell (a symlink, no permission): let the socket answer for itself
+    return lock_says(endpoint) is not False
 
 
 def _speaks_for(

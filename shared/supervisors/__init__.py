@@ -27,6 +27,9 @@ _KIND_MODULES = {kind: f"shared.supervisors.{kind}" for kind in KINDS}
 
 # Set in every unit we write, so a gateway knows who supervises it without guessing.
 SUPERVISOR_ENV = "HERMES_SUPERVISOR"
+# Files a container engine puts in its containers (docker; podman): a process that sees one
+# runs in a container. ``container=`` in the environment says the same (podman, nspawn).
+CONTAINER_MARKERS: tuple[str, ...] = ("/.dockerenv", "/run/.containerenv")
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,12 @@ def working_directory() -> Path:
 
 def detect_supervisor(env: Mapping[str, str] | None = None) -> str:
     """Who restarts this process: named by the unit we wrote, else read from what each
-    supervisor puts in its children's environment."""
+    supervisor puts in its children's environment; else "container" when it runs in one
+    (whose engine's restart policy is its supervisor); else "unmanaged".
+
+    The container's marker files are looked at only for this very process (``env`` None):
+    another process's filesystem is not the one seen from here."""
+    own = env is None
     env = os.environ if env is None else env
     named = env.get(SUPERVISOR_ENV, "")
     if named in KINDS:
@@ -103,4 +111,6 @@ def detect_supervisor(env: Mapping[str, str] | None = None) -> str:
         return "systemd"
     if env.get("XPC_SERVICE_NAME", "0") not in ("0", ""):
         return "launchd"
+    if env.get("container") or (own and any(os.path.exists(marker) for marker in CONTAINER_MARKERS)):
+        return "container"
     return "unmanaged"

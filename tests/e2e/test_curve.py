@@ -60,6 +60,84 @@ def test_mesh_keys_commands_never_print_a_secret(root):
     assert all(len(secret) == 40 for secret in _secrets(root))
 
 
+def test_init_keys_the_gateways_of_profiles_this_home_does_not_have(short_dir):
+    home = short_dir / "keys-only"  # an empty home, as a keys-only container's
+    code, done = hermes_json("mesh", "keys", "init", "--profile", "coder", "-p", "default", home=home)
+    assert code == 0, done
+    server = curve_keys.store(home) / "server"
+    assert (server / "gateway@coder.key_secret").is_file() and (server / "gateway.key_secret").is_file()
+    assert not (home / "profiles").exists()
+    code, shown = hermes_json("mesh", "keys", "show", home=home)
+    assert set(shown["services"]) == {*homes.SERVICES, "gateway@coder"}
+    assert shown["services"]["gateway@coder"] == shown["servers"]["gateway@coder"]
+    assert hermes_json("mesh", "keys", "init", "--profile", "Bad", home=home)[1]["error"]["code"] == (
+        "invalid_profile_name"
+    )
+
+
+def test_show_client_prints_only_the_client_key(root):
+    assert hermes("mesh", "keys", "init", home=root).returncode == 0
+    client = curve_keys.public_of(curve_keys.client_secret(root)).decode()
+    done = hermes("mesh", "keys", "show", "--client", home=root)
+    assert (done.returncode, done.stdout) == (0, client + "\n")
+    assert hermes_json("mesh", "keys", "show", "--client", home=root) == (0, {"client": client})
+
+
+def _servers(root) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (curve_keys.store(root) / "servers").iterdir()}
+
+
+def test_authorize_server_from_another_installs_document_trusts_all_its_services(short_dir):
+    there, here = short_dir / "there", short_dir / "here"
+    assert hermes("mesh", "keys", "init", "--profile", "coder", home=there).returncode == 0
+    assert hermes("mesh", "keys", "init", home=here).returncode == 0
+    document = short_dir / "there.json"
+    document.write_text(hermes("mesh", "keys", "show", "--json", home=there).stdout)
+    code, done = hermes_json("mesh", "keys", "authorize", "--server", "--from", str(document), home=here)
+    assert code == 0, done
+    theirs = json.loads(document.read_text())["services"]
+    assert done == {"added": list(theirs), "in": "servers"}
+    assert {name: key.decode() for name, key in curve_keys.public_keys(here, "servers").items()} == theirs
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"not json at all",
+        b"[1, 2, 3]",
+        json.dumps({"services": {"updater": "too-short"}}).encode(),
+        json.dumps({"services": {"Bad Name": DASHED_PUBLIC_KEY}}).encode(),
+        json.dumps({"services": {"updater": DASHED_PUBLIC_KEY}, "pad": "x" * (65 * 1024)}).encode(),
+    ],
+    ids=["not-json", "a-list", "a-bad-key", "a-bad-name", "65-KiB"],
+)
+def test_a_malformed_document_is_refused_and_nothing_is_written(root, short_dir, content):
+    assert hermes("mesh", "keys", "init", home=root).returncode == 0
+    before = _servers(root)
+    document = short_dir / "doc.json"
+    document.write_bytes(content)
+    code, refused = hermes_json("mesh", "keys", "authorize", "--server", "--from", str(document), home=root)
+    assert (code, refused["error"]["code"]) == (2, "curve_key_invalid")
+    assert "Bad Name" not in refused["error"]["message"] and "too-short" not in refused["error"]["message"]
+    assert _servers(root) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--from", "-"),  # --from needs --server
+        ("--server", "--from", "-", "updater", DASHED_PUBLIC_KEY),  # a document or one key, not both
+        ("--server", "updater"),  # NAME without KEY
+    ],
+)
+def test_authorize_usage_errors(root, args):
+    assert hermes("mesh", "keys", "init", home=root).returncode == 0
+    before = _servers(root)
+    code, refused = hermes_json("mesh", "keys", "authorize", *args, home=root)
+    assert (code, refused["error"]["code"]) == (2, "keys_usage")
+    assert _servers(root) == before
+
+
 @pytest.fixture
 def tcp_gateway(root, gateways):
     assert hermes("mesh", "keys", "init", home=root).returncode == 0

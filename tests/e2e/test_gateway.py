@@ -19,6 +19,7 @@ from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
 from shared.identity import process_identity
 from shared.protocol import Code, RemoteError
+from shared.supervisors import detect_supervisor
 from shared.sync_client import SyncClient
 from shared.version import code_sha
 from tests.support.cli import HERMES, hermes
@@ -55,7 +56,7 @@ def test_status_reports_the_process_and_the_code_it_imported(root, gateways):
     assert status["start_time"] == process_identity(gateway.pid).start_time
     assert (status["profile"], status["home"], status["state"]) == ("coder", str(gateway.home), "running")
     assert status["code_sha"] == code_sha()
-    assert status["supervisor"] == "unmanaged"
+    assert status["supervisor"] == detect_supervisor()  # "container" where the tests run in one
     assert status["argv"][-2:] == ["-m", "services.gateway"]
     assert call(gateway, ops.PING) == {"pong": True, "pid": gateway.pid}
     state = read_state(gateway.home)
@@ -335,3 +336,51 @@ def test_hermes_gateway_run_is_the_same_gateway(root):
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _run_until_running(argv: list[str], env: dict[str, str], home, profile: str) -> int:
+    """Start ``argv``, wait for the gateway of ``home`` to say it runs, SIGTERM it: its exit code."""
+    proc = subprocess.Popen(argv, env=env, cwd=ROOT, stderr=subprocess.PIPE)
+
+    def running() -> dict | None:
+        state = read_state(home)
+        return state if state and state["pid"] == proc.pid and state["gateway_state"] == "running" else None
+
+    try:
+        assert wait_for(running, timeout=20)["profile"] == profile
+        with SyncClient(f"ipc://{home / 'run' / 'gateway.ctl'}") as client:
+            assert client.call(ops.PING, timeout=10)["pid"] == proc.pid
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_gateway_run_with_create_profile_makes_the_home_of_a_fresh_root(short_dir):
+    root = short_dir / "fresh"  # not even the root home exists: a container's empty volume
+    env = python_env(HERMES_HOME=str(root))
+    home = root / "profiles" / "coder"
+    without = hermes("-p", "coder", "gateway", "run", env=env)
+    assert without.returncode == 2 and "no profile named 'coder'" in without.stderr  # as before the flag
+    inside = hermes("gateway", "run", env=python_env(HERMES_HOME=str(home)))
+    assert inside.returncode == exit_codes.CONFIG and "no profile named 'coder'" in inside.stderr
+    assert not home.exists()
+
+    assert _run_until_running([*HERMES, "-p", "coder", "gateway", "run", "--create-profile"], env, home, "coder") == 0
+    assert sorted(p.name for p in (root / "profiles").iterdir()) == ["coder"]
+    assert {"run", "logs"} <= {p.name for p in home.iterdir()}
+    assert os.stat(home / "run").st_mode & 0o777 == 0o700
+    listed = hermes("profile", "list", "--json", env=env)
+    assert [p["name"] for p in json.loads(listed.stdout)["profiles"]] == ["default", "coder"]
+    # An existing profile is simply used; so is the default one, which needs nothing.
+    again = [sys.executable, "-m", "services.gateway", "--profile", "coder", "--create-profile"]
+    assert _run_until_running(again, env, home, "coder") == 0
+
+
+def test_gateway_run_with_create_profile_for_the_default_profile_creates_nothing(short_dir):
+    root = short_dir / "fresh"
+    env = python_env(HERMES_HOME=str(root))
+    assert _run_until_running([*HERMES, "gateway", "run", "--create-profile"], env, root, "default") == 0
+    assert not (root / "profiles").exists()

@@ -16,6 +16,7 @@ import pytest
 from shared import homes, ids
 from shared.gateways import discovery, ops
 from shared.identity import process_identity, read_cmdline
+from shared.supervisors import detect_supervisor
 from shared.sync_client import SyncClient, call_all
 from shared.version import code_sha
 from tests.support.cli import hermes
@@ -56,7 +57,8 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
         gateway = started[g["profile"]]
         assert g["pid"] == gateway.pid
         assert g["start_time"] == process_identity(gateway.pid).start_time
-        assert (g["source"], g["state"], g["supervisor"]) == ("socket", "running", "unmanaged")
+        # A gateway judges its own filesystem: "container" where the tests run in one.
+        assert (g["source"], g["state"], g["supervisor"]) == ("socket", "running", detect_supervisor())
         assert g["code_sha"] == code_sha()
         assert g["home"] == str(gateway.home)
         assert set(g) == {
@@ -99,7 +101,7 @@ def test_a_gateway_without_socket_or_state_file_is_found_by_the_scan(root, gatew
 
     records = discovery.discover(root)
     assert [(r.pid, r.profile, r.source, r.state) for r in records] == [(orphan.pid, "coder", "scan", "unknown")]
-    assert records[0].supervisor == "unmanaged"
+    assert records[0].supervisor == "unmanaged"  # from its environment alone: no container in it
     assert records[0].start_time == process_identity(orphan.pid).start_time
     assert discovery.discover(root, scan=False) == []
 

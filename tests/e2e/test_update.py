@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from services.updater import obligations
@@ -19,7 +20,7 @@ from services.updater.completion_contract import dependency_digest
 from services.updater.snapshot import SNAPSHOTS_DIR
 from shared.gateways import ops
 from shared.sync_client import SyncClient
-from tests.support.cli import HERMES
+from tests.support.cli import HERMES, hermes
 from tests.support.installs import Install, git, kill_updater_in_completion, start_update, updater_pid
 from tests.support.processes import ROOT, python_env, read_state, wait_for
 from tests.support.releases import before_completion_runs, bump_version, mark_completion
@@ -222,6 +223,25 @@ def test_an_install_that_is_not_updated_in_place_is_refused_with_the_right_comma
     receipt = json.loads(Path(report["receipt"]).read_text())
     assert "docker compose pull" in receipt["skips"][0]["reason"]
     assert install.head() == git(install.path, "rev-parse", "HEAD")
+
+
+def test_a_podman_image_is_refused_with_the_podman_command(install):
+    # What an image holds: the committed tree, no .git; run in a Podman container (container=podman).
+    image, tar = install.base / "image", install.base / "image.tar"
+    git(install.path, "archive", "--format=tar", "-o", str(tar), "HEAD")
+    with tarfile.open(tar) as archive:
+        archive.extractall(image, filter="data")
+    env = {**install.env(container="podman"), "PYTHONPATH": str(image)}
+    text = hermes("update", "--yes", env=env, cwd=image, timeout=120)
+    assert text.returncode == 2, text.stdout + text.stderr
+    assert "podman-compose pull && podman-compose up -d" in text.stdout + text.stderr
+    result = hermes("update", "--yes", "--json", env=env, cwd=image, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "refused"
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert "podman-compose pull && podman-compose up -d" in receipt["skips"][0]["reason"]
+    assert report["refusal"] == receipt["skips"][0]["reason"] and "docker" not in report["refusal"]
 
 
 def test_a_conflicting_autostash_is_parked_and_the_update_is_partial(install):

@@ -21,6 +21,7 @@ from services.updater.git_target import git_target
 from services.updater.install_kind import Probes, detect_install_kind
 from services.updater.plan import make_plan
 from services.updater.plan_text import render_plan
+from shared.supervisors import detect_supervisor
 from tests.support.installs import git
 from tests.support.processes import ROOT, python_env
 from tests.support.updater import neutral_probes
@@ -250,7 +251,7 @@ def test_plan_lists_live_gateways_and_changes_nothing(short_dir, gateways, insta
     for gateway in (first, second):
         record = live[gateway.profile]
         assert record["pid"] == gateway.pid
-        assert record["supervisor"] == "unmanaged"
+        assert record["supervisor"] == detect_supervisor()  # "container" where the tests run in one
         assert record["source"] == "socket"
         assert record["code_sha"] == gateway.wait_running()["code_sha"]
         assert record["code_version"]

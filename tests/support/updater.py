@@ -67,7 +67,12 @@ def bare_run(tmp_path: Path) -> Pipeline:
 def neutral_probes(tmp_path: Path) -> Probes:
     """Markers that exist nowhere: this test machine may itself be a container."""
     nowhere = tmp_path / "absent"
-    return Probes(dockerenv=nowhere / ".dockerenv", nix_store=nowhere / "nix" / "store", apt_roots=(nowhere / "apt",))
+    return Probes(
+        dockerenv=nowhere / ".dockerenv",
+        containerenv=nowhere / ".containerenv",
+        nix_store=nowhere / "nix" / "store",
+        apt_roots=(nowhere / "apt",),
+    )
 
 
 # --- config migrations ---------------------------------------------------------------------------

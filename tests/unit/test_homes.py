@@ -153,6 +153,22 @@ def test_profile_home_must_exist(tmp_path):
     assert profile_home("default", tmp_path / "absent", must_exist=True) == tmp_path / "absent"
 
 
+def test_create_profile_makes_its_home_once(tmp_path):
+    root = tmp_path / "root"  # a fresh install: not even the root exists yet
+    home = homes.create_profile(root, "coder")
+    assert home == profile_home("coder", root)
+    assert _mode(home) == _mode(home / "run") == 0o700
+    assert (home / "logs").is_dir()
+    assert list_profiles(root) == [DEFAULT_PROFILE, "coder"]
+    with pytest.raises(FileExistsError):
+        homes.create_profile(root, "coder")
+    with pytest.raises(ValueError):
+        homes.create_profile(root, DEFAULT_PROFILE)
+    with pytest.raises(InvalidProfileName):
+        homes.create_profile(root, "../x")
+    assert list_profiles(root) == [DEFAULT_PROFILE, "coder"]
+
+
 def test_list_profiles_without_profiles_dir(tmp_path):
     assert list_profiles(tmp_path) == ["default"]
 

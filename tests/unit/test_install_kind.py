@@ -1,6 +1,8 @@
-"""Which kind of install a directory is, from markers alone: pip, unknown, podman, nix, apt."""
+"""Which kind of install a directory is, from markers alone: pip, unknown, podman, docker, nix, apt."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -26,10 +28,50 @@ def test_plain_dir_is_unknown_and_refused(tmp_path):
     assert str(root) in kind.reason
 
 
-def test_podman_container_env_is_not_docker(tmp_path):
+def test_podman_container_env_is_podman_not_docker(tmp_path):
     root = tmp_path / "r"
     root.mkdir()
-    assert detect_install_kind(root, env={"container": "podman"}, probes=neutral_probes(tmp_path)).kind == "unknown"
+    kind = detect_install_kind(root, env={"container": "podman"}, probes=neutral_probes(tmp_path))
+    assert (kind.kind, kind.in_place) == ("podman", False)
+    assert kind.external_command == "podman-compose pull && podman-compose up -d"
+    assert EXTERNAL_COMMANDS["docker"] == "docker compose pull && docker compose up -d"
+
+
+def test_podman_marker_file_is_podman(tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    marker = tmp_path / ".containerenv"
+    marker.touch()
+    probes = dataclasses.replace(neutral_probes(tmp_path), containerenv=marker)
+    assert detect_install_kind(root, env={}, probes=probes).kind == "podman"
+    # Podman's marker beats docker's: a podman container may carry both.
+    both = dataclasses.replace(probes, dockerenv=marker)
+    assert detect_install_kind(root, env={}, probes=both).kind == "podman"
+
+
+def test_a_checkout_in_a_podman_container_is_still_git(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".git").mkdir()  # what the rule looks at; a real checkout is tests/e2e/test_update_plan.py's
+    marker = tmp_path / ".containerenv"
+    marker.touch()
+    probes = dataclasses.replace(neutral_probes(tmp_path), containerenv=marker)
+    assert detect_install_kind(repo, env={"container": "podman"}, probes=probes).kind == "git"
+
+
+@pytest.mark.parametrize("declared", ["podman", "docker"])
+def test_a_declared_container_kind_is_taken_at_its_word(tmp_path, declared):
+    root = tmp_path / "r"
+    root.mkdir()
+    kind = detect_install_kind(root, env={"HERMES_INSTALL_KIND": declared}, probes=neutral_probes(tmp_path))
+    assert (kind.kind, kind.external_command) == (declared, EXTERNAL_COMMANDS[declared])
+    assert "HERMES_INSTALL_KIND" in kind.reason
+
+
+def test_docker_container_env_is_docker(tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    assert detect_install_kind(root, env={"container": "docker"}, probes=neutral_probes(tmp_path)).kind == "docker"
 
 
 def test_nix_store(tmp_path):

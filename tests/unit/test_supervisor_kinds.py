@@ -1,14 +1,18 @@
 """The supervisor kinds behind one interface: unit names no profile can take, which kind owns
-a gateway, and acting on one only through its owner."""
+a gateway, acting on one only through its owner, and who supervises a process (a container
+included)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from hermes_cli.commands import gateway_manage
-from shared import homes
+from shared import homes, supervisors
 from shared.supervisors import (
     KINDS,
+    detect_supervisor,
     errors,
     kind_module,
     launchd,
@@ -59,3 +63,45 @@ def test_every_kind_is_one_module_with_the_one_interface(kind):
 def test_an_unknown_kind_has_no_module():
     with pytest.raises(ValueError, match="unknown supervisor 'runit'"):
         kind_module("runit")
+
+
+# --- who supervises this process ---------------------------------------------------------------
+
+
+@pytest.fixture
+def no_markers(monkeypatch, tmp_path):
+    """Container marker files that do not exist: this test machine may itself be a container."""
+    markers = (str(tmp_path / ".dockerenv"), str(tmp_path / ".containerenv"))
+    monkeypatch.setattr(supervisors, "CONTAINER_MARKERS", markers)
+    return markers
+
+
+@pytest.mark.parametrize("engine", ["podman", "docker", "systemd-nspawn"])
+def test_a_container_in_the_environment_is_the_container_kind(no_markers, engine):
+    assert detect_supervisor({"container": engine}) == "container"
+    assert detect_supervisor({}) == "unmanaged"
+
+
+@pytest.mark.parametrize(
+    ("env", "kind"),
+    [
+        ({"SUPERVISOR_ENABLED": "1"}, "supervisord"),
+        ({"INVOCATION_ID": "abc"}, "systemd"),
+        ({"XPC_SERVICE_NAME": "ai.hermes.gateway"}, "launchd"),
+        ({"HERMES_SUPERVISOR": "systemd"}, "systemd"),
+    ],
+)
+def test_a_supervisor_inside_the_container_wins_over_it(no_markers, env, kind):
+    assert detect_supervisor({**env, "container": "podman"}) == kind
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_marker_file_counts_only_for_this_process(monkeypatch, no_markers, which):
+    monkeypatch.delenv("container", raising=False)
+    for name in ("HERMES_SUPERVISOR", "SUPERVISOR_ENABLED", "INVOCATION_ID", "NOTIFY_SOCKET", "XPC_SERVICE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    assert detect_supervisor() == "unmanaged"
+    Path(no_markers[which]).touch()
+    assert detect_supervisor() == "container"
+    # Another process's environment, read from /proc: its filesystem is not the one seen here.
+    assert detect_supervisor({}) == "unmanaged"
