@@ -1,7 +1,8 @@
 """Two network namespaces joined by a veth pair: two hosts on one machine.
 
 Names are unique per run (prefix ``hm-``), an existing namespace of that name refuses the
-setup, and ``close`` always deletes what was made. ``unavailable`` says why the machine
+setup, and ``close`` always deletes what was made, including the ``/run/netns`` mount that
+``ip netns add`` makes when there was none. ``unavailable`` says why the machine
 cannot do it (not root, no ``ip``, namespaces refused), for a clean skip.
 """
 
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 
 PREFIX = "hm-"
+NETNS_DIR = "/run/netns"
 
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,6 +42,7 @@ class TwoHosts:
         self.a, self.b = f"{PREFIX}{tag}-a", f"{PREFIX}{tag}-b"
         self.address_a, self.address_b = "10.231.7.1", "10.231.7.2"
         self.made: list[str] = []
+        self._had_netns_dir = os.path.lexists(NETNS_DIR)
 
     def open(self) -> str | None:
         """Make both hosts; the reason when the machine refused (nothing is left behind)."""
@@ -75,3 +78,9 @@ class TwoHosts:
         for name in self.made:
             _ip("netns", "del", name)  # takes the veth pair with it
         self.made.clear()
+        if not self._had_netns_dir and not existing():
+            subprocess.run(["umount", NETNS_DIR], capture_output=True, timeout=20)
+            try:
+                os.rmdir(NETNS_DIR)
+            except OSError:
+                pass  # still mounted or not empty: someone else's namespaces now
