@@ -4,6 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
+bash "$root/scripts/container-setup.sh"
 cd "$root"
 .venv/bin/ruff check --quiet .
 .venv/bin/ruff format --check --quiet .

@@ -1,0 +1,81 @@
+"""The compose files validate against the compose schema (``docker-compose config -q``, no
+engine needed), and the CI override keeps every service off any bridge: the check the tier
+makes before it brings anything up."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.support.podman_sandbox import (
+    SandboxRefused,
+    bridged_services,
+    compose_config,
+    refuse_bridges,
+    state_differences,
+)
+from tests.support.processes import ROOT
+
+pytestmark = pytest.mark.containers
+
+BASE = ROOT / "compose" / "compose.yml"
+CI = ROOT / "compose" / "compose.ci.yml"
+CI_ENV = {"HERMES_CI_MESH_TCP": "gateway=tcp://127.0.0.1:1"}
+
+
+def _config(*files, env=None, quiet=False) -> subprocess.CompletedProcess[str]:
+    if shutil.which("docker-compose") is None:
+        pytest.skip("container tier: docker-compose is not installed (scripts/container-setup.sh)")
+    argv = ["docker-compose", *(f"--file={f}" for f in files), "config", *(["-q"] if quiet else [])]
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin", **(env or {})}
+    )
+
+
+def _merged(*files, env=None) -> dict:
+    _config(*files, env=env, quiet=True)  # skips where docker-compose is missing
+    return compose_config(files, env)
+
+
+def test_every_compose_file_validates():
+    assert _config(BASE, quiet=True).returncode == 0
+    done = _config(BASE, CI, env=CI_ENV, quiet=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_ci_override_needs_its_ports_named():
+    done = _config(BASE, CI, quiet=True)
+    assert done.returncode != 0 and "HERMES_CI_MESH_TCP" in done.stderr
+
+
+def test_the_ci_override_puts_no_service_on_a_bridge_and_the_base_would():
+    merged = _merged(BASE, CI, env=CI_ENV)
+    assert bridged_services(merged) == []
+    assert {spec["network_mode"] for spec in merged["services"].values()} == {"host"}
+    # The users' file is on the default network: the check is what keeps CI off it.
+    assert bridged_services(_merged(BASE)) == sorted(_merged(BASE)["services"])
+    with pytest.raises(SandboxRefused, match="would get a bridge"):
+        refuse_bridges([BASE])
+    refuse_bridges([BASE, CI], CI_ENV)
+
+
+def test_every_service_has_an_init_its_own_home_and_the_keys_read_only():
+    services = _merged(BASE)["services"]
+    for name, spec in services.items():
+        assert spec["init"] is True, name
+        mounts = {m.split(":")[1]: m for m in spec["volumes"]}
+        assert "/home/hermes/.hermes/mesh/curve" in mounts, name
+        if name != "keys":
+            assert mounts["/home/hermes/.hermes/mesh/curve"].endswith(":ro"), name
+    homes = {spec["volumes"][0].split(":")[0] for name, spec in services.items() if name.startswith("gateway")}
+    assert homes == {"home", "home-coder"}
+
+
+def test_a_differing_host_aspect_is_reported_and_equal_ones_are_not():
+    before = {"links": "lo UP", "ip_forward": "0"}
+    assert state_differences(before, dict(before)) == []
+    found = state_differences(before, {"links": "lo UP\ncni-podman0 UP", "ip_forward": "1"})
+    assert [line.split(":")[0] for line in found] == ["ip_forward", "links"]
+    assert "cni-podman0" in found[1]
