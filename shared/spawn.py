@@ -19,19 +19,16 @@ import time
 from pathlib import Path
 
 from shared import exit_codes, homes
-from shared.call_rules import NO_RETRY, ipc_unreachable
+from shared.call_rules import ipc_unreachable
 from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
 from shared.identity import is_alive
 from shared.locks import probe
-from shared.protocol import HELLO, Code, RemoteError
-from shared.sync_client import connect
+from shared.sync_client import answers
 from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
-_NO_ANSWER = frozenset({Code.UNAVAILABLE, Code.TIMEOUT, Code.CONNECTION_RESET})
-_HANDSHAKE_REFUSALS = frozenset({Code.AUTH_FAILED, Code.SERVER_KEY_MISMATCH, Code.HANDSHAKE_FAILED})
 
 
 class ServiceStartFailed(HermesError):
@@ -47,7 +44,7 @@ def ensure_service(root: Path, service: str, module: str, *, timeout: float = ST
     endpoint = homes.endpoint(root, service)
     running = lock_says(endpoint)
     if running is None:
-        if _answers(endpoint):
+        if answers(endpoint):
             return endpoint
         if endpoint.tcp is not None and not endpoint.tcp.is_local:
             raise ServiceStartFailed(
@@ -82,19 +79,6 @@ def ensure_service(root: Path, service: str, module: str, *, timeout: float = ST
             )
         time.sleep(0.05)
     return endpoint
-
-
-def _answers(endpoint: homes.Endpoint, timeout: float = 1.0) -> bool:
-    """Whether a service answers a HELLO at ``endpoint`` within ``timeout``, asked once. A
-    refused handshake is raised: a service is there, and starting another would not help."""
-    try:
-        with connect(endpoint, retry=NO_RETRY) as client:
-            client.call(HELLO, timeout=timeout)
-    except RemoteError as exc:
-        if exc.code in _HANDSHAKE_REFUSALS:
-            raise
-        return exc.code not in _NO_ANSWER
-    return True
 
 
 def _serving(endpoint: homes.Endpoint) -> bool:

@@ -19,6 +19,7 @@ from shared import protocol, zmq_monitor
 from shared.call_rules import (
     DEFAULT_RETRY,
     HANDSHAKE_EVENTS,
+    NO_RETRY,
     REPLY_GRACE,
     RetryPolicy,
     encode_call,
@@ -61,6 +62,24 @@ def _peer_left(monitor: zmq.Socket[Any], address: str) -> bool:
 def connect(endpoint: Endpoint, **options: Any) -> SyncClient:
     """A client of ``endpoint``'s control socket, with the CURVE options a TCP endpoint needs."""
     return SyncClient(endpoint.control, options=client_options(endpoint), **options)
+
+
+_SILENT = frozenset({Code.UNAVAILABLE, Code.TIMEOUT, Code.CONNECTION_RESET})
+_HANDSHAKE_REFUSALS = frozenset({Code.AUTH_FAILED, Code.SERVER_KEY_MISMATCH, Code.HANDSHAKE_FAILED})
+
+
+def answers(endpoint: Endpoint, timeout: float = 1.0) -> bool:
+    """Whether a service answers a HELLO at ``endpoint`` within ``timeout``, asked once: for a
+    service whose lock cannot be seen from here, since over TCP nobody refuses a connection
+    for a service that is not there. A refused handshake is raised: a service is there."""
+    try:
+        with connect(endpoint, retry=NO_RETRY) as client:
+            client.call(protocol.HELLO, timeout=timeout)
+    except RemoteError as exc:
+        if exc.code in _HANDSHAKE_REFUSALS:
+            raise
+        return exc.code not in _SILENT
+    return True
 
 
 class SyncClient:

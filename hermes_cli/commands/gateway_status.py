@@ -14,7 +14,7 @@ from shared.errors import HermesError
 from shared.gateways import discovery, ops
 from shared.locks import probe
 from shared.protocol import Code, RemoteError
-from shared.sync_client import connect
+from shared.sync_client import answers, connect
 
 # The drain answer can only come after the deadline; this much more is allowed for the reply.
 DRAIN_REPLY_MARGIN = 10.0
@@ -102,9 +102,9 @@ def cmd_drain(args) -> int:
     )
     # A live gateway holds its endpoint lock; without it a stale socket file would make
     # the client wait out the whole drain timeout for nobody. A lock that cannot tell here (a
-    # gateway in a container or on another host) leaves it to the socket.
+    # gateway in a container or on another host) leaves it to the socket, asked briefly first.
     running = lock_says(endpoint)
-    if running is False:
+    if running is False or (running is None and not answers(endpoint)):
         raise not_running
     holder = probe(endpoint.lock_path).holder if running else None
     try:

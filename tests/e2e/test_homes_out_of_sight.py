@@ -66,6 +66,10 @@ def test_a_gateway_whose_home_is_out_of_sight_is_listed_and_drained(two_homes):
         assert code == 0, drained
         assert drained["exits"] is True and drained["pid"] is None  # no lock here names its holder
         assert gateway.wait_exit() == 75
+        # Stopped and out of sight: over TCP nobody refuses the connection, so it is asked
+        # briefly and reported as not running instead of waited for until the drain's deadline.
+        code, again = hermes_json("gateway", "drain", "--deadline", "30", home=home_b, env_extra=tcp, timeout=20)
+        assert (code, again["error"]["code"]) == (2, "gateway_not_running"), again
     finally:
         gateway.kill()
 
