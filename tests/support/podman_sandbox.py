@@ -256,7 +256,11 @@ class PodmanSandbox:
             if point.startswith(str(self.work)):
                 subprocess.run(["umount", "-l", point], capture_output=True, timeout=TIMEOUT)
         for cgroup in sorted(set(_podman_cgroups().splitlines()) - self._had_cgroups, key=len, reverse=True):
-            subprocess.run(["find", cgroup, "-depth", "-type", "d", "-exec", "rmdir", "{}", ";"], capture_output=True)
+            subprocess.run(
+                ["find", cgroup, "-depth", "-type", "d", "-exec", "rmdir", "{}", ";"],
+                capture_output=True,
+                timeout=TIMEOUT,
+            )
         for path in FOREIGN_STATE:  # absent on the way in (or the sandbox refused): ours
             shutil.rmtree(path, ignore_errors=True)
         shutil.rmtree(self.work, ignore_errors=True)
