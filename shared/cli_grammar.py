@@ -451,17 +451,20 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
     # Bare ``hermes gateway`` runs the gateway, as the process matchers expect.
     gateway.set_defaults(command_words="gateway")
     actions = _commands(gateway, "gateway_command", "ACTION", required=False)
-    _command(
-        actions,
-        "gateway run",
-        "run the active profile's gateway in the foreground",
-        lambda p: p.add_argument(
+
+    def run(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
             "--create-profile",
             action="store_true",
-            help="make the active (named) profile's home first when it has none, as `profile create` does",
-        ),
-        json=False,
-    )
+            help="make the served (named) profiles' homes first when they have none, as `profile create` does",
+        )
+        p.add_argument(
+            "--serve",
+            metavar="A,B,...",
+            help="serve these profiles of the install from this one process (a multiplex gateway)",
+        )
+
+    _command(actions, "gateway run", "run the active profile's gateway in the foreground", run, json=False)
     _command(actions, "gateway status", "every live gateway of this install")
     _command(actions, "gateway list", "every profile, with or without a gateway")
 

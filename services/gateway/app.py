@@ -181,6 +181,7 @@ class Gateway:
             "profile": data["profile"],
             "install_id": data["install_id"],
             "instance_id": data["instance_id"],
+            "served_profiles": data["served_profiles"],
             "home": data["hermes_home"],
             "state": data["gateway_state"],
             "code_sha": data["code_sha"],

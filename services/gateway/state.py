@@ -36,6 +36,7 @@ class GatewayState:
     supervisor: str
     install_id: str | None  # shared.ids: what says "this install" wherever the home is mounted
     instance_id: str  # shared.ids: this start of the process
+    served_profiles: tuple[str, ...] = ()  # every profile this process serves (empty: this one alone)
     argv: list[str] = field(default_factory=lambda: list(sys.orig_argv))  # as the OS started us
     started_at: str = field(default_factory=utc_now)
     state: str = "starting"
@@ -57,6 +58,7 @@ class GatewayState:
             "profile": self.profile,
             "install_id": self.install_id,
             "instance_id": self.instance_id,
+            "served_profiles": list(self.served_profiles or (self.profile,)),
             "gateway_state": self.state,
             "exit_reason": self.exit_reason,
             "restart_requested": self.restart_requested,

@@ -30,6 +30,7 @@ from shared.curve import client_options
 from shared.endpoint_lock import lock_says
 from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
+from shared.home_env import is_named_profile
 from shared.identity import (
     ProcessIdentity,
     all_pids,
@@ -65,6 +66,13 @@ class GatewayRecord:
     home: Path  # the profile's home as this install names it, wherever the gateway mounts it
     install_id: str | None = None  # None: a gateway from before the ids, or one found by the scan
     instance_id: str | None = None
+    # Every profile its process serves: this one alone, or the set of a multiplex gateway.
+    served_profiles: tuple[str, ...] = ()
+
+    @property
+    def multiplex(self) -> bool:
+        """Whether one process serves this profile and others (they share its pid)."""
+        return len(self.served_profiles) > 1
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +88,8 @@ class GatewayRecord:
             "home": str(self.home),
             "install_id": self.install_id,
             "instance_id": self.instance_id,
+            "served_profiles": list(self.served_profiles or (self.profile,)),
+            "multiplex": self.multiplex,
         }
 
     def _self_identity(self) -> ProcessIdentity | None:
@@ -105,13 +115,18 @@ def discover(
         record = _from_answer(name, home, answer, install, vouched=name in vouched) or _from_state_file(
             name, home, install
         )
-        # One gateway behind two profile paths (a symlinked profile) is listed once.
-        if record is not None and (key := record.instance_id or record._self_identity()) not in seen:
+        # One gateway behind two profile paths (a symlinked profile) is listed once; a multiplex
+        # gateway is listed once for each home it serves.
+        if record is not None and (key := _record_key(record)) not in seen:
             seen.add(key)
             found.append(record)
     if scan:
         found = _with_scan(root, found)
     return sorted(found, key=_order)
+
+
+def _record_key(record: GatewayRecord) -> tuple[object, str]:
+    return record.instance_id or record._self_identity(), os.path.realpath(record.home)
 
 
 _SOURCE_RANK = {"socket": 0, "state_file": 1, "scan": 2}
@@ -201,7 +216,26 @@ def _from_answer(profile: str, home: Path, answer: Any, install: str | None, *, 
         home=home,
         install_id=_an_id(answer.get("install_id")),
         instance_id=_an_id(answer.get("instance_id")),
+        served_profiles=served_profiles(profile, answer.get("served_profiles")),
     )
+
+
+MAX_SERVED = 256
+
+
+def served_profiles(profile: str, said: object) -> tuple[str, ...]:
+    """The profiles a gateway says its process serves, as told (answer or state file): kept
+    only when it is a list of distinct profile names that includes ``profile``; else
+    ``profile`` alone, which is what every gateway from before multiplexing serves."""
+    if (
+        isinstance(said, list)
+        and 0 < len(said) <= MAX_SERVED
+        and profile in said
+        and len(set(said)) == len(said)
+        and all(isinstance(name, str) and (name == homes.DEFAULT_PROFILE or is_named_profile(name)) for name in said)
+    ):
+        return tuple(said)
+    return (profile,)
 
 
 def _an_id(value: object) -> str | None:
@@ -257,6 +291,7 @@ def _record_from_state(
         home=home,
         install_id=_an_id(state.get("install_id")),
         instance_id=_an_id(state.get("instance_id")),
+        served_profiles=served_profiles(profile, state.get("served_profiles")),
     )
 
 

@@ -4,8 +4,10 @@ Light on purpose (no trio, no zmq): the CLI and the updater import it to talk to
 The exit codes a gateway ends with are ``shared.exit_codes``.
 
 - ``ping`` → ``{"pong": true, "pid"}``
-- ``status`` → ``{"pid", "start_time", "profile", "home", "state", "code_sha", "code_version",
-  "active_turns", "started_at", "supervisor", "argv", "protocol": {"min", "max"}}``
+- ``status`` → ``{"pid", "start_time", "profile", "served_profiles", "home", "state", "code_sha",
+  "code_version", "active_turns", "started_at", "supervisor", "argv", "protocol": {"min", "max"}}``;
+  ``served_profiles`` is every profile the answering process serves (``[profile]`` unless it is
+  a multiplex gateway, which answers on each served profile's own socket).
 - ``turn {text, seconds?}`` → ``{"turn_id", "text", "started_at", "finished_at"}``: one agent turn
   (an echo that takes ``seconds``). While draining: error ``draining``, and nothing is started.
 - ``drain {deadline, stay?}`` → ``{"finished": [turn ids], "cut": [turn ids], "exit_code": 75 | null}``;
