@@ -42,6 +42,7 @@ __all__ = [
     "ensure_home",
     "ensure_run_dir",
     "list_profiles",
+    "parse_served",
     "profile_home",
     "profiles_dir",
     "root_home",
@@ -72,6 +73,10 @@ class ProfileNotFound(HermesError):
     code = "profile_not_found"
 
 
+class InvalidServedSet(HermesError):
+    code = "invalid_served_profiles"
+
+
 class UnsafeRunDir(HermesError):
     code = "unsafe_run_dir"
 
@@ -92,6 +97,28 @@ def validate_profile_name(name: object) -> str:
             detail={"name": name if isinstance(name, str) else repr(name)},
         )
     return name
+
+
+MAX_SERVED = 256
+
+
+def parse_served(text: object) -> tuple[str, ...]:
+    """The profiles ``--serve A,B,...`` names for one multiplex gateway: ``default`` first, then
+    sorted, so every spelling of one set is one set. Empty entries, a repeated name or more
+    than ``MAX_SERVED`` raise InvalidServedSet; a bad name raises InvalidProfileName."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidServedSet("--serve needs at least one profile name (A,B,...)", detail={"served": repr(text)})
+    names = [name.strip() for name in text.split(",")]
+    if len(names) > MAX_SERVED:
+        raise InvalidServedSet(f"--serve names {len(names)} profiles; at most {MAX_SERVED}", detail={})
+    for name in names:
+        if not name:
+            raise InvalidServedSet(f"--serve {text!r} has an empty entry", detail={"served": text})
+        validate_profile_name(name)
+    if len(set(names)) != len(names):
+        twice = sorted({name for name in names if names.count(name) > 1})
+        raise InvalidServedSet(f"--serve names {', '.join(twice)} more than once", detail={"repeated": twice})
+    return tuple(sorted(names, key=lambda name: (name != DEFAULT_PROFILE, name)))
 
 
 def active_profile(env: Mapping[str, str] | None = None) -> str:

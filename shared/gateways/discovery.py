@@ -220,16 +220,13 @@ def _from_answer(profile: str, home: Path, answer: Any, install: str | None, *, 
     )
 
 
-MAX_SERVED = 256
-
-
 def served_profiles(profile: str, said: object) -> tuple[str, ...]:
     """The profiles a gateway says its process serves, as told (answer or state file): kept
     only when it is a list of distinct profile names that includes ``profile``; else
     ``profile`` alone, which is what every gateway from before multiplexing serves."""
     if (
         isinstance(said, list)
-        and 0 < len(said) <= MAX_SERVED
+        and 0 < len(said) <= homes.MAX_SERVED
         and profile in said
         and len(set(said)) == len(said)
         and all(isinstance(name, str) and (name == homes.DEFAULT_PROFILE or is_named_profile(name)) for name in said)
