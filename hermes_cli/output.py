@@ -30,6 +30,7 @@ REFUSAL_CODES = frozenset(
         "permission_denied",
         "unit_value_invalid",
         "unsupported_scope",
+        "mesh_usage",
         "skin_not_found",
         "skin_invalid",
         "curve_key_invalid",

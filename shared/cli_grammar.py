@@ -571,12 +571,16 @@ def _mesh_commands(commands: _Commands) -> None:
 
 def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
     actions = _commands(mesh, "mesh_command", "ACTION")
-    _command(
-        actions,
-        "mesh up",
-        "start the mesh (supervisord and its gateways)",
-        lambda p: p.add_argument("--profiles", metavar="A,B,...", help="profiles to run gateways for (default: all)"),
-    )
+
+    def up(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--profiles", metavar="A,B,...", help="profiles to run a gateway each for (default: all not served)"
+        )
+        p.add_argument(
+            "--serve", metavar="A,B,...", help="profiles to serve from one multiplex gateway (program hermes-multiplex)"
+        )
+
+    _command(actions, "mesh up", "start the mesh (supervisord and its gateways)", up)
     _command(actions, "mesh down", "stop the mesh; nothing is left running")
     _command(actions, "mesh status", "the mesh's supervisor and its programs")
     _group(actions, "keys", "the CURVE keys of TCP endpoints (public keys only are shown)", _mesh_keys_actions)

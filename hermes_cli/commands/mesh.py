@@ -1,4 +1,5 @@
-"""``hermes mesh up|down|status``: the install's embedded supervisor and one gateway per profile.
+"""``hermes mesh up|down|status``: the install's embedded supervisor, one gateway per profile,
+and at most one multiplex gateway (``--serve``) for the profiles it serves.
 
 Anchored on the root home, whichever profile is active.
 """
@@ -12,6 +13,16 @@ from typing import Any, TextIO
 from hermes_cli import output
 from shared import homes
 from shared.supervisors import supervisord
+
+
+def _served(raw: str | None) -> tuple[str, ...]:
+    """The ``--serve a,b`` set, normalized as the multiplex gateway does; () without it."""
+    if raw is None:
+        return ()
+    served = homes.parse_served(raw)
+    for name in served:
+        homes.profile_home(name, homes.root_home(), must_exist=True)
+    return served
 
 
 def _profiles(raw: str | None) -> list[str] | None:
@@ -67,6 +78,13 @@ def _uptime(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
+def _profile_cell(program: Mapping[str, Any]) -> str:
+    """A program's profile, or the profiles the multiplex program serves."""
+    if program.get("served_profiles"):
+        return ",".join(program["served_profiles"])
+    return program["profile"] or "?"
+
+
 def _status_text(data: dict[str, Any]) -> str:
     sup = data["supervisord"]
     if sup["running"]:
@@ -78,7 +96,7 @@ def _status_text(data: dict[str, Any]) -> str:
     lines = [head, f"config:      {data['config']}"]
     if data["programs"]:
         rows = [
-            (p["name"], p["profile"] or "?", p["state"], p["pid"] or "", _uptime(p["uptime"]), p["description"])
+            (p["name"], _profile_cell(p), p["state"], p["pid"] or "", _uptime(p["uptime"]), p["description"])
             for p in data["programs"]
         ]
         lines += ["", output.table(("PROGRAM", "PROFILE", "STATE", "PID", "UPTIME", "DESCRIPTION"), rows)]
@@ -99,11 +117,12 @@ def cmd_up(args) -> int:
 
     root = homes.root_home()
     profiles = _profiles(getattr(args, "profiles", None))
+    served = _served(getattr(args, "serve", None))
     for worker in WITH_THE_MESH:  # first: the gateways' first reports find the reporter up
         ensure_service(root, worker, f"services.{worker}")
     progress = StartProgress()
     try:
-        status = supervisord.up(root, profiles, progress=progress)
+        status = supervisord.up(root, profiles, served=served, progress=progress)
     finally:
         progress.close()
     output.emit(args, status.to_dict(), _status_text)

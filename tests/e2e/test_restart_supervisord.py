@@ -95,7 +95,7 @@ def test_a_process_that_does_not_end_is_a_bounded_wait_and_nothing_is_started(me
     ident = process_identity(running)
     assert ident is not None
     with pytest.raises(SupervisorTimeout) as err:
-        sv.start_drained(mesh_root, "a", ident, timeout=0.5)  # never drained: it keeps running
+        sv.start_drained(mesh_root, sv.unit_name("a"), ident, timeout=0.5)  # never drained: it keeps running
     assert "did not end within 0.5s" in err.value.message
     assert (program(mesh_root, "a").pid, spawns(mesh_root, "a")) == (running, 1)
 
@@ -105,7 +105,7 @@ def test_a_program_supervisord_does_not_have_is_a_typed_failure(mesh_root):
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = ProcessIdentity(int(ended.stdout), 1)  # a process that has ended
     with pytest.raises(SupervisorFailed) as err:
-        sv.start_drained(mesh_root, "b", dead, timeout=5.0)  # b is not in this mesh
+        sv.start_drained(mesh_root, sv.unit_name("b"), dead, timeout=5.0)  # b is not in this mesh
     assert err.value.detail["program"] == "hermes-gateway-b"
 
 
@@ -116,5 +116,5 @@ def test_a_supervisord_killed_meanwhile_is_reported_not_raised_past_the_gateway(
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     os.kill(daemon.pid, signal.SIGKILL)
     with pytest.raises(HermesError) as err:
-        sv.start_drained(mesh_root, "a", ProcessIdentity(int(ended.stdout), 1), timeout=5.0)
+        sv.start_drained(mesh_root, sv.unit_name("a"), ProcessIdentity(int(ended.stdout), 1), timeout=5.0)
     assert err.value.code == "supervisor_unavailable"

@@ -3,7 +3,8 @@
 One supervisord per install, anchored on the ROOT home whichever profile is active:
 
 - ``<root>/mesh/supervisord.conf``: generated from the profile list, written atomically;
-  the list of programs in it is the mesh's only record of which profiles it runs.
+  the list of programs in it (one per profile, and at most one multiplex program with its
+  served set) is the mesh's only record of which profiles it runs.
 - ``<root>/mesh/supervisord.json``: the daemon's identity (pid + start time), so a pid left
   by a dead supervisord is recognised and never trusted. Its lock serialises every
   check-and-start, so two ``hermes mesh up`` cannot start two daemons.
@@ -13,7 +14,7 @@ One supervisord per install, anchored on the ROOT home whichever profile is acti
 Everything supervisord is told goes through its own XML-RPC interface; nothing parses
 ``supervisorctl`` text. The ``supervisor`` package is imported only when it is needed.
 
-The modules, one job each: ``names`` (program names), ``paths`` (where the files are),
+The modules, one job each: ``names`` (program names, and which program runs a gateway), ``paths`` (where the files are),
 ``config`` (the config file), ``rpc`` (the XML-RPC transport), ``daemon`` (the supervisord
 process), ``programs`` (starting and stopping programs), ``mesh`` (status, up, down),
 ``kind`` (the kind API), ``respawn`` (what a program's state means for a restart), with
@@ -23,17 +24,19 @@ This module is their public face.
 
 from __future__ import annotations
 
-from shared.supervisors.supervisord.config import ConfigUnrepresentable, configured_programs
+from shared.supervisors.supervisord.config import ConfigUnrepresentable, MeshUsage, configured_programs
 from shared.supervisors.supervisord.kind import UnsupportedScope, find, install, restart, start, stop
 from shared.supervisors.supervisord.mesh import DownReport, down, status, up
-from shared.supervisors.supervisord.names import profile_of, unit_name
+from shared.supervisors.supervisord.names import MULTIPLEX_PROGRAM, profile_of, program_of, unit_name
 from shared.supervisors.supervisord.paths import mesh_paths
 from shared.supervisors.supervisord.programs import GatewayStartFailed, gave_up_on, start_drained
 
 __all__ = [
+    "MULTIPLEX_PROGRAM",
     "ConfigUnrepresentable",
     "DownReport",
     "GatewayStartFailed",
+    "MeshUsage",
     "UnsupportedScope",
     "configured_programs",
     "down",
@@ -42,6 +45,7 @@ __all__ = [
     "install",
     "mesh_paths",
     "profile_of",
+    "program_of",
     "restart",
     "start",
     "start_drained",

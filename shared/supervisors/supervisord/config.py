@@ -1,6 +1,10 @@
-"""The mesh config, ``<root>/mesh/supervisord.conf``: generated from the profile list,
-checked with supervisord's own reader, written atomically, and read back as the list of
-gateway programs (the mesh's only record of which profiles it runs)."""
+"""The mesh config, ``<root>/mesh/supervisord.conf``: generated from the profile list (and
+the set of a multiplex gateway), checked with supervisord's own reader, written atomically,
+and read back as the list of gateway programs (the mesh's only record of what it runs).
+
+A multiplex gateway is one program, ``hermes-multiplex``, running ``python -m services.gateway
+--serve <set>`` on the root home, with the settings of every gateway program; its served set
+is read back from that command line with ``homes.parse_served``, the one rule of a set."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from shared import exit_codes, homes
 from shared.errors import HermesError
 from shared.files import write_bytes_atomic
 from shared.supervisors import gateway_command, gateway_environment, working_directory
-from shared.supervisors.supervisord.names import KIND, profile_of, unit_name
+from shared.supervisors.supervisord.names import KIND, MULTIPLEX_PROGRAM, is_multiplex, profile_of, unit_name
 from shared.supervisors.supervisord.paths import MeshPaths
 
 START_RETRIES = 3
@@ -27,6 +31,58 @@ EXPECTED_EXIT_CODES = (exit_codes.OK, exit_codes.CONFIG)
 
 class ConfigUnrepresentable(HermesError):
     code = "supervisord_config_unrepresentable"
+
+
+class MeshUsage(HermesError):
+    """A mesh that names a profile twice: as its own program and in the multiplex set."""
+
+    code = "mesh_usage"
+
+
+SERVE_FLAG = "--serve"
+# A set of one is a per-profile gateway: the multiplex program serves at least two, so a
+# gateway's record (``multiplex``) always tells which program runs it.
+MIN_SERVED = 2
+
+
+@dataclass(frozen=True)
+class MeshPrograms:
+    """What a mesh runs: a program per profile, and one multiplex program for ``served``
+    (empty: none). Disjoint, each normalized."""
+
+    profiles: tuple[str, ...] = ()
+    served: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [unit_name(p) for p in self.profiles] + ([MULTIPLEX_PROGRAM] if self.served else [])
+
+
+def mesh_programs(profiles: Iterable[str], served: Iterable[str] = ()) -> MeshPrograms:
+    """The programs for ``profiles`` and a multiplex gateway serving ``served``; a profile in
+    both, or a set of fewer than two, raises MeshUsage."""
+    chosen = ordered(profiles)
+    names = list(served)
+    if not names:
+        return MeshPrograms(tuple(chosen))
+    serve = homes.parse_served(",".join(names))
+    if len(serve) < MIN_SERVED:
+        raise MeshUsage(
+            f"a multiplex gateway serves at least {MIN_SERVED} profiles; run {serve[0]} with --profiles instead",
+            detail={"served": list(serve)},
+        )
+    both = sorted(set(chosen) & set(serve))
+    if both:
+        raise MeshUsage(
+            f"{', '.join(both)} cannot run both its own gateway and in the multiplex gateway:"
+            " name each profile in --profiles or --serve, not both",
+            detail={"profiles": both},
+        )
+    return MeshPrograms(tuple(chosen), serve)
+
+
+def multiplex_command(served: Sequence[str]) -> list[str]:
+    return [*gateway_command(), SERVE_FLAG, ",".join(served)]
 
 
 # supervisord reads an ini file (" ;" and " #" start comments), expands values with ``%``
@@ -59,11 +115,9 @@ def _encode(setting: _Setting) -> str:
     return _escape(_escape(value)) if setting.expanded_twice else _escape(value)
 
 
-def _program_settings(paths: MeshPaths, profile: str) -> list[_Setting]:
-    name = unit_name(profile)
-    home = homes.profile_home(profile, paths.root)
+def _program_settings(paths: MeshPaths, name: str, command: list[str], home: Path) -> list[_Setting]:
     return [
-        _Setting("command", gateway_command()),
+        _Setting("command", command),
         _Setting("directory", str(working_directory())),
         _Setting("environment", gateway_environment(home, KIND)),
         _Setting("autostart", "true"),
@@ -82,7 +136,16 @@ def _program_settings(paths: MeshPaths, profile: str) -> list[_Setting]:
     ]
 
 
-def _sections(paths: MeshPaths, profiles: Sequence[str]) -> list[tuple[str, list[_Setting]]]:
+def _expected(paths: MeshPaths, programs: MeshPrograms) -> dict[str, tuple[list[str], Path]]:
+    """Each program's command and home: a profile's runs in its home; the multiplex one is
+    launched on the root home (the default profile), as HERMES_HOME stays what it was launched with."""
+    out = {unit_name(p): (gateway_command(), homes.profile_home(p, paths.root)) for p in programs.profiles}
+    if programs.served:
+        out[MULTIPLEX_PROGRAM] = (multiplex_command(programs.served), paths.root)
+    return out
+
+
+def _sections(paths: MeshPaths, programs: MeshPrograms) -> list[tuple[str, list[_Setting]]]:
     sections = [
         (
             "supervisord",
@@ -103,21 +166,24 @@ def _sections(paths: MeshPaths, profiles: Sequence[str]) -> list[tuple[str, list
             [_Setting("supervisor.rpcinterface_factory", "supervisor.rpcinterface:make_main_rpcinterface")],
         ),
     ]
-    sections += [(f"program:{unit_name(p)}", _program_settings(paths, p)) for p in profiles]
+    sections += [
+        (f"program:{name}", _program_settings(paths, name, command, home))
+        for name, (command, home) in _expected(paths, programs).items()
+    ]
     return sections
 
 
-def render_config(paths: MeshPaths, profiles: Sequence[str]) -> str:
-    """The supervisord.conf text for ``profiles`` (validated, deduplicated, default first)."""
+def render_config(paths: MeshPaths, programs: MeshPrograms) -> str:
+    """The supervisord.conf text for ``programs``."""
     lines = ["; Generated by `hermes mesh`; rewritten on every `hermes mesh up`."]
-    for section, settings in _sections(paths, ordered(profiles)):
+    for section, settings in _sections(paths, programs):
         lines += ["", f"[{section}]", *(f"{s.key} = {_encode(s)}" for s in settings)]
     return "\n".join(lines) + "\n"
 
 
-def _check_config(paths: MeshPaths, profiles: Sequence[str], text: str) -> None:
+def _check_config(paths: MeshPaths, programs: MeshPrograms, text: str) -> None:
     """Read ``text`` with supervisord's own reader (the mesh dirs must exist, as it checks them)
-    and raise ConfigUnrepresentable unless it reads back exactly what ``profiles`` need."""
+    and raise ConfigUnrepresentable unless it reads back exactly what ``programs`` need."""
     import io
 
     from supervisor.options import ServerOptions
@@ -129,7 +195,6 @@ def _check_config(paths: MeshPaths, profiles: Sequence[str], text: str) -> None:
             f"supervisord would not read the mesh config: {str(exc).splitlines()[0]}",
             detail={"root": str(paths.root)},
         ) from None
-    wanted = ordered(profiles)
     found: dict[str, Any] = {
         "pidfile": read.pidfile,
         "logfile": read.logfile,
@@ -145,13 +210,8 @@ def _check_config(paths: MeshPaths, profiles: Sequence[str], text: str) -> None:
         "logfile": str(paths.logs / "supervisord.log"),
         "socket": [str(paths.socket)],
         "programs": {
-            unit_name(p): (
-                gateway_command(),
-                str(working_directory()),
-                gateway_environment(homes.profile_home(p, paths.root), KIND),
-                str(paths.program_log(unit_name(p))),
-            )
-            for p in wanted
+            name: (command, str(working_directory()), gateway_environment(home, KIND), str(paths.program_log(name)))
+            for name, (command, home) in _expected(paths, programs).items()
         },
     }
     for key, value in expected.items():
@@ -172,12 +232,20 @@ def ordered(profiles: Iterable[str]) -> list[str]:
 @dataclass(frozen=True)
 class ConfiguredProgram:
     name: str
-    profile: str
+    profile: str | None  # None: the multiplex program, which serves ``served``
     home: Path | None
+    served: tuple[str, ...] = ()
+
+    @property
+    def profiles(self) -> tuple[str, ...]:
+        """Every profile this program runs a gateway for."""
+        return self.served if self.profile is None else (self.profile,)
 
 
 def configured_programs(paths: MeshPaths) -> dict[str, ConfiguredProgram]:
-    """The gateway programs in the mesh config on disk, by program name ({} without a config)."""
+    """The gateway programs in the mesh config on disk, by program name ({} without a config).
+    The multiplex program is there only with the set its command line serves, as
+    ``homes.parse_served`` reads it."""
     from supervisor.datatypes import dict_of_key_value_pairs
     from supervisor.options import UnhosedConfigParser
 
@@ -191,7 +259,8 @@ def configured_programs(paths: MeshPaths) -> dict[str, ConfiguredProgram]:
     for section in parser.sections():
         name = section.removeprefix("program:")
         profile = profile_of(name) if name != section else None
-        if profile is None:
+        served = _served(parser.get(section, "command", fallback="")) if is_multiplex(name) else ()
+        if profile is None and not served:
             continue
         try:
             # As supervisord reads it: %-expanded once, then its KEY="value" lexer.
@@ -199,13 +268,29 @@ def configured_programs(paths: MeshPaths) -> dict[str, ConfiguredProgram]:
         except (ValueError, TypeError, KeyError):
             env = {}
         home = env.get(homes.HOME_ENV)
-        programs[name] = ConfiguredProgram(name, profile, Path(home) if home else None)
+        programs[name] = ConfiguredProgram(name, profile, Path(home) if home else None, served)
     return programs
 
 
-def write_config(paths: MeshPaths, profiles: Sequence[str]) -> None:
-    """Render the config for ``profiles``, refuse it unless supervisord reads it back as
+def _served(command: str) -> tuple[str, ...]:
+    """The set a multiplex program's command serves (as supervisord splits it); () if none."""
+    try:
+        argv = shlex.split(command % {})
+        return homes.parse_served(argv[argv.index(SERVE_FLAG) + 1])
+    except (ValueError, TypeError, KeyError, IndexError, HermesError):
+        return ()
+
+
+def mesh_of(paths: MeshPaths) -> MeshPrograms:
+    """What the mesh config on disk runs (nothing without a config)."""
+    configured = configured_programs(paths).values()
+    served = next((p.served for p in configured if p.profile is None), ())
+    return MeshPrograms(tuple(ordered(p.profile for p in configured if p.profile is not None)), served)
+
+
+def write_config(paths: MeshPaths, programs: MeshPrograms) -> None:
+    """Render the config for ``programs``, refuse it unless supervisord reads it back as
     written, then replace the file atomically."""
-    text = render_config(paths, profiles)
-    _check_config(paths, profiles, text)
+    text = render_config(paths, programs)
+    _check_config(paths, programs, text)
     write_bytes_atomic(paths.config, text.encode("utf-8"))

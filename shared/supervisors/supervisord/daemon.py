@@ -26,7 +26,7 @@ from shared.locks import probe
 from shared.supervisors.errors import SupervisorFailed, SupervisorUnavailable
 from shared.supervisors.supervisord.config import STOP_WAIT_SECS
 from shared.supervisors.supervisord.logs import LOG_TAIL_BYTES, log_tail
-from shared.supervisors.supervisord.names import unit_name
+from shared.supervisors.supervisord.names import MULTIPLEX_PROGRAM, unit_name
 from shared.supervisors.supervisord.paths import MeshPaths
 from shared.supervisors.supervisord.rpc import call
 from shared.supervisors.supervisord.waits import wait_for
@@ -154,8 +154,9 @@ def _log_detail(paths: MeshPaths) -> dict[str, str]:
 def leftover_gateways(paths: MeshPaths) -> list[ProcessIdentity]:
     """Live gateways that a supervisord on this mesh's socket started, found by their endpoint
     locks in every profile home (never by a process scan): supervisord tells each child its
-    server url and program name, so a gateway of any other supervisor is never picked."""
-    found = []
+    server url and program name, so a gateway of any other supervisor is never picked. The
+    multiplex gateway holds the lock of every profile it serves: it is listed once."""
+    found: list[ProcessIdentity] = []
     for profile in homes.list_profiles(paths.root):
         home = homes.profile_home(profile, paths.root)
         try:
@@ -165,10 +166,11 @@ def leftover_gateways(paths: MeshPaths) -> list[ProcessIdentity]:
         holder = lock.holder if lock.held else None
         if holder is None or not is_alive(holder):
             continue
+        if holder in found:
+            continue
         env = _environ(holder.pid)
-        if env.get("SUPERVISOR_SERVER_URL") == paths.server_url and env.get("SUPERVISOR_PROCESS_NAME") == unit_name(
-            profile
-        ):
+        program = env.get("SUPERVISOR_PROCESS_NAME")
+        if env.get("SUPERVISOR_SERVER_URL") == paths.server_url and program in (unit_name(profile), MULTIPLEX_PROGRAM):
             found.append(holder)
     return found
 

@@ -1,6 +1,7 @@
 """The kind API of the mesh supervisor, as ``hermes gateway install|start|stop|restart`` use
 it: a profile's gateway is a program in the install's mesh config, found by its
-``HERMES_HOME`` and driven through the running supervisord."""
+``HERMES_HOME`` (or the multiplex program whose served set names it) and driven through the
+running supervisord."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from shared.errors import HermesError
 from shared.files import locked
 from shared.supervisors import Unit
 from shared.supervisors.errors import SupervisorFailed, SupervisorUnavailable
-from shared.supervisors.supervisord.config import configured_programs, write_config
+from shared.supervisors.supervisord.config import configured_programs, mesh_of, mesh_programs, write_config
 from shared.supervisors.supervisord.daemon import LOCK_TIMEOUT, live_daemon, require_supervisor
-from shared.supervisors.supervisord.names import KIND, unit_name
+from shared.supervisors.supervisord.names import KIND, MULTIPLEX_PROGRAM, unit_name
 from shared.supervisors.supervisord.paths import MeshPaths, mesh_paths, prepare
 from shared.supervisors.supervisord.programs import START_TIMEOUT, start_program, stop_program, wait_running
 from shared.supervisors.supervisord.rpc import call, failure, fault_code
@@ -52,13 +53,14 @@ def install(profile: str, home: Path, *, scope: str = "user") -> Unit:
     paths = mesh_paths(root)
     prepare(paths)
     with locked(paths.state, timeout=LOCK_TIMEOUT):
-        present = [p.profile for p in configured_programs(paths).values()]
-        write_config(paths, [*present, profile])
+        present = mesh_of(paths)
+        write_config(paths, mesh_programs([*present.profiles, profile], present.served))
     return _unit(paths, profile)
 
 
 def find(profile: str, home: Path) -> Unit | None:
-    """The mesh program of ``profile`` if this install's mesh config runs it with HERMES_HOME = ``home``."""
+    """The mesh program of ``profile`` if this install's mesh config runs it with HERMES_HOME =
+    ``home``, or runs the multiplex program on this install's root home with ``profile`` in its set."""
     root = _root_of(profile, home)
     if root is None:
         return None
@@ -66,18 +68,22 @@ def find(profile: str, home: Path) -> Unit | None:
     if not paths.config.exists():
         return None  # no mesh here: asking needs no supervisor package
     require_supervisor()
-    program = configured_programs(paths).get(unit_name(profile))
+    configured = configured_programs(paths)
+    program = configured.get(unit_name(profile))
+    launched_on = home
+    if program is None and profile in getattr(configured.get(MULTIPLEX_PROGRAM), "served", ()):
+        program, launched_on = configured[MULTIPLEX_PROGRAM], paths.root
     if program is None or program.home is None:
         return None
-    if os.path.normpath(program.home) != os.path.normpath(Path(home).absolute()):
+    if os.path.normpath(program.home) != os.path.normpath(Path(launched_on).absolute()):
         return None
-    return _unit(paths, profile)
+    return _unit(paths, profile, program.name)
 
 
-def _unit(paths: MeshPaths, profile: str) -> Unit:
+def _unit(paths: MeshPaths, profile: str, name: str | None = None) -> Unit:
     return Unit(
         kind=KIND,
-        name=unit_name(profile),
+        name=name or unit_name(profile),
         profile=profile,
         home=homes.profile_home(profile, paths.root),
         path=paths.config,

@@ -15,7 +15,12 @@ from shared.errors import HermesError
 from shared.files import locked
 from shared.identity import ProcessIdentity, is_alive, process_identity
 from shared.supervisors.errors import SupervisorUnavailable
-from shared.supervisors.supervisord.config import ConfiguredProgram, configured_programs, ordered, write_config
+from shared.supervisors.supervisord.config import (
+    ConfiguredProgram,
+    configured_programs,
+    mesh_programs,
+    write_config,
+)
 from shared.supervisors.supervisord.daemon import (
     DOWN_TIMEOUT,
     LOCK_TIMEOUT,
@@ -28,7 +33,7 @@ from shared.supervisors.supervisord.daemon import (
     start_daemon,
     stop_orphans,
 )
-from shared.supervisors.supervisord.names import profile_of, unit_name
+from shared.supervisors.supervisord.names import profile_of
 from shared.supervisors.supervisord.paths import MeshPaths, mesh_paths, prepare
 from shared.supervisors.supervisord.programs import START_TIMEOUT, Progress, start_stopped, stop_program, wait_running
 from shared.supervisors.supervisord.rpc import call, failure, process_infos
@@ -40,18 +45,20 @@ from shared.supervisors.supervisord.waits import wait_for
 @dataclass(frozen=True)
 class ProgramStatus:
     name: str
-    profile: str | None
+    profile: str | None  # None: the multiplex program, or a program not of the mesh
     state: str  # supervisord's state name; NOT_LOADED when configured but unknown to it
     pid: int | None
     uptime: float | None  # seconds in RUNNING
     description: str
     exit_status: int | None
     log: Path
+    served: tuple[str, ...] = ()  # the multiplex program's served profiles, as configured
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "profile": self.profile,
+            "served_profiles": list(self.served),
             "state": self.state,
             "pid": self.pid,
             "uptime": self.uptime,
@@ -112,7 +119,7 @@ def _status(paths: MeshPaths, daemon: ProcessIdentity | None) -> MeshStatus:
         problem = exc.message if isinstance(exc, HermesError) else exc.faultString
         programs = [_absent(paths, p, "UNKNOWN", "supervisord does not answer") for p in configured.values()]
         return MeshStatus(paths, daemon, started_at, problem, tuple(programs))
-    programs = [_from_info(paths, info) for info in infos.values()]
+    programs = [_from_info(paths, info, configured.get(info["name"])) for info in infos.values()]
     programs += [
         _absent(paths, p, "NOT_LOADED", "in the config but not loaded; run `hermes mesh up`")
         for name, p in configured.items()
@@ -122,10 +129,11 @@ def _status(paths: MeshPaths, daemon: ProcessIdentity | None) -> MeshStatus:
 
 
 def _absent(paths: MeshPaths, program: ConfiguredProgram, state: str, why: str) -> ProgramStatus:
-    return ProgramStatus(program.name, program.profile, state, None, None, why, None, paths.program_log(program.name))
+    log = paths.program_log(program.name)
+    return ProgramStatus(program.name, program.profile, state, None, None, why, None, log, program.served)
 
 
-def _from_info(paths: MeshPaths, info: dict[str, Any]) -> ProgramStatus:
+def _from_info(paths: MeshPaths, info: dict[str, Any], program: ConfiguredProgram | None) -> ProgramStatus:
     name = info["name"]
     running = info["statename"] == "RUNNING"
     return ProgramStatus(
@@ -137,6 +145,7 @@ def _from_info(paths: MeshPaths, info: dict[str, Any]) -> ProgramStatus:
         description=info.get("description", ""),
         exit_status=info.get("exitstatus") if info["statename"] in ("EXITED", "FATAL", "BACKOFF") else None,
         log=Path(info.get("stdout_logfile") or paths.program_log(name)),
+        served=program.served if program else (),
     )
 
 
@@ -147,10 +156,13 @@ def up(
     root: Path,
     profiles: Sequence[str] | None = None,
     *,
+    served: Sequence[str] = (),
     progress: Progress | None = None,
     timeout: float = START_TIMEOUT,
 ) -> MeshStatus:
-    """Run a gateway for each of ``profiles`` (default: every profile) under the mesh supervisor.
+    """Run a gateway for each of ``profiles`` (default: every profile not in ``served``) under
+    the mesh supervisor, and one multiplex gateway serving ``served`` (none when empty); a
+    profile in both raises MeshUsage.
 
     Starts supervisord if it is not running, otherwise applies the new config to it (added
     programs start, removed ones stop). Waits, up to ``timeout``, until every program is RUNNING
@@ -159,12 +171,14 @@ def up(
     """
     require_supervisor()
     paths = mesh_paths(root)
-    chosen = ordered(homes.list_profiles(paths.root) if profiles is None else profiles)
-    for profile in chosen:
+    if profiles is None:
+        profiles = [p for p in homes.list_profiles(paths.root) if p not in served]
+    programs = mesh_programs(profiles, served)
+    for profile in (*programs.profiles, *programs.served):
         homes.profile_home(profile, paths.root, must_exist=True)
     prepare(paths)
     with locked(paths.state, timeout=LOCK_TIMEOUT):
-        write_config(paths, chosen)
+        write_config(paths, programs)
         daemon = live_daemon(paths, adopt=True)
         if daemon is None:
             # Gateways a killed supervisord left behind hold their endpoints: stop them first.
@@ -172,8 +186,8 @@ def up(
             daemon = start_daemon(paths)
         else:
             _apply_config(paths)
-            start_stopped(paths, [unit_name(p) for p in chosen])
-    wait_running(paths, [unit_name(p) for p in chosen], timeout, progress)
+            start_stopped(paths, programs.names)
+    wait_running(paths, programs.names, timeout, progress)
     return _status(paths, daemon)
 
 

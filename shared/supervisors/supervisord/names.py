@@ -1,11 +1,18 @@
-"""What the supervisord kind calls a profile's gateway program, and the exact inverse."""
+"""What the supervisord kind calls a gateway's program, and the exact inverse.
+
+A profile's own gateway is ``hermes-gateway[-<profile>]``. A multiplex gateway (one process
+serving several profiles) is the one program ``hermes-multiplex``: lacking the
+``hermes-gateway`` prefix, it is never taken for a profile's program."""
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from shared.supervisors import profile_for, unit_name_for
 
 KIND = "supervisord"
 PROGRAM_PREFIX = "hermes-gateway"
+MULTIPLEX_PROGRAM = "hermes-multiplex"
 
 
 def unit_name(profile: str) -> str:
@@ -16,3 +23,24 @@ def unit_name(profile: str) -> str:
 def profile_of(name: str) -> str | None:
     """The exact inverse of ``unit_name``: None for any name it would never produce."""
     return profile_for(name, PROGRAM_PREFIX)
+
+
+def is_multiplex(name: str) -> bool:
+    return name == MULTIPLEX_PROGRAM
+
+
+class Served(Protocol):
+    """A running gateway as discovery records it: the profile it was found for, and whether
+    its process serves other profiles too."""
+
+    @property
+    def profile(self) -> str: ...
+
+    @property
+    def multiplex(self) -> bool: ...
+
+
+def program_of(gateway: Served) -> str:
+    """The program that runs ``gateway``: the mesh's multiplex program when its process serves
+    several profiles, else its profile's own program."""
+    return MULTIPLEX_PROGRAM if gateway.multiplex else unit_name(gateway.profile)

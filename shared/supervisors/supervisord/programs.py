@@ -2,8 +2,9 @@
 until they are ready, reporting those that are not with their log tails; and start a
 drained gateway's program the moment its process has ended (``respawn`` says why).
 
-Ready means RUNNING and answering ``ping`` on the control socket: supervisord calls a
-program RUNNING once it has lived ``startsecs``, which says nothing of its socket."""
+Ready means RUNNING and answering ``ping`` on the control socket (a multiplex program: on the
+socket of every profile it serves that has a home): supervisord calls a program RUNNING once
+it has lived ``startsecs``, which says nothing of its socket."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from shared.gateways import ops
 from shared.identity import ProcessIdentity, is_alive
 from shared.supervisors.errors import SupervisorFailed, SupervisorTimeout
 from shared.supervisors.supervisord import respawn
-from shared.supervisors.supervisord.config import STOP_WAIT_SECS
+from shared.supervisors.supervisord.config import STOP_WAIT_SECS, configured_programs
 from shared.supervisors.supervisord.logs import log_tail
-from shared.supervisors.supervisord.names import profile_of, unit_name
+from shared.supervisors.supervisord.names import profile_of
 from shared.supervisors.supervisord.paths import MeshPaths, mesh_paths
 from shared.supervisors.supervisord.rpc import call, failure, fault_code, process_infos
 from shared.supervisors.supervisord.waits import POLL, wait_for
@@ -78,25 +79,26 @@ def stop_program(paths: MeshPaths, name: str) -> None:
         raise SupervisorFailed(f"{name} did not stop within {STOP_TIMEOUT:g}s", detail={"program": name})
 
 
-def gave_up_on(root: Path, profile: str) -> str | None:
-    """Why the mesh supervisor of the install at ``root`` will not start ``profile``'s gateway
-    again (its retries are used up, or it exited with a code that means "do not restart");
-    None while a start may still come, or while the supervisor cannot be asked."""
+def gave_up_on(root: Path, name: str) -> str | None:
+    """Why the mesh supervisor of the install at ``root`` will not start program ``name`` (a
+    gateway's, ``names.program_of``) again (its retries are used up, or it exited with a code
+    that means "do not restart"); None while a start may still come, or while the supervisor
+    cannot be asked."""
     try:
-        info = process_infos(mesh_paths(root)).get(unit_name(profile)) or {}
+        info = process_infos(mesh_paths(root)).get(name) or {}
     except Exception:  # the supervisor cannot be asked now: the gateway's own answer decides
         return None
     return respawn.gave_up(info)
 
 
-def start_drained(root: Path, profile: str, old: ProcessIdentity, timeout: float) -> bool:
-    """Once ``old``, the drained process of ``profile``'s gateway, has ended, have the mesh
+def start_drained(root: Path, name: str, old: ProcessIdentity, timeout: float) -> bool:
+    """Once ``old``, the drained process of program ``name`` (``names.program_of``), has ended, have the mesh
     supervisor of the install at ``root`` start the program at once rather than at its next
     wake-up. True: supervisord started it when asked; False: it had started it already (its
     ``autorestart``, woken by the ask). Raises SupervisorFailed when it will not be started,
     SupervisorTimeout when ``old`` has not ended or no start came within ``timeout``, and
     SupervisorUnavailable when supervisord does not answer."""
-    paths, name = mesh_paths(root), unit_name(profile)
+    paths = mesh_paths(root)
     deadline = time.monotonic() + timeout
     while is_alive(old):  # no call meanwhile: each one would wake supervisord for nothing
         if time.monotonic() >= deadline:
@@ -127,13 +129,17 @@ def _info(paths: MeshPaths, name: str) -> dict[str, Any] | None:
         raise failure(f"supervisord could not report {name}", fault, program=name) from None
 
 
-def _answers(root: Path, name: str) -> bool:
-    """Whether the gateway of program ``name`` answers ``ping`` on its control socket now."""
-    profile = profile_of(name)
-    if profile is None:
-        return False
+def _answers(paths: MeshPaths, name: str) -> bool:
+    """Whether the gateway of program ``name`` answers ``ping`` on its control socket now (a
+    multiplex one on every served profile's that has a home: one without is skipped by it)."""
+    program = configured_programs(paths).get(name)
+    served = [p for p in program.profiles if homes.profile_home(p, paths.root).is_dir()] if program else []
+    return bool(served) and all(_pings(homes.profile_home(p, paths.root)) for p in served)
+
+
+def _pings(home: Path) -> bool:
     try:
-        endpoint = homes.endpoint(homes.profile_home(profile, root), ops.SERVICE, create=False)
+        endpoint = homes.endpoint(home, ops.SERVICE, create=False)
         with connect(endpoint, retry=NO_RETRY) as client:
             client.call(ops.PING, timeout=PING_TIMEOUT)
     except HermesError:  # not bound yet, timed out, or its run dir refused: not ready
@@ -152,7 +158,7 @@ def wait_running(paths: MeshPaths, names: Sequence[str], timeout: float, progres
         for name, state in states.items():
             if state != "RUNNING":
                 answered.discard(name)  # restarted: the new process must answer too
-            elif name not in answered and _answers(paths.root, name):
+            elif name not in answered and _answers(paths, name):
                 answered.add(name)
         if progress is not None:
             progress(
