@@ -93,11 +93,15 @@ def nothing_found() -> Found:
 @dataclass(frozen=True)
 class Target:
     """One gateway to restart: its profile, the unit of the kind's that runs it (None: it is
-    restarted over its control socket alone), and its live gateway (None: none runs)."""
+    restarted over its control socket alone), and its live gateway (None: none runs). A
+    multiplex gateway is one target, led by one profile's record, with the records of the
+    other profiles its process serves as ``siblings``: a kind restarts the lead, and each
+    sibling is then verified on its own socket (``multiplex``)."""
 
     profile: str
     unit: Unit | None = None
     gateway: GatewayRecord | None = None
+    siblings: tuple[GatewayRecord, ...] = ()
 
 
 def unit_targets(units: Iterable[Unit], live: Mapping[str, GatewayRecord]) -> list[Target]:
@@ -110,6 +114,9 @@ class RestartKind(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def waits(self) -> Waits: ...
 
     def find(self, root: Path) -> Found:
         """This kind's units of the install at ``root``; never raises."""

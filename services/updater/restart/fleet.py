@@ -10,6 +10,13 @@ over its control socket (an unknown supervisor counts as none). A unit a kind fo
 cannot act on (no privilege for its scope, say) keeps its gateway as it is: draining a gateway
 whose supervisor cannot then be driven could leave it down.
 
+A multiplex gateway (one process serving several profiles) is listed by discovery once per
+profile it serves; it is restarted once: its records (one process: the same ``instance_id``,
+else the same pid and start time) become one target, led by the first in fleet order, and
+the kind the process runs under restarts the lead. No unit claims a profile such a process
+serves: the process is its gateway. Each sibling profile is then verified on its own socket
+(``multiplex``). Naming any served profile in ``only`` restarts the whole process.
+
 A gateway this process descends from (an update started by one of its tools) is restarted
 last, once every other one is done: draining it first would wait on the very turn that runs
 the update.
@@ -35,6 +42,7 @@ from services.updater.restart.base import (
     unit_targets,
 )
 from services.updater.restart.launchd import LaunchdKind
+from services.updater.restart.multiplex import served
 from services.updater.restart.supervisord import SupervisordKind
 from services.updater.restart.systemd import SystemdKind
 from services.updater.restart.unmanaged import UnmanagedKind
@@ -76,8 +84,10 @@ def plan_fleet(
     def wanted(profile: str) -> bool:
         return only is None or profile in only
 
-    live = [gateway for gateway in gateways if wanted(gateway.profile)]
-    by_profile = {gateway.profile: gateway for gateway in live}
+    processes = [
+        process for process in _processes(gateways) if any(wanted(g.profile) for g in (process[0], *process[1]))
+    ]
+    by_profile = {g.profile: g for lead, siblings in processes for g in (lead, *siblings)}
     plan = FleetPlan()
     claimed: set[str] = set()
 
@@ -97,7 +107,7 @@ def plan_fleet(
         for unit_name, reason in skipped:
             profile = kind.profile_of(unit_name)
             gateway = by_profile.get(profile) if profile else None
-            if gateway is not None and gateway.profile not in claimed and gateway.supervisor == name:
+            if gateway is not None and gateway.profile not in claimed and _runs_under(name, gateway):
                 claimed.add(gateway.profile)
                 plan.left.append(
                     RestartOutcome(
@@ -111,17 +121,36 @@ def plan_fleet(
                         unit=unit_name,
                     )
                 )
-    for gateway in live:
-        if gateway.profile not in claimed:
+    for lead, siblings in processes:
+        if lead.profile not in claimed:
             add(
-                gateway.supervisor if gateway.supervisor in kinds else UNMANAGED,
-                Target(gateway.profile, gateway=gateway),
+                lead.supervisor if lead.supervisor in kinds else UNMANAGED,
+                Target(lead.profile, gateway=lead, siblings=siblings),
             )
     return plan
 
 
 def _runs_under(kind: str, gateway: GatewayRecord | None) -> bool:
-    return gateway is None or gateway.supervisor == kind
+    """Whether a unit of ``kind`` may take over a profile whose gateway is ``gateway``: a
+    multiplex gateway's profile is its process's, never a unit's."""
+    return gateway is None or (gateway.supervisor == kind and not gateway.multiplex)
+
+
+def _processes(gateways: Iterable[GatewayRecord]) -> list[tuple[GatewayRecord, tuple[GatewayRecord, ...]]]:
+    """The gateways one per process, in fleet order: each process's first record leads, the
+    records of the other profiles a multiplex process serves are its siblings."""
+    groups: dict[object, list[GatewayRecord]] = {}
+    for gateway in gateways:
+        groups.setdefault(_process_key(gateway), []).append(gateway)
+    return [(records[0], tuple(records[1:])) for records in groups.values()]
+
+
+def _process_key(gateway: GatewayRecord) -> object:
+    """What tells one process from another: its instance id, else its pid and start time. A
+    per-profile gateway is its own process (discovery lists it once)."""
+    if gateway.multiplex and (gateway.instance_id or gateway.start_time is not None):
+        return gateway.instance_id or (gateway.pid, gateway.start_time)
+    return ("profile", gateway.profile)
 
 
 def restart_fleet(
@@ -133,7 +162,8 @@ def restart_fleet(
 ) -> list[RestartOutcome]:
     """Restart every gateway of the install at ``root`` (of the profiles ``only`` names, when
     given); a unit whose gateway is down is not started, its outcome says so (a failed one's
-    says why). One outcome per gateway or unit, default profile first."""
+    says why). One outcome per profile (a multiplex process's: one per profile it served),
+    default profile first."""
     gateways = [g for g in discover(root, scan=False) if g.state in RESTARTED_STATES]
     found = {name: kind.find(root) for name, kind in kinds.items()}
     plan = plan_fleet(gateways, found, kinds, only=only, ancestors=_ancestor_profiles(gateways))
@@ -144,9 +174,17 @@ def restart_fleet(
 def _run(
     root: Path, batches: Mapping[str, list[Target]], kinds: Mapping[str, RestartKind], expected_sha: str | None
 ) -> list[RestartOutcome]:
-    """Every kind's batch at once, each kind restarting its own targets in parallel."""
+    """Every kind's batch at once, each kind restarting its own targets in parallel, then
+    verifying the siblings of each multiplex one."""
+
+    def job(kind: RestartKind, batch: list[Target]) -> list[RestartOutcome]:
+        leads = kind.restart(root, batch, expected_sha)
+        return [
+            o for target, lead in zip(batch, leads, strict=True) for o in served(lead, target, expected_sha, kind.waits)
+        ]
+
     jobs: list[Callable[[], list[RestartOutcome]]] = [
-        partial(kinds[name].restart, root, batch, expected_sha) for name, batch in batches.items()
+        partial(job, kinds[name], batch) for name, batch in batches.items()
     ]
     if not jobs:
         return []

@@ -9,7 +9,10 @@ ends early once supervisord gives the gateway up (its retries used up, or an exi
 does not answer at all is hung and cannot drain on request: supervisord stops it (SIGTERM,
 the gateway's own drain, then SIGKILL after its stop wait) and starts the new code.
 
-The mesh's programs are found through their gateways: only a running one is restarted.
+The mesh's programs are found through their gateways: only a running one is restarted. The
+program is the one ``supervisord.program_of`` names for the gateway: a multiplex gateway is
+the ``hermes-multiplex`` program, drained over any one of its served sockets (which drains
+them all) and started again as a whole.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class SupervisordKind:
         return each(live_gateways(batch), lambda gateway: self._restart(root, gateway, expected_sha))
 
     def _restart(self, root: Path, gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
-        gave_up = partial(supervisord.gave_up_on, root, gateway.profile)
+        gave_up = partial(supervisord.gave_up_on, root, supervisord.program_of(gateway))
         blunt = partial(self._through_supervisord, root, gateway, expected_sha)
         # The program's process is the gateway itself (supervisord runs it without a wrapper).
         start = None if gateway.start_time is None else partial(self._start, root, gateway, gateway.start_time)
@@ -62,9 +65,10 @@ class SupervisordKind:
 
     def _start(self, root: Path, gateway: GatewayRecord, start_time: int) -> str:
         old = ProcessIdentity(gateway.pid, start_time)
-        started = supervisord.start_drained(root, gateway.profile, old, self.waits.come_back)
+        program = supervisord.program_of(gateway)
+        started = supervisord.start_drained(root, program, old, self.waits.come_back)
         answer = "it started it" if started else "its autorestart had started it already"
-        return f"asked supervisord to start {supervisord.unit_name(gateway.profile)} once drained: {answer}"
+        return f"asked supervisord to start {program} once drained: {answer}"
 
     def _through_supervisord(
         self, root: Path, gateway: GatewayRecord, expected_sha: str | None, why: str
@@ -76,7 +80,7 @@ class SupervisordKind:
             supervisord.restart(unit)
         except HermesError as exc:
             return failed(gateway, "drain", f"{why}; supervisord could not restart it: {exc.message}")
-        gave_up = partial(supervisord.gave_up_on, root, gateway.profile)
+        gave_up = partial(supervisord.gave_up_on, root, unit.name)
         address = control_endpoint(gateway.home)
         new_pid, reason = wait_for_fresh(gateway, address, expected_sha, self.waits, reexec=False, gave_up=gave_up)
         return RestartOutcome(
