@@ -113,3 +113,95 @@ def test_socket_path_falls_back_to_a_short_private_dir():
     assert paths.socket.parent.name.endswith("-mesh")
     assert len(os.fsencode(paths.socket)) <= homes.IPC_PATH_MAX
     assert sv.mesh_paths(Path("/tmp/hm-short")).socket == Path("/tmp/hm-short/mesh/supervisord.sock")
+
+
+# --- the multiplex program ------------------------------------------------------------------------
+
+
+def test_the_multiplex_program_is_nobodys_profile_program_and_is_picked_from_the_record():
+    from shared.gateways.discovery import GatewayRecord
+
+    assert sv.MULTIPLEX_PROGRAM == "hermes-multiplex" and sv.profile_of(sv.MULTIPLEX_PROGRAM) is None
+
+    def record(profile: str, served: tuple[str, ...]) -> GatewayRecord:
+        return GatewayRecord(
+            profile, 1, 1, "running", None, None, 0, "supervisord", "socket", Path("/h"), None, None, served
+        )
+
+    assert sv.program_of(record("b", ("a", "b"))) == "hermes-multiplex"
+    assert sv.program_of(record("b", ("b",))) == "hermes-gateway-b"
+    assert sv.program_of(record("default", ())) == "hermes-gateway"  # a gateway from before multiplexing
+
+
+def test_a_served_set_is_written_as_one_program_and_read_back_by_supervisord(short_dir):
+    from shared.supervisors.supervisord import config
+    from shared.supervisors.supervisord.paths import prepare
+
+    root = short_dir / "100% a"
+    for profile in ("a", "b", "c", "d"):
+        make_profile(root, profile)
+    paths = sv.mesh_paths(root)
+    prepare(paths)
+    programs = config.mesh_programs(["d", "a"], ["c", "default", "b"])
+    assert programs == config.MeshPrograms(("a", "d"), ("default", "b", "c"))
+    config.write_config(paths, programs)
+    read = ServerOptions().read_config(str(paths.config))
+    found = {pc.name: pc for group in read.process_group_configs for pc in group.process_configs}
+    assert sorted(found) == ["hermes-gateway-a", "hermes-gateway-d", "hermes-multiplex"]
+    mx = found["hermes-multiplex"]
+    assert shlex.split(mx.command) == [*gateway_command(), "--serve", "default,b,c"]
+    assert mx.environment["HERMES_HOME"] == str(root)  # launched on the root home: the default profile
+    assert mx.stdout_logfile == str(root / "logs" / "mesh" / "hermes-multiplex.log")
+    a = found["hermes-gateway-a"]
+    for setting in (
+        "exitcodes",
+        "autorestart",
+        "startsecs",
+        "startretries",
+        "stopwaitsecs",
+        "stopasgroup",
+        "directory",
+    ):
+        assert getattr(mx, setting) == getattr(a, setting), setting
+    configured = sv.configured_programs(paths)
+    assert configured["hermes-multiplex"] == config.ConfiguredProgram(
+        "hermes-multiplex", None, root, ("default", "b", "c")
+    )
+    assert configured["hermes-multiplex"].profiles == ("default", "b", "c")
+    assert config.mesh_of(paths) == programs  # the config is the mesh's record: it round-trips
+    # A served profile's program is the multiplex one, found through the set it serves.
+    unit = sv.find("b", root / "profiles" / "b")
+    assert (unit.name, unit.profile, unit.home) == ("hermes-multiplex", "b", root / "profiles" / "b")
+    assert sv.find("a", root / "profiles" / "a").name == "hermes-gateway-a"
+    with pytest.raises(sv.MeshUsage):  # b is served: it gets no program of its own
+        sv.install("b", root / "profiles" / "b")
+    sv.install("d", root / "profiles" / "d")  # the set survives a rewrite by another command
+    assert config.mesh_of(paths) == programs
+
+
+@pytest.mark.parametrize(
+    ("profiles", "served", "error"),
+    [
+        (["a", "b"], ["b", "c"], sv.MeshUsage),  # b in both
+        ([], ["a"], sv.MeshUsage),  # a set of one is a per-profile gateway
+        ([], ["a", "a", "b"], homes.InvalidServedSet),
+        ([], ["a", "Bad"], homes.InvalidProfileName),
+    ],
+)
+def test_a_mesh_that_names_a_profile_twice_or_a_set_of_one_is_refused(profiles, served, error):
+    from shared.supervisors.supervisord import config
+
+    with pytest.raises(error):
+        config.mesh_programs(profiles, served)
+
+
+def test_a_multiplex_command_line_that_is_not_a_set_is_no_program_of_ours(short_dir):
+    from shared.supervisors.supervisord.paths import prepare
+
+    root = short_dir / "r"
+    paths = sv.mesh_paths(root)
+    prepare(paths)
+    env = f'environment = HERMES_HOME="{root}"'
+    for command in ("python -m services.gateway", "python -m services.gateway --serve a,a", "x --serve"):
+        paths.config.write_text(f"[program:hermes-multiplex]\ncommand = {command}\n{env}\n")
+        assert sv.configured_programs(paths) == {}, command

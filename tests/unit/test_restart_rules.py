@@ -1,5 +1,6 @@
-"""The restart's pure rules: whether a status answer shows a restart done (``freshness``) and
-which kind restarts which profile of the fleet (``fleet.plan_fleet``). No processes, no clock."""
+"""The restart's pure rules: whether a status answer shows a restart done (``freshness``),
+which kind restarts which profile of the fleet (``fleet.plan_fleet``), a multiplex process
+restarted once for every profile it serves. No processes, no clock."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from services.updater.restart import KINDS
-from services.updater.restart.base import Found, Target
+from services.updater.restart.base import WAITS, Found, RestartOutcome, Target
 from services.updater.restart.fleet import plan_fleet
 from services.updater.restart.freshness import FRESH, OLD, SILENT, STALE, STARTING, OldProcess, judge
+from services.updater.restart.multiplex import served
 from shared.gateways import ops
 from shared.gateways.discovery import GatewayRecord
 from shared.supervisors import Unit
@@ -60,9 +62,35 @@ def test_a_status_answer_is_judged(seen, old, expected, knobs, verdict):
 # --- which kind restarts which profile --------------------------------------------------------
 
 
-def gateway(profile: str, supervisor: str, pid: int = 100) -> GatewayRecord:
+def gateway(
+    profile: str,
+    supervisor: str,
+    pid: int = 100,
+    *,
+    served: tuple[str, ...] = (),
+    instance: str | None = None,
+    start_time: int | None = 1,
+) -> GatewayRecord:
     home = ROOT if profile == "default" else ROOT / "profiles" / profile
-    return GatewayRecord(profile, pid, 1, ops.RUNNING, OTHER, "0.1", 0, supervisor, "socket", home)
+    return GatewayRecord(
+        profile,
+        pid,
+        start_time,
+        ops.RUNNING,
+        OTHER,
+        "0.1",
+        0,
+        supervisor,
+        "socket",
+        home,
+        instance_id=instance,
+        served_profiles=served,
+    )
+
+
+def multiplex(supervisor: str, pid: int, served: tuple[str, ...], **knobs) -> list[GatewayRecord]:
+    """The records discovery gives of one multiplex process: one per profile it serves."""
+    return [gateway(profile, supervisor, pid, served=served, **knobs) for profile in served]
 
 
 def unit(kind: str, profile: str) -> Unit:
@@ -71,9 +99,13 @@ def unit(kind: str, profile: str) -> Unit:
 
 
 def batches(plan) -> dict:
-    """(phase, kind) -> [(profile, unit name or None, gateway pid or None)]."""
+    """(phase, kind) -> [(profile, unit name or None, gateway pid or None)], with the sibling
+    profiles of a multiplex target after them."""
     return {
-        (phase, kind): [(t.profile, t.unit and t.unit.name, t.gateway and t.gateway.pid) for t in targets]
+        (phase, kind): [
+            (t.profile, t.unit and t.unit.name, t.gateway and t.gateway.pid, *(s.profile for s in t.siblings))
+            for t in targets
+        ]
         for phase, found in (("first", plan.first), ("last", plan.last))
         for kind, targets in found.items()
     }
@@ -142,3 +174,85 @@ def test_a_batch_without_a_gateway_to_restart_over_its_socket_is_refused_whole()
         KINDS["unmanaged"].restart(
             ROOT, [Target("default", gateway=gateway("default", "unmanaged")), Target("coder")], None
         )
+
+
+# --- a multiplex gateway: one process, several profiles -----------------------------------------
+
+MESH = ("a", "b", "c")  # under supervisord, the hermes-multiplex program
+SOLO = ("x", "y")  # started by hand: nothing supervises it
+
+
+def mixed_fleet() -> list[GatewayRecord]:
+    """In fleet order, as discovery lists it: default first, then by profile name."""
+    live = [
+        gateway("default", "supervisord", 1),
+        *multiplex("supervisord", 5, MESH, instance="m1"),
+        gateway("w", "systemd", 2),
+        *multiplex("unmanaged", 6, SOLO, instance="m2"),
+    ]
+    return sorted(live, key=lambda g: (g.profile != "default", g.profile))
+
+
+def test_a_multiplex_process_is_one_target_led_by_its_first_profile():
+    found = {"systemd": Found([unit("systemd", "w"), unit("systemd", "b"), unit("systemd", "down")], [], [])}
+    plan = plan_fleet(mixed_fleet(), found, KINDS)
+    assert batches(plan) == {
+        # b's systemd unit does not take b: the multiplex process is b's gateway.
+        ("first", "systemd"): [
+            ("w", "hermes-gateway-w.service", 2),
+            ("down", "hermes-gateway-down.service", None),
+        ],
+        ("first", "supervisord"): [("default", None, 1), ("a", None, 5, "b", "c")],
+        ("first", "unmanaged"): [("x", None, 6, "y")],
+    }
+    assert plan.left == []
+
+
+def test_only_one_served_profile_restarts_its_whole_process():
+    plan = plan_fleet(mixed_fleet(), {}, KINDS, only={"c"})
+    assert batches(plan) == {("first", "supervisord"): [("a", None, 5, "b", "c")]}
+    both = plan_fleet(mixed_fleet(), {}, KINDS, only={"y", "w"})
+    assert batches(both) == {("first", "systemd"): [("w", None, 2)], ("first", "unmanaged"): [("x", None, 6, "y")]}
+
+
+def test_an_ancestor_multiplex_process_goes_last_once():
+    # Every profile the ancestor's pid serves is an ancestor's (``fleet._ancestor_profiles``).
+    plan = plan_fleet(mixed_fleet(), {}, KINDS, ancestors=set(SOLO))
+    assert batches(plan) == {
+        ("first", "supervisord"): [("default", None, 1), ("a", None, 5, "b", "c")],
+        ("first", "systemd"): [("w", None, 2)],
+        ("last", "unmanaged"): [("x", None, 6, "y")],
+    }
+
+
+def test_records_are_one_process_by_instance_id_else_by_pid_and_start_time():
+    # No instance id: the same pid and start time is one process; the same pid with another
+    # start time is another process (the pid was reused).
+    live = [
+        *multiplex("unmanaged", 7, ("a", "b"), start_time=10),
+        *multiplex("unmanaged", 7, ("c", "d"), start_time=11),
+        *multiplex("unmanaged", 8, ("e", "f"), instance="i1", start_time=None),
+    ]
+    assert batches(plan_fleet(live, {}, KINDS)) == {
+        ("first", "unmanaged"): [("a", None, 7, "b"), ("c", None, 7, "d"), ("e", None, 8, "f")]
+    }
+    # Per-profile gateways never collapse, whatever pid they report (each in its own container).
+    twins = [gateway("a", "unmanaged", 1, instance="i2"), gateway("b", "unmanaged", 1, instance="i3")]
+    assert batches(plan_fleet(twins, {}, KINDS)) == {("first", "unmanaged"): [("a", None, 1), ("b", None, 1)]}
+
+
+def test_a_failed_multiplex_restart_fails_every_profile_it_served_with_the_leads_reason():
+    lead, *siblings = multiplex("supervisord", 5, MESH, instance="m1")
+    target = Target("a", gateway=lead, siblings=tuple(siblings))
+    failed = RestartOutcome("a", "supervisord", 5, None, "drain", False, "drain was refused: busy")
+    outcomes = served(failed, target, NEW, WAITS)
+    note = "one process serves a, b, c: restarted once, through a"
+    assert [(o.profile, o.old_pid, o.new_pid, o.method, o.ok) for o in outcomes] == [
+        (p, 5, None, "drain", False) for p in MESH
+    ]
+    assert outcomes[0].reason == "drain was refused: busy"
+    assert {o.reason for o in outcomes[1:]} == {"served by the process of a: drain was refused: busy"}
+    assert {o.note for o in outcomes} == {note}
+    # A per-profile gateway's outcome is its own, untouched.
+    alone = RestartOutcome("default", "supervisord", 1, 2, "drain", True)
+    assert served(alone, Target("default", gateway=gateway("default", "supervisord", 1)), NEW, WAITS) == [alone]

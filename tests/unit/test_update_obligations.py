@@ -126,3 +126,24 @@ def test_a_stash_record_of_another_shape_is_corrupt(tmp_path):
         path.write_text(text)
         with pytest.raises(StateFileCorrupt):
             obligations.read_stash(tmp_path)
+
+
+def test_a_failed_multiplex_restart_is_owed_and_warned_by_profile_never_by_pid(tmp_path):
+    from services.updater import ledger
+
+    pid = 4242  # one process serves a, b and c
+    matrix = [
+        {"profile": p, "supervisor": "supervisord", "pid": pid, "state": "running", "running": "o" * 40}
+        | {"expected": NEW, "verdict": "stale", "source": "socket"}
+        for p in ("a", "b", "c")
+    ]
+    why = "drain was refused: busy"
+    restarts = [{"profile": "a", "ok": False, "reason": why}] + [
+        {"profile": p, "ok": False, "reason": f"served by the process of a: {why}"} for p in ("b", "c")
+    ]
+    debt = ledger.owed_after_verify(matrix, ["a", "b", "c"], "u1", ledger.failed_restarts({"restart": restarts}))
+    assert set(debt.parts) == {"a", "b", "c"}
+    assert "served by the process of a" in str(debt.followup) and str(pid) not in str(debt.followup)
+    obligations.replace_fleet(tmp_path, debt.parts)
+    line = obligations.restart_warning({"HERMES_HOME": str(tmp_path)})
+    assert line == "⚠ 3 gateways still run old code (a, b, c): run `hermes update`"
