@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 
 import psutil
 
+from shared.errors import HermesError
 from shared.spawn import first_line
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -65,6 +67,24 @@ class Peer:
         return self.proc.wait(timeout=timeout)
 
 
+def parallel(functions):
+    """Run blocking calls in threads; return their results (or exceptions) in order."""
+    results: list = [None] * len(functions)
+
+    def run(i, fn):
+        try:
+            results[i] = fn()
+        except Exception as exc:  # collected and asserted on by the test
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(functions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results
+
+
 def read_state(home: Path) -> dict[str, Any] | None:
     """The gateway's state file, or None while it is absent."""
     from shared.files import read_json
@@ -90,7 +110,10 @@ class GatewayProcess:
         self.root, self.profile = root, profile
         self.home = homes.profile_home(profile, root)
         self.home.mkdir(parents=True, exist_ok=True)
-        self.served = homes.parse_served(",".join(serve)) if serve else (profile,)
+        try:  # as the process will read it; a set it refuses is kept as given
+            self.served = homes.parse_served(",".join(serve)) if serve else (profile,)
+        except HermesError:
+            self.served = tuple(serve or ())
         environment = env or python_env()
         environment["HERMES_HOME"] = str(self.home)
         extra = ["--serve", ",".join(serve)] if serve else []
