@@ -85,6 +85,7 @@ class Gateway:
             (ops.TURN, self._turn),
             (ops.DRAIN, self._drain_op),
             (ops.REEXEC, self._reexec_op),
+            (ops.RELEASE, self._release_op),
         ):
             self.service.add(spec, self._in_scope(handler))
 
@@ -257,6 +258,9 @@ class Gateway:
         result = await process.drain(call.args["deadline"])
         process.request_exit(exit_codes.OK, "re-executing into the code on disk", reexec=True)
         return {**result, "exit_code": None}
+
+    async def _release_op(self, call: Call) -> dict[str, Any]:
+        return await self._process().release(self, call.args["deadline"])
 
     # --- draining -------------------------------------------------------------------------
 

@@ -6,8 +6,10 @@ drain asked on any served profile's socket (or a signal) drains every profile it
 the whole process exits (75) or re-executes itself. Turn ids are the process's too, so one
 drain's answer never names two turns alike.
 
-A served profile whose home is deleted is retired alone: its turns are cut, its sockets
-closed and its lock released, while the others go on serving in the same process.
+A served profile is let go alone, while the others go on serving in the same process: one
+whose home is deleted (its turns are cut), or one released on request (``release``, before
+``hermes profile delete`` deletes it; its turns get their deadline). Its sockets are closed,
+its lock released, and the others' state files no longer list it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import trio
 
 from services.gateway.app import Gateway
 from shared import exit_codes, hooks, sd_notify
+from shared.errors import HermesError
+from shared.gateways import ops
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,10 @@ SIGNAL_DRAIN_SECONDS = 60.0
 STOP_DRAIN_SECONDS = 5.0
 # How often a multiplex process looks for a served profile's home that has been deleted.
 HOME_CHECK_SECONDS = 2.0
+
+
+class NotMultiplex(HermesError):
+    code = ops.NOT_MULTIPLEX
 
 
 class GatewayProcess:
@@ -44,6 +52,7 @@ class GatewayProcess:
         self._start_delay = start_delay
         self._exit = trio.Event()
         self._watching = trio.CancelScope()
+        self._nursery: trio.Nursery | None = None
         self._turn_ids = (f"t{n}" for n in itertools.count(1))
         self._active_turns = 0
         self._drain_done: trio.Event | None = None
@@ -64,6 +73,7 @@ class GatewayProcess:
             await gateway.starting(message)
         await trio.sleep(self._start_delay)
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             for gateway in self.gateways:
                 await nursery.start(gateway.run, self)
             nursery.start_soon(self._watch)
@@ -120,6 +130,24 @@ class GatewayProcess:
         self.gateways.remove(gateway)
         await gateway.drain(0.0)
         gateway.stop(reason)
+        await self._let_go(gateway)
+
+    async def release(self, gateway: Gateway, deadline: float) -> dict[str, Any]:
+        """Drain ``gateway``'s profile alone and let it go; the others serve on."""
+        if gateway not in self.gateways or len(self.gateways) < 2:
+            raise NotMultiplex(
+                f"profile {gateway.profile!r} is the only one its gateway serves: stop or drain it instead",
+                detail={"profile": gateway.profile},
+            )
+        self.gateways.remove(gateway)
+        result = await gateway.drain(deadline)
+        log.info("releasing profile %r on request", gateway.profile)
+        gateway.stop("released by its multiplex gateway")
+        assert self._nursery is not None
+        self._nursery.start_soon(self._let_go, gateway)  # after this answer: the socket closes with it
+        return {**result, "released": gateway.profile, "served_profiles": self.profiles}
+
+    async def _let_go(self, gateway: Gateway) -> None:
         await gateway.stopped.wait()
         gateway.lock.release()
         if not self.gateways:

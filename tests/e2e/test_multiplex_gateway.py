@@ -14,6 +14,7 @@ from shared import exit_codes, homes
 from shared.gateways import ops
 from shared.protocol import RemoteError
 from shared.sync_client import SyncClient
+from tests.support.cli import hermes_json
 from tests.support.homes import make_profile
 from tests.support.processes import ROOT, GatewayProcess, parallel, python_env, read_state, wait_for
 
@@ -239,3 +240,47 @@ def test_nothing_to_serve_and_a_broken_set_exit_78(fleet):
     single = GatewayProcess(fleet, "coder")
     assert single.wait_exit() == exit_codes.CONFIG
     assert b"line 1: not a NAME=value line" in single.proc.stderr.read()
+
+
+def test_a_released_profile_is_let_go_and_can_be_served_by_its_own_gateway(fleet, gateways):
+    multiplex = gateways(fleet, "default", serve=["coder", "writer"])
+    turn, answer = parallel(
+        [
+            lambda: call(fleet, "writer", ops.TURN, {"text": "finishes", "seconds": 0.5}),
+            lambda: (
+                wait_for(
+                    lambda: read_state(homes.profile_home("writer", fleet))["active_turns"] == 1,
+                    timeout=10,
+                    what="a turn",
+                )
+                and call(fleet, "writer", ops.RELEASE, {"deadline": 10.0})
+            ),
+        ]
+    )
+    assert (answer["released"], answer["served_profiles"], answer["finished"]) == (
+        "writer",
+        ["coder"],
+        [turn["turn_id"]],
+    )
+    writer = gateways(fleet, "writer")  # its lock is free: its own gateway takes it
+    assert call(fleet, "writer", ops.STATUS)["pid"] == writer.pid
+    assert call(fleet, "coder", ops.STATUS)["served_profiles"] == ["coder"]
+    assert call(fleet, "coder", ops.STATUS)["pid"] == multiplex.pid
+    with pytest.raises(RemoteError) as refused:
+        call(fleet, "coder", ops.RELEASE, {"deadline": 1.0})
+    assert refused.value.code == ops.NOT_MULTIPLEX
+    assert call(fleet, "coder", ops.TURN, {"text": "on"})["text"] == "on"
+
+
+def test_profile_delete_has_the_multiplex_gateway_let_the_profile_go_first(fleet, gateways):
+    multiplex = gateways(fleet, "default", serve=["coder", "writer"])
+    code, out = hermes_json("profile", "delete", "writer", "--yes", home=fleet)
+    assert code == 0, out
+    assert out["deleted"] == "writer" and out["released_by_multiplex"]["served_profiles"] == ["coder"]
+    assert not homes.profile_home("writer", fleet).exists()
+    assert (call(fleet, "coder", ops.STATUS)["pid"], multiplex.proc.poll()) == (multiplex.pid, None)
+    # A per-profile gateway is not let go: its profile stays and the delete is refused.
+    gateways(fleet, "research")
+    code, out = hermes_json("profile", "delete", "research", "--yes", home=fleet)
+    assert code != 0 and out["error"]["code"] == "profile_busy"
+    assert homes.profile_home("research", fleet).is_dir()
