@@ -12,11 +12,13 @@ import pytest
 
 from shared import exit_codes, homes
 from shared.gateways import ops
+from shared.mesh_tcp import TCP_ENV
 from shared.protocol import RemoteError
-from shared.sync_client import SyncClient
-from tests.support.cli import hermes_json
+from shared.sync_client import SyncClient, connect
+from tests.support.cli import hermes, hermes_json
 from tests.support.homes import make_profile
 from tests.support.processes import ROOT, GatewayProcess, parallel, python_env, read_state, wait_for
+from tests.support.tcp import free_port_pair
 
 LAUNCH_KEY = "sk-launch-environment-0001"
 
@@ -284,3 +286,24 @@ def test_profile_delete_has_the_multiplex_gateway_let_the_profile_go_first(fleet
     code, out = hermes_json("profile", "delete", "research", "--yes", home=fleet)
     assert code != 0 and out["error"]["code"] == "profile_busy"
     assert homes.profile_home("research", fleet).is_dir()
+
+
+def test_served_profiles_on_tcp_each_answer_over_curve_with_their_own_key(fleet, gateways):
+    assert hermes("mesh", "keys", "init", home=fleet).returncode == 0
+    first, second = free_port_pair(), free_port_pair()
+    while abs(first - second) < 2:
+        second = free_port_pair()
+    env = {TCP_ENV: f"gateway=tcp://127.0.0.1:{first},gateway@coder=tcp://127.0.0.1:{second}"}
+    multiplex = gateways(fleet, "default", env=python_env(**env), serve=["default", "coder"])
+    assert not (fleet / "run" / "gateway.ctl").exists()  # nothing on ipc
+    code, listed = hermes_json("gateway", "status", home=fleet, env_extra=env)
+    assert code == 0
+    assert [(g["profile"], g["pid"], g["source"]) for g in listed["gateways"]] == [
+        ("default", multiplex.pid, "socket"),
+        ("coder", multiplex.pid, "socket"),
+    ]
+    for profile in ("default", "coder"):
+        endpoint = homes.endpoint(homes.profile_home(profile, fleet), ops.SERVICE, env=env)
+        assert endpoint.key_name == ("gateway" if profile == "default" else "gateway@coder")
+        with connect(endpoint) as client:
+            assert client.call(ops.TURN, {"text": "over curve"})["profile"] == profile
