@@ -3,6 +3,7 @@ sockets first (``shared.gateways.discovery``), and a drain of the active profile
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ def _dash(value: object) -> object:
     return "-" if value is None else value
 
 
-def shared_processes(gateways: list[dict[str, Any]]) -> dict[tuple[int, object], tuple[str, ...]]:
+def _shared_processes(gateways: list[dict[str, Any]]) -> dict[tuple[int, object], tuple[str, ...]]:
     """(pid, start time) -> the profiles it serves, for each process listed that serves several
     (a multiplex gateway): its rows share one pid, which the text marks and explains once."""
     served: dict[tuple[int, object], set[str]] = {}
@@ -38,10 +39,10 @@ def shared_processes(gateways: list[dict[str, Any]]) -> dict[tuple[int, object],
     return {key: tuple(sorted(names, key=homes.profile_order)) for key, names in served.items()}
 
 
-def _pid_and_footnotes(gateways: list[dict[str, Any]]) -> tuple[Any, list[str]]:
+def _pid_and_footnotes(gateways: list[dict[str, Any]]) -> tuple[Callable[[dict[str, Any]], str], list[str]]:
     """The PID cell of a gateway (``4242*`` when its process serves several profiles) and the
     footnotes that say which, one per such process."""
-    shared = shared_processes(gateways)
+    shared = _shared_processes(gateways)
 
     def pid(g: dict[str, Any]) -> str:
         return f"{g['pid']}*" if (g["pid"], g["start_time"]) in shared else str(g["pid"])
