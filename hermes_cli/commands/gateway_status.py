@@ -154,6 +154,8 @@ def cmd_drain(args) -> int:
         "cut": answer["cut"],
         "exit_code": answer["exit_code"],
         "exits": answer["exit_code"] == exit_codes.PLANNED_RESTART,
+        # A multiplex gateway drains every profile it serves: the process is what restarts.
+        "profiles": answer.get("profiles") or [profile],
     }
 
     def text(d: dict[str, Any]) -> str:
@@ -162,8 +164,10 @@ def cmd_drain(args) -> int:
             if d["exits"]
             else "it stays up, draining, and refuses new turns until restarted"
         )
+        served = [p for p in d["profiles"] if p != d["profile"]]
+        together = f", with the profiles its process also serves ({', '.join(served)})" if served else ""
         return (
-            f"drained gateway {d['profile']} (pid {_dash(d['pid'])}): "
+            f"drained gateway {d['profile']} (pid {_dash(d['pid'])}){together}: "
             f"{len(d['finished'])} turn(s) finished, {len(d['cut'])} cut"
             + (f" ({', '.join(d['cut'])})" if d["cut"] else "")
             + f"; {after}"

@@ -307,3 +307,17 @@ def test_served_profiles_on_tcp_each_answer_over_curve_with_their_own_key(fleet,
         assert endpoint.key_name == ("gateway" if profile == "default" else "gateway@coder")
         with connect(endpoint) as client:
             assert client.call(ops.TURN, {"text": "over curve"})["profile"] == profile
+
+
+def test_gateway_drain_of_a_served_profile_says_the_whole_process_drains(fleet, gateways):
+    multiplex = gateways(fleet, "default", serve=["coder", "writer"])
+    done = hermes("-p", "coder", "gateway", "drain", "--deadline", "1", home=fleet)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"drained gateway coder (pid {multiplex.pid}), with the profiles its process also serves (writer)"
+        in done.stdout
+    )
+    assert multiplex.wait_exit() == exit_codes.PLANNED_RESTART
+    multiplex = gateways(fleet, "default", serve=["coder", "writer"])
+    code, out = hermes_json("-p", "writer", "gateway", "drain", "--deadline", "1", home=fleet)
+    assert (code, out["profile"], out["profiles"], out["pid"]) == (0, "writer", ["coder", "writer"], multiplex.pid)
