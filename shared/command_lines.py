@@ -273,8 +273,8 @@ def _names_one_of(token: str, options: frozenset[str]) -> bool:
 
 
 def _command(cmdline: object) -> tuple[list[str], str, int | None, list[str]] | None:
-    """(argv, entry kind, index of the top-level subcommand, the top-level flags before it)
-    for a Hermes command line, else None."""
+    """(argv, entry kind, index of the top-level subcommand (of a gateway entry's first
+    argument), the top-level flags before it) for a Hermes command line, else None."""
     tokens = _tokens(cmdline)
     entry = _entry(tokens) if tokens else None
     if entry is None:
@@ -282,7 +282,7 @@ def _command(cmdline: object) -> tuple[list[str], str, int | None, list[str]] | 
     kind, argv, start = entry
     flags: list[str] = []
     if kind == "gateway":
-        return argv, kind, None, flags
+        return argv, kind, start, flags
     return argv, kind, _next_positional(argv, start, value_flags(), flags), flags
 
 
@@ -301,24 +301,79 @@ def holder_subcommand(argv: Argv | None) -> str | None:
     return tokens[index] or None
 
 
-def _gateway_action(cmdline: object) -> str | None:
+def _gateway_action(cmdline: object) -> tuple[str, list[str]] | None:
+    """(the gateway action a line runs, the arguments that action's own parser reads)."""
     command = _command(cmdline)
     if command is None:
         return None
     tokens, kind, index, _ = command
     if kind == "gateway":
-        return "run"
+        return "run", tokens[index:] if index is not None else []
     if index is None or tokens[index] != "gateway":
         return None
     action = _next_positional(tokens, index + 1, value_flags("gateway"))
-    return "run" if action is None else tokens[action]  # bare `hermes gateway` runs the gateway
+    if action is None:
+        return "run", []  # bare `hermes gateway` runs the gateway; its own parser has no --serve
+    return tokens[action], tokens[action + 1 :]
+
+
+def _action(cmdline: object) -> str | None:
+    found = _gateway_action(cmdline)
+    return found[0] if found else None
 
 
 def looks_like_gateway_command_line(cmdline: Argv | None) -> bool:
     """True only for a process running the gateway (`gateway run` or a gateway-dedicated entry)."""
-    return _gateway_action(cmdline) == "run"
+    return _action(cmdline) == "run"
 
 
 def looks_like_gateway_runtime_command_line(cmdline: Argv | None) -> bool:
     """True also for `gateway restart`: without a service manager the restart runs the gateway in-process."""
-    return _gateway_action(cmdline) in ("run", "restart")
+    return _action(cmdline) in ("run", "restart")
+
+
+@functools.cache
+def _run_flags() -> tuple[frozenset[str], frozenset[str]]:
+    """(the option strings of ``gateway run`` that take a value, those naming the served set).
+    Derived like ``value_flags``; the gateway module's own entry reads the same two flags."""
+    from shared import cli_grammar
+
+    parser = cli_grammar.build_top_level_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    gateway = commands.choices["gateway"]
+    actions = next(a for a in gateway._actions if isinstance(a, argparse._SubParsersAction))
+    run = actions.choices["run"]
+    takes_value = [a for a in run._actions if a.option_strings and a.nargs != 0]
+    serve = frozenset(s for a in takes_value if a.dest == "serve" for s in a.option_strings)
+    return frozenset(s for a in takes_value for s in a.option_strings), serve
+
+
+def gateway_served_profiles(cmdline: Argv | None) -> tuple[str, ...] | None:
+    """The profiles a gateway line serves from one process (``--serve A,B``), normalized as the
+    process normalizes them (``homes.parse_served``); None for a line that runs no gateway, for
+    a per-profile gateway, and for a set the process would refuse. The last ``--serve`` wins, as
+    in the parser; a flag's value and anything after ``--`` are never read as the flag."""
+    found = _gateway_action(cmdline)
+    if found is None or found[0] != "run":
+        return None
+    from shared import homes  # lazy, like the grammar: only a gateway line needs it
+
+    takes_value, serve = _run_flags()
+    args, value, i = found[1], None, 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            break
+        name, attached, given = token.partition("=")
+        if token.startswith("--") and attached and name in serve:
+            value, i = given, i + 1
+        elif token in serve:
+            value, i = (args[i + 1] if i + 1 < len(args) else None), i + 2
+        else:
+            i += 2 if token in takes_value or token in profile_flags() else 1
+    if value is None:
+        return None
+    try:
+        return homes.parse_served(value)
+    except (homes.InvalidServedSet, homes.InvalidProfileName):
+        return None

@@ -118,7 +118,12 @@ def parse_served(text: object) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         twice = sorted({name for name in names if names.count(name) > 1})
         raise InvalidServedSet(f"--serve names {', '.join(twice)} more than once", detail={"repeated": twice})
-    return tuple(sorted(names, key=lambda name: (name != DEFAULT_PROFILE, name)))
+    return tuple(sorted(names, key=profile_order))
+
+
+def profile_order(name: str) -> tuple[bool, str]:
+    """The order profiles are listed and served in: ``default`` first, then by name."""
+    return name != DEFAULT_PROFILE, name
 
 
 def active_profile(env: Mapping[str, str] | None = None) -> str:

@@ -5,6 +5,7 @@ In every home (the root home and each ``profiles/<name>``):
 """
 
 CONFIG_FILE = "config.yaml"
+SECRETS_FILE = ".env"  # the profile's API keys and tokens, as NAME=value lines
 GATEWAY_STATE_FILE = "gateway_state.json"  # what the profile's gateway is and runs
 GATEWAY_STARTS_FILE = "gateway_starts.json"  # the gateway's recent starts, for its storm breaker
 PROFILE_AUTH_FILE = "auth.json"  # the profile's pointer into the shared account store

@@ -1,5 +1,6 @@
-"""``hermes gateway run [--create-profile]``: the active profile's gateway, in the foreground
-(with ``--create-profile``, in a home made first if the named profile has none)."""
+"""``hermes gateway run [--serve A,B,...] [--create-profile]``: the active profile's gateway,
+or with ``--serve`` one process serving every profile named (a multiplex gateway), in the
+foreground (with ``--create-profile``, in homes made first where a named profile has none)."""
 
 from __future__ import annotations
 
@@ -7,4 +8,4 @@ from __future__ import annotations
 def cmd_run(args) -> int:
     from services.gateway import run_gateway
 
-    return run_gateway(create=getattr(args, "create_profile", False))
+    return run_gateway(create=getattr(args, "create_profile", False), serve=getattr(args, "serve", None))

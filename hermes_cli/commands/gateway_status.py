@@ -3,6 +3,7 @@ sockets first (``shared.gateways.discovery``), and a drain of the active profile
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,32 @@ def _dash(value: object) -> object:
     return "-" if value is None else value
 
 
+def _shared_processes(gateways: list[dict[str, Any]]) -> dict[tuple[int, object], tuple[str, ...]]:
+    """(pid, start time) -> the profiles it serves, for each process listed that serves several
+    (a multiplex gateway): its rows share one pid, which the text marks and explains once."""
+    served: dict[tuple[int, object], set[str]] = {}
+    for g in gateways:
+        if g["multiplex"]:
+            served.setdefault((g["pid"], g["start_time"]), set()).update(g["served_profiles"])
+    return {key: tuple(sorted(names, key=homes.profile_order)) for key, names in served.items()}
+
+
+def _pid_and_footnotes(gateways: list[dict[str, Any]]) -> tuple[Callable[[dict[str, Any]], str], list[str]]:
+    """The PID cell of a gateway (``4242*`` when its process serves several profiles) and the
+    footnotes that say which, one per such process."""
+    shared = _shared_processes(gateways)
+
+    def pid(g: dict[str, Any]) -> str:
+        return f"{g['pid']}*" if (g["pid"], g["start_time"]) in shared else str(g["pid"])
+
+    notes = [f"* one process (pid {p}) serves {', '.join(names)}" for (p, _), names in shared.items()]
+    return pid, notes
+
+
+def _with_notes(table: str, notes: list[str]) -> str:
+    return "\n".join([table, *notes]) if notes else table
+
+
 def _refuse_unsafe_run_dirs(root: Path) -> None:
     """UnsafeRunDir for the first profile whose gateway's dir is not private: discovery asks
     no socket there, and a listing that silently left that gateway out would mislead."""
@@ -46,10 +73,11 @@ def cmd_status(args) -> int:
     def text(d: dict[str, Any]) -> str:
         if not d["gateways"]:
             return f"no gateway is running for {homes.root_home()}"
+        pid, notes = _pid_and_footnotes(d["gateways"])
         rows = [
             (
                 g["profile"],
-                g["pid"],
+                pid(g),
                 g["state"],
                 (g["code_sha"] or "-")[:12],
                 _dash(g["code_version"]),
@@ -59,7 +87,8 @@ def cmd_status(args) -> int:
             )
             for g in d["gateways"]
         ]
-        return output.table(("PROFILE", "PID", "STATE", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE"), rows)
+        headers = ("PROFILE", "PID", "STATE", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE")
+        return _with_notes(output.table(headers, rows), notes)
 
     output.emit(args, data, text)
     return 0
@@ -83,11 +112,12 @@ def cmd_list(args) -> int:
     }
 
     def text(d: dict[str, Any]) -> str:
+        pid, notes = _pid_and_footnotes([p["gateway"] for p in d["profiles"] if p["gateway"]])
         rows = [
-            (p["profile"], p["home"], f"{p['gateway']['pid']} {p['gateway']['state']}" if p["gateway"] else "-")
+            (p["profile"], p["home"], f"{pid(p['gateway'])} {p['gateway']['state']}" if p["gateway"] else "-")
             for p in d["profiles"]
         ]
-        return output.table(("PROFILE", "HOME", "GATEWAY"), rows)
+        return _with_notes(output.table(("PROFILE", "HOME", "GATEWAY"), rows), notes)
 
     output.emit(args, data, text)
     return 0
@@ -124,6 +154,8 @@ def cmd_drain(args) -> int:
         "cut": answer["cut"],
         "exit_code": answer["exit_code"],
         "exits": answer["exit_code"] == exit_codes.PLANNED_RESTART,
+        # A multiplex gateway drains every profile it serves: the process is what restarts.
+        "profiles": answer.get("profiles") or [profile],
     }
 
     def text(d: dict[str, Any]) -> str:
@@ -132,8 +164,10 @@ def cmd_drain(args) -> int:
             if d["exits"]
             else "it stays up, draining, and refuses new turns until restarted"
         )
+        served = [p for p in d["profiles"] if p != d["profile"]]
+        together = f", with the profiles its process also serves ({', '.join(served)})" if served else ""
         return (
-            f"drained gateway {d['profile']} (pid {_dash(d['pid'])}): "
+            f"drained gateway {d['profile']} (pid {_dash(d['pid'])}){together}: "
             f"{len(d['finished'])} turn(s) finished, {len(d['cut'])} cut"
             + (f" ({', '.join(d['cut'])})" if d["cut"] else "")
             + f"; {after}"

@@ -142,19 +142,23 @@ def cmd_delete(args) -> int:
     if not args.yes:
         _confirm(name)
     # Hold every endpoint lock of the profile while it is moved away: a live service makes
-    # this fail, and no service can start in the middle.
+    # this fail, and no service can start in the middle. A multiplex gateway that serves it
+    # among others lets it go first, and serves the others on.
     held: list[FileLock] = []
+    released: dict[str, Any] | None = None
     try:
         for state in service_states(home, is_root=False):
-            lock = FileLock(state.endpoint.lock_path)
             try:
-                lock.acquire()
+                lock = _take(state.endpoint.lock_path)
             except LockHeld as exc:
-                pid = exc.holder.pid if exc.holder else "unknown"
-                raise ProfileBusy(
-                    f"profile {name!r} has a live {state.service} (pid {pid}); stop it first",
-                    detail={"name": name, "service": state.service, "pid": pid},
-                ) from None
+                if state.service == "gateway" and (released := _released_by_multiplex(state.endpoint)) is not None:
+                    lock = _take_once_let_go(state.endpoint.lock_path, name)
+                else:
+                    pid = exc.holder.pid if exc.holder else "unknown"
+                    raise ProfileBusy(
+                        f"profile {name!r} has a live {state.service} (pid {pid}); stop it first",
+                        detail={"name": name, "service": state.service, "pid": pid},
+                    ) from None
             except FileNotFoundError:
                 continue
             held.append(lock)
@@ -168,8 +172,66 @@ def cmd_delete(args) -> int:
     for state in service_states(home, is_root=False):
         if state.endpoint.fallback:
             shutil.rmtree(state.endpoint.directory, ignore_errors=True)
-    output.emit(args, {"deleted": name, "home": str(home)}, lambda d: f"deleted profile {d['deleted']} ({d['home']})")
+    data = {"deleted": name, "home": str(home), "released_by_multiplex": released}
+    output.emit(args, data, _deleted_text)
     return 0
+
+
+def _deleted_text(d: dict[str, Any]) -> str:
+    line = f"deleted profile {d['deleted']} ({d['home']})"
+    released = d["released_by_multiplex"]
+    if released:
+        rest = ", ".join(released["served_profiles"])
+        line += f"\n  its multiplex gateway let it go first and serves on: {rest}"
+    return line
+
+
+# How long a multiplex gateway's turns of the profile may finish, and its lock take to go.
+RELEASE_DEADLINE = 30.0
+RELEASE_WAIT = 10.0
+
+
+def _take(path: Path) -> FileLock:
+    lock = FileLock(path)
+    lock.acquire()
+    return lock
+
+
+def _released_by_multiplex(endpoint: homes.Endpoint) -> dict[str, Any] | None:
+    """The answer of the multiplex gateway at ``endpoint`` letting its profile go, or None when
+    what holds the lock is not one (a per-profile gateway) or did not answer."""
+    from shared.call_rules import NO_RETRY
+    from shared.gateways import ops
+    from shared.protocol import RemoteError
+    from shared.sync_client import connect
+
+    try:
+        with connect(endpoint, retry=NO_RETRY) as client:
+            status = client.call(ops.STATUS, timeout=2.0)
+            if not isinstance(status, dict) or len(status.get("served_profiles") or ()) < 2:
+                return None
+            answer = client.call(ops.RELEASE, {"deadline": RELEASE_DEADLINE}, timeout=RELEASE_DEADLINE + 10)
+    except RemoteError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _take_once_let_go(path: Path, name: str) -> FileLock:
+    import time
+
+    deadline = time.monotonic() + RELEASE_WAIT
+    while True:
+        try:
+            return _take(path)
+        except LockHeld as exc:
+            if time.monotonic() >= deadline:
+                pid = exc.holder.pid if exc.holder else "unknown"
+                raise ProfileBusy(
+                    f"profile {name!r} was released by its multiplex gateway (pid {pid}), "
+                    f"which still held its lock after {RELEASE_WAIT:g}s",
+                    detail={"name": name, "service": "gateway", "pid": pid},
+                ) from None
+            time.sleep(0.05)
 
 
 def _confirm(name: str) -> None:

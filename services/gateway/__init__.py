@@ -1,5 +1,6 @@
-"""The per-profile gateway: serves agent turns, owns the profile's control socket, stamps the
-code it runs into ``gateway_state.json``, drains on request.
+"""The gateway: serves agent turns for one profile, or (multiplex) several from one process;
+owns each served profile's control socket, stamps the code it runs into each one's
+``gateway_state.json``, drains on request.
 
 Public: ``run_gateway``, the gateway in this process (``hermes gateway run``); its start-up
 checks import nothing heavy. Clients talk to a gateway through ``shared.gateways``.

@@ -1,38 +1,43 @@
-"""The gateway process: turns, drains, its state file and its signals.
+"""One served profile of a gateway process: its turns, its drain, its state file and its sockets.
 
 A turn is either completed or refused, never dropped: the draining check and the turn's
 registration happen with no checkpoint between them, so a drain that starts while a turn
 is being accepted either sees that turn (and waits for it) or the turn sees the drain.
+
+Every call on this profile's socket runs as an activity of this profile
+(``shared.profile_scope``): a turn reads its home, config and secrets from the scope bound
+for it, never from the process's environment, which a multiplex process shares. What belongs
+to the process (its exit, its signals, draining, turn ids) is ``services.gateway.process``'s.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import signal
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from services.gateway.state import GatewayState, utc_now
-from shared import curve, exit_codes, hooks, sd_notify
+from shared import curve, exit_codes, profile_scope
+from shared.config import get as config_get
 from shared.errors import HermesError
 from shared.gateways import ops
 from shared.homes import Endpoint
 from shared.locks import FileLock
+from shared.profile_scope import ProfileScope
 from shared.pubsub import Publisher, open_publisher
 from shared.service import Call, Service
 
+if TYPE_CHECKING:
+    from services.gateway.process import GatewayProcess
+
 log = logging.getLogger(__name__)
 
-# SIGUSR1 asks for a planned restart: turns get this long to finish.
-SIGNAL_DRAIN_SECONDS = 60.0
-# SIGTERM/SIGINT mean "stop now": a short grace for turns in flight.
-STOP_DRAIN_SECONDS = 5.0
 # How often a burst of turn starts and ends is written out (transitions are written at once).
 STATE_WRITE_INTERVAL = 0.1
-
-REEXEC = "reexec"
+# The credential a turn presents to its model provider, from its profile's secrets.
+PROVIDER_KEY = "OPENROUTER_API_KEY"
 
 
 class Draining(HermesError):
@@ -44,23 +49,24 @@ class TurnCut(HermesError):
 
 
 class Gateway:
-    def __init__(self, state: GatewayState, endpoint: Endpoint, lock: FileLock, *, start_delay: float = 0.0):
+    def __init__(self, state: GatewayState, endpoint: Endpoint, lock: FileLock, scope: ProfileScope):
         self.state = state
         self.endpoint = endpoint
-        self.exit_code = exit_codes.OK
-        self.reexec_requested = False
-        self._start_delay = start_delay
+        self.scope = scope
+        self.lock = lock
+        self.process: GatewayProcess | None = None
         self._turns: dict[str, trio.CancelScope] = {}
         self._turns_changed = trio.Event()
         self._finished_while_draining: list[str] = []
-        self._turn_ids = (f"t{n}" for n in itertools.count(1))
         self._draining = False
         self._drain_done: trio.Event | None = None
         self._drain_result: dict[str, Any] | None = None
-        self._exit = trio.Event()
+        self._stop = trio.Event()
+        self.stopped = trio.Event()
         self._write_lock = trio.Lock()
         self._dirty = trio.Event()
         self._publisher: Publisher | None = None
+        self.home_gone = False  # its home was deleted: nothing more is written there
         self.service = Service(
             ops.SERVICE,
             endpoint.bind_control,
@@ -73,20 +79,40 @@ class Gateway:
                 "instance_id": state.instance_id,
             },
         )
-        self.service.add(ops.PING, self._ping)
-        self.service.add(ops.STATUS, self._status)
-        self.service.add(ops.TURN, self._turn)
-        self.service.add(ops.DRAIN, self._drain_op)
-        self.service.add(ops.REEXEC, self._reexec_op)
+        for spec, handler in (
+            (ops.PING, self._ping),
+            (ops.STATUS, self._status),
+            (ops.TURN, self._turn),
+            (ops.DRAIN, self._drain_op),
+            (ops.REEXEC, self._reexec_op),
+            (ops.RELEASE, self._release_op),
+        ):
+            self.service.add(spec, self._in_scope(handler))
+
+    @property
+    def profile(self) -> str:
+        return self.state.profile
+
+    def _in_scope(self, handler: Callable[[Call], Awaitable[dict[str, Any]]]) -> Callable[[Call], Awaitable[Any]]:
+        async def scoped(call: Call) -> dict[str, Any]:
+            with profile_scope.bound(self.scope):
+                return await handler(call)
+
+        return scoped
+
+    def _process(self) -> GatewayProcess:
+        if self.process is None:
+            raise RuntimeError("a served profile runs only inside its gateway process")
+        return self.process
 
     # --- lifecycle ------------------------------------------------------------------------
 
-    async def run(self) -> int:
-        if self._start_delay:
-            self.state.status_message = f"restarting too often; waiting {self._start_delay:g}s before serving"
-            log.warning("%s", self.state.status_message)
-        await self._transition(ops.STARTING)
-        await trio.sleep(self._start_delay)
+    async def run(
+        self, process: GatewayProcess, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve this profile: started once it is running, returned once it has stopped (when
+        its process exits, or it is retired alone)."""
+        self.process = process
         try:
             # The publisher outlives the nursery: a task still writing the state file when the
             # nursery is cancelled publishes that write once its thread returns.
@@ -96,15 +122,11 @@ class Gateway:
             ):
                 self._publisher = publisher
                 await nursery.start(self.service.serve)
-                nursery.start_soon(self._watch_signals)
                 nursery.start_soon(self._write_when_dirty)
                 self.state.status_message = ""
-                # The first report opens the hook socket (a brief one-off wait): here, not in a turn.
-                await trio.to_thread.run_sync(hooks.report_activity, "idle")
                 await self._transition(ops.RUNNING)
-                sd_notify.notify(READY=1, STATUS=f"serving profile {self.state.profile}")
-                await self._exit.wait()
-                sd_notify.notify(STOPPING=1, STATUS=self.state.exit_reason or "stopping")
+                task_status.started()
+                await self._stop.wait()
                 await self._transition(ops.STOPPING)
                 self.service.stop(grace=2.0)  # the last answers (a drain's, cut turns') go out first
                 with trio.move_on_after(5):
@@ -117,32 +139,23 @@ class Gateway:
             raise
         self._publisher = None
         await self._transition(ops.STOPPED)
-        return self.exit_code
+        self.stopped.set()
 
-    def request_exit(self, code: int, reason: str, *, reexec: bool = False) -> None:
-        if self._exit.is_set():
+    def stop(self, reason: str, *, restart: bool = False) -> None:
+        if self._stop.is_set():
             return
-        self.exit_code = code
-        self.reexec_requested = reexec
         self.state.exit_reason = reason
-        self.state.restart_requested = code == exit_codes.PLANNED_RESTART or reexec
-        self._exit.set()
-
-    async def _watch_signals(self) -> None:
-        with trio.open_signal_receiver(signal.SIGUSR1, signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                if signum == signal.SIGUSR1:
-                    log.info("SIGUSR1: draining for a planned restart")
-                    await self.drain(SIGNAL_DRAIN_SECONDS)
-                    self.request_exit(exit_codes.PLANNED_RESTART, "planned restart (SIGUSR1)")
-                else:
-                    name = signal.Signals(signum).name
-                    log.info("%s: stopping", name)
-                    await self.drain(STOP_DRAIN_SECONDS)
-                    self.request_exit(exit_codes.OK, f"stopped ({name})")
-                return
+        self.state.restart_requested = restart
+        self._stop.set()
 
     # --- state ----------------------------------------------------------------------------
+
+    async def starting(self, message: str = "") -> None:
+        self.state.status_message = message
+        await self._transition(ops.STARTING)
+
+    async def state_changed(self) -> None:
+        await self._write_state()
 
     async def _transition(self, new_state: str) -> None:
         self.state.state = new_state
@@ -150,7 +163,11 @@ class Gateway:
 
     async def _write_state(self) -> None:
         async with self._write_lock:  # one writer at a time, each writing the latest state
-            await trio.to_thread.run_sync(self.state.write)
+            if not self.home_gone:
+                try:
+                    await trio.to_thread.run_sync(self.state.write)
+                except OSError as exc:  # a home deleted under a running gateway must not end it
+                    log.warning("could not write %s: %s", self.state.path, exc.strerror or exc)
         if self._publisher is not None:
             self._publisher.publish("state", {"state": self.state.state, "active_turns": self.state.active_turns})
 
@@ -199,12 +216,12 @@ class Gateway:
                 f"gateway {self.state.profile} is {self.state.state}; the turn was not started",
                 detail={"profile": self.state.profile, "state": self.state.state},
             )
-        turn_id = next(self._turn_ids)
+        process = self._process()
+        turn_id = process.next_turn_id()
         scope = trio.CancelScope()
         self._turns[turn_id] = scope
         self._turns_moved()
-        if len(self._turns) == 1:
-            hooks.report_activity("working")  # never blocks, never raises; nothing outside a managed session
+        process.turn_started()
         started_at = utc_now()
         try:
             with scope:
@@ -216,24 +233,34 @@ class Gateway:
                 )
             if self._draining:
                 self._finished_while_draining.append(turn_id)
-            return {"turn_id": turn_id, "text": call.args["text"], "started_at": started_at, "finished_at": utc_now()}
+            return {
+                "turn_id": turn_id,
+                "text": call.args["text"],
+                "started_at": started_at,
+                "finished_at": utc_now(),
+                **_what_the_turn_ran_with(profile_scope.current()),
+            }
         finally:
             del self._turns[turn_id]
             self._turns_moved()
-            if not self._turns:
-                hooks.report_activity("idle")
+            process.turn_finished()
 
     async def _drain_op(self, call: Call) -> dict[str, Any]:
-        result = await self.drain(call.args["deadline"])
+        process = self._process()
+        result = await process.drain(call.args["deadline"])
         stay = call.args.get("stay", False)
         if not stay:
-            self.request_exit(exit_codes.PLANNED_RESTART, "drained for a planned restart")
+            process.request_exit(exit_codes.PLANNED_RESTART, "drained for a planned restart")
         return {**result, "exit_code": None if stay else exit_codes.PLANNED_RESTART}
 
     async def _reexec_op(self, call: Call) -> dict[str, Any]:
-        result = await self.drain(call.args["deadline"])
-        self.request_exit(exit_codes.OK, "re-executing into the code on disk", reexec=True)
+        process = self._process()
+        result = await process.drain(call.args["deadline"])
+        process.request_exit(exit_codes.OK, "re-executing into the code on disk", reexec=True)
         return {**result, "exit_code": None}
+
+    async def _release_op(self, call: Call) -> dict[str, Any]:
+        return await self._process().release(self, call.args["deadline"])
 
     # --- draining -------------------------------------------------------------------------
 
@@ -261,3 +288,15 @@ class Gateway:
         self._drain_result = {"finished": list(self._finished_while_draining), "cut": cut}
         self._drain_done.set()
         return dict(self._drain_result)
+
+
+def _what_the_turn_ran_with(scope: ProfileScope) -> dict[str, Any]:
+    """The profile, home, model and credential a turn ran with: all of its own profile's
+    (the credential as a fingerprint, never its value)."""
+    model = config_get(dict(scope.config), "model.default", None) or scope.config.get("model")
+    return {
+        "profile": scope.profile,
+        "home": str(scope.home),
+        "model": model if isinstance(model, str) else None,
+        "provider_key": scope.fingerprint(PROVIDER_KEY),
+    }

@@ -1,75 +1,174 @@
-"""Starting a gateway: ``python -m services.gateway [--profile NAME] [--create-profile]`` or
-``hermes gateway run [--create-profile]``.
+"""Starting a gateway: ``python -m services.gateway [--profile NAME | --serve A,B,...]
+[--create-profile]``, or ``hermes gateway run [--serve A,B,...] [--create-profile]``.
 
-The order matters. The endpoint lock is taken before anything of the profile is touched,
-so a second gateway for the same profile exits 73 (``exit_codes.DUPLICATE``) and leaves the first one's files
-alone. A broken configuration exits 78, which supervisors are told not to restart; so does a
-named profile with no home, unless ``--create-profile`` asks for the home to be made first
-(a container's volume starts empty, and its compose service names the profile).
+One process serves one profile, or (``--serve``) several profiles of one install: a multiplex
+gateway, each served profile in its own home, with its own sockets, state file and scope.
+
+The order matters. Every served profile's endpoint lock is taken before anything of the
+profile is touched, so a second gateway for a profile already served (by a per-profile
+gateway or a multiplex one) exits 73 (``exit_codes.DUPLICATE``), holding none of the locks,
+and leaves the first one's files alone. A broken configuration exits 78, which supervisors
+are told not to restart; so does a named profile with no home, unless ``--create-profile``
+asks for the home to be made first (a container's volume starts empty, and its compose
+service names the profile). A multiplex gateway serves what it can rather than nothing: a
+listed profile with no home, or whose config or secrets cannot be read, is left out with a
+warning, and only when none is left does it exit 78.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from services.gateway import storm
 from services.gateway.state import GatewayState
-from shared import curve, exit_codes, homes, ids, logs
+from shared import curve, exit_codes, homes, ids, logs, profile_scope
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, write_json_atomic
 from shared.gateways import ops
 from shared.identity import current_identity
 from shared.layout import GATEWAY_STARTS_FILE
-from shared.locks import take_or_report
+from shared.locks import FileLock, take_or_report
 from shared.supervisors import detect_supervisor
 
 log = logging.getLogger("services.gateway")
 
 
-def run_gateway(profile: str | None = None, *, create: bool = False) -> int:
-    """Run the gateway of ``profile`` (default: the profile HERMES_HOME points at); with
-    ``create``, a named profile with no home yet gets one first, as ``hermes profile create``
-    makes it (an existing one is simply used)."""
+@dataclass
+class _Served:
+    profile: str
+    home: Path
+    endpoint: homes.Endpoint
+    lock: FileLock | None = None
+
+
+def run_gateway(profile: str | None = None, *, create: bool = False, serve: str | None = None) -> int:
+    """Run the gateway of ``profile`` (default: the profile HERMES_HOME points at), or with
+    ``serve`` one process for every profile it names; with ``create``, a named profile with
+    no home yet gets one first, as ``hermes profile create`` makes it."""
     logs.configure("gateway")
     try:
         root = homes.root_home()
-        profile = homes.validate_profile_name(profile) if profile else homes.active_profile()
-        if create and profile != homes.DEFAULT_PROFILE:
-            _create_profile(root, profile)
-        home = homes.profile_home(profile, root, must_exist=True)
-        endpoint = homes.endpoint(home, ops.SERVICE)
-        curve.server_options(endpoint)  # a TCP endpoint without its keys never starts
+        launch = homes.active_profile()
+        if serve is not None:
+            wanted = homes.parse_served(serve)
+        else:
+            wanted = (homes.validate_profile_name(profile) if profile else launch,)
+        if create:
+            for name in wanted:
+                if name != homes.DEFAULT_PROFILE:
+                    _create_profile(root, name)
+        served = _present(root, wanted, multiplex=serve is not None)
     except HermesError as exc:  # a bad profile, run dir, TCP setting or key
         print(f"gateway: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
-    except OSError as exc:  # the profile's home could not be made
-        print(f"gateway: cannot create the home of profile {profile!r}: {exc.strerror or exc}", file=sys.stderr)
+    except OSError as exc:  # a profile's home could not be made
+        print(f"gateway: cannot create a profile's home: {exc.strerror or exc}", file=sys.stderr)
         return exit_codes.CONFIG
-    lock = take_or_report(endpoint.lock_path, f"gateway: profile {profile!r} already has a running gateway")
-    if lock is None:
+    if not _take_locks(served):
         return exit_codes.DUPLICATE
+    try:
+        return _serve(root, launch, served, multiplex=serve is not None)
+    finally:
+        for one in served:
+            if one.lock is not None:
+                one.lock.release()
 
+
+def _present(root: Path, wanted: tuple[str, ...], *, multiplex: bool) -> list[_Served]:
+    """The profiles of ``wanted`` that can be served, each with its endpoint; for a multiplex
+    gateway one without a home is left out (a warning), and only none left is an error."""
+    served = []
+    for name in wanted:
+        try:
+            home = homes.profile_home(name, root, must_exist=True)
+        except homes.ProfileNotFound as exc:
+            if not multiplex:
+                raise
+            log.warning("not serving profile %r: %s", name, exc.message)
+            continue
+        endpoint = homes.endpoint(home, ops.SERVICE)
+        curve.server_options(endpoint)  # a TCP endpoint without its keys never starts
+        served.append(_Served(name, home, endpoint))
+    if not served:
+        raise homes.ProfileNotFound(f"none of the profiles to serve has a home in {root}", detail={"served": wanted})
+    return served
+
+
+def _take_locks(served: list[_Served]) -> bool:
+    """Every served profile's endpoint lock, or none of them (the holder of one is named)."""
+    for one in served:
+        one.lock = take_or_report(
+            one.endpoint.lock_path, f"gateway: profile {one.profile!r} already has a running gateway"
+        )
+        if one.lock is None:
+            for taken in served:
+                if taken.lock is not None:
+                    taken.lock.release()
+                    taken.lock = None
+            return False
+    return True
+
+
+def _serve(root: Path, launch: str, served: list[_Served], *, multiplex: bool) -> int:
     import trio  # after the checks above: a refused start stays cheap
 
     from services.gateway.app import Gateway
+    from services.gateway.process import GatewayProcess
 
-    try:
-        said = ids.describe(root)  # before the loop: it may create the install's id file
-        state = GatewayState(
-            current_identity(), profile, home, detect_supervisor(), said["install_id"], ids.instance_id()
-        )
-        gateway = Gateway(state, endpoint, lock, start_delay=_storm_delay(home))
-        code = trio.run(gateway.run)
-        if gateway.state.restart_requested:  # before the lock goes: the next start reads the mark
-            _mark_planned(home)
-    finally:
-        lock.release()
-    if gateway.reexec_requested:
-        _reexec(profile)
+    scopes = _scopes(launch, served, multiplex=multiplex)
+    if scopes is None:
+        return exit_codes.CONFIG
+    serving = [one for one in served if one.profile in scopes]
+    said = ids.describe(root)  # before the loop: it may create the install's id file
+    identity, supervisor, instance = current_identity(), detect_supervisor(), ids.instance_id()
+    names = tuple(one.profile for one in serving) if multiplex else ()
+    gateways = []
+    for one in serving:
+        assert one.lock is not None
+        state = GatewayState(identity, one.profile, one.home, supervisor, said["install_id"], instance, names)
+        gateways.append(Gateway(state, one.endpoint, one.lock, scopes[one.profile]))
+    process = GatewayProcess(gateways, start_delay=max(_storm_delay(one.home) for one in serving))
+    code = trio.run(process.run)
+    if process.restart_requested:  # before the locks go: the next start reads the mark
+        for gateway in process.gateways:
+            _mark_planned(gateway.state.home)
+    if process.reexec_requested:
+        for one in served:
+            if one.lock is not None:
+                one.lock.release()
+        _reexec(names or (serving[0].profile,), multiplex=multiplex)
     return code
+
+
+def _scopes(launch: str, served: list[_Served], *, multiplex: bool) -> dict[str, profile_scope.ProfileScope] | None:
+    """Each served profile's scope, read before the loop. The environment the process started
+    with is its launch profile's alone: a per-profile gateway's, or in a multiplex gateway the
+    profile HERMES_HOME names. A profile whose files cannot be read is left out of a
+    multiplex gateway (None when nothing is left) and stops a per-profile one."""
+    launch_env = dict(os.environ)
+    scopes = {}
+    for one in served:
+        env = launch_env if not multiplex or one.profile == launch else None
+        try:
+            scopes[one.profile] = profile_scope.load(one.profile, one.home, launch_env=env)
+        except HermesError as exc:
+            if not multiplex:
+                print(f"gateway: {exc.message}", file=sys.stderr)
+                return None
+            log.error("not serving profile %r: %s", one.profile, exc.message)
+            assert one.lock is not None
+            one.lock.release()
+            one.lock = None
+    if not scopes:
+        print("gateway: no profile to serve could be read", file=sys.stderr)
+        return None
+    return scopes
 
 
 def _create_profile(root, profile: str) -> None:
@@ -101,19 +200,26 @@ def _mark_planned(home) -> None:
         log.warning("could not mark %s for a planned restart: %s", path, exc)
 
 
-def _reexec(profile: str) -> None:
+def _reexec(profiles: tuple[str, ...], *, multiplex: bool) -> None:
     """Become a fresh interpreter running the code now on disk (same pid, so a supervisor
     keeps tracking it). Nothing of the new tree is ever imported into this interpreter."""
     from shared.reexec import reexec_module
 
-    reexec_module("services.gateway", "--profile", profile)
+    if multiplex:
+        reexec_module("services.gateway", "--serve", ",".join(profiles))
+    else:
+        reexec_module("services.gateway", "--profile", profiles[0])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.gateway", description="Run one profile's gateway.")
-    parser.add_argument("--profile", metavar="NAME", help="profile to serve (default: the one HERMES_HOME points at)")
+    parser = argparse.ArgumentParser(
+        prog="python -m services.gateway", description="Run one profile's gateway, or several profiles' in one process."
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--profile", metavar="NAME", help="profile to serve (default: the one HERMES_HOME points at)")
+    which.add_argument("--serve", metavar="A,B,...", help="profiles of the install to serve from this one process")
     parser.add_argument(
-        "--create-profile", action="store_true", help="make the named profile's home first when it has none"
+        "--create-profile", action="store_true", help="make a named profile's home first when it has none"
     )
     args = parser.parse_args(argv)
-    return run_gateway(args.profile, create=args.create_profile)
+    return run_gateway(args.profile, create=args.create_profile, serve=args.serve)

@@ -37,7 +37,7 @@ from shared.files import write_json_atomic
 SNAPSHOT_SET: tuple[str, ...] = (
     layout.CONFIG_FILE,
     "config.json",
-    ".env",
+    layout.SECRETS_FILE,
     layout.PROFILE_AUTH_FILE,
     layout.NOUS_STORE_FILE,  # the account store: only the root home has one
     layout.GUEST_HANDOFF_FILE,

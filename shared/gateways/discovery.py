@@ -12,6 +12,11 @@ namespace's pid, and its start time) or when it runs on our root home, so a gate
 another install is never taken for ours. No gateway is listed twice: one that answered, or
 that a state file vouches for, is not listed again by the scan under its host pid.
 
+A multiplex gateway (one process serving several profiles) is listed once per profile it
+serves, each record carrying the whole set: by each profile's socket or state file, or by the
+scan, from the state files naming the process, else from its command line
+(``gateway_served_profiles``) when none does.
+
 No trio here: the CLI imports this module. The scan reads ``/proc`` (``shared.identity``).
 """
 
@@ -25,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from shared import homes, ids
-from shared.command_lines import looks_like_gateway_command_line
+from shared.command_lines import gateway_served_profiles, looks_like_gateway_command_line
 from shared.curve import client_options
 from shared.endpoint_lock import lock_says
 from shared.files import StateFileCorrupt, read_json
@@ -134,7 +139,7 @@ _SOURCE_RANK = {"socket": 0, "state_file": 1, "scan": 2}
 
 def _order(record: GatewayRecord) -> tuple[bool, str, int, int]:
     # Within a profile the best-informed record comes first.
-    return record.profile != homes.DEFAULT_PROFILE, record.profile, _SOURCE_RANK[record.source], record.pid
+    return *homes.profile_order(record.profile), _SOURCE_RANK[record.source], record.pid
 
 
 def _install_id(root: Path) -> str | None:
@@ -300,16 +305,27 @@ def _same_path(a: object, b: Path) -> bool:
 
 
 def _with_scan(root: Path, found: list[GatewayRecord]) -> list[GatewayRecord]:
+    return merge_scanned(found, _scan(root))
+
+
+def merge_scanned(
+    found: list[GatewayRecord], scanned: list[tuple[ProcessIdentity, GatewayRecord]]
+) -> list[GatewayRecord]:
     """``found`` and the scanned gateways that are none of them. A found gateway is known to the
     scan by the identity it gave (its own pid namespace's pid and its start time); the scan
-    tells its pid on this host, which its record then carries."""
-    scanned = _scan(root)
+    tells its pid on this host, which its record then carries. A multiplex process found for
+    some of its profiles still brings the scan's records of the others."""
     host_pids = {ident: record.pid for ident, record in scanned}
     known = {r._self_identity() for r in found}
+    known_profiles = {(r._self_identity(), r.profile) for r in found}
     merged = [
         dataclasses.replace(r, pid=host_pids[ident]) if (ident := r._self_identity()) in host_pids else r for r in found
     ]
-    return merged + [record for ident, record in scanned if ident not in known]
+    return merged + [
+        record
+        for ident, record in scanned
+        if ident not in known or (record.multiplex and (ident, record.profile) not in known_profiles)
+    ]
 
 
 def scan_gateways(root: Path) -> list[GatewayRecord]:
@@ -347,6 +363,7 @@ class _Seen:
     pid: int  # on this host
     self_identity: ProcessIdentity  # as the process knows itself, in its own pid namespace
     environ: dict[str, str]
+    served: tuple[str, ...] | None  # the set its command line serves, for a multiplex gateway
 
 
 def _gateway_processes() -> Iterator[_Seen]:
@@ -359,7 +376,7 @@ def _gateway_processes() -> Iterator[_Seen]:
         # environ is read only for gateway-shaped processes: it is the expensive part of a scan.
         environ, ident, inner = read_environ(pid), process_identity(pid), own_pid(pid)
         if environ is not None and ident is not None and inner is not None:  # else it has gone
-            yield _Seen(pid, ProcessIdentity(inner, ident.start_time), environ)
+            yield _Seen(pid, ProcessIdentity(inner, ident.start_time), environ, gateway_served_profiles(cmdline))
 
 
 def _scan(root: Path) -> list[tuple[ProcessIdentity, GatewayRecord]]:
@@ -369,42 +386,69 @@ def _scan(root: Path) -> list[tuple[ProcessIdentity, GatewayRecord]]:
     # started with --profile runs under the root's HERMES_HOME, and one in a container runs
     # on a home mounted elsewhere, so its environment alone cannot say.
     by_identity = _state_files_by_identity(root)
-    found = []
+    profiles = homes.list_profiles(root)
+    found: list[tuple[ProcessIdentity, GatewayRecord]] = []
     for seen in _gateway_processes():
         supervisor = detect_supervisor(seen.environ)
         host = ProcessIdentity(seen.pid, seen.self_identity.start_time)
         if seen.self_identity in by_identity:
-            profile, state = by_identity[seen.self_identity]
-            record = _record_from_state(
-                profile, homes.profile_home(profile, root), host, state, source="scan", supervisor=supervisor
-            )
+            states = by_identity[seen.self_identity]
+            records = [
+                _record_from_state(
+                    profile,
+                    homes.profile_home(profile, root),
+                    host,
+                    states[profile],
+                    source="scan",
+                    supervisor=supervisor,
+                )
+                for profile in still_served(states)
+            ]
         elif os.path.realpath(homes.root_home(seen.environ)) == real_root:  # another install's is never ours
-            profile = homes.active_profile(seen.environ)
-            record = GatewayRecord(
-                profile=profile,
-                pid=seen.pid,
-                start_time=host.start_time,
-                state=UNKNOWN,
-                code_sha=None,
-                code_version=None,
-                active_turns=None,
-                supervisor=supervisor,
-                source="scan",
-                home=homes.profile_home(profile, root),
-            )
+            # A multiplex gateway serves the profiles of its set that have a home; any other the
+            # profile its environment names.
+            served = tuple(p for p in seen.served or () if p in profiles)
+            names = served if seen.served is not None else (homes.active_profile(seen.environ),)
+            records = [
+                GatewayRecord(
+                    profile=profile,
+                    pid=seen.pid,
+                    start_time=host.start_time,
+                    state=UNKNOWN,
+                    code_sha=None,
+                    code_version=None,
+                    active_turns=None,
+                    supervisor=supervisor,
+                    source="scan",
+                    home=homes.profile_home(profile, root),
+                    served_profiles=served,
+                )
+                for profile in names
+            ]
         else:
             continue
-        found.append((seen.self_identity, record))
+        found.extend((seen.self_identity, record) for record in records)
     return found
 
 
-def _state_files_by_identity(root: Path) -> dict[ProcessIdentity, tuple[str, dict[str, Any]]]:
-    states: dict[ProcessIdentity, tuple[str, dict[str, Any]]] = {}
+def still_served(states: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Of the profiles whose state files name one process, those it still serves: the ones in a
+    live state (a multiplex gateway leaves the file of a profile it let go stopped); all of them
+    when none is live (the whole process is on its way out, and says so in each)."""
+    live = [profile for profile, state in states.items() if state.get("gateway_state") in LIVE_STATES]
+    return live or list(states)
+
+
+def _state_files_by_identity(root: Path) -> dict[ProcessIdentity, dict[str, dict[str, Any]]]:
+    """The process each state file names -> {profile: its state}: one profile for a gateway of
+    one profile, each profile it serves for a multiplex gateway. A file that says it is another
+    profile's (a symlinked profile's home) is that profile's alone."""
+    states: dict[ProcessIdentity, dict[str, dict[str, Any]]] = {}
     for profile in homes.list_profiles(root):
         state = _read_state(homes.profile_home(profile, root))
-        if not state:
+        if not state or state.get("profile", profile) != profile:
             continue
         ident = _state_identity(state)
         if ident is not None:
-            states[ident] = (profile, state)
+            states.setdefault(ident, {})[profile] = state
     return states

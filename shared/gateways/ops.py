@@ -14,6 +14,12 @@ The exit codes a gateway ends with are ``shared.exit_codes``.
   without ``stay`` the gateway exits 75 (planned restart) right after answering.
 - ``reexec {deadline}`` → like ``drain``, then the process replaces itself with a fresh
   interpreter running the code now on disk (``exit_code`` is null; the pid stays).
+  In a multiplex gateway ``drain`` and ``reexec`` on any served profile's socket drain every
+  profile it serves (the answer adds ``"profiles"``): what restarts is the one process.
+- ``release {deadline}`` → ``{"finished", "cut", "released": profile, "served_profiles": [the
+  rest]}``: a multiplex gateway drains this one profile and lets it go (its sockets closed, its
+  lock released) while it serves the others on. Error ``not_multiplex`` from a process that
+  serves this profile alone.
 
 Broadcast on ``run/gateway.pub``: topic ``state`` with ``{"state", "active_turns"}``.
 """
@@ -28,6 +34,7 @@ SERVICE = "gateway"
 STARTING = "starting"
 RUNNING = "running"
 DRAINING = "draining"
+NOT_MULTIPLEX = "not_multiplex"
 STOPPING = "stopping"
 STOPPED = "stopped"
 STARTUP_FAILED = "startup_failed"
@@ -49,6 +56,8 @@ DRAIN = OpSpec(
     timeout=MAX_DRAIN_SECONDS + 5,
 )
 REEXEC = OpSpec("reexec", {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS)}, timeout=MAX_DRAIN_SECONDS + 5)
+RELEASE = OpSpec("release", {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS)}, timeout=MAX_DRAIN_SECONDS + 5)
 
 # Typed error codes of this service.
 DRAINING = "draining"
+NOT_MULTIPLEX = "not_multiplex"

@@ -23,30 +23,12 @@ from shared.supervisors import detect_supervisor
 from shared.sync_client import SyncClient
 from shared.version import code_sha
 from tests.support.cli import HERMES, hermes
-from tests.support.processes import ROOT, GatewayProcess, python_env, read_state, wait_for
+from tests.support.processes import ROOT, GatewayProcess, parallel, python_env, read_state, wait_for
 
 
 def call(gateway: GatewayProcess, spec, args=None, **kwargs):
     with SyncClient(gateway.endpoint.control) as client:
         return client.call(spec, args or {}, **kwargs)
-
-
-def parallel(functions):
-    """Run blocking calls in threads; return their results (or exceptions) in order."""
-    results: list = [None] * len(functions)
-
-    def run(i, fn):
-        try:
-            results[i] = fn()
-        except Exception as exc:  # collected and asserted on by the test
-            results[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(functions)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
 
 
 def test_status_reports_the_process_and_the_code_it_imported(root, gateways):

@@ -74,7 +74,10 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
             "home",
             "install_id",
             "instance_id",
+            "served_profiles",
+            "multiplex",
         }
+        assert (g["served_profiles"], g["multiplex"]) == ([g["profile"]], False)
 
 
 def test_a_gateway_that_cannot_answer_is_found_through_its_state_file(root, gateways):

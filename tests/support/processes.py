@@ -7,13 +7,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
 
+from shared.errors import HermesError
 from shared.spawn import first_line
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -65,6 +67,24 @@ class Peer:
         return self.proc.wait(timeout=timeout)
 
 
+def parallel(functions):
+    """Run blocking calls in threads; return their results (or exceptions) in order."""
+    results: list = [None] * len(functions)
+
+    def run(i, fn):
+        try:
+            results[i] = fn()
+        except Exception as exc:  # collected and asserted on by the test
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(functions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results
+
+
 def read_state(home: Path) -> dict[str, Any] | None:
     """The gateway's state file, or None while it is absent."""
     from shared.files import read_json
@@ -73,18 +93,32 @@ def read_state(home: Path) -> dict[str, Any] | None:
 
 
 class GatewayProcess:
-    """A real gateway process (``python -m services.gateway``) for one profile home."""
+    """A real gateway process (``python -m services.gateway``) for one profile home; with
+    ``serve``, a multiplex gateway serving those profiles, launched in ``profile``'s home."""
 
-    def __init__(self, root: Path, profile: str, *, env: dict[str, str] | None = None, cwd: Path = ROOT):
+    def __init__(
+        self,
+        root: Path,
+        profile: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: Path = ROOT,
+        serve: Sequence[str] | None = None,
+    ):
         from shared import homes
 
         self.root, self.profile = root, profile
         self.home = homes.profile_home(profile, root)
         self.home.mkdir(parents=True, exist_ok=True)
+        try:  # as the process will read it; a set it refuses is kept as given
+            self.served = homes.parse_served(",".join(serve)) if serve else (profile,)
+        except HermesError:
+            self.served = tuple(serve or ())
         environment = env or python_env()
         environment["HERMES_HOME"] = str(self.home)
+        extra = ["--serve", ",".join(serve)] if serve else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.gateway"],
+            [sys.executable, "-m", "services.gateway", *extra],
             cwd=cwd,
             env=environment,
             stdout=subprocess.PIPE,
@@ -93,17 +127,26 @@ class GatewayProcess:
         self.pid = self.proc.pid
         self.endpoint = homes.endpoint(self.home, "gateway")
 
+    def homes(self) -> dict[str, Path]:
+        from shared import homes
+
+        return {name: homes.profile_home(name, self.root) for name in self.served}
+
     def wait_running(self, timeout: float = 20) -> dict[str, Any]:
+        """The first served profile's state file, once every served one says this process runs it."""
+
         def running() -> dict[str, Any] | None:
             if self.proc.poll() is not None:
                 assert self.proc.stderr is not None
                 raise AssertionError(
                     f"gateway exited {self.proc.returncode}: {self.proc.stderr.read().decode()[-2000:]}"
                 )
-            state = read_state(self.home)
-            return state if state and state["pid"] == self.pid and state["gateway_state"] == "running" else None
+            states = {name: read_state(home) for name, home in self.homes().items()}
+            if all(s and s["pid"] == self.pid and s["gateway_state"] == "running" for s in states.values()):
+                return states[self.served[0]]
+            return None
 
-        return wait_for(running, timeout=timeout, what=f"gateway {self.profile} running")
+        return wait_for(running, timeout=timeout, what=f"gateway {', '.join(self.served)} running")
 
     def wait_exit(self, timeout: float = 30) -> int:
         return self.proc.wait(timeout=timeout)

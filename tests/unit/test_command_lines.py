@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import cli_grammar
+from shared import cli_grammar, homes
 from shared.command_lines import (
+    gateway_served_profiles,
     holder_subcommand,
     looks_like_gateway_command_line,
     looks_like_gateway_runtime_command_line,
@@ -270,6 +271,71 @@ def test_non_command_lines_are_not_hermes(junk):
     assert looks_like_gateway_runtime_command_line(junk) is False
 
 
+# --- the set a multiplex gateway serves ------------------------------------------------------
+
+SERVE_BOOT = (
+    "import sys, runpy; sys.argv = ['/x/services/gateway/__main__.py','--serve','writer,coder']; "
+    "runpy.run_module('services.gateway', run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "served"),
+    [
+        ("hermes gateway run --serve coder,writer", ("coder", "writer")),
+        ("hermes gateway run --serve=writer,default,coder", ("default", "coder", "writer")),
+        ("hermes -p coder gateway run --serve writer,coder", ("coder", "writer")),
+        ("hermes gateway -p coder run --serve writer", ("writer",)),  # one named profile: still the set
+        ("hermes gateway run --create-profile --serve ' b , a '", ("a", "b")),
+        ("hermes gateway run -p --serve x --serve a", ("a",)),  # `--serve` as -p's value is no flag
+        ("hermes gateway run --serve a --serve b,c", ("b", "c")),  # the last one wins
+        ("/opt/venv/bin/python3 -m services.gateway --serve writer,coder", ("coder", "writer")),
+        ("python -Im services.gateway --create-profile --serve=default", ("default",)),
+        (f'python3 -c "{SERVE_BOOT}"', ("coder", "writer")),
+        ("hermes-gateway --serve a,b", ("a", "b")),
+        # per-profile gateways
+        ("hermes gateway run", None),
+        ("hermes -p coder gateway run", None),
+        ("python -m services.gateway --profile coder", None),
+        ("python -m services.gateway", None),
+        # not the flag
+        ("hermes gateway run -p --serve", None),
+        ("hermes gateway run -- --serve a,b", None),
+        ("hermes gateway run --serve", None),
+        ("hermes gateway run --served a,b", None),
+        ("hermes gateway run --preserve a,b", None),
+        ("hermes gateway --serve a,b", None),  # the gateway group's parser has no --serve
+        ("hermes --serve a,b gateway run", None),
+        # no gateway, whatever the flag says
+        ("hermes gateway status --serve a,b", None),
+        ("hermes gateway drain --serve a,b", None),
+        ("hermes dashboard serve --serve a,b", None),
+        ("python -m hermes_cli.main kanban --serve a,b", None),
+        ("bash -c 'hermes gateway run --serve a,b'", None),
+        # a set the process refuses
+        ("hermes gateway run --serve a,a", None),
+        ("hermes gateway run --serve a,,b", None),
+        ("hermes gateway run --serve ''", None),
+        ("hermes gateway run --serve Coder", None),
+        ("hermes gateway run --serve ../x", None),
+        ("hermes gateway run --serve -p", None),
+        ("hermes gateway run --serve " + ",".join(f"p{n}" for n in range(homes.MAX_SERVED + 1)), None),
+    ],
+)
+def test_gateway_served_profiles(cmdline, served):
+    assert gateway_served_profiles(cmdline) == served
+    if "\\" not in cmdline:
+        assert gateway_served_profiles(shlex.split(cmdline)) == served
+    if served is not None:
+        assert looks_like_gateway_command_line(cmdline)
+
+
+def test_every_spelling_of_one_set_is_one_set():
+    spellings = ["coder,writer,default", "default,writer,coder", "writer, default ,coder"]
+    sets = {gateway_served_profiles(["hermes", "gateway", "run", "--serve", s]) for s in spellings}
+    assert sets == {("default", "coder", "writer")}
+
+
 # --- flags derived from the parser -----------------------------------------------------------
 
 
@@ -387,7 +453,30 @@ def test_matchers_agree_on_list_and_quoted_string(tokens, quote):
 
 @given(st.one_of(st.text(), st.lists(st.text(), max_size=8)))
 def test_matchers_never_raise(cmdline):
+    served = gateway_served_profiles(cmdline)
+    assert served is None or (served and looks_like_gateway_command_line(cmdline))
     sub = holder_subcommand(cmdline)
     assert sub is None or isinstance(sub, str)
     if looks_like_gateway_command_line(cmdline):
         assert looks_like_gateway_runtime_command_line(cmdline)
+
+
+SERVE_ALPHABET = [
+    *ALPHABET,
+    "--serve",
+    "--serve=",
+    "--serve=a,b",
+    "a,b",
+    "b,a,default",
+    "a,a",
+    "--create-profile",
+    "x,",
+]
+
+
+@given(st.lists(st.sampled_from(SERVE_ALPHABET), max_size=10))
+def test_a_served_set_is_only_ever_a_valid_set_of_a_gateway(tokens):
+    served = gateway_served_profiles(tokens)
+    if served is not None:
+        assert looks_like_gateway_command_line(tokens)
+        assert served == homes.parse_served(",".join(served))

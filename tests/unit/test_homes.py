@@ -371,3 +371,35 @@ def test_module_exposes_scope_table():
         "handoff_retry",
         "hook_reporter",
     }
+
+
+# --- the served set of a multiplex gateway ----------------------------------------------------
+
+
+def test_a_served_set_is_one_set_however_it_is_spelled():
+    assert homes.parse_served("writer,coder,default") == ("default", "coder", "writer")
+    assert homes.parse_served(" coder , writer ") == ("coder", "writer")
+    assert homes.parse_served("coder") == ("coder",)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("", homes.InvalidServedSet),
+        ("  ", homes.InvalidServedSet),
+        ("coder,,writer", homes.InvalidServedSet),
+        ("coder,", homes.InvalidServedSet),
+        ("coder,coder", homes.InvalidServedSet),
+        ("Coder", homes.InvalidProfileName),
+        ("coder,../x", homes.InvalidProfileName),
+        (None, homes.InvalidServedSet),
+    ],
+)
+def test_a_bad_served_set_is_refused_with_a_typed_error(text, error):
+    with pytest.raises(error):
+        homes.parse_served(text)
+
+
+def test_a_served_set_has_a_bound():
+    with pytest.raises(homes.InvalidServedSet, match="at most"):
+        homes.parse_served(",".join(f"p{n}" for n in range(homes.MAX_SERVED + 1)))

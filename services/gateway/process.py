@@ -1,0 +1,204 @@
+"""A gateway process: the profiles it serves (one, or the set of a multiplex gateway), its
+exit, its signals and its drain.
+
+Draining belongs to the process, not to one profile: what restarts is the process, so a
+drain asked on any served profile's socket (or a signal) drains every profile it serves and
+the whole process exits (75) or re-executes itself. Turn ids are the process's too, so one
+drain's answer never names two turns alike.
+
+A served profile is let go alone, while the others go on serving in the same process: one
+whose home is deleted (its turns are cut), or one released on request (``release``, before
+``hermes profile delete`` deletes it; its turns get their deadline). Its sockets are closed,
+its lock released, and the others' state files no longer list it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import signal
+from collections.abc import Iterable
+from typing import Any
+
+import trio
+
+from services.gateway.app import Gateway
+from shared import exit_codes, hooks, sd_notify
+from shared.errors import HermesError
+from shared.gateways import ops
+
+log = logging.getLogger(__name__)
+
+# SIGUSR1 asks for a planned restart: turns get this long to finish.
+SIGNAL_DRAIN_SECONDS = 60.0
+# SIGTERM/SIGINT mean "stop now": a short grace for turns in flight.
+STOP_DRAIN_SECONDS = 5.0
+# How often a multiplex process looks for a served profile's home that has been deleted.
+HOME_CHECK_SECONDS = 2.0
+
+
+class NotMultiplex(HermesError):
+    code = ops.NOT_MULTIPLEX
+
+
+class GatewayProcess:
+    def __init__(self, gateways: Iterable[Gateway], *, start_delay: float = 0.0):
+        self.gateways = list(gateways)
+        self.multiplex = len(self.gateways) > 1 or any(g.state.served_profiles for g in self.gateways)
+        self.exit_code = exit_codes.OK
+        self.reexec_requested = False
+        self.restart_requested = False
+        self._start_delay = start_delay
+        self._exit = trio.Event()
+        self._watching = trio.CancelScope()
+        self._nursery: trio.Nursery | None = None
+        self._turn_ids = (f"t{n}" for n in itertools.count(1))
+        self._active_turns = 0
+        self._drain_done: trio.Event | None = None
+        self._drain_result: dict[str, Any] | None = None
+
+    @property
+    def profiles(self) -> list[str]:
+        return [g.profile for g in self.gateways]
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        message = ""
+        if self._start_delay:
+            message = f"restarting too often; waiting {self._start_delay:g}s before serving"
+            log.warning("%s", message)
+        for gateway in self.gateways:
+            await gateway.starting(message)
+        await trio.sleep(self._start_delay)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for gateway in self.gateways:
+                await nursery.start(gateway.run, self)
+            nursery.start_soon(self._watch)
+            # The first report opens the hook socket (a brief one-off wait): here, not in a turn.
+            await trio.to_thread.run_sync(hooks.report_activity, "idle")
+            sd_notify.notify(READY=1, STATUS=f"serving {_profiles_text(self.profiles)}")
+            await self._exit.wait()
+            self._watching.cancel()
+            reason = self.gateways[0].state.exit_reason if self.gateways else None
+            sd_notify.notify(STOPPING=1, STATUS=reason or "stopping")
+        return self.exit_code
+
+    def request_exit(self, code: int, reason: str, *, reexec: bool = False) -> None:
+        if self._exit.is_set():
+            return
+        self.exit_code = code
+        self.reexec_requested = reexec
+        self.restart_requested = code == exit_codes.PLANNED_RESTART or reexec
+        for gateway in self.gateways:
+            gateway.stop(reason, restart=self.restart_requested)
+        self._exit.set()
+
+    async def _watch(self) -> None:
+        with self._watching:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_signals)
+                if self.multiplex:
+                    nursery.start_soon(self._watch_homes)
+
+    async def _watch_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGUSR1, signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                if signum == signal.SIGUSR1:
+                    log.info("SIGUSR1: draining for a planned restart")
+                    await self.drain(SIGNAL_DRAIN_SECONDS)
+                    self.request_exit(exit_codes.PLANNED_RESTART, "planned restart (SIGUSR1)")
+                else:
+                    name = signal.Signals(signum).name
+                    log.info("%s: stopping", name)
+                    await self.drain(STOP_DRAIN_SECONDS)
+                    self.request_exit(exit_codes.OK, f"stopped ({name})")
+                return
+
+    async def _watch_homes(self) -> None:
+        while True:
+            await trio.sleep(HOME_CHECK_SECONDS)
+            for gateway in list(self.gateways):
+                if not await trio.to_thread.run_sync(os.path.isdir, gateway.state.home):
+                    await self._retire(gateway, "its home was deleted")
+
+    async def _retire(self, gateway: Gateway, reason: str) -> None:
+        log.warning("no longer serving profile %r: %s", gateway.profile, reason)
+        gateway.home_gone = True
+        self.gateways.remove(gateway)
+        await gateway.drain(0.0)
+        gateway.stop(reason)
+        await self._let_go(gateway)
+
+    async def release(self, gateway: Gateway, deadline: float) -> dict[str, Any]:
+        """Drain ``gateway``'s profile alone and let it go; the others serve on."""
+        if gateway not in self.gateways or len(self.gateways) < 2:
+            raise NotMultiplex(
+                f"profile {gateway.profile!r} is the only one its gateway serves: stop or drain it instead",
+                detail={"profile": gateway.profile},
+            )
+        self.gateways.remove(gateway)
+        result = await gateway.drain(deadline)
+        log.info("releasing profile %r on request", gateway.profile)
+        gateway.stop("released by its multiplex gateway")
+        assert self._nursery is not None
+        self._nursery.start_soon(self._let_go, gateway)  # after this answer: the socket closes with it
+        return {**result, "released": gateway.profile, "served_profiles": self.profiles}
+
+    async def _let_go(self, gateway: Gateway) -> None:
+        await gateway.stopped.wait()
+        gateway.lock.release()
+        if not self.gateways:
+            self.request_exit(exit_codes.OK, "every profile it served was deleted")
+            return
+        for other in self.gateways:
+            other.state.served_profiles = tuple(self.profiles)
+            await other.state_changed()
+
+    # --- turns ----------------------------------------------------------------------------
+
+    def next_turn_id(self) -> str:
+        return next(self._turn_ids)
+
+    def turn_started(self) -> None:
+        self._active_turns += 1
+        if self._active_turns == 1:
+            hooks.report_activity("working")  # never blocks, never raises; nothing outside a managed session
+
+    def turn_finished(self) -> None:
+        self._active_turns -= 1
+        if not self._active_turns:
+            hooks.report_activity("idle")
+
+    # --- draining -------------------------------------------------------------------------
+
+    async def drain(self, deadline: float) -> dict[str, Any]:
+        """Drain every served profile at once; the turns that finished and were cut, of all of
+        them. A second drain while one runs waits for it and gets the same answer."""
+        if self._drain_done is not None:
+            await self._drain_done.wait()
+            return dict(self._drain_result or {})
+        self._drain_done = trio.Event()
+        answers: list[dict[str, Any]] = []
+
+        async def drain_one(gateway: Gateway) -> None:
+            answers.append(await gateway.drain(deadline))
+
+        async with trio.open_nursery() as nursery:
+            for gateway in self.gateways:
+                nursery.start_soon(drain_one, gateway)
+        result: dict[str, Any] = {
+            "finished": [t for a in answers for t in a["finished"]],
+            "cut": [t for a in answers for t in a["cut"]],
+        }
+        if self.multiplex:
+            result["profiles"] = self.profiles
+        self._drain_result = result
+        self._drain_done.set()
+        return dict(result)
+
+
+def _profiles_text(profiles: list[str]) -> str:
+    return f"profile{'s' if len(profiles) > 1 else ''} {', '.join(profiles)}"

@@ -1,0 +1,85 @@
+"""The pure parts of the gateway scan (``shared.gateways.discovery``): which profiles a process
+named by state files still serves, and how scanned records join the ones sockets and state
+files found, once per profile for a multiplex gateway."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shared.gateways import ops
+from shared.gateways.discovery import GatewayRecord, merge_scanned, served_profiles, still_served
+from shared.identity import ProcessIdentity
+
+INNER = ProcessIdentity(7, 1000)  # as the process knows itself
+HOST_PID = 4242
+
+
+def record(profile: str, *, source: str, served: tuple[str, ...] = (), pid: int = INNER.pid) -> GatewayRecord:
+    return GatewayRecord(
+        profile=profile,
+        pid=pid,
+        start_time=INNER.start_time,
+        state=ops.RUNNING if source != "scan" else "unknown",
+        code_sha=None,
+        code_version=None,
+        active_turns=None,
+        supervisor="none",
+        source=source,  # type: ignore[arg-type]
+        home=Path("/r/profiles") / profile,
+        served_profiles=served,
+    )
+
+
+def scanned(*profiles: str, served: tuple[str, ...] = ()) -> list[tuple[ProcessIdentity, GatewayRecord]]:
+    return [(INNER, record(p, source="scan", served=served, pid=HOST_PID)) for p in profiles]
+
+
+def test_a_profile_let_go_is_no_longer_served():
+    states = {
+        "coder": {"gateway_state": ops.RUNNING},
+        "writer": {"gateway_state": ops.STOPPED},  # released, the process serves on
+        "research": {"gateway_state": ops.DRAINING},
+    }
+    assert still_served(states) == ["coder", "research"]
+
+
+def test_a_process_on_its_way_out_is_every_profile_its_files_name():
+    assert still_served({"coder": {"gateway_state": ops.STOPPED}, "writer": {}}) == ["coder", "writer"]
+    assert still_served({"coder": {"gateway_state": ops.STOPPED}}) == ["coder"]
+
+
+def test_a_multiplex_process_found_for_some_profiles_brings_the_others():
+    both = ("coder", "writer")
+    merged = merge_scanned([record("coder", source="socket", served=both)], scanned("coder", "writer", served=both))
+    assert [(r.profile, r.source, r.pid) for r in merged] == [
+        ("coder", "socket", HOST_PID),
+        ("writer", "scan", HOST_PID),
+    ]
+
+
+def test_a_multiplex_process_found_for_every_profile_is_not_listed_again():
+    both = ("coder", "writer")
+    found = [record("coder", source="socket", served=both), record("writer", source="state_file", served=both)]
+    merged = merge_scanned(found, scanned("coder", "writer", served=both))
+    assert [(r.profile, r.source) for r in merged] == [("coder", "socket"), ("writer", "state_file")]
+    assert {r.pid for r in merged} == {HOST_PID}
+
+
+def test_a_multiplex_process_found_by_nothing_else_is_listed_once_per_profile():
+    both = ("coder", "writer")
+    merged = merge_scanned([], scanned("coder", "writer", served=both))
+    assert [(r.profile, r.multiplex) for r in merged] == [("coder", True), ("writer", True)]
+
+
+def test_a_per_profile_gateway_found_is_never_listed_again_under_another_name():
+    # The scan's guess of a per-profile process's profile (its environment) may differ from the
+    # profile its socket gave: one process, one record.
+    merged = merge_scanned([record("coder", source="socket")], scanned("default"))
+    assert [(r.profile, r.pid) for r in merged] == [("coder", HOST_PID)]
+
+
+def test_served_profiles_is_kept_only_when_it_names_the_profile():
+    assert served_profiles("coder", ["default", "coder"]) == ("default", "coder")
+    assert served_profiles("coder", ["writer"]) == ("coder",)
+    assert served_profiles("coder", ["coder", "coder"]) == ("coder",)
+    assert served_profiles("coder", "coder,writer") == ("coder",)
