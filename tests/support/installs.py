@@ -9,7 +9,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +100,12 @@ class Install:
         """``hermes ARGS --json`` in the install with ``env`` added: its exit code and document."""
         return hermes_json(*args, env=self.env(**env), cwd=self.path, timeout=timeout)
 
-    def gateway(self, profile: str) -> GatewayProcess:
-        """A gateway of ``profile`` on the install's code, once it runs."""
+    def gateway(self, profile: str, *, serve: Sequence[str] | None = None) -> GatewayProcess:
+        """A gateway of ``profile`` on the install's code, once it runs; with ``serve``, a
+        multiplex gateway serving those profiles, launched in ``profile``'s home."""
         if profile != "default":
             (self.root / "profiles" / profile).mkdir(parents=True, exist_ok=True)
-        gateway = GatewayProcess(self.root, profile, env=self.env(), cwd=self.path)
+        gateway = GatewayProcess(self.root, profile, env=self.env(), cwd=self.path, serve=serve)
         self.gateways.append(gateway)
         gateway.wait_running()
         return gateway
