@@ -386,3 +386,31 @@ def test_a_hung_gateway_is_restarted_through_supervisord_and_the_others_drain(me
     assert "did not answer" in (hung.note or ""), hung
     assert healthy.ok and (healthy.method, healthy.fallback) == ("drain", None), healthy
     assert healthy.new_pid not in (None, old["b"])
+
+
+def test_the_multiplex_program_serves_its_set_follows_a_new_one_and_goes_down():
+    with mesh_roots.mesh_root("a", "b", "c") as root:
+        first = sv.up(root, served=["b", "a"])  # every profile not served gets its own program
+        assert [p.name for p in first.programs] == ["hermes-gateway", "hermes-gateway-c", "hermes-multiplex"]
+        mx = first.program(sv.MULTIPLEX_PROGRAM)
+        assert (mx.profile, mx.served, mx.state) == (None, ("a", "b"), "RUNNING")
+        assert read_cmdline(mx.pid)[-2:] == ["--serve", "a,b"]
+        for profile in ("a", "b"):
+            state = wait_for(lambda p=profile: gateway_ready(homes.profile_home(p, root), mx.pid), profile)
+            assert state["served_profiles"] == ["a", "b"]
+
+        # c moves into the set: the config is rewritten and supervisord applies it.
+        old = process_identity(mx.pid)
+        second = sv.up(root, ["default"], served=["a", "b", "c"])
+        assert [p.name for p in second.programs] == ["hermes-gateway", "hermes-multiplex"]
+        now = second.program(sv.MULTIPLEX_PROGRAM)
+        assert now.served == ("a", "b", "c") and now.pid != mx.pid and gone(old)
+        for profile in ("a", "b", "c"):
+            wait_for(lambda p=profile: gateway_ready(homes.profile_home(p, root), now.pid), profile)
+
+        # Left by a killed supervisord, the one process holding three locks is one orphan.
+        ident = process_identity(now.pid)
+        os.kill(second.supervisor.pid, signal.SIGKILL)
+        wait_for(lambda: not is_alive(second.supervisor), "supervisord to die")
+        report = sv.down(root)
+        assert now.pid in report.orphans and report.orphans.count(now.pid) == 1 and gone(ident)

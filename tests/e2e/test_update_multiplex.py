@@ -50,6 +50,8 @@ def test_an_update_restarts_each_process_of_a_mixed_fleet_once(install):
         None,
         list(MESH),
     )
+    shown = install.hermes("mesh", "status").stdout
+    assert any(line.split()[:3] == ["hermes-multiplex", "a,b,c", "RUNNING"] for line in shown.splitlines()), shown
     solo = install.gateway("default", serve=list(SOLO))
     mesh_before = one_process(states(install.root, MESH))
     assert mesh_before[0] == programs["hermes-multiplex"]["pid"]
