@@ -4,7 +4,7 @@ and read back as the list of gateway programs (the mesh's only record of what it
 
 A multiplex gateway is one program, ``hermes-multiplex``, running ``python -m services.gateway
 --serve <set>`` on the root home, with the settings of every gateway program; its served set
-is read back from that command line with ``homes.parse_served``, the one rule of a set."""
+is read back from that command line by the canonical matcher (``shared.command_lines``)."""
 
 from __future__ import annotations
 
@@ -244,8 +244,7 @@ class ConfiguredProgram:
 
 def configured_programs(paths: MeshPaths) -> dict[str, ConfiguredProgram]:
     """The gateway programs in the mesh config on disk, by program name ({} without a config).
-    The multiplex program is there only with the set its command line serves, as
-    ``homes.parse_served`` reads it."""
+    The multiplex program is there only with the set its command line serves."""
     from supervisor.datatypes import dict_of_key_value_pairs
     from supervisor.options import UnhosedConfigParser
 
@@ -273,12 +272,15 @@ def configured_programs(paths: MeshPaths) -> dict[str, ConfiguredProgram]:
 
 
 def _served(command: str) -> tuple[str, ...]:
-    """The set a multiplex program's command serves (as supervisord splits it); () if none."""
+    """The set a multiplex program's command serves (as supervisord splits it, read by the
+    canonical matcher); () if none."""
+    from shared.command_lines import gateway_served_profiles
+
     try:
         argv = shlex.split(command % {})
-        return homes.parse_served(argv[argv.index(SERVE_FLAG) + 1])
-    except (ValueError, TypeError, KeyError, IndexError, HermesError):
+    except (ValueError, TypeError, KeyError):
         return ()
+    return gateway_served_profiles(argv) or ()
 
 
 def mesh_of(paths: MeshPaths) -> MeshPrograms:
