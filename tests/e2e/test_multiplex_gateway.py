@@ -29,6 +29,20 @@ def call(root, profile, spec, args=None, **kwargs):
         return client.call(spec, args or {}, **kwargs)
 
 
+def once_in_flight(root, profiles, then):
+    """A call for ``parallel``: ``then()``, once each of ``profiles`` has one turn in flight."""
+
+    def step():
+        wait_for(
+            lambda: all(read_state(homes.profile_home(p, root))["active_turns"] == 1 for p in profiles),
+            timeout=10,
+            what=f"a turn in flight on {', '.join(profiles)}",
+        )
+        return then()
+
+    return step
+
+
 def fingerprint(value: str) -> str:
     return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:16]
 
@@ -140,16 +154,8 @@ def test_a_drain_on_one_served_profile_drains_every_one_and_the_process_exits_on
             lambda: call(fleet, "coder", ops.TURN, {"text": "long coder", "seconds": 1.0}),
             lambda: call(fleet, "writer", ops.TURN, {"text": "long writer", "seconds": 1.0}),
             lambda: call(fleet, "research", ops.TURN, {"text": "endless", "seconds": 120}),
-            lambda: (
-                wait_for(
-                    lambda: all(
-                        read_state(homes.profile_home(p, fleet))["active_turns"] == 1
-                        for p in ("coder", "writer", "research")
-                    ),
-                    timeout=10,
-                    what="three turns in flight",
-                )
-                and call(fleet, "writer", ops.DRAIN, {"deadline": 3.0})
+            once_in_flight(
+                fleet, ("coder", "writer", "research"), lambda: call(fleet, "writer", ops.DRAIN, {"deadline": 3.0})
             ),
         ]
     )
@@ -186,14 +192,7 @@ def test_a_deleted_profile_is_let_go_while_the_others_serve_on(fleet, gateways):
     cut, deleted = parallel(
         [
             lambda: call(fleet, "writer", ops.TURN, {"text": "in flight", "seconds": 120}),
-            lambda: (
-                wait_for(
-                    lambda: read_state(homes.profile_home("writer", fleet))["active_turns"] == 1,
-                    timeout=10,
-                    what="a turn",
-                )
-                and shutil.rmtree(homes.profile_home("writer", fleet))
-            ),
+            once_in_flight(fleet, ("writer",), lambda: shutil.rmtree(homes.profile_home("writer", fleet))),
         ]
     )
     assert isinstance(cut, RemoteError) and cut.code == "turn_cut"
@@ -249,14 +248,7 @@ def test_a_released_profile_is_let_go_and_can_be_served_by_its_own_gateway(fleet
     turn, answer = parallel(
         [
             lambda: call(fleet, "writer", ops.TURN, {"text": "finishes", "seconds": 0.5}),
-            lambda: (
-                wait_for(
-                    lambda: read_state(homes.profile_home("writer", fleet))["active_turns"] == 1,
-                    timeout=10,
-                    what="a turn",
-                )
-                and call(fleet, "writer", ops.RELEASE, {"deadline": 10.0})
-            ),
+            once_in_flight(fleet, ("writer",), lambda: call(fleet, "writer", ops.RELEASE, {"deadline": 10.0})),
         ]
     )
     assert (answer["released"], answer["served_profiles"], answer["finished"]) == (

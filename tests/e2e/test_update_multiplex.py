@@ -13,10 +13,12 @@ import pytest
 
 from services.updater.restart import restart_fleet
 from shared import homes
+from shared.gateways import ops
 from shared.supervisors import supervisord as sv
+from shared.sync_client import SyncClient
 from shared.version import code_sha
 from tests.support.homes import make_profile
-from tests.support.processes import ROOT, read_state, wait_for
+from tests.support.processes import ROOT, parallel, read_state, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +35,12 @@ def one_process(seen: dict[str, dict]) -> tuple[int, str]:
     ids = {(s["pid"], s["instance_id"]) for s in seen.values()}
     assert len(ids) == 1, seen
     return ids.pop()
+
+
+def ask(root: Path, profile: str, spec, args=None) -> dict:
+    endpoint = homes.endpoint(homes.profile_home(profile, root), ops.SERVICE, create=False)
+    with SyncClient(endpoint.control) as client:
+        return client.call(spec, args or {})
 
 
 def spawns(root: Path, name: str) -> int:
@@ -58,6 +66,10 @@ def test_an_update_restarts_each_process_of_a_mixed_fleet_once(install):
     solo_before = one_process(states(install.root, SOLO))
     assert solo_before[0] == solo.pid
     w_before = read_state(install.root / "profiles" / "w")["pid"]
+    # Under supervisord, turns of the served profiles run at once, each in its own profile's scope.
+    answers = parallel([lambda p=p: ask(install.root, p, ops.TURN, {"text": p, "seconds": 0.3}) for p in MESH])
+    assert [(a["profile"], a["home"]) for a in answers] == [(p, str(homes.profile_home(p, install.root))) for p in MESH]
+    assert {ask(install.root, p, ops.STATUS)["supervisor"] for p in MESH} == {"supervisord"}
 
     new = install.release("release 2")
     code, report = install.hermes_json("update", "--yes")
@@ -114,3 +126,23 @@ def test_a_served_profile_gone_before_the_update_fails_none_of_the_others(root, 
     assert not left.ok and left.reason.endswith("the fresh process no longer serves c, and no gateway runs it now")
     after = wait_for(lambda: read_state(homes.profile_home("a", root)), timeout=5, what="a's state")
     assert (after["pid"], after["served_profiles"]) == (process.pid, ["a", "b"])
+
+
+def test_a_multiplex_program_left_serving_one_profile_is_restarted_through_it(install):
+    for profile in ("a", "b"):
+        make_profile(install.root, profile)
+    code, up = install.hermes_json("mesh", "up", "--serve", "a,b", timeout=120)
+    assert code == 0, up
+    shutil.rmtree(homes.profile_home("b", install.root))
+    a_home = homes.profile_home("a", install.root)
+    wait_for(lambda: read_state(a_home)["served_profiles"] == ["a"], timeout=15, what="b let go")
+    before = read_state(a_home)["pid"]
+
+    new = install.release("release 2")
+    code, report = install.hermes_json("update", "--yes")
+
+    assert code == 0 and report["outcome"] == "success" and install.head() == new, report
+    restarts = {o["profile"]: o for o in json.loads(Path(report["receipt"]).read_text())["restart"]}
+    assert restarts["a"]["ok"] and restarts["a"]["old_pid"] == before, restarts["a"]
+    assert restarts["a"]["note"].startswith("asked supervisord to start hermes-multiplex once drained"), restarts
+    assert sv.status(install.root).program(sv.MULTIPLEX_PROGRAM).pid == restarts["a"]["new_pid"]

@@ -118,19 +118,8 @@ def test_socket_path_falls_back_to_a_short_private_dir():
 # --- the multiplex program ------------------------------------------------------------------------
 
 
-def test_the_multiplex_program_is_nobodys_profile_program_and_is_picked_from_the_record():
-    from shared.gateways.discovery import GatewayRecord
-
+def test_the_multiplex_program_is_nobodys_profile_program():
     assert sv.MULTIPLEX_PROGRAM == "hermes-multiplex" and sv.profile_of(sv.MULTIPLEX_PROGRAM) is None
-
-    def record(profile: str, served: tuple[str, ...]) -> GatewayRecord:
-        return GatewayRecord(
-            profile, 1, 1, "running", None, None, 0, "supervisord", "socket", Path("/h"), None, None, served
-        )
-
-    assert sv.program_of(record("b", ("a", "b"))) == "hermes-multiplex"
-    assert sv.program_of(record("b", ("b",))) == "hermes-gateway-b"
-    assert sv.program_of(record("default", ())) == "hermes-gateway"  # a gateway from before multiplexing
 
 
 def test_a_served_set_is_written_as_one_program_and_read_back_by_supervisord(short_dir):

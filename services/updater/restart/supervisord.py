@@ -10,7 +10,7 @@ does not answer at all is hung and cannot drain on request: supervisord stops it
 the gateway's own drain, then SIGKILL after its stop wait) and starts the new code.
 
 The mesh's programs are found through their gateways: only a running one is restarted. The
-program is the one ``supervisord.program_of`` names for the gateway: a multiplex gateway is
+program is the one the mesh config runs the gateway's profile in: a multiplex gateway is
 the ``hermes-multiplex`` program, drained over any one of its served sockets (which drains
 them all) and started again as a whole.
 """
@@ -57,15 +57,15 @@ class SupervisordKind:
         return each(live_gateways(batch), lambda gateway: self._restart(root, gateway, expected_sha))
 
     def _restart(self, root: Path, gateway: GatewayRecord, expected_sha: str | None) -> RestartOutcome:
-        gave_up = partial(supervisord.gave_up_on, root, supervisord.program_of(gateway))
+        program = _program(gateway)
+        gave_up = partial(supervisord.gave_up_on, root, program)
         blunt = partial(self._through_supervisord, root, gateway, expected_sha)
         # The program's process is the gateway itself (supervisord runs it without a wrapper).
-        start = None if gateway.start_time is None else partial(self._start, root, gateway, gateway.start_time)
+        start = None if gateway.start_time is None else partial(self._start, root, program, gateway.start_time, gateway)
         return restart_live(gateway, expected_sha, self.waits, gave_up=gave_up, if_hung=blunt, start=start)
 
-    def _start(self, root: Path, gateway: GatewayRecord, start_time: int) -> str:
+    def _start(self, root: Path, program: str, start_time: int, gateway: GatewayRecord) -> str:
         old = ProcessIdentity(gateway.pid, start_time)
-        program = supervisord.program_of(gateway)
         started = supervisord.start_drained(root, program, old, self.waits.come_back)
         answer = "it started it" if started else "its autorestart had started it already"
         return f"asked supervisord to start {program} once drained: {answer}"
@@ -95,3 +95,14 @@ class SupervisordKind:
             fallback="blunt",
             note=f"{why}; restarted through supervisord",
         )
+
+
+def _program(gateway: GatewayRecord) -> str:
+    """The mesh program that runs ``gateway``'s profile, as the mesh config says (a multiplex
+    program's set names it, even one left serving that profile alone); its own program's
+    name when the config cannot be read."""
+    try:
+        unit = supervisord.find(gateway.profile, gateway.home)
+    except HermesError:
+        unit = None
+    return unit.name if unit is not None else supervisord.unit_name(gateway.profile)

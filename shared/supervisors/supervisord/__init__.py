@@ -27,7 +27,7 @@ from __future__ import annotations
 from shared.supervisors.supervisord.config import ConfigUnrepresentable, MeshUsage, configured_programs
 from shared.supervisors.supervisord.kind import UnsupportedScope, find, install, restart, start, stop
 from shared.supervisors.supervisord.mesh import DownReport, down, status, up
-from shared.supervisors.supervisord.names import MULTIPLEX_PROGRAM, profile_of, program_of, unit_name
+from shared.supervisors.supervisord.names import MULTIPLEX_PROGRAM, profile_of, unit_name
 from shared.supervisors.supervisord.paths import mesh_paths
 from shared.supervisors.supervisord.programs import GatewayStartFailed, gave_up_on, start_drained
 
@@ -45,7 +45,6 @@ __all__ = [
     "install",
     "mesh_paths",
     "profile_of",
-    "program_of",
     "restart",
     "start",
     "start_drained",

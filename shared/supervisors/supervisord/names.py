@@ -6,8 +6,6 @@ serving several profiles) is the one program ``hermes-multiplex``: lacking the
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from shared.supervisors import profile_for, unit_name_for
 
 KIND = "supervisord"
@@ -28,19 +26,3 @@ def profile_of(name: str) -> str | None:
 def is_multiplex(name: str) -> bool:
     return name == MULTIPLEX_PROGRAM
 
-
-class Served(Protocol):
-    """A running gateway as discovery records it: the profile it was found for, and whether
-    its process serves other profiles too."""
-
-    @property
-    def profile(self) -> str: ...
-
-    @property
-    def multiplex(self) -> bool: ...
-
-
-def program_of(gateway: Served) -> str:
-    """The program that runs ``gateway``: the mesh's multiplex program when its process serves
-    several profiles, else its profile's own program."""
-    return MULTIPLEX_PROGRAM if gateway.multiplex else unit_name(gateway.profile)

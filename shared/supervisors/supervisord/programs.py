@@ -81,7 +81,7 @@ def stop_program(paths: MeshPaths, name: str) -> None:
 
 def gave_up_on(root: Path, name: str) -> str | None:
     """Why the mesh supervisor of the install at ``root`` will not start program ``name`` (a
-    gateway's, ``names.program_of``) again (its retries are used up, or it exited with a code
+    gateway's) again (its retries are used up, or it exited with a code
     that means "do not restart"); None while a start may still come, or while the supervisor
     cannot be asked."""
     try:
@@ -92,7 +92,7 @@ def gave_up_on(root: Path, name: str) -> str | None:
 
 
 def start_drained(root: Path, name: str, old: ProcessIdentity, timeout: float) -> bool:
-    """Once ``old``, the drained process of program ``name`` (``names.program_of``), has ended, have the mesh
+    """Once ``old``, the drained process of program ``name``, has ended, have the mesh
     supervisor of the install at ``root`` start the program at once rather than at its next
     wake-up. True: supervisord started it when asked; False: it had started it already (its
     ``autorestart``, woken by the ask). Raises SupervisorFailed when it will not be started,
