@@ -110,16 +110,35 @@ def cmd_show(args) -> int:
 
 
 def _gateway_state(path: Path) -> dict[str, Any]:
+    """What the state file says, and whether the process it names still lives: a file a killed
+    gateway left says it runs, and is never shown as running."""
+    from shared.gateways.discovery import LIVE_STATES
+    from shared.identity import ProcessIdentity, is_alive
+
     try:
         state = read_json(path, default=None)
     except StateFileCorrupt as exc:
         return {"status": "corrupt", "reason": exc.reason}
     if state is None:
         return {"status": "absent"}
-    return {"status": "present", "state": state.get("gateway_state"), "code_sha": state.get("code_sha")}
+    said = state.get("gateway_state")
+    try:
+        alive = is_alive(ProcessIdentity.from_dict(state)) if said in LIVE_STATES else None
+    except ValueError:
+        alive = False
+    return {
+        "status": "present",
+        "state": said if alive is not False else "ended",
+        "said": said,
+        "pid": state.get("pid"),
+        "code_sha": state.get("code_sha"),
+        "served_profiles": state.get("served_profiles"),
+    }
 
 
 def _gateway_text(g: dict[str, Any]) -> str:
+    if g["status"] == "present" and g["state"] == "ended":
+        return f"not running: its process (pid {g['pid']}) ended while {g['said']} (code {str(g['code_sha'])[:12]})"
     if g["status"] == "present":
         return f"{g['state']} (code {str(g['code_sha'])[:12]})"
     if g["status"] == "corrupt":

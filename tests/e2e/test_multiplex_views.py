@@ -87,6 +87,11 @@ def test_two_multiplex_processes_have_a_footnote_each(root, gateways):
 def test_a_killed_multiplex_gateway_is_no_gateway_of_any_profile_though_its_files_remain(root, gateways):
     profiles(root, "coder", "writer")
     multiplex = gateways(root, "default", serve=["coder", "writer"])
+    code, shown = hermes_json("profile", "show", "coder", home=root)
+    assert (shown["gateway_state"]["state"], shown["gateway_state"]["served_profiles"]) == (
+        "running",
+        ["coder", "writer"],
+    )
     multiplex.proc.kill()
     multiplex.proc.wait(timeout=10)
     for name in ("coder", "writer"):
@@ -107,6 +112,13 @@ def test_a_killed_multiplex_gateway_is_no_gateway_of_any_profile_though_its_file
     for line in text.stdout.splitlines()[1:]:
         assert line.split()[-1] == "-", line
     assert "*" not in text.stdout
+    # Nor does a profile's own view take the dead process's last word for it.
+    for name in ("coder", "writer"):
+        code, shown = hermes_json("profile", "show", name, home=root)
+        assert code == 0, shown
+        assert (shown["gateway_state"]["state"], shown["gateway_state"]["said"]) == ("ended", "running")
+        text = hermes("profile", "show", name, home=root).stdout
+        assert f"not running: its process (pid {multiplex.pid}) ended while running" in text
 
 
 def test_a_multiplex_gateway_without_sockets_is_found_once_per_profile(root, gateways):
