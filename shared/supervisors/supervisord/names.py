@@ -25,4 +25,3 @@ def profile_of(name: str) -> str | None:
 
 def is_multiplex(name: str) -> bool:
     return name == MULTIPLEX_PROGRAM
-
