@@ -17,6 +17,7 @@ import io
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,11 +65,11 @@ def load_config(home: Path) -> dict[str, Any]:
     return {} if text is None else _plain_config(path, text)
 
 
-def get(config: dict[str, Any], dotted: str, default: Any = None) -> Any:
+def get(config: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
     """``config["a"]["b"]["c"]`` for ``"a.b.c"``; ``default`` where a step is missing or not a mapping."""
     value: Any = config
     for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
+        if not isinstance(value, Mapping) or part not in value:
             return default
         value = value[part]
     return value

@@ -293,7 +293,7 @@ class Gateway:
 def _what_the_turn_ran_with(scope: ProfileScope) -> dict[str, Any]:
     """The profile, home, model and credential a turn ran with: all of its own profile's
     (the credential as a fingerprint, never its value)."""
-    model = config_get(dict(scope.config), "model.default", None) or scope.config.get("model")
+    model = config_get(scope.config, "model.default", None) or scope.config.get("model")
     return {
         "profile": scope.profile,
         "home": str(scope.home),

@@ -45,7 +45,7 @@ class NotMultiplex(HermesError):
 class GatewayProcess:
     def __init__(self, gateways: Iterable[Gateway], *, start_delay: float = 0.0):
         self.gateways = list(gateways)
-        self.multiplex = len(self.gateways) > 1 or any(g.state.served_profiles for g in self.gateways)
+        self.multiplex = any(g.state.served_profiles for g in self.gateways)  # set only by --serve
         self.exit_code = exit_codes.OK
         self.reexec_requested = False
         self.restart_requested = False

@@ -33,9 +33,9 @@ from shared import homes, ids
 from shared.command_lines import gateway_served_profiles, looks_like_gateway_command_line
 from shared.curve import client_options
 from shared.endpoint_lock import lock_says
+from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
-from shared.home_env import is_named_profile
 from shared.identity import (
     ProcessIdentity,
     all_pids,
@@ -227,16 +227,13 @@ def _from_answer(profile: str, home: Path, answer: Any, install: str | None, *, 
 
 def served_profiles(profile: str, said: object) -> tuple[str, ...]:
     """The profiles a gateway says its process serves, as told (answer or state file): kept
-    only when it is a list of distinct profile names that includes ``profile``; else
+    only when it is a set ``homes.parse_served`` accepts that includes ``profile``; else
     ``profile`` alone, which is what every gateway from before multiplexing serves."""
-    if (
-        isinstance(said, list)
-        and 0 < len(said) <= homes.MAX_SERVED
-        and profile in said
-        and len(set(said)) == len(said)
-        and all(isinstance(name, str) and (name == homes.DEFAULT_PROFILE or is_named_profile(name)) for name in said)
-    ):
-        return tuple(said)
+    if isinstance(said, list) and profile in said and all(isinstance(name, str) and "," not in name for name in said):
+        try:
+            return homes.parse_served(",".join(said))
+        except HermesError:
+            pass
     return (profile,)
 
 

@@ -21,7 +21,7 @@ from shared.gateways import ops
 from shared.identity import ProcessIdentity, is_alive
 from shared.supervisors.errors import SupervisorFailed, SupervisorTimeout
 from shared.supervisors.supervisord import respawn
-from shared.supervisors.supervisord.config import STOP_WAIT_SECS, configured_programs
+from shared.supervisors.supervisord.config import STOP_WAIT_SECS, ConfiguredProgram, configured_programs
 from shared.supervisors.supervisord.logs import log_tail
 from shared.supervisors.supervisord.names import profile_of
 from shared.supervisors.supervisord.paths import MeshPaths, mesh_paths
@@ -129,10 +129,9 @@ def _info(paths: MeshPaths, name: str) -> dict[str, Any] | None:
         raise failure(f"supervisord could not report {name}", fault, program=name) from None
 
 
-def _answers(paths: MeshPaths, name: str) -> bool:
-    """Whether the gateway of program ``name`` answers ``ping`` on its control socket now (a
+def _answers(paths: MeshPaths, program: ConfiguredProgram | None) -> bool:
+    """Whether the gateway of ``program`` answers ``ping`` on its control socket now (a
     multiplex one on every served profile's that has a home: one without is skipped by it)."""
-    program = configured_programs(paths).get(name)
     served = [p for p in program.profiles if homes.profile_home(p, paths.root).is_dir()] if program else []
     return bool(served) and all(_pings(homes.profile_home(p, paths.root)) for p in served)
 
@@ -152,13 +151,14 @@ def wait_running(paths: MeshPaths, names: Sequence[str], timeout: float, progres
     started = time.monotonic()
     deadline = started + timeout
     answered: set[str] = set()
+    configured = configured_programs(paths)  # written before the wait: read once
     while True:
         infos = process_infos(paths)
         states = {name: infos.get(name, {}).get("statename", "NOT_LOADED") for name in names}
         for name, state in states.items():
             if state != "RUNNING":
                 answered.discard(name)  # restarted: the new process must answer too
-            elif name not in answered and _answers(paths, name):
+            elif name not in answered and _answers(paths, configured.get(name)):
                 answered.add(name)
         if progress is not None:
             progress(
