@@ -73,7 +73,7 @@ def run_gateway(profile: str | None = None, *, create: bool = False, serve: str 
     if not _take_locks(served):
         return exit_codes.DUPLICATE
     try:
-        return _serve(root, launch, served, multiplex=serve is not None)
+        return _serve(root, launch, served, wanted if serve is not None else None)
     finally:
         for one in served:
             if one.lock is not None:
@@ -115,7 +115,10 @@ def _take_locks(served: list[_Served]) -> bool:
     return True
 
 
-def _serve(root: Path, launch: str, served: list[_Served], *, multiplex: bool) -> int:
+def _serve(root: Path, launch: str, served: list[_Served], listed: tuple[str, ...] | None) -> int:
+    """Serve ``served`` in this process (``listed``: the whole ``--serve`` set of a multiplex
+    gateway, the profiles left out at this start included, which a re-exec tries again)."""
+    multiplex = listed is not None
     import trio  # after the checks above: a refused start stays cheap
 
     from services.gateway.app import Gateway
@@ -142,7 +145,7 @@ def _serve(root: Path, launch: str, served: list[_Served], *, multiplex: bool) -
         for one in served:
             if one.lock is not None:
                 one.lock.release()
-        _reexec(names or (serving[0].profile,), multiplex=multiplex)
+        _reexec(listed or (serving[0].profile,), multiplex=multiplex)
     return code
 
 

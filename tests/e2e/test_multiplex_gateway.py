@@ -313,3 +313,26 @@ def test_gateway_drain_of_a_served_profile_says_the_whole_process_drains(fleet, 
     multiplex = gateways(fleet, "default", serve=["coder", "writer"])
     code, out = hermes_json("-p", "writer", "gateway", "drain", "--deadline", "1", home=fleet)
     assert (code, out["profile"], out["profiles"], out["pid"]) == (0, "writer", ["coder", "writer"], multiplex.pid)
+
+
+def test_a_reexec_tries_again_the_profiles_left_out_at_start(fleet, gateways):
+    (homes.profile_home("writer", fleet) / ".env").write_text("OPENROUTER_API_KEY sk-broken-value\n")
+    multiplex = GatewayProcess(fleet, "default", serve=["coder", "writer"])
+    try:
+        coder = homes.profile_home("coder", fleet)
+        wait_for(lambda: (s := read_state(coder)) and s["gateway_state"] == "running", timeout=20, what="coder")
+        assert call(fleet, "coder", ops.STATUS)["served_profiles"] == ["coder"]
+        (homes.profile_home("writer", fleet) / ".env").write_text("OPENROUTER_API_KEY=sk-writer-0001\n")
+        call(fleet, "coder", ops.REEXEC, {"deadline": 5.0})
+        wait_for(
+            lambda: (
+                (s := read_state(coder))["served_profiles"] == ["coder", "writer"] and s["gateway_state"] == "running"
+            ),
+            timeout=30,
+            what="writer served after the re-exec",
+        )
+        answer = call(fleet, "writer", ops.TURN, {"text": "back"})
+        assert (answer["profile"], answer["provider_key"]) == ("writer", fingerprint("sk-writer-0001"))
+        assert call(fleet, "writer", ops.STATUS)["pid"] == multiplex.pid
+    finally:
+        multiplex.kill()
