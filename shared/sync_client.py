@@ -309,6 +309,7 @@ def call_all(
                     except RemoteError as exc:
                         outcomes[address] = exc
                         poller.unregister(sock)
+                        poller.unregister(ready)  # a closed socket left in the poller fails every poll
                         del waiting[sock]
                         pool.pop(address, None)  # a failed handshake is retried for ever: never reuse it
                         _close(sock, monitors)
