@@ -91,6 +91,10 @@ HANDSHAKE_EVENTS = (
 )
 
 
+# The codes of a refused handshake: a service is there, but will not (or cannot) be asked.
+HANDSHAKE_REFUSALS = frozenset({Code.AUTH_FAILED, Code.SERVER_KEY_MISMATCH, Code.HANDSHAKE_FAILED})
+
+
 def watched_events(options: Iterable[tuple[int, int | bytes]]) -> int:
     """The monitor events a client with socket ``options`` watches: the service's disconnects
     and, on a CURVE connection only, failed handshakes. On a plain one, a handshake cut short

@@ -5,6 +5,7 @@ dies, so the lock answers "does it run?" at once, without waking anybody. That h
 where the service's home is: a service on another host, or in a container on this host whose
 home is on a volume, has no lock file here, and then only its socket can answer. Every caller
 that asks the lock first (discovery, drain, the on-demand start) asks it through this one rule.
+Where it cannot tell, the service is not this home's to start either (``shared.spawn``).
 """
 
 from __future__ import annotations

@@ -4,8 +4,12 @@ A command that needs a long-lived worker (the auth worker) starts it when it is 
 in its own session, so neither a Ctrl-C here nor the end of this command stops it, logging to
 ``<root>/logs/<service>.log``. Two commands racing to start it are safe: the loser exits 73
 on the endpoint lock and both then talk to the winner. ``hermes mesh down`` stops them again.
-A worker on a TCP address whose lock is not here (``shared.endpoint_lock``) is asked first:
-one served from a container or another host is never started twice.
+A worker is started only where this home owns it: an ipc address, or a local TCP address
+whose lock file is in this home's run directory (a worker of this home ran there before). A
+TCP worker whose lock is not here (``shared.endpoint_lock``: a container's, another host's) is
+asked, and used when it answers; when nothing does it is ``service_not_local`` and nothing is
+started: a copy here would hold the port its own container must bind, and this install's
+clients, which trust that container's server key, would be refused by it anyway.
 """
 
 from __future__ import annotations
@@ -35,22 +39,27 @@ class ServiceStartFailed(HermesError):
     code = "service_start_failed"
 
 
-def ensure_service(root: Path, service: str, module: str, *, timeout: float = START_TIMEOUT) -> homes.Endpoint:
+class ServiceNotLocal(HermesError):
+    code = "service_not_local"
+
+
+def ensure_service(
+    root: Path, service: str, module: str, *, timeout: float = START_TIMEOUT, claim: bool = False
+) -> homes.Endpoint:
     """The endpoint of ``service`` in ``root``, started from ``module`` first if nothing holds it.
 
     Where its lock here cannot tell (a TCP address served from a home out of sight: a
-    container, another host), the service is asked: one that answers is used as it is; one
-    that does not is started here only when its address is on this host."""
+    container, another host), the service is asked: one that answers is used as it is; none
+    answering is ``ServiceNotLocal``, and nothing is started. ``claim`` (``hermes mesh up``,
+    which runs this install's mesh on this host) starts one on a local TCP address whose lock
+    is not here yet; its lock file makes the address this home's from then on."""
     endpoint = homes.endpoint(root, service)
     running = lock_says(endpoint)
     if running is None:
         if answers(endpoint):
             return endpoint
-        if endpoint.tcp is not None and not endpoint.tcp.is_local:
-            raise ServiceStartFailed(
-                f"the {service} at {endpoint.control} does not answer, and it is not served from this host",
-                detail={"service": service, "control": endpoint.control},
-            )
+        if endpoint.tcp is not None and not (claim and endpoint.tcp.is_local):
+            raise _not_local(service, endpoint)
     elif running and _serving(endpoint):
         return endpoint
     log_path = Path(root) / "logs" / f"{service}.log"
@@ -79,6 +88,18 @@ def ensure_service(root: Path, service: str, module: str, *, timeout: float = ST
             )
         time.sleep(0.05)
     return endpoint
+
+
+def _not_local(service: str, endpoint: homes.Endpoint) -> ServiceNotLocal:
+    return ServiceNotLocal(
+        f"the {service} at {endpoint.control} does not answer, and this home does not serve it "
+        f"(its lock is not in {endpoint.lock_path.parent}): it runs in a container or on another host",
+        detail={
+            "service": service,
+            "control": endpoint.control,
+            "hint": f"start the {service} where it runs (its container: `docker compose up -d`; or its host)",
+        },
+    )
 
 
 def _serving(endpoint: homes.Endpoint) -> bool:

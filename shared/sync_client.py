@@ -19,6 +19,7 @@ from shared import protocol, zmq_monitor
 from shared.call_rules import (
     DEFAULT_RETRY,
     HANDSHAKE_EVENTS,
+    HANDSHAKE_REFUSALS,
     NO_RETRY,
     REPLY_GRACE,
     RetryPolicy,
@@ -65,7 +66,6 @@ def connect(endpoint: Endpoint, **options: Any) -> SyncClient:
 
 
 _SILENT = frozenset({Code.UNAVAILABLE, Code.TIMEOUT, Code.CONNECTION_RESET})
-_HANDSHAKE_REFUSALS = frozenset({Code.AUTH_FAILED, Code.SERVER_KEY_MISMATCH, Code.HANDSHAKE_FAILED})
 
 
 def answers(endpoint: Endpoint, timeout: float = 1.0) -> bool:
@@ -76,7 +76,7 @@ def answers(endpoint: Endpoint, timeout: float = 1.0) -> bool:
         with connect(endpoint, retry=NO_RETRY) as client:
             client.call(protocol.HELLO, timeout=timeout)
     except RemoteError as exc:
-        if exc.code in _HANDSHAKE_REFUSALS:
+        if exc.code in HANDSHAKE_REFUSALS:
             raise
         return exc.code not in _SILENT
     return True
@@ -309,6 +309,7 @@ def call_all(
                     except RemoteError as exc:
                         outcomes[address] = exc
                         poller.unregister(sock)
+                        poller.unregister(ready)  # a closed socket left in the poller fails every poll
                         del waiting[sock]
                         pool.pop(address, None)  # a failed handshake is retried for ever: never reuse it
                         _close(sock, monitors)

@@ -45,7 +45,7 @@ def _pid_and_footnotes(gateways: list[dict[str, Any]]) -> tuple[Callable[[dict[s
     shared = _shared_processes(gateways)
 
     def pid(g: dict[str, Any]) -> str:
-        return f"{g['pid']}*" if (g["pid"], g["start_time"]) in shared else str(g["pid"])
+        return f"{g['pid']}*" if (g["pid"], g["start_time"]) in shared else str(_dash(g["pid"]))
 
     notes = [f"* one process (pid {p}) serves {', '.join(names)}" for (p, _), names in shared.items()]
     return pid, notes
@@ -65,10 +65,32 @@ def _refuse_unsafe_run_dirs(root: Path) -> None:
             continue
 
 
+def _rows(found: discovery.Survey) -> list[dict[str, Any]]:
+    """A row per gateway found, each with its ``error`` (None), and one per profile whose gateway
+    refused the handshake: the refusal is the error of that profile's best-informed row (its
+    state file is here), or a row of its own (it is out of sight). Default profile first."""
+    rows = [{**record.to_dict(), "error": None} for record in found.records]
+    for refusal in found.refused:
+        row = next((r for r in rows if r["profile"] == refusal.profile), None)
+        if row is None:
+            rows.append(refusal.to_dict())
+        else:
+            row["error"] = refusal.to_dict()["error"]
+    return sorted(rows, key=lambda row: homes.profile_order(row["profile"]))  # stable: best-informed first
+
+
+def _state(g: dict[str, Any]) -> str:
+    """The STATE cell: a refused gateway's says which refusal."""
+    if g["error"] is None:
+        return str(g["state"])
+    if g["state"] == discovery.REFUSED:
+        return f"{discovery.REFUSED}: {g['error']['code']}"
+    return f"{g['state']} ({discovery.REFUSED}: {g['error']['code']})"
+
+
 def cmd_status(args) -> int:
     _refuse_unsafe_run_dirs(homes.root_home())
-    records = discovery.discover(homes.root_home())
-    data = {"gateways": [r.to_dict() for r in records]}
+    data = {"gateways": _rows(discovery.survey(homes.root_home()))}
 
     def text(d: dict[str, Any]) -> str:
         if not d["gateways"]:
@@ -78,7 +100,7 @@ def cmd_status(args) -> int:
             (
                 g["profile"],
                 pid(g),
-                g["state"],
+                _state(g),
                 (g["code_sha"] or "-")[:12],
                 _dash(g["code_version"]),
                 _dash(g["active_turns"]),
@@ -97,16 +119,12 @@ def cmd_status(args) -> int:
 def cmd_list(args) -> int:
     root = homes.root_home()
     _refuse_unsafe_run_dirs(root)
-    first: dict[str, discovery.GatewayRecord] = {}
-    for record in discovery.discover(root):  # best-informed record of a profile comes first
-        first.setdefault(record.profile, record)
+    first: dict[str, dict[str, Any]] = {}
+    for row in _rows(discovery.survey(root)):  # best-informed row of a profile comes first
+        first.setdefault(row["profile"], row)
     data = {
         "profiles": [
-            {
-                "profile": name,
-                "home": str(homes.profile_home(name, root)),
-                "gateway": first[name].to_dict() if name in first else None,
-            }
+            {"profile": name, "home": str(homes.profile_home(name, root)), "gateway": first.get(name)}
             for name in homes.list_profiles(root)
         ]
     }
@@ -114,7 +132,7 @@ def cmd_list(args) -> int:
     def text(d: dict[str, Any]) -> str:
         pid, notes = _pid_and_footnotes([p["gateway"] for p in d["profiles"] if p["gateway"]])
         rows = [
-            (p["profile"], p["home"], f"{pid(p['gateway'])} {p['gateway']['state']}" if p["gateway"] else "-")
+            (p["profile"], p["home"], f"{pid(p['gateway'])} {_state(p['gateway'])}" if p["gateway"] else "-")
             for p in d["profiles"]
         ]
         return _with_notes(output.table(("PROFILE", "HOME", "GATEWAY"), rows), notes)

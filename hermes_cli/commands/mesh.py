@@ -119,7 +119,7 @@ def cmd_up(args) -> int:
     profiles = _profiles(getattr(args, "profiles", None))
     served = _served(getattr(args, "serve", None))
     for worker in WITH_THE_MESH:  # first: the gateways' first reports find the reporter up
-        ensure_service(root, worker, f"services.{worker}")
+        ensure_service(root, worker, f"services.{worker}", claim=True)  # this mesh runs here
     progress = StartProgress()
     try:
         status = supervisord.up(root, profiles, served=served, progress=progress)

@@ -17,6 +17,10 @@ serves, each record carrying the whole set: by each profile's socket or state fi
 scan, from the state files naming the process, else from its command line
 (``gateway_served_profiles``) when none does.
 
+A gateway whose socket refuses this client's CURVE handshake (``auth_failed``,
+``server_key_mismatch``, ``handshake_failed``) is a ``Refusal``: its profile and the typed
+error, for ``survey`` to report beside the gateways that answered.
+
 No trio here: the CLI imports this module. The scan reads ``/proc`` (``shared.identity``).
 """
 
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from shared import homes, ids
+from shared.call_rules import HANDSHAKE_REFUSALS
 from shared.command_lines import gateway_served_profiles, looks_like_gateway_command_line
 from shared.curve import client_options
 from shared.endpoint_lock import lock_says
@@ -53,6 +58,7 @@ from shared.sync_client import call_all
 Source = Literal["socket", "state_file", "scan"]
 
 UNKNOWN = "unknown"
+REFUSED = "refused"  # the state of a gateway known only by its refused handshake
 # States in which a state file may describe a process that is still a gateway.
 LIVE_STATES = frozenset({ops.STARTING, ops.RUNNING, ops.DRAINING, ops.STOPPING})
 
@@ -102,6 +108,44 @@ class GatewayRecord:
         return None if self.start_time is None else ProcessIdentity(self.pid, self.start_time)
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A profile's gateway socket that refused this client's CURVE handshake: something serves
+    there, but this install cannot ask it (its client key unknown there, a server key this
+    install does not trust for it, not a CURVE service)."""
+
+    profile: str
+    home: Path
+    error: RemoteError
+
+    def to_dict(self) -> dict[str, Any]:
+        """The refusal as a gateway row: the keys of ``GatewayRecord.to_dict``, what the
+        refusal does not tell None, and the typed error."""
+        return {
+            "profile": self.profile,
+            "pid": None,
+            "start_time": None,
+            "state": REFUSED,
+            "code_sha": None,
+            "code_version": None,
+            "active_turns": None,
+            "supervisor": UNKNOWN,
+            "source": "socket",
+            "home": str(self.home),
+            "install_id": None,
+            "instance_id": None,
+            "served_profiles": [self.profile],
+            "multiplex": False,
+            "error": {"code": self.error.code, "message": self.error.message},
+        }
+
+
+@dataclass(frozen=True)
+class Survey:
+    records: list[GatewayRecord]
+    refused: list[Refusal]  # by profile, as the records are
+
+
 def discover(
     root: Path, *, timeout: float = 1.0, scan: bool = True, sockets: dict[str, Any] | None = None
 ) -> list[GatewayRecord]:
@@ -109,11 +153,22 @@ def discover(
 
     ``sockets`` (see ``shared.sync_client.call_all``) keeps the connections to the gateways
     open for the caller's next call to them; the caller closes them."""
+    return survey(root, timeout=timeout, scan=scan, sockets=sockets).records
+
+
+def survey(root: Path, *, timeout: float = 1.0, scan: bool = True, sockets: dict[str, Any] | None = None) -> Survey:
+    """``discover``'s gateways, and the profiles whose gateway refused the handshake. A refused
+    gateway may still be listed, by its state file or the scan, when its home is here."""
     root = Path(root).absolute()
     profile_homes = {name: homes.profile_home(name, root) for name in homes.list_profiles(root)}
     answers, vouched = _ask_all(profile_homes, timeout, sockets)
     install = _install_id(root)  # read after the answers: a gateway makes it before it binds
     found: list[GatewayRecord] = []
+    refused = [
+        Refusal(name, home, answer)
+        for name, home in profile_homes.items()
+        if isinstance(answer := answers.get(name), RemoteError) and answer.code in HANDSHAKE_REFUSALS
+    ]
     seen: set[object] = set()
     for name, home in profile_homes.items():
         answer = answers.get(name)
@@ -127,7 +182,7 @@ def discover(
             found.append(record)
     if scan:
         found = _with_scan(root, found)
-    return sorted(found, key=_order)
+    return Survey(sorted(found, key=_order), sorted(refused, key=lambda r: homes.profile_order(r.profile)))
 
 
 def _record_key(record: GatewayRecord) -> tuple[object, str]:

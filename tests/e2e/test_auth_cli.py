@@ -19,14 +19,17 @@ from nous import store
 from services.auth_worker import ops
 from shared import homes
 from shared.call_rules import NO_RETRY
+from shared.identity import all_pids, read_cmdline, read_environ
 from shared.locks import probe
 from shared.spawn import stop_service
-from shared.sync_client import SyncClient
+from shared.sync_client import SyncClient, connect
+from tests.support.cli import HERMES
 from tests.support.cli import hermes as run_hermes
 from tests.support.installs import release
 from tests.support.logins import Hermes
 from tests.support.portal import PortalSim
 from tests.support.processes import python_env, wait_for
+from tests.support.tcp import free_port_pair
 
 
 @pytest.fixture
@@ -235,3 +238,72 @@ def test_a_guest_who_signs_in_keeps_their_apps(hermes, sim, root):
     view = json.loads(hermes.run("auth", "status", "nous", "--json").stdout)
     assert [r["state"] for r in view["handoff"]] == ["claimed"]
     _assert_no_token_leaked(hermes, sim)  # the guest's credential included
+
+
+def _auth_workers_of(home) -> list[int]:
+    """Every auth worker process on this host that runs on ``home``."""
+    return [
+        pid
+        for pid in all_pids()
+        if "services.auth_worker" in (read_cmdline(pid) or [])
+        and (read_environ(pid) or {}).get("HERMES_HOME") == str(home)
+    ]
+
+
+def test_login_never_starts_a_worker_in_place_of_a_containers_that_is_stopped(root, short_dir, sim):
+    """The host names its container's auth worker by its published port; the container is
+    stopped. Its lock is not in the host's home, so the login says so, and starts nothing that
+    would keep the container from binding its port again."""
+    container = short_dir / "container"  # the container's home, on its volume: out of the host's sight
+    for home in (container, root):
+        assert run_hermes("mesh", "keys", "init", home=home).returncode == 0
+    document = run_hermes("mesh", "keys", "show", "--json", home=container).stdout
+    trusted = subprocess.run(
+        [*HERMES, "mesh", "keys", "authorize", "--server", "--from", "-"],
+        input=document,
+        env=python_env(HERMES_HOME=str(root)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert trusted.returncode == 0, trusted.stderr
+    host_client = run_hermes("mesh", "keys", "show", "--client", home=root).stdout.strip()
+    assert run_hermes("mesh", "keys", "authorize", "host", host_client, home=container).returncode == 0
+    port = free_port_pair()
+    host_env = python_env(
+        HERMES_HOME=str(root), HERMES_PORTAL_URL=sim.url, HERMES_MESH_TCP=f"auth_worker=tcp://127.0.0.1:{port}"
+    )
+    scripted = run_hermes("auth", "login", "nous", "--no-browser", "--json", env=host_env)
+    assert scripted.returncode == 1, scripted.stdout + scripted.stderr
+    error = json.loads(scripted.stdout.splitlines()[-1])["error"]
+    assert error["code"] == "service_not_local"
+    assert (error["detail"]["service"], error["detail"]["control"]) == ("auth_worker", f"tcp://127.0.0.1:{port}")
+    text = run_hermes("auth", "login", "nous", "--no-browser", env=host_env)
+    assert text.returncode == 1
+    assert "docker compose up" in text.stderr and "Traceback" not in text.stderr
+    assert _auth_workers_of(root) == []
+    assert not homes.endpoint(root, ops.SERVICE, create=False, env={}).lock_path.exists()
+    assert not (root / "logs" / "auth_worker.log").exists()
+    for taken in (port, port + 1):  # free: nothing of the host's holds the container's ports
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", taken))
+    worker = subprocess.Popen(
+        [*HERMES[:2], "services.auth_worker"],
+        env=python_env(HERMES_HOME=str(container), HERMES_MESH_TCP=f"auth_worker=tcp://0.0.0.0:{port}"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        lock = homes.endpoint(container, ops.SERVICE, create=False, env={}).lock_path
+        wait_for(lambda: worker.poll() is not None or probe(lock).held, timeout=20, what="the container's worker")
+        assert worker.poll() is None, worker.stderr.read().decode() if worker.stderr else ""
+        endpoint = homes.endpoint(root, ops.SERVICE, env={"HERMES_MESH_TCP": f"auth_worker=tcp://127.0.0.1:{port}"})
+        with connect(endpoint, retry=NO_RETRY) as client:  # the host reaches the container's own worker
+            assert client.call(ops.STATUS, timeout=10) is not None
+        assert _auth_workers_of(root) == []
+        retries = homes.endpoint(container, "handoff_retry", create=False, env={}).lock_path
+        wait_for(lambda: probe(retries).held, timeout=20, what="the retries the worker starts, to stop them")
+    finally:
+        worker.kill()
+        worker.wait(timeout=10)
+        stop_service(container, "handoff_retry")  # the worker starts the retries of its home

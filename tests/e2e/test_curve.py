@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -13,6 +15,7 @@ import zmq
 
 from shared import curve, curve_keys, homes
 from shared.gateways import ops
+from shared.mesh_tcp import TCP_ENV
 from shared.protocol import Code, RemoteError
 from shared.sync_client import SyncClient, connect
 from tests.support.cli import DASHED_PUBLIC_KEY, HERMES, hermes, hermes_json
@@ -209,3 +212,66 @@ def test_rotating_the_client_key_during_a_stream_of_calls_loses_none(root, tcp_g
             rotations += 1
     assert all(answer == {"pong": True, "pid": gateway.pid} for answer in answers)
     assert set(curve_keys.public_keys(root, "authorized")) == {"local"}
+
+
+def _port_pairs(count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port_pair()
+        if all(abs(port - taken) > 1 for taken in ports):
+            ports.append(port)
+    return ports
+
+
+def test_gateway_status_and_list_give_a_refused_handshake_its_own_typed_row(root, short_dir, gateways):
+    """Four gateways on TCP: one answers; one, out of sight, refuses this install's client key;
+    one in this home holds another server key than the one this install trusts for it; one is
+    stopped, so its call still waits when the refusals come in."""
+    for name in ("coder", "critic", "writer"):
+        (root / "profiles" / name).mkdir(parents=True)
+    assert hermes("mesh", "keys", "init", "--profile", "critic", "--profile", "writer", home=root).returncode == 0
+    elsewhere = short_dir / "elsewhere"  # coder's gateway runs on a home of its own, with its own keys
+    assert hermes("mesh", "keys", "init", "--profile", "coder", home=elsewhere).returncode == 0
+    theirs = hermes_json("mesh", "keys", "show", home=elsewhere)[1]["services"]["gateway@coder"]
+    assert hermes("mesh", "keys", "authorize", "--server", "gateway@coder", theirs, home=root).returncode == 0
+    ports = dict(zip(("gateway", "gateway@coder", "gateway@critic", "gateway@writer"), _port_pairs(4), strict=True))
+    env = {TCP_ENV: ",".join(f"{name}=tcp://127.0.0.1:{port}" for name, port in ports.items())}
+    default = gateways(root, "default", env=python_env(**env))
+    gateways(elsewhere, "coder", env=python_env(**env))
+    critic = gateways(root, "critic", env=python_env(**env))
+    writer = gateways(root, "writer", env=python_env(**env))
+    stranger = zmq.curve_keypair()[0].decode()
+    assert hermes("mesh", "keys", "authorize", "--server", "gateway@critic", stranger, home=root).returncode == 0
+    os.kill(writer.pid, signal.SIGSTOP)
+    try:
+        code, status = hermes_json("gateway", "status", home=root, env_extra=env)
+        assert code == 0, status
+        assert [
+            (g["profile"], g["pid"], g["state"], g["source"], g["error"] and g["error"]["code"])
+            for g in status["gateways"]
+        ] == [
+            ("default", default.pid, "running", "socket", None),
+            ("coder", None, "refused", "socket", Code.AUTH_FAILED),
+            ("critic", critic.pid, "running", "state_file", Code.SERVER_KEY_MISMATCH),
+            ("writer", writer.pid, "running", "state_file", None),
+        ]
+        assert stranger not in json.dumps(status)
+        text = hermes("gateway", "status", home=root, env_extra=env)
+        assert text.returncode == 0, text.stderr
+        rows = {line.split()[0]: line.split() for line in text.stdout.splitlines()[1:]}
+        assert rows["coder"][1:4] == ["-", "refused:", "auth_failed"]
+        assert rows["critic"][1:5] == [str(critic.pid), "running", "(refused:", "server_key_mismatch)"]
+        assert rows["default"][1:3] == [str(default.pid), "running"]
+        code, listed = hermes_json("gateway", "list", home=root, env_extra=env)
+        assert code == 0, listed
+        assert {p["profile"]: (p["gateway"]["pid"], p["gateway"]["error"]) for p in listed["profiles"]} == {
+            "default": (default.pid, None),
+            "coder": (None, {"code": Code.AUTH_FAILED, "message": status["gateways"][1]["error"]["message"]}),
+            "critic": (critic.pid, status["gateways"][2]["error"]),
+            "writer": (writer.pid, None),
+        }
+        text = hermes("gateway", "list", home=root, env_extra=env)
+        assert text.returncode == 0, text.stderr
+        assert "- refused: auth_failed" in text.stdout and "Traceback" not in text.stderr
+    finally:
+        os.kill(writer.pid, signal.SIGCONT)

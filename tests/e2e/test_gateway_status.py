@@ -76,8 +76,9 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
             "instance_id",
             "served_profiles",
             "multiplex",
+            "error",  # None: it answered, or was found without a refused handshake
         }
-        assert (g["served_profiles"], g["multiplex"]) == ([g["profile"]], False)
+        assert (g["served_profiles"], g["multiplex"], g["error"]) == ([g["profile"]], False, None)
 
 
 def test_a_gateway_that_cannot_answer_is_found_through_its_state_file(root, gateways):

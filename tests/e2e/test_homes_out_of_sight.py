@@ -17,7 +17,7 @@ from services.handoff_retry import ops as handoff_ops
 from shared import homes
 from shared.mesh_tcp import TCP_ENV
 from shared.protocol import HELLO, Code, RemoteError
-from shared.spawn import ServiceStartFailed, ensure_service, stop_service
+from shared.spawn import ServiceNotLocal, ensure_service, stop_service
 from shared.sync_client import connect
 from tests.support.cli import hermes, hermes_json
 from tests.support.processes import ROOT, GatewayProcess, python_env, wait_for
@@ -112,22 +112,31 @@ def test_a_worker_served_from_another_home_is_used_not_started_again(two_homes, 
 def test_a_worker_on_another_host_that_does_not_answer_is_not_started_here(two_homes, monkeypatch):
     _, home_b, _ = two_homes
     monkeypatch.setenv(TCP_ENV, "handoff_retry=tcp://192.0.2.1:7440")  # TEST-NET-1: nobody answers
-    with pytest.raises(ServiceStartFailed) as caught:
-        ensure_service(home_b, handoff_ops.SERVICE, "services.handoff_retry")
-    assert caught.value.detail == {"service": "handoff_retry", "control": "tcp://192.0.2.1:7440"}
-    assert "not served from this host" in caught.value.message
+    for claim in (False, True):  # not even by the mesh's own start: the address is not this host's
+        with pytest.raises(ServiceNotLocal) as caught:
+            ensure_service(home_b, handoff_ops.SERVICE, "services.handoff_retry", claim=claim)
+        assert (caught.value.detail["service"], caught.value.detail["control"]) == (
+            "handoff_retry",
+            "tcp://192.0.2.1:7440",
+        )
     assert not (home_b / "logs" / "handoff_retry.log").exists()
 
 
-def test_a_worker_on_a_local_address_that_does_not_answer_is_started_here(two_homes, monkeypatch):
+def test_a_worker_on_a_local_address_whose_lock_is_not_here_is_started_only_by_a_claim(two_homes, monkeypatch):
     _, home_b, tcp = two_homes
     monkeypatch.setenv(TCP_ENV, tcp[TCP_ENV])
     monkeypatch.setenv("HERMES_HOME", str(home_b))  # a started worker serves the caller's install
-    try:
-        endpoint = ensure_service(home_b, handoff_ops.SERVICE, "services.handoff_retry")
+    with pytest.raises(ServiceNotLocal) as caught:  # a container's, say, stopped
+        ensure_service(home_b, handoff_ops.SERVICE, "services.handoff_retry")
+    assert "docker compose up" in caught.value.detail["hint"]
+    assert not (home_b / "logs" / "handoff_retry.log").exists()
+    try:  # hermes mesh up runs this home's mesh here: its first start makes the address this home's
+        endpoint = ensure_service(home_b, handoff_ops.SERVICE, "services.handoff_retry", claim=True)
         with connect(endpoint) as client:
             started = client.call(HELLO, timeout=10)["pid"]
-        assert (home_b / "logs" / "handoff_retry.log").exists()
         assert stop_service(home_b, handoff_ops.SERVICE) == started
+        endpoint = ensure_service(home_b, handoff_ops.SERVICE, "services.handoff_retry")  # its lock is here now
+        with connect(endpoint) as client:
+            assert client.call(HELLO, timeout=10)["pid"] != started
     finally:
         stop_service(home_b, handoff_ops.SERVICE)

@@ -107,6 +107,33 @@ async def test_wrong_server_key_fails_fast_with_server_key_mismatch(served):
     assert outcomes[ep.control].code == Code.SERVER_KEY_MISMATCH
 
 
+async def test_call_all_answers_for_each_service_when_one_refuses_while_another_still_waits(served, nursery):
+    root, ep = served
+    other = homes.endpoint(root, "handoff_retry", env=tcp_env("handoff_retry", free_port_pair()))
+    answering = build_service(other.bind_control, other.lock_path, options=curve.server_options(other))
+    await nursery.start(answering.serve)
+    silent_ep = homes.endpoint(root, "hook_reporter", env=tcp_env("hook_reporter", free_port_pair()))
+    silent = zmq.Context.instance().socket(zmq.ROUTER)  # takes every request, answers none
+    for option, value in curve.server_options(silent_ep):
+        silent.setsockopt(option, value)
+    silent.bind(silent_ep.bind_control)
+    wrong_server = curve.client_options(ep)
+    wrong_server[0] = (zmq.CURVE_SERVERKEY, zmq.curve_keypair()[0])
+    options = {ep.control: wrong_server, other.control: curve.client_options(other)}
+    options[silent_ep.control] = curve.client_options(silent_ep)
+    try:
+        # The refusal comes in while the silent service's call still waits for its answer.
+        outcomes = await trio.to_thread.run_sync(
+            lambda: call_all(list(options), ECHO, {"text": "x"}, timeout=2.0, options=options)
+        )
+    finally:
+        silent.close(linger=0)
+        answering.stop(grace=0)
+    assert outcomes[other.control] == "x"
+    assert outcomes[ep.control].code == Code.SERVER_KEY_MISMATCH
+    assert outcomes[silent_ep.control].code == Code.TIMEOUT
+
+
 async def test_revoked_key_is_refused_on_its_next_connection(served):
     root, ep = served
     assert await trio.to_thread.run_sync(_echo_over_sync, ep) == "hi"
