@@ -54,6 +54,8 @@ class Terminal:
     def __init__(self, daemon, session):
         self.daemon, self.session, self.offset = daemon, session, "0"
         self.seen = b""
+        runtime = daemon.call(p.SESSION_GET, {"host": HOST, "session": session})["runtime"]
+        self.runtime = {k: runtime[k] for k in ("worker_instance_id", "runtime_generation")}
 
     def expect(self, pattern: re.Pattern[bytes]) -> re.Match[bytes]:
         for _ in range(40):  # 40 bounded waits of at most 1.5 s: a chat that never answers fails
@@ -63,7 +65,7 @@ class Terminal:
                 return found
             page = self.daemon.call(
                 p.SESSION_OUTPUT,
-                {"host": HOST, "session": self.session, "after_offset": self.offset, "wait_ms": 1500},
+                {"host": HOST, "session": self.session, **self.runtime, "after_offset": self.offset, "wait_ms": 1500},
             )
             self.offset = page["next_offset"]
             self.seen += page["data"]
@@ -143,11 +145,15 @@ def test_the_safe_loop_drives_a_peer_the_plugin_started(daemon, root, short_dir,
     first = origin.tool("pohunek_session_output", {"session": peer})["result"]
     sent = origin.tool("pohunek_session_send", {"session": peer, "input": "marco polo"})
     assert sent["ok"] and sent["result"]["session_id"] == peer
+    cursor = {k: first[k] for k in ("worker_instance_id", "runtime_generation")}  # its runtime, as returned
     waited = origin.tool(
-        "pohunek_session_wait", {"session": peer, "timeout_ms": 8000, "after_output_offset": first["next_offset"]}
+        "pohunek_session_wait",
+        {"session": peer, "timeout_ms": 8000, **cursor, "after_output_offset": first["next_offset"]},
     )
     assert waited["result"]["outcome"] in ("changed", "matched"), waited
-    reread = origin.tool("pohunek_session_output", {"session": peer, "after_offset": first["next_offset"]})["result"]
+    reread = origin.tool("pohunek_session_output", {"session": peer, **cursor, "after_offset": first["next_offset"]})[
+        "result"
+    ]
     assert reread["start_offset"] == first["next_offset"]
     assert reread["content_trust"] == "untrusted"
     screen = origin.tool("pohunek_session_screen", {"session": peer})["result"]

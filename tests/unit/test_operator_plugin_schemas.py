@@ -24,6 +24,7 @@ MINIMAL = {
     "pohunek_session_rename": {"session": "s", "name": "n"},
     "pohunek_session_set_metadata": {"session": "s", "metadata": {"label": "x"}},
 }
+PAIR = {"worker_instance_id": "w-1", "runtime_generation": "1"}  # the runtime a cursor came with
 
 
 def minimal(name):
@@ -92,11 +93,17 @@ def test_session_references_are_typed_bounded_and_unqualified(name):
     [
         ("pohunek_sessions", {"filters": {"state": "asleep"}}, "filters.state"),
         ("pohunek_sessions", {"filters": {"owner": "x"}}, "filters.owner"),
-        ("pohunek_session_output", {"session": "s", "after_offset": "01"}, "after_offset"),
-        ("pohunek_session_output", {"session": "s", "after_offset": "-0"}, "after_offset"),
-        ("pohunek_session_output", {"session": "s", "after_offset": 5}, "after_offset"),
+        ("pohunek_session_output", {"session": "s", **PAIR, "after_offset": "01"}, "after_offset"),
+        ("pohunek_session_output", {"session": "s", **PAIR, "after_offset": "-0"}, "after_offset"),
+        ("pohunek_session_output", {"session": "s", **PAIR, "after_offset": 5}, "after_offset"),
         ("pohunek_session_output", {"session": "s", "wait_ms": 10}, "after_offset"),
-        ("pohunek_session_output", {"session": "s", "after_offset": "0", "wait_ms": 8001}, "wait_ms"),
+        ("pohunek_session_output", {"session": "s", **PAIR, "after_offset": "0", "wait_ms": 8001}, "wait_ms"),
+        ("pohunek_session_output", {"session": "s", "after_offset": "0"}, "worker_instance_id"),
+        (
+            "pohunek_session_output",
+            {"session": "s", "after_offset": "0", "worker_instance_id": "w-1"},
+            "runtime_generation",
+        ),
         ("pohunek_session_output", {"session": "s", "max_bytes": 1_048_577}, "max_bytes"),
         ("pohunek_session_output", {"session": "s", "max_bytes": 0}, "max_bytes"),
         ("pohunek_session_output", {"session": "s", "worker_instance_id": "w"}, "runtime_generation"),
@@ -115,8 +122,14 @@ def test_session_references_are_typed_bounded_and_unqualified(name):
         ),
         (
             "pohunek_session_wait",
-            {"session": "s", "timeout_ms": 1, "after_output_offset": "007"},
+            {"session": "s", "timeout_ms": 1, **PAIR, "after_output_offset": "007"},
             "after_output_offset",
+        ),
+        ("pohunek_session_wait", {"session": "s", "timeout_ms": 1, "after_output_offset": "7"}, "worker_instance_id"),
+        (
+            "pohunek_session_wait",
+            {"session": "s", "timeout_ms": 1, "after_terminal_watermark": "7"},
+            "worker_instance_id",
         ),
         ("pohunek_session_start", {"agent_profile": "hermes", "project": {"label": "p"}}, "name"),
         ("pohunek_session_start", {"name": "n", "project": {"label": "p"}}, "agent_profile"),
