@@ -186,3 +186,23 @@ def test_a_policy_written_for_protocol_3_works_and_one_outside_the_window_regist
     )
     install(root, path)
     assert Terminal(daemon, start(daemon, "later")).tools() == set()
+
+
+def test_a_float_or_a_lone_surrogate_is_refused_by_name_and_the_chat_goes_on(daemon, root, short_dir):
+    origin = Terminal(daemon, managed_chat(daemon, root, short_dir, "manage"))
+    peer = start(daemon, "peer")
+    for name, args, field in (
+        ("pohunek_session_resize", {"session": peer, "cols": 80.0, "rows": 24}, "cols"),
+        ("pohunek_session_send", {"session": peer, "input": "a\ud800"}, "input"),
+        ("pohunek_session_rename", {"session": peer, "name": "\udfff"}, "name"),
+        ("pohunek_session_get", {"session": peer, "\ud800": 1}, "\\ud800"),
+    ):
+        answer = origin.tool(name, args)  # typed as the JSON escape: the chat parses a lone surrogate
+        assert (answer["error"]["code"], answer["error"]["detail"]) == ("plugin_invalid_request", {"field": field})
+    assert origin.tool("pohunek_session_get", {"session": peer})["result"]["name"] == "peer"
+    everything = daemon.call(
+        p.SESSION_OUTPUT, {"host": HOST, "session": origin.session, **origin.runtime, "after_offset": "0"}
+    )["data"]
+    assert b"Traceback" not in everything and b"failed unexpectedly" not in everything
+    assert daemon.call(p.SESSION_GET, {"host": HOST, "session": origin.session})["state"] == "running"
+    assert not (root / "logs" / "cli-errors.log").exists()

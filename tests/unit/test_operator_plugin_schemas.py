@@ -3,9 +3,11 @@ naming the field at fault."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.support.operator_plugin import payload
+from tests.support.operator_plugin import argument_fields, arguments_around, payload, with_argument
 
 schemas = payload("schemas")
 errors = payload("errors")
@@ -179,3 +181,23 @@ def test_plain_text_with_tabs_and_newlines_and_null_metadata_pass():
     assert schemas.validate("pohunek_session_set_metadata", meta) == meta
     worktree = {"agent_profile": "shell", "name": "n", "worktree": {"project": {"id": "p-1"}, "branch": "f/x"}}
     assert schemas.validate("pohunek_session_start", worktree) == worktree
+
+
+FIELDS = [
+    (name, path, kind)
+    for name in schemas.FULL_TOOLS
+    for path, kind in argument_fields(schemas.SCHEMAS[name]["parameters"])
+]
+BAD = {"integer": 80.0, "string": "a\ud800b"}  # a whole number spelled as a float; a lone surrogate
+
+
+@pytest.mark.parametrize(("name", "path", "kind"), FIELDS, ids=[f"{n}:{p}" for n, p, _ in FIELDS])
+def test_a_float_for_an_integer_and_a_lone_surrogate_in_text_are_refused_naming_the_field(name, path, kind):
+    assert refused(name, with_argument(arguments_around(name, path, "s"), path, BAD[kind])) == path
+
+
+def test_every_tool_takes_only_whole_numbers_and_a_surrogate_key_is_named_escaped():
+    assert all(kind in ("string", "integer") for _, _, kind in FIELDS)
+    assert '"number"' not in json.dumps(schemas.SCHEMAS)
+    assert refused("pohunek_session_get", {"session": "s", "\ud800": 1}) == "\\ud800"
+    assert refused("pohunek_sessions", {"filters": {"agent": 1e3}}) == "filters.agent"

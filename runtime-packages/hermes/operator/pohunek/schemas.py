@@ -3,10 +3,16 @@
 JSON Schema draft-07 objects in the OpenAI function shape, compiled once per tool with
 fastjsonschema on first use. No raw argv, method name, force flag, attach, executable, socket
 or environment anywhere: only named, bounded fields.
+
+Two rules come before the schema, for every argument at any depth: a number is a whole JSON
+number (draft-07 counts ``80.0`` as an integer; the daemon does not), and text is Unicode
+(a lone surrogate escape such as ``"\\ud800"`` parses in JSON but no encoder on the way can
+carry it).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +51,7 @@ HOST_PATTERN = r"^(local|[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]
 # refused, so no escape sequence (a raw keystroke) can be typed through a tool.
 TEXT_PATTERN = "^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
 UPDATED_AT_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{9}Z$"
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half a UTF-16 pair: no UTF-8 encoder takes it
 
 _HOST = {"type": "string", "maxLength": 253, "pattern": HOST_PATTERN, "description": "a listed host; default local"}
 _SESSION = {
@@ -246,6 +253,7 @@ def validate(name: str, args: Any) -> dict[str, Any]:
     """``args`` checked against the tool's schema; ``plugin_invalid_request`` naming the field."""
     if not isinstance(args, dict):
         raise error("plugin_invalid_request", {"field": ""})
+    _check_plain(args)
     validator = _VALIDATORS.get(name)
     if validator is None:
         validator = _VALIDATORS[name] = fastjsonschema.compile(SCHEMAS[name]["parameters"])
@@ -257,6 +265,28 @@ def validate(name: str, args: Any) -> dict[str, Any]:
     if pair is not None and (pair[0] in args) == (pair[1] in args):
         raise error("plugin_invalid_request", {"field": pair[0]})
     return args
+
+
+def _check_plain(args: dict[str, Any]) -> None:
+    """No float and no lone surrogate anywhere in ``args``: ``plugin_invalid_request`` naming
+    the first one's path. A walk with its own stack, so no nesting can exhaust the interpreter's."""
+    pending: list[tuple[tuple[str, ...], Any]] = [((), args)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, float) or (isinstance(value, str) and _SURROGATE.search(value)):
+            raise error("plugin_invalid_request", {"field": ".".join(path)})
+        if isinstance(value, dict):
+            items = [(str(key), item) for key, item in value.items()]
+            for name, _ in items:
+                if _SURROGATE.search(name):  # named escaped: the answer itself must be Unicode
+                    raise error("plugin_invalid_request", {"field": ".".join((*path, _escaped(name)))})
+            pending.extend(((*path, name), item) for name, item in reversed(items))
+        elif isinstance(value, list):
+            pending.extend(((*path, str(i)), item) for i, item in reversed(list(enumerate(value))))
+
+
+def _escaped(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _field(exc: fastjsonschema.JsonSchemaValueException) -> str:
