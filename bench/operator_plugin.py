@@ -40,18 +40,28 @@ TARGET_CALL_RATIO = 3.0  # a tool call costs at most 3x its bare daemon call (it
 TARGET_WAKE_RATIO = 2.0  # a wait through the plugin wakes at most 2x as late as a bare wait
 
 
-def _wait_then_note(wait: Callable[[str], object], cursor: str, returned: list[int], done: threading.Event) -> None:
+Cursor = dict[str, str]  # an output offset with the runtime it counts in
+
+
+def _wait_then_note(
+    wait: Callable[[Cursor], object], cursor: Cursor, returned: list[int], done: threading.Event
+) -> None:
     wait(cursor)
     returned.append(time.perf_counter_ns())
     done.set()
 
 
-def wake_ups(wait: Callable[[str], object], client: DaemonClient, session: str, n: int) -> list[int]:
+def wake_ups(wait: Callable[[Cursor], object], client: DaemonClient, session: str, n: int) -> list[int]:
     """From the answer to an input to the return of a wait that was already waiting for output."""
     target = {"host": HOST, "session": session}
     samples = []
     for _ in range(n):
-        cursor = client.call(p.SESSION_OUTPUT, {**target, "max_bytes": 1})["runtime_end_offset"]
+        page = client.call(p.SESSION_OUTPUT, {**target, "max_bytes": 1})
+        cursor = {
+            "worker_instance_id": page["worker_instance_id"],
+            "runtime_generation": page["runtime_generation"],
+            "after_output_offset": page["runtime_end_offset"],
+        }
         done = threading.Event()
         returned: list[int] = []
 
@@ -125,17 +135,13 @@ def main() -> int:
                     ),
                 ]
                 bare = wake_ups(
-                    lambda cursor: waiter.call(
-                        p.SESSION_WAIT, {**target, "timeout_ms": 8000, "after_output_offset": cursor}
-                    ),
+                    lambda cursor: waiter.call(p.SESSION_WAIT, {**target, "timeout_ms": 8000, **cursor}),
                     client,
                     sid,
                     args.wakes,
                 )
                 plugin = wake_ups(
-                    lambda cursor: tool(
-                        "pohunek_session_wait", {"session": sid, "timeout_ms": 8000, "after_output_offset": cursor}
-                    ),
+                    lambda cursor: tool("pohunek_session_wait", {"session": sid, "timeout_ms": 8000, **cursor}),
                     client,
                     sid,
                     args.wakes,

@@ -90,7 +90,9 @@ def daemon_round_trip(client: DaemonClient, session: str, n: int) -> tuple[list[
     """Each round trip and, on average, how many output calls it took: the cursor is kept
     from call to call, as a caller of the daemon keeps it."""
     target = {"host": HOST, "session": session}
-    cursor = client.call(p.SESSION_OUTPUT, {**target, "max_bytes": 1})["runtime_end_offset"]
+    tail = client.call(p.SESSION_OUTPUT, {**target, "max_bytes": 1})
+    cursor = tail["runtime_end_offset"]
+    runtime = {k: tail[k] for k in ("worker_instance_id", "runtime_generation")}  # the cursor's runtime
     reads = 0
 
     def once() -> None:
@@ -99,7 +101,7 @@ def daemon_round_trip(client: DaemonClient, session: str, n: int) -> tuple[list[
         seen = b""
         while seen.count(b"round trip") < 2:  # the chat's echo of the typing, then its answer
             page = client.call(
-                p.SESSION_OUTPUT, {**target, "after_offset": cursor, "wait_ms": 2000, "max_bytes": 65536}
+                p.SESSION_OUTPUT, {**target, **runtime, "after_offset": cursor, "wait_ms": 2000, "max_bytes": 65536}
             )
             reads += 1
             seen += page["data"]
@@ -136,7 +138,8 @@ def main() -> int:
                 rows = [("host.list (baseline)", timed(lambda: client.call(p.HOST_LIST), args.calls))]
                 target = {"host": HOST, "session": sid}
                 rows.append(("session.get", timed(lambda: client.call(p.SESSION_GET, target), args.calls)))
-                page = {**target, "after_offset": "0", "max_bytes": 4096}
+                runtime = {k: started["runtime"][k] for k in ("worker_instance_id", "runtime_generation")}
+                page = {**target, **runtime, "after_offset": "0", "max_bytes": 4096}
                 rows.append(("session.output 4 KiB", timed(lambda: client.call(p.SESSION_OUTPUT, page), args.calls)))
                 rows.append(("session.screen", timed(lambda: client.call(p.SESSION_SCREEN, target), args.calls)))
                 bare = bare_pty_round_trip(args.round_trips, env)

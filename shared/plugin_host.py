@@ -362,9 +362,13 @@ class PluginHost:
         except (Exception, SystemExit) as exc:
             log.warning("tool %s raised (%s)", name, type(exc).__name__)
             return answer_error("internal_error", f"tool {name} failed")
-        if not isinstance(result, str):
+        try:
+            size = len(result.encode("utf-8")) if isinstance(result, str) else None
+        except UnicodeEncodeError:  # a lone surrogate: no turn, terminal or log could carry it
+            size = None
+        if size is None:
             return answer_error("internal_error", f"tool {name} answered something that is not text")
-        if len(result.encode("utf-8", errors="replace")) > RESULT_MAX_BYTES:
+        if size > RESULT_MAX_BYTES:
             return answer_error("tool_result_too_large", f"tool {name} answered more than {RESULT_MAX_BYTES} bytes")
         return result
 

@@ -102,8 +102,8 @@ def tool_calls(address: str, say: Callable[[str], None]) -> list[dict[str, Any]]
     with DaemonClient(address) as daemon:
         new = {"host": "local", "cols": 160, "rows": 40}
         daemon.call(p.SESSION_NEW, {**new, "agent": "shell", "name": "peer"}, timeout=30)
-        origin = daemon.call(p.SESSION_NEW, {**new, "agent": "hermes", "name": "operator"}, timeout=30)["id"]
-        chat = _Terminal(daemon, origin)
+        origin = daemon.call(p.SESSION_NEW, {**new, "agent": "hermes", "name": "operator"}, timeout=30)
+        chat = _Terminal(daemon, origin["id"], origin["runtime"])
         calls = [
             ("pohunek_session_get", {"session": "peer"}),
             ("pohunek_session_send", {"session": "peer", "input": "echo hello from the operator plugin"}),
@@ -123,8 +123,10 @@ def tool_calls(address: str, say: Callable[[str], None]) -> list[dict[str, Any]]
 class _Terminal:
     """The chat's screen bytes, read by cursor, with bounded waits."""
 
-    def __init__(self, daemon: Any, session: str) -> None:
+    def __init__(self, daemon: Any, session: str, runtime: dict[str, Any]) -> None:
         self.daemon, self.session, self.offset, self.seen = daemon, session, "0", b""
+        # The offset counts in this runtime: the daemon takes a cursor only with it.
+        self.runtime = {k: runtime[k] for k in ("worker_instance_id", "runtime_generation")}
 
     def type(self, line: str) -> None:
         from shared.operator import protocol as p
@@ -143,7 +145,13 @@ class _Terminal:
                     return json.loads(found.group(2))
             page = self.daemon.call(
                 p.SESSION_OUTPUT,
-                {"host": "local", "session": self.session, "after_offset": self.offset, "wait_ms": 1500},
+                {
+                    "host": "local",
+                    "session": self.session,
+                    **self.runtime,
+                    "after_offset": self.offset,
+                    "wait_ms": 1500,
+                },
                 timeout=10,
             )
             self.offset, self.seen = page["next_offset"], self.seen + page["data"]

@@ -139,9 +139,16 @@ class SessionDaemonApp:
         return session
 
     def _check_runtime(self, session: Session, args: Args, coordinates: tuple[str | None, int]) -> None:
-        """Runtime coordinates, when given, must be a pair naming the runtime in question."""
+        """Runtime coordinates, when given, must be a pair naming the runtime in question; an
+        output cursor is only valid with the runtime it came from, so it needs them."""
         worker, generation = args.get("worker_instance_id"), args.get("runtime_generation")
         if worker is None and generation is None:
+            if "after_offset" in args:
+                raise RemoteError(
+                    WireCode.INVALID_FIELD,
+                    "after_offset needs the runtime it was returned with",
+                    detail={"field": "worker_instance_id"},
+                )
             return
         if worker is None or generation is None:
             raise RemoteError(

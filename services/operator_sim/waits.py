@@ -80,6 +80,10 @@ def wait_params(args: dict[str, Any], now: Snapshot) -> WaitParams:
         after_updated_at=_updated_at(args),
         timeout_ms=timeout_ms,
     )
+    cursors = (params.after_output_offset, params.after_terminal_watermark)
+    if params.runtime is None and any(c is not None for c in cursors):
+        # A cursor counts within one runtime: without it an old offset waits out the new one.
+        raise _invalid("worker_instance_id", "an output or terminal cursor needs the runtime it was returned with")
     predicates = (
         params.runtime,
         params.states,

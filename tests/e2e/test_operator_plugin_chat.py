@@ -54,6 +54,8 @@ class Terminal:
     def __init__(self, daemon, session):
         self.daemon, self.session, self.offset = daemon, session, "0"
         self.seen = b""
+        runtime = daemon.call(p.SESSION_GET, {"host": HOST, "session": session})["runtime"]
+        self.runtime = {k: runtime[k] for k in ("worker_instance_id", "runtime_generation")}
 
     def expect(self, pattern: re.Pattern[bytes]) -> re.Match[bytes]:
         for _ in range(40):  # 40 bounded waits of at most 1.5 s: a chat that never answers fails
@@ -63,7 +65,7 @@ class Terminal:
                 return found
             page = self.daemon.call(
                 p.SESSION_OUTPUT,
-                {"host": HOST, "session": self.session, "after_offset": self.offset, "wait_ms": 1500},
+                {"host": HOST, "session": self.session, **self.runtime, "after_offset": self.offset, "wait_ms": 1500},
             )
             self.offset = page["next_offset"]
             self.seen += page["data"]
@@ -143,11 +145,15 @@ def test_the_safe_loop_drives_a_peer_the_plugin_started(daemon, root, short_dir,
     first = origin.tool("pohunek_session_output", {"session": peer})["result"]
     sent = origin.tool("pohunek_session_send", {"session": peer, "input": "marco polo"})
     assert sent["ok"] and sent["result"]["session_id"] == peer
+    cursor = {k: first[k] for k in ("worker_instance_id", "runtime_generation")}  # its runtime, as returned
     waited = origin.tool(
-        "pohunek_session_wait", {"session": peer, "timeout_ms": 8000, "after_output_offset": first["next_offset"]}
+        "pohunek_session_wait",
+        {"session": peer, "timeout_ms": 8000, **cursor, "after_output_offset": first["next_offset"]},
     )
     assert waited["result"]["outcome"] in ("changed", "matched"), waited
-    reread = origin.tool("pohunek_session_output", {"session": peer, "after_offset": first["next_offset"]})["result"]
+    reread = origin.tool("pohunek_session_output", {"session": peer, **cursor, "after_offset": first["next_offset"]})[
+        "result"
+    ]
     assert reread["start_offset"] == first["next_offset"]
     assert reread["content_trust"] == "untrusted"
     screen = origin.tool("pohunek_session_screen", {"session": peer})["result"]
@@ -180,3 +186,23 @@ def test_a_policy_written_for_protocol_3_works_and_one_outside_the_window_regist
     )
     install(root, path)
     assert Terminal(daemon, start(daemon, "later")).tools() == set()
+
+
+def test_a_float_or_a_lone_surrogate_is_refused_by_name_and_the_chat_goes_on(daemon, root, short_dir):
+    origin = Terminal(daemon, managed_chat(daemon, root, short_dir, "manage"))
+    peer = start(daemon, "peer")
+    for name, args, field in (
+        ("pohunek_session_resize", {"session": peer, "cols": 80.0, "rows": 24}, "cols"),
+        ("pohunek_session_send", {"session": peer, "input": "a\ud800"}, "input"),
+        ("pohunek_session_rename", {"session": peer, "name": "\udfff"}, "name"),
+        ("pohunek_session_get", {"session": peer, "\ud800": 1}, "\\ud800"),
+    ):
+        answer = origin.tool(name, args)  # typed as the JSON escape: the chat parses a lone surrogate
+        assert (answer["error"]["code"], answer["error"]["detail"]) == ("plugin_invalid_request", {"field": field})
+    assert origin.tool("pohunek_session_get", {"session": peer})["result"]["name"] == "peer"
+    everything = daemon.call(
+        p.SESSION_OUTPUT, {"host": HOST, "session": origin.session, **origin.runtime, "after_offset": "0"}
+    )["data"]
+    assert b"Traceback" not in everything and b"failed unexpectedly" not in everything
+    assert daemon.call(p.SESSION_GET, {"host": HOST, "session": origin.session})["state"] == "running"
+    assert not (root / "logs" / "cli-errors.log").exists()

@@ -36,11 +36,21 @@ def start(tools, name, agent="hermes", **extra):
     )
 
 
+def pair(answer):
+    """The runtime an answer's offsets count in: what a cursor is sent with."""
+    return {k: answer[k] for k in ("worker_instance_id", "runtime_generation")}
+
+
+def pair_of(tools, session):
+    return pair(result(tools("pohunek_session_get", {"session": session}))["runtime"])
+
+
 def output_until(tools, session, needle, cursor="0"):
     """Output pages from ``cursor`` until ``needle`` shows; bounded waits, no timing claims."""
-    seen = ""
+    seen, runtime = "", pair_of(tools, session)
     for _ in range(20):
-        page = result(tools("pohunek_session_output", {"session": session, "after_offset": cursor, "wait_ms": 1000}))
+        args = {"session": session, **runtime, "after_offset": cursor, "wait_ms": 1000}
+        page = result(tools("pohunek_session_output", args))
         seen += page["text"]
         cursor = page["next_offset"]
         if needle in seen:
@@ -56,7 +66,7 @@ def idle(tools, session):
     raise AssertionError("the session never became idle")
 
 
-def test_the_control_loop_keeps_its_cursor_and_a_runtime_change_invalidates_it(tools):
+def test_the_control_loop_keeps_its_cursor_and_a_runtime_change_invalidates_it(tools, daemon_sim):
     started = start(tools, "loop")
     sid = started["session_id"]
     assert (started["runtime_generation"], started["recovered"]) == ("1", False)
@@ -79,37 +89,64 @@ def test_the_control_loop_keeps_its_cursor_and_a_runtime_change_invalidates_it(t
     assert "hello loop" in seen
 
     # Three pages by cursor: each starts where the last one ended.
-    pair = {"worker_instance_id": started["worker_instance_id"], "runtime_generation": "1"}
+    first = pair(started)
     cursor, texts = "0", []
     for _ in range(3):
         page = result(
-            tools("pohunek_session_output", {"session": sid, "after_offset": cursor, "max_bytes": 16, **pair})
+            tools("pohunek_session_output", {"session": sid, "after_offset": cursor, "max_bytes": 16, **first})
         )
         assert page["start_offset"] == cursor and "gap" not in page
         texts.append(page["text"])
         cursor = page["next_offset"]
     assert int(cursor) == len("".join(texts).encode()) == 48
-    whole = result(tools("pohunek_session_output", {"session": sid, "after_offset": "0", "max_bytes": 4096}))
+    whole = result(tools("pohunek_session_output", {"session": sid, **first, "after_offset": "0", "max_bytes": 4096}))
     assert whole["text"].startswith("".join(texts))
+    end = whole["runtime_end_offset"]
 
     stopped = result(tools("pohunek_session_stop", {"session": sid}))
     assert stopped["session"]["state"] == "stopped"
     ended = result(tools("pohunek_session_wait", {"session": sid, "timeout_ms": 100}))
     assert ended["outcome"] == "terminal"
     resumed = result(tools("pohunek_session_resume", {"session": sid}))
-    assert resumed["runtime_generation"] == "2" and resumed["worker_instance_id"] != pair["worker_instance_id"]
-    old = {"session": sid, **pair}
-    assert code(tools("pohunek_session_output", {**old, "after_offset": cursor})) == "session_runtime_changed"
-    answer = tools("pohunek_session_output", {**old})
-    assert answer["error"]["recover"] == "discard cursors; read a fresh screen or the newest tail"
-    changed = result(tools("pohunek_session_wait", {**old, "timeout_ms": 8000}))
-    assert changed["outcome"] == "runtime_changed"
+    assert resumed["runtime_generation"] == "2" and resumed["worker_instance_id"] != first["worker_instance_id"]
+    now = {"session_id": sid, **pair(resumed)}
+    wait_for(  # the new runtime has written: an old cursor could now read it, or wait past it
+        lambda: result(tools("pohunek_session_output", {"session": sid, "max_bytes": 1}))["runtime_end_offset"] != "0",
+        timeout=30,
+        what="the resumed chat's output",
+    )
+
+    # A cursor without the runtime it came from is refused before any daemon call.
+    reads = ops(daemon_sim.daemon).get("session.output", 0) + ops(daemon_sim.daemon).get("session.wait", 0)
+    for name, args in (
+        ("pohunek_session_output", {"session": sid, "after_offset": cursor}),
+        ("pohunek_session_wait", {"session": sid, "after_output_offset": end, "timeout_ms": 8000}),
+        ("pohunek_session_wait", {"session": sid, "after_terminal_watermark": "1", "timeout_ms": 8000}),
+    ):
+        refused = tools(name, args)
+        assert (code(refused), refused["error"]["detail"]) == (
+            "plugin_invalid_request",
+            {"field": "worker_instance_id"},
+        )
+    assert ops(daemon_sim.daemon).get("session.output", 0) + ops(daemon_sim.daemon).get("session.wait", 0) == reads
+
+    # With it, the change is said, with the runtime to start over on.
+    old = {"session": sid, **first}
+    stale = tools("pohunek_session_output", {**old, "after_offset": cursor})
+    assert (code(stale), stale["error"]["detail"]) == ("session_runtime_changed", now)
+    assert stale["error"]["recover"] == "discard cursors; read a fresh screen or the newest tail"
+    assert code(tools("pohunek_session_output", {**old})) == "session_runtime_changed"
+    changed = result(tools("pohunek_session_wait", {**old, "after_output_offset": end, "timeout_ms": 8000}))
+    assert changed["outcome"] == "runtime_changed" and pair(changed) == pair(resumed)
+    fresh = result(tools("pohunek_session_output", {"session": sid, **pair(changed), "after_offset": "0"}))
+    assert fresh["start_offset"] == "0" and pair(fresh) == pair(resumed)
     assert code(tools("pohunek_session_resume", {"session": sid})) == "session_live"
     assert code(tools("pohunek_session_remove", {"session": sid})) == "session_live"
 
 
 def test_an_evicted_cursor_gets_a_gap_and_its_action(tools, daemon_sim):
-    sid = start(tools, "flood")["session_id"]
+    started = start(tools, "flood")
+    sid = started["session_id"]
     daemon_sim.daemon.call(SIM_CONFIGURE, {"retain_bytes": 4096})
     try:
         result(tools("pohunek_session_send", {"session": sid, "input": "/spam 5000"}))
@@ -121,7 +158,9 @@ def test_an_evicted_cursor_gets_a_gap_and_its_action(tools, daemon_sim):
             timeout=30,
             what="the spam",
         )
-        page = result(tools("pohunek_session_output", {"session": sid, "after_offset": "0", "max_bytes": 1024}))
+        page = result(
+            tools("pohunek_session_output", {"session": sid, **pair(started), "after_offset": "0", "max_bytes": 1024})
+        )
     finally:
         daemon_sim.daemon.call(SIM_CONFIGURE, {"retain_bytes": 256 * 1024})
     assert page["gap"] == {"start_offset": "0", "end_offset": page["history_start_offset"]}
@@ -134,7 +173,11 @@ def test_invalid_bytes_are_replaced_and_said_so(tools):
     idle(tools, sid)
     result(tools("pohunek_session_send", {"session": sid, "input": "/bytes"}))
     seen, _ = output_until(tools, sid, "\ufffd")
-    page = result(tools("pohunek_session_output", {"session": sid, "after_offset": "0", "max_bytes": 65536}))
+    page = result(
+        tools(
+            "pohunek_session_output", {"session": sid, **pair_of(tools, sid), "after_offset": "0", "max_bytes": 65536}
+        )
+    )
     assert page["utf8_replaced"] is True and "ab\ufffd\ufffdcd" in page["text"]
 
 
@@ -150,12 +193,13 @@ def test_text_cut_by_the_policy_continues_exactly_where_it_stopped(tools, daemon
         timeout=30,
         what="the spam",
     )
-    first = result(small("pohunek_session_output", {"session": sid, "after_offset": "0"}))
+    runtime = pair_of(tools, sid)
+    first = result(small("pohunek_session_output", {"session": sid, **runtime, "after_offset": "0"}))
     kept = len(first["text"].encode())
     assert first["truncated"] is True and first["has_more"] is True
     assert first["next_offset"] == str(kept) and kept <= 4096
-    second = result(small("pohunek_session_output", {"session": sid, "after_offset": first["next_offset"]}))
-    both = result(tools("pohunek_session_output", {"session": sid, "after_offset": "0", "max_bytes": 65536}))
+    second = result(small("pohunek_session_output", {"session": sid, **runtime, "after_offset": first["next_offset"]}))
+    both = result(tools("pohunek_session_output", {"session": sid, **runtime, "after_offset": "0", "max_bytes": 65536}))
     assert both["text"].startswith(first["text"] + second["text"])
     screen = result(small("pohunek_session_screen", {"session": sid}))
     assert screen["truncated"] is True and len(screen["text"].encode()) <= 64
@@ -188,7 +232,9 @@ def test_every_wait_outcome(tools, daemon_sim):
     assert timed["note"] == "a timeout is no change, not health or idle"
     end = timed["output_offset"]
     result(tools("pohunek_session_send", {"session": sid, "input": "echo changed"}))
-    moved = result(tools("pohunek_session_wait", {"session": sid, "after_output_offset": end, "timeout_ms": 8000}))
+    moved = result(
+        tools("pohunek_session_wait", {"session": sid, **pair(timed), "after_output_offset": end, "timeout_ms": 8000})
+    )
     assert (moved["reason"], moved["outcome"]) == ("output_advanced", "changed")
     result(tools("pohunek_session_send", {"session": sid, "input": "exit"}))
     done = result(tools("pohunek_session_wait", {"session": sid, "states": ["done", "failed"], "timeout_ms": 8000}))
@@ -204,11 +250,13 @@ def test_the_daemons_typed_answers_reach_the_model(tools, daemon_sim):
     assert code(tools("pohunek_session_screen", {"session": shell})) == "session_terminal_unavailable"
     assert code(tools("pohunek_session_send", {"session": shell, "input": "x"})) == "session_not_running"
     assert code(tools("pohunek_session_resume", {"session": shell})) == "agent_not_resumable"
+    runtime = pair_of(tools, shell)
     assert (
-        code(tools("pohunek_session_output", {"session": shell, "after_offset": "99999999"})) == "invalid_output_cursor"
+        code(tools("pohunek_session_output", {"session": shell, **runtime, "after_offset": "99999999"}))
+        == "invalid_output_cursor"
     )
     assert (
-        code(tools("pohunek_session_output", {"session": shell, "after_offset": str(2**64)}))
+        code(tools("pohunek_session_output", {"session": shell, **runtime, "after_offset": str(2**64)}))
         == "plugin_invalid_request"
     )
     assert code(tools("pohunek_session_get", {"session": "nobody"})) == "plugin_session_not_found"
@@ -313,10 +361,9 @@ def test_too_many_waits_on_one_session_are_refused(tools, daemon_sim):
 def test_limits_busy_budget_and_size(tools, daemon_sim):
     sid = daemon_sim.start("limits")["id"]
     one = Tools(daemon_sim.address, max_concurrency=1)
-    end = result(one("pohunek_session_output", {"session": sid, "max_bytes": 1}))["runtime_end_offset"]
-    held = threading.Thread(
-        target=one, args=("pohunek_session_wait", {"session": sid, "after_output_offset": end, "timeout_ms": 3000})
-    )
+    tail = result(one("pohunek_session_output", {"session": sid, "max_bytes": 1}))
+    cursor = {**pair(tail), "after_output_offset": tail["runtime_end_offset"]}
+    held = threading.Thread(target=one, args=("pohunek_session_wait", {"session": sid, **cursor, "timeout_ms": 3000}))
     held.start()
     busy = wait_for(lambda: (a := one("pohunek_hosts"))["ok"] is False and a, timeout=10, what="a busy answer")
     held.join(timeout=20)

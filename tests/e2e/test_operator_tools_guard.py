@@ -67,7 +67,7 @@ def total(daemon_sim):
         ("pohunek_sessions", {"filters": {"colour": "red"}}, "filters.colour"),
         ("pohunek_session_get", {"session": "s", "force": True}, "force"),
         ("pohunek_session_screen", {"session": 3}, "session"),
-        ("pohunek_session_output", {"session": "s", "after_offset": "01"}, "after_offset"),
+        ("pohunek_session_output", {"session": "s", "after_offset": "0"}, "worker_instance_id"),
         ("pohunek_session_wait", {"session": "s", "timeout_ms": 8001}, "timeout_ms"),
         ("pohunek_session_diff", {"session": "a/b"}, "session"),
         (

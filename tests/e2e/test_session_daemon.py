@@ -93,14 +93,15 @@ def test_a_chat_is_started_driven_read_stopped_and_resumed(daemon, root):
     wait_for(lambda: "hello there" in screen_lines(daemon, sid), timeout=30, what="the echo on the screen")
 
     # Output by cursor across three calls: each starts where the last one ended.
+    first = runtime(started)  # a cursor comes with the runtime it counts in
     pages, cursor = [], "0"
     for _ in range(3):
-        page = output(daemon, sid, after_offset=cursor, max_bytes=16)
+        page = output(daemon, sid, after_offset=cursor, max_bytes=16, **first)
         assert page["start_offset"] == cursor and "gap" not in page
         pages.append(page["data"])
         cursor = page["next_offset"]
     assert int(cursor) == sum(len(d) for d in pages) == 48
-    whole = output(daemon, sid, after_offset="0", max_bytes=4096)["data"]
+    whole = output(daemon, sid, after_offset="0", max_bytes=4096, **first)["data"]
     assert whole.startswith(b"".join(pages))
 
     # A small retention and a long output: the old cursor gets a gap and a fresh offset.
@@ -108,7 +109,7 @@ def test_a_chat_is_started_driven_read_stopped_and_resumed(daemon, root):
     send(daemon, sid, "/spam 5000")
     wait_for(lambda: int(output(daemon, sid, max_bytes=1)["runtime_end_offset"]) > 40_000, timeout=30, what="the spam")
     wait_until(daemon, sid, "idle")
-    gapped = output(daemon, sid, after_offset=cursor, max_bytes=1024)
+    gapped = output(daemon, sid, after_offset=cursor, max_bytes=1024, **first)
     assert gapped["gap"] == {"start_offset": cursor, "end_offset": gapped["history_start_offset"]}
     assert gapped["start_offset"] == gapped["history_start_offset"] != cursor
     tail = output(daemon, sid, max_bytes=256)
@@ -116,7 +117,7 @@ def test_a_chat_is_started_driven_read_stopped_and_resumed(daemon, root):
     send(daemon, sid, "after the flood")
     seen = b""
     for _ in range(10):
-        page = output(daemon, sid, after_offset=tail["next_offset"], wait_ms=2000, max_bytes=65536)
+        page = output(daemon, sid, after_offset=tail["next_offset"], wait_ms=2000, max_bytes=65536, **first)
         seen += page["data"]
         if b"after the flood" in seen:
             break
@@ -132,6 +133,14 @@ def test_a_chat_is_started_driven_read_stopped_and_resumed(daemon, root):
     for spec in (p.SESSION_OUTPUT, p.SESSION_SCREEN, p.SESSION_INPUT):
         args = {"host": HOST, "session": sid, **old, **({"text": "x"} if spec is p.SESSION_INPUT else {})}
         assert daemon.error(spec, args).code == p.Code.SESSION_RUNTIME_CHANGED
+    # An old cursor without its runtime is refused, never read against the new runtime.
+    end = tail["runtime_end_offset"]
+    bare = daemon.error(p.SESSION_OUTPUT, {"host": HOST, "session": sid, "after_offset": end})
+    assert (bare.code, bare.detail) == ("invalid_field", {"field": "worker_instance_id"})
+    for cursor_field in ("after_output_offset", "after_terminal_watermark"):
+        args = {"host": HOST, "session": sid, "timeout_ms": 100, cursor_field: end}
+        refused = daemon.error(p.SESSION_WAIT, args)
+        assert (refused.code, refused.detail) == ("invalid_field", {"field": "worker_instance_id"})
     assert native_reference(daemon, sid) == reference
     claims = wait_for(
         lambda: [r for r in daemon.call(SIM_RECORDS)["records"] if r["kind"] == "native_id"][1:],
@@ -231,7 +240,7 @@ def test_fork_of_a_hermes_session_is_unsupported_data_and_exits_are_typed(daemon
     assert len(daemon.call(p.SESSION_LIST, {"host": HOST})["sessions"]) == 1
     send(daemon, sid, "/bytes")
     raw = wait_for(
-        lambda: b"\xff\xfe" in (d := output(daemon, sid, after_offset="0", max_bytes=65536)["data"]) and d,
+        lambda: b"\xff\xfe" in (d := output(daemon, sid, max_bytes=65536)["data"]) and d,
         timeout=30,
         what="the invalid bytes",
     )

@@ -4,12 +4,14 @@ installer does, without the package)."""
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import os
 import shutil
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +74,65 @@ def install(home: Path, policy: Path, *, enable: bool = True) -> Path:
 
         plugin_host.set_enabled(home, "pohunek", True)
     return target
+
+
+def argument_fields(schema: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+    """``(path, kind)`` of every text (``string``) and whole-number (``integer``) argument a
+    tool's parameters declare, at any depth; an array's item is its index 0, a ``oneOf``
+    yields each branch's fields."""
+    for branch in schema.get("oneOf", ()):
+        yield from argument_fields(branch, path)
+    kinds = schema.get("type", "string" if "enum" in schema else None)
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "object" in kinds:
+        for key, value in schema.get("properties", {}).items():
+            yield from argument_fields(value, (*path, key))
+    elif "array" in kinds:
+        yield from argument_fields(schema["items"], (*path, "0"))
+    elif "integer" in kinds or "string" in kinds:
+        yield ".".join(path), "integer" if "integer" in kinds else "string"
+
+
+def with_argument(args: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A copy of ``args`` with ``value`` at the dotted ``path``; the objects and one-item
+    arrays on the way are made when missing."""
+    changed = copy.deepcopy(args)
+    keys = path.split(".")
+    node: Any = changed
+    for here, following in zip(keys, keys[1:], strict=False):
+        empty: Any = [None] if following.isdigit() else {}
+        if isinstance(node, list):
+            node[int(here)] = node[int(here)] or empty
+            node = node[int(here)]
+        else:
+            node = node.setdefault(here, empty)
+    if isinstance(node, list):
+        node[int(keys[-1])] = value
+    else:
+        node[keys[-1]] = value
+    return changed
+
+
+def arguments_around(name: str, path: str, session: str) -> dict[str, Any]:
+    """The smallest valid arguments of tool ``name`` on ``session`` (project ``web``), shaped to
+    take one more argument at ``path``: a start names its project where ``path`` does."""
+    pair = {"worker_instance_id": "w-1", "runtime_generation": "1"}
+    args: dict[str, Any] = {
+        "pohunek_hosts": {},
+        "pohunek_sessions": {},
+        "pohunek_session_output": {"session": session, **pair, "after_offset": "0"},
+        "pohunek_session_wait": {"session": session, "timeout_ms": 100},
+        "pohunek_session_start": {"agent_profile": "shell", "name": "n"},
+        "pohunek_session_send": {"session": session, "input": "x"},
+        "pohunek_session_resize": {"session": session, "cols": 80, "rows": 24},
+        "pohunek_session_rename": {"session": session, "name": "n"},
+        "pohunek_session_set_metadata": {"session": session, "metadata": {"label": "x"}},
+    }.get(name, {"session": session})
+    if name == "pohunek_session_start" and not path.startswith("project."):
+        if path.startswith("worktree.project."):
+            args["worktree"] = {}
+        elif path.startswith("worktree."):
+            args["worktree"] = {"project": {"label": "web"}}
+        else:
+            args["project"] = {"label": "web"}
+    return args

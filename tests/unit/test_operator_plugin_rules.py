@@ -92,6 +92,23 @@ def test_agents_must_be_in_the_hosts_supported_list():
     assert code_of(rules.check_agent, "shell", {}) == "plugin_agent_denied"
 
 
+def test_a_cursor_pair_naming_another_runtime_is_a_runtime_change_with_the_current_pair():
+    session = {"id": "s-1", "runtime": {"state": "live", "worker_instance_id": "w-2", "runtime_generation": "2"}}
+    rules.check_runtime({"session": "s-1"}, session)  # no pair: the newest tail, no cursor to judge
+    rules.check_runtime({"worker_instance_id": "w-2", "runtime_generation": "2", "after_offset": "9"}, session)
+    for stale in (
+        {"worker_instance_id": "w-1", "runtime_generation": "1"},
+        {"worker_instance_id": "w-2", "runtime_generation": "1"},
+    ):
+        with pytest.raises(errors.ToolError) as caught:
+            rules.check_runtime({**stale, "after_offset": "9"}, session)
+        assert (caught.value.code, caught.value.detail) == (
+            "session_runtime_changed",
+            {"session_id": "s-1", "worker_instance_id": "w-2", "runtime_generation": "2"},
+        )
+    assert rules.runtime_of({"runtime": "odd"}) == {}
+
+
 def test_u64_range_and_input_bytes_are_checked_beyond_the_schema():
     rules.check_u64({"after_offset": str(2**64 - 1)}, "after_offset")
     assert code_of(rules.check_u64, {"after_offset": str(2**64)}, "after_offset") == "plugin_invalid_request"

@@ -3,9 +3,11 @@ naming the field at fault."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.support.operator_plugin import payload
+from tests.support.operator_plugin import argument_fields, arguments_around, payload, with_argument
 
 schemas = payload("schemas")
 errors = payload("errors")
@@ -24,6 +26,7 @@ MINIMAL = {
     "pohunek_session_rename": {"session": "s", "name": "n"},
     "pohunek_session_set_metadata": {"session": "s", "metadata": {"label": "x"}},
 }
+PAIR = {"worker_instance_id": "w-1", "runtime_generation": "1"}  # the runtime a cursor came with
 
 
 def minimal(name):
@@ -92,11 +95,17 @@ def test_session_references_are_typed_bounded_and_unqualified(name):
     [
         ("pohunek_sessions", {"filters": {"state": "asleep"}}, "filters.state"),
         ("pohunek_sessions", {"filters": {"owner": "x"}}, "filters.owner"),
-        ("pohunek_session_output", {"session": "s", "after_offset": "01"}, "after_offset"),
-        ("pohunek_session_output", {"session": "s", "after_offset": "-0"}, "after_offset"),
-        ("pohunek_session_output", {"session": "s", "after_offset": 5}, "after_offset"),
+        ("pohunek_session_output", {"session": "s", **PAIR, "after_offset": "01"}, "after_offset"),
+        ("pohunek_session_output", {"session": "s", **PAIR, "after_offset": "-0"}, "after_offset"),
+        ("pohunek_session_output", {"session": "s", **PAIR, "after_offset": 5}, "after_offset"),
         ("pohunek_session_output", {"session": "s", "wait_ms": 10}, "after_offset"),
-        ("pohunek_session_output", {"session": "s", "after_offset": "0", "wait_ms": 8001}, "wait_ms"),
+        ("pohunek_session_output", {"session": "s", **PAIR, "after_offset": "0", "wait_ms": 8001}, "wait_ms"),
+        ("pohunek_session_output", {"session": "s", "after_offset": "0"}, "worker_instance_id"),
+        (
+            "pohunek_session_output",
+            {"session": "s", "after_offset": "0", "worker_instance_id": "w-1"},
+            "runtime_generation",
+        ),
         ("pohunek_session_output", {"session": "s", "max_bytes": 1_048_577}, "max_bytes"),
         ("pohunek_session_output", {"session": "s", "max_bytes": 0}, "max_bytes"),
         ("pohunek_session_output", {"session": "s", "worker_instance_id": "w"}, "runtime_generation"),
@@ -115,8 +124,14 @@ def test_session_references_are_typed_bounded_and_unqualified(name):
         ),
         (
             "pohunek_session_wait",
-            {"session": "s", "timeout_ms": 1, "after_output_offset": "007"},
+            {"session": "s", "timeout_ms": 1, **PAIR, "after_output_offset": "007"},
             "after_output_offset",
+        ),
+        ("pohunek_session_wait", {"session": "s", "timeout_ms": 1, "after_output_offset": "7"}, "worker_instance_id"),
+        (
+            "pohunek_session_wait",
+            {"session": "s", "timeout_ms": 1, "after_terminal_watermark": "7"},
+            "worker_instance_id",
         ),
         ("pohunek_session_start", {"agent_profile": "hermes", "project": {"label": "p"}}, "name"),
         ("pohunek_session_start", {"name": "n", "project": {"label": "p"}}, "agent_profile"),
@@ -166,3 +181,23 @@ def test_plain_text_with_tabs_and_newlines_and_null_metadata_pass():
     assert schemas.validate("pohunek_session_set_metadata", meta) == meta
     worktree = {"agent_profile": "shell", "name": "n", "worktree": {"project": {"id": "p-1"}, "branch": "f/x"}}
     assert schemas.validate("pohunek_session_start", worktree) == worktree
+
+
+FIELDS = [
+    (name, path, kind)
+    for name in schemas.FULL_TOOLS
+    for path, kind in argument_fields(schemas.SCHEMAS[name]["parameters"])
+]
+BAD = {"integer": 80.0, "string": "a\ud800b"}  # a whole number spelled as a float; a lone surrogate
+
+
+@pytest.mark.parametrize(("name", "path", "kind"), FIELDS, ids=[f"{n}:{p}" for n, p, _ in FIELDS])
+def test_a_float_for_an_integer_and_a_lone_surrogate_in_text_are_refused_naming_the_field(name, path, kind):
+    assert refused(name, with_argument(arguments_around(name, path, "s"), path, BAD[kind])) == path
+
+
+def test_every_tool_takes_only_whole_numbers_and_a_surrogate_key_is_named_escaped():
+    assert all(kind in ("string", "integer") for _, _, kind in FIELDS)
+    assert '"number"' not in json.dumps(schemas.SCHEMAS)
+    assert refused("pohunek_session_get", {"session": "s", "\ud800": 1}) == "\\ud800"
+    assert refused("pohunek_sessions", {"filters": {"agent": 1e3}}) == "filters.agent"

@@ -13,6 +13,7 @@ from shared.protocol import RemoteError
 T0 = "2026-08-03T12:00:00.000000001Z"
 T1 = "2026-08-03T12:00:00.000000002Z"
 NOW = Snapshot(runtime=("w-1", 1), state="running", activity="working", output_end=100, watermark=7, updated_at=T0)
+PAIR = {"worker_instance_id": "w-1", "runtime_generation": "1"}  # NOW's runtime, as a cursor carries it
 
 
 def params(**args):
@@ -59,8 +60,8 @@ def test_nothing_has_happened_yet_so_there_is_no_reason():
         ({"worker_instance_id": "w-1", "runtime_generation": "1"}, {"runtime": (None, 1)}, "runtime_changed"),
         ({"states": ["stopped", "done"]}, {"state": "done"}, "state_matched"),
         ({"activities": ["idle", "blocked"]}, {"activity": "blocked"}, "activity_matched"),
-        ({"after_output_offset": "100"}, {"output_end": 101}, "output_advanced"),
-        ({"after_terminal_watermark": "7"}, {"watermark": 8}, "terminal_changed"),
+        ({**PAIR, "after_output_offset": "100"}, {"output_end": 101}, "output_advanced"),
+        ({**PAIR, "after_terminal_watermark": "7"}, {"watermark": 8}, "terminal_changed"),
         ({"after_updated_at": T0}, {"updated_at": T1}, "session_updated"),
     ],
 )
@@ -72,7 +73,7 @@ def test_each_reason_holds_only_after_its_change(args, change, reason):
 
 def test_a_predicate_that_already_holds_ends_the_wait_at_once():
     assert wait_reason(params(states=["running"]), NOW) == "state_matched"
-    assert wait_reason(params(after_output_offset="99"), NOW) == "output_advanced"
+    assert wait_reason(params(**PAIR, after_output_offset="99"), NOW) == "output_advanced"
 
 
 def test_an_earlier_reason_wins_when_several_hold():
@@ -128,8 +129,10 @@ def test_the_timeout_bounds_are_inclusive(timeout_ms):
         ({"runtime_generation": "1"}, "worker_instance_id"),
         ({"worker_instance_id": "", "runtime_generation": "1"}, "worker_instance_id"),
         ({"worker_instance_id": "w-1", "runtime_generation": "01"}, "runtime_generation"),
-        ({"after_output_offset": "-0"}, "after_output_offset"),
-        ({"after_terminal_watermark": "18446744073709551616"}, "after_terminal_watermark"),
+        ({**PAIR, "after_output_offset": "-0"}, "after_output_offset"),
+        ({**PAIR, "after_terminal_watermark": "18446744073709551616"}, "after_terminal_watermark"),
+        ({"after_output_offset": "100"}, "worker_instance_id"),
+        ({"after_terminal_watermark": "7"}, "worker_instance_id"),
         ({"states": []}, "states"),
         ({"states": ["running", "running"]}, "states"),
         ({"states": ["sleeping"]}, "states"),

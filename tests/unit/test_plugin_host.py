@@ -115,6 +115,7 @@ def test_a_tool_of_another_plugin_cannot_be_shadowed(tmp_path):
         ("lambda a, **kw: 1 / 0", {}, "internal_error"),
         ("lambda a, **kw: exit(4)", {}, "internal_error"),
         ("lambda a, **kw: {'not': 'text'}", {}, "internal_error"),
+        ("lambda a, **kw: chr(0xD800)", {}, "internal_error"),
         ("lambda a, **kw: 'x' * 1_200_000", {}, "tool_result_too_large"),
         ("lambda a, **kw: '{}'", ["not", "an", "object"], "tool_invalid_arguments"),
     ],

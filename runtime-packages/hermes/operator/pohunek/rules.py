@@ -122,6 +122,26 @@ def check_u64(args: Mapping[str, Any], *fields: str) -> None:
             raise error("plugin_invalid_request", {"field": field})
 
 
+def runtime_of(session: Mapping[str, Any]) -> dict[str, str]:
+    """The pair naming the session's current runtime, as its summary says."""
+    runtime = session.get("runtime")
+    if not isinstance(runtime, dict):
+        return {}
+    return {k: runtime[k] for k in ("worker_instance_id", "runtime_generation") if isinstance(runtime.get(k), str)}
+
+
+def check_runtime(args: Mapping[str, Any], session: Mapping[str, Any]) -> None:
+    """A cursor is only valid with the runtime it came from: a pair naming another runtime
+    than the session's current one is a runtime change, answered with the current pair so the
+    model can start over on it."""
+    if "worker_instance_id" not in args:
+        return
+    current = runtime_of(session)
+    asked = {"worker_instance_id": args["worker_instance_id"], "runtime_generation": args["runtime_generation"]}
+    if asked != current:
+        raise error("session_runtime_changed", {"session_id": str(session.get("id")), **current})
+
+
 def output_bytes(policy: Policy, asked: int | None) -> int:
     """How many output bytes one read asks for: the caller's bound, within the policy's."""
     if asked is None:

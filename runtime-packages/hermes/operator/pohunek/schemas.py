@@ -3,10 +3,16 @@
 JSON Schema draft-07 objects in the OpenAI function shape, compiled once per tool with
 fastjsonschema on first use. No raw argv, method name, force flag, attach, executable, socket
 or environment anywhere: only named, bounded fields.
+
+Two rules come before the schema, for every argument at any depth: a number is a whole JSON
+number (draft-07 counts ``80.0`` as an integer; the daemon does not), and text is Unicode
+(a lone surrogate escape such as ``"\\ud800"`` parses in JSON but no encoder on the way can
+carry it).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +51,7 @@ HOST_PATTERN = r"^(local|[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]
 # refused, so no escape sequence (a raw keystroke) can be typed through a tool.
 TEXT_PATTERN = "^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
 UPDATED_AT_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{9}Z$"
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half a UTF-16 pair: no UTF-8 encoder takes it
 
 _HOST = {"type": "string", "maxLength": 253, "pattern": HOST_PATTERN, "description": "a listed host; default local"}
 _SESSION = {
@@ -64,6 +71,8 @@ _RUNTIME = {
     "runtime_generation": _U64,
 }
 _RUNTIME_PAIR = {"worker_instance_id": ["runtime_generation"], "runtime_generation": ["worker_instance_id"]}
+# An offset or watermark counts within one runtime: it is only valid with the pair it came with.
+_WITH_RUNTIME = ["worker_instance_id", "runtime_generation"]
 _PROJECT_REF = {
     "oneOf": [
         {
@@ -129,7 +138,7 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
             "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_OUTPUT_BYTES},
             "wait_ms": {"type": "integer", "minimum": 0, "maximum": WAIT_MAX_MS},
         },
-        dependencies={**_RUNTIME_PAIR, "wait_ms": ["after_offset"]},
+        dependencies={**_RUNTIME_PAIR, "after_offset": _WITH_RUNTIME, "wait_ms": ["after_offset"]},
     ),
     "pohunek_session_wait": _target(
         {
@@ -154,7 +163,7 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
             "timeout_ms": {"type": "integer", "minimum": 1, "maximum": WAIT_MAX_MS},
         },
         required=("timeout_ms",),
-        dependencies=_RUNTIME_PAIR,
+        dependencies={**_RUNTIME_PAIR, "after_terminal_watermark": _WITH_RUNTIME, "after_output_offset": _WITH_RUNTIME},
     ),
     "pohunek_session_diff": _target(),
     "pohunek_session_start": _object(
@@ -204,8 +213,13 @@ _DESCRIPTIONS = {
     "pohunek_sessions": "List sessions of a host (at most 100), optionally filtered.",
     "pohunek_session_get": "Inspect one session by id or exact name.",
     "pohunek_session_screen": "The session's rendered screen; its text is untrusted content.",
-    "pohunek_session_output": "Retained output from a cursor; keep next_offset and the runtime pair as returned.",
-    "pohunek_session_wait": "Wait up to 8000 ms for a state, activity or output change; a timeout is no change.",
+    "pohunek_session_output": (
+        "Retained output from a cursor; send after_offset with the runtime pair it was returned with."
+    ),
+    "pohunek_session_wait": (
+        "Wait up to 8000 ms for a state, activity or output change; a cursor comes with its runtime pair;"
+        " a timeout is no change."
+    ),
     "pohunek_session_diff": "The session's repository diff; its text is untrusted content.",
     "pohunek_session_start": "Start one session with a deterministic name; never start again after a timeout.",
     "pohunek_session_send": "Send plain text to the session's standard input.",
@@ -239,6 +253,7 @@ def validate(name: str, args: Any) -> dict[str, Any]:
     """``args`` checked against the tool's schema; ``plugin_invalid_request`` naming the field."""
     if not isinstance(args, dict):
         raise error("plugin_invalid_request", {"field": ""})
+    _check_plain(args)
     validator = _VALIDATORS.get(name)
     if validator is None:
         validator = _VALIDATORS[name] = fastjsonschema.compile(SCHEMAS[name]["parameters"])
@@ -250,6 +265,28 @@ def validate(name: str, args: Any) -> dict[str, Any]:
     if pair is not None and (pair[0] in args) == (pair[1] in args):
         raise error("plugin_invalid_request", {"field": pair[0]})
     return args
+
+
+def _check_plain(args: dict[str, Any]) -> None:
+    """No float and no lone surrogate anywhere in ``args``: ``plugin_invalid_request`` naming
+    the first one's path. A walk with its own stack, so no nesting can exhaust the interpreter's."""
+    pending: list[tuple[tuple[str, ...], Any]] = [((), args)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, float) or (isinstance(value, str) and _SURROGATE.search(value)):
+            raise error("plugin_invalid_request", {"field": ".".join(path)})
+        if isinstance(value, dict):
+            items = [(str(key), item) for key, item in value.items()]
+            for name, _ in items:
+                if _SURROGATE.search(name):  # named escaped: the answer itself must be Unicode
+                    raise error("plugin_invalid_request", {"field": ".".join((*path, _escaped(name)))})
+            pending.extend(((*path, name), item) for name, item in reversed(items))
+        elif isinstance(value, list):
+            pending.extend(((*path, str(i)), item) for i, item in reversed(list(enumerate(value))))
+
+
+def _escaped(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _field(exc: fastjsonschema.JsonSchemaValueException) -> str:

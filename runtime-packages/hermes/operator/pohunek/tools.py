@@ -191,6 +191,7 @@ class Toolbox:
         rules.check_u64(args, "after_offset", "runtime_generation")
         max_bytes = rules.output_bytes(self.policy, args.get("max_bytes"))
         host, session = self._target(call, "pohunek_session_output", args)
+        rules.check_runtime(args, session)
         ask: Args = {
             k: args[k] for k in ("worker_instance_id", "runtime_generation", "after_offset", "wait_ms") if k in args
         }
@@ -217,7 +218,8 @@ class Toolbox:
         summary = waited.get("session")
         if not isinstance(summary, dict) or not isinstance(waited.get("reason"), str):
             raise error("pohunek_cli_invalid_envelope")
-        return {**waited, **rules.wait_outcome(waited["reason"], summary.get("state"))}
+        # The offset and watermark it returns count in the session's runtime: named beside them.
+        return {**waited, **rules.runtime_of(summary), **rules.wait_outcome(waited["reason"], summary.get("state"))}
 
     def _diff(self, call: _Call, args: Args) -> Any:
         host, session = self._target(call, "pohunek_session_diff", args)
