@@ -13,7 +13,7 @@ from typing import Any
 
 from hermes_cli import output
 from hermes_cli.operator import doctor, hermes_bin, lifecycle, settings, source, status
-from hermes_cli.operator.target import policy_path, resolve
+from hermes_cli.operator.target import policy_path, require_policy_outside, resolve
 from shared.errors import HermesError
 from shared.operator import paths
 from shared.operator.policy import BOUNDS, Policy
@@ -44,6 +44,7 @@ def _change(args) -> lifecycle.Change:
 def _apply(args, *, installing: bool) -> int:
     _agent(args, "install" if installing else "update")
     change = _change(args)
+    require_policy_outside(change.state, change.target)
     # Update needs its source before anything else; install judges its flags first.
     chosen = None if installing else source.resolve(change.state)
     installed = None if installing else _installed_policy(change)
