@@ -88,7 +88,9 @@ def test_a_policy_update_cannot_read_back_is_refused_and_the_hint_names_install(
     kit, root, policy = installed
     spoil(policy)
     before = (policy.read_bytes(), stat.S_IMODE(policy.stat().st_mode))
-    code, data = kit.cli_json("operator", "update", *WORK, "--access-mode", "full", "--allow-host", "desktop", home=root)
+    code, data = kit.cli_json(
+        "operator", "update", *WORK, "--access-mode", "full", "--allow-host", "desktop", home=root
+    )
     assert code == 2 and data["error"]["code"] == "hermes_invalid_policy", data
     assert "hermes operator install" in data["error"]["detail"]["hint"]
     assert (policy.read_bytes(), stat.S_IMODE(policy.stat().st_mode)) == before

@@ -3,6 +3,7 @@ spelling, and refused when the policy would land inside it."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -41,9 +42,7 @@ def test_every_spelling_of_a_home_is_one_target_with_one_policy(kit, tmp_path):
     custom = private_dir(tmp_path / "custom")
     real = os.path.realpath(custom)
     (tmp_path / "alias").symlink_to(tmp_path)
-    code, installed = kit.cli_json(
-        "operator", "install", "--hermes-home", str(tmp_path / "alias" / "custom"), *MANAGE
-    )
+    code, installed = kit.cli_json("operator", "install", "--hermes-home", str(tmp_path / "alias" / "custom"), *MANAGE)
     assert code == 0, installed
     assert installed["target"] == {"kind": "home", "hermes_home": real}
     for spelling in (real, "/" + real, f"{real}/./", str(tmp_path / "alias" / "custom")):
@@ -72,3 +71,16 @@ def test_a_home_that_holds_the_integration_state_is_refused_at_install(tmp_path,
         assert data["error"]["detail"]["reason"] == "policy_inside_home", (verb, data)
     assert tree_bytes(home) == before
     assert not (home / "plugins").exists() and not (kit.state / "integrations").exists()
+
+
+@pytest.mark.parametrize("verb", ["install", "status", "doctor", "update", "uninstall"])
+def test_a_profile_and_a_home_together_are_one_typed_json_refusal(kit, tmp_path, root, verb):
+    (root / "profiles" / "work").mkdir(parents=True)
+    custom = private_dir(tmp_path / "custom")
+    flags = ("--hermes-profile", "work", "--hermes-home", str(custom))
+    done = kit.cli("operator", verb, *flags, "--json", home=root)
+    assert done.returncode == 2, done
+    error = json.loads(done.stdout)["error"]  # the whole of stdout is one document
+    assert error["code"] == "hermes_target_invalid" and error["detail"]["reason"] == "two_targets", error
+    assert done.stderr == ""
+    assert not (custom / "plugins").exists() and not (root / "profiles" / "work" / "plugins").exists()

@@ -37,9 +37,7 @@ def test_a_fresh_state_gets_only_private_directories(tmp_path, loose_umask):
     path = policy_path(state, Target("home", None, tmp_path / "home"))
     settings.write(path, policy())
     made = [state, *[p for p in state.rglob("*") if p.is_dir()]]
-    assert {str(p.relative_to(tmp_path)): mode(p) for p in made} == {
-        str(p.relative_to(tmp_path)): 0o700 for p in made
-    }
+    assert {str(p.relative_to(tmp_path)): mode(p) for p in made} == {str(p.relative_to(tmp_path)): 0o700 for p in made}
     assert paths.integrations_dir(state) in made and len(made) == 4
     assert mode(path) == 0o600 and settings.read(path) == policy()
 
