@@ -7,8 +7,8 @@ high-water mark, the digest of the raw archive bytes must be one it lists before
 decompressed, then the archive is read strictly, the operator sidecar checked, the whole entry
 authorized, and only then is the package root published and recorded; the catalog's sequence
 is persisted after that commit. A refused install creates nothing, not even the registry.
-The archive, the catalog and the trust anchor are read only as regular files, never through a
-symlink or from a FIFO, up to their size limits.
+The archive, the catalog and the trust anchor are read only as regular files (a FIFO is refused,
+never waited on), up to their size limits; the archive and the catalog never through a symlink.
 Selectors never guess: a package id with several versions needs ``--version`` or ``--digest``.
 """
 
