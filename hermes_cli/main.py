@@ -27,6 +27,10 @@ import select
 import signal
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shared.cli_grammar import UsageError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -81,7 +85,7 @@ def _guarded(argv: list[str], run: _Run) -> int:
     try:
         try:
             code = _main(argv, run)
-        except SystemExit:  # the parser answered (--help, a usage error): its output is flushed here too
+        except SystemExit:  # the parser answered (--help, --version): its output is flushed here too
             _flush_stdout()
             raise
         _flush_stdout()
@@ -161,16 +165,20 @@ def _main(argv: list[str], run: _Run) -> int:
         warn_owed_restarts()
         return EXIT_OK
     from hermes_cli.commands import TARGETS
-    from shared.cli_grammar import build_top_level_parser, implied_command  # parsers built as parsing needs them
+    from shared import cli_grammar  # parsers built as parsing needs them
 
-    parser = build_top_level_parser()
+    parser = cli_grammar.build_top_level_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit:  # --version, --help or a usage error: the parser has answered
+        with cli_grammar.quiet_usage_errors():
+            args = parser.parse_args(argv)
+    except cli_grammar.UsageError as refused:
+        warn_owed_restarts()
+        return _usage_error(argv, refused)
+    except SystemExit:  # --version or --help: the parser has answered
         warn_owed_restarts()
         raise
     run.args = args
-    words = implied_command(args)  # None: no command was given
+    words = cli_grammar.implied_command(args)  # None: no command was given
     run.command = words or run.command
     target = None if words is None else TARGETS.get(words)
     try:
@@ -178,6 +186,20 @@ def _main(argv: list[str], run: _Run) -> int:
     finally:
         if target not in NO_RESTART_WARNING:
             warn_owed_restarts()
+
+
+def _usage_error(argv: list[str], refused: UsageError) -> int:
+    """A command line the grammar refuses: argparse's text on stderr, or with ``--json`` one
+    JSON error document (``usage_error``) on stdout, as every other refusal."""
+    from types import SimpleNamespace
+
+    from hermes_cli import output
+
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    if "--json" not in words:
+        sys.stderr.write(refused.text())
+        return EXIT_REFUSED
+    return output.error(SimpleNamespace(json=True), output.UsageRefused(f"{refused.prog}: {refused.message}"))
 
 
 def _dispatch(parser, args, target: str | None) -> int:

@@ -76,8 +76,15 @@ REFUSAL_CODES = frozenset(
         "catalog_expired",
         "catalog_untrusted",
         "official_trust_unavailable",
+        "usage_error",
     }
 )
+
+
+class UsageRefused(HermesError):
+    """A command line the grammar refuses, printed like any other refusal."""
+
+    code = "usage_error"
 
 
 def wants_json(args: Any) -> bool:

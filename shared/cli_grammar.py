@@ -15,8 +15,12 @@ matchers, which look at every command, get them all. Each command's parser sets
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 from shared.version import version_line
 
@@ -78,7 +82,43 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-class _DashValues(argparse.ArgumentParser):
+class UsageError(SystemExit):
+    """A command line the grammar refuses: argparse's exit 2, with what argparse prints (the
+    parser's ``usage`` line and ``message``), so the CLI can print it as its ``--json`` document."""
+
+    def __init__(self, prog: str, usage: str, message: str) -> None:
+        super().__init__(2)
+        self.prog, self.usage, self.message = prog, usage, message
+
+    def text(self) -> str:
+        return f"{self.usage}{self.prog}: error: {self.message}\n"
+
+
+_QUIET = contextvars.ContextVar("quiet_usage_errors", default=False)
+
+
+@contextlib.contextmanager
+def quiet_usage_errors() -> Iterator[None]:
+    """Within the block a usage error is only raised (UsageError), for the caller to print."""
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error is a UsageError: printed as argparse prints it,
+    except within ``quiet_usage_errors``."""
+
+    def error(self, message: str) -> NoReturn:
+        refused = UsageError(self.prog, self.format_usage(), message)
+        if not _QUIET.get():
+            sys.stderr.write(refused.text())
+        raise refused
+
+
+class _DashValues(_Parser):
     """A command parser whose arguments may start with ``-``, as a Z85 key may
     (``-Sk7...``): a word is an option only when it is one of the command's options exactly
     (or ``--option=value``); argparse would read any other ``-word`` as an unknown option,
@@ -249,7 +289,7 @@ def _group(sub: _Commands, name: str, summary: str, build: Build) -> None:
 
 
 def build_top_level_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hermes",
         description="Control plane for Hermes gateways, updates and sign-in.",
         epilog="Exit codes: 0 success, 1 failure, 2 usage error or refused, 130 interrupted.",
@@ -364,9 +404,9 @@ ACCESS_MODES = ("read_only", "manage", "full")
 
 def _operator_target(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", choices=OPERATOR_AGENTS, default="hermes", help="the agent (only hermes is served)")
-    target = p.add_mutually_exclusive_group()
-    target.add_argument("--hermes-profile", metavar="NAME", help="a profile of this install (default included)")
-    target.add_argument("--hermes-home", metavar="ABS", help="a custom absolute, owner-private Hermes home")
+    # One of the two, never both: the installer refuses both with its typed target error.
+    p.add_argument("--hermes-profile", metavar="NAME", help="a profile of this install (default included)")
+    p.add_argument("--hermes-home", metavar="ABS", help="a custom absolute, owner-private Hermes home")
     p.add_argument("--hermes-bin", metavar="ABS", help="the target Hermes executable (default: this install's)")
 
 

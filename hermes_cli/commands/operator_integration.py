@@ -13,10 +13,10 @@ from typing import Any
 
 from hermes_cli import output
 from hermes_cli.operator import doctor, hermes_bin, lifecycle, settings, source, status
-from hermes_cli.operator.target import policy_path, resolve
+from hermes_cli.operator.target import policy_path, require_policy_outside, resolve
 from shared.errors import HermesError
 from shared.operator import paths
-from shared.operator.policy import BOUNDS, Policy
+from shared.operator.policy import BOUNDS
 from shared.operator.protocol import ENDPOINT_ENV
 
 
@@ -44,9 +44,10 @@ def _change(args) -> lifecycle.Change:
 def _apply(args, *, installing: bool) -> int:
     _agent(args, "install" if installing else "update")
     change = _change(args)
+    require_policy_outside(change.state, change.target)
     # Update needs its source before anything else; install judges its flags first.
     chosen = None if installing else source.resolve(change.state)
-    installed = None if installing else _installed_policy(change)
+    installed = None if installing else settings.read_installed(policy_path(change.state, change.target))
     policy = settings.build(
         bounds={field: getattr(args, field) for field in BOUNDS},
         access_mode=args.access_mode,
@@ -61,14 +62,6 @@ def _apply(args, *, installing: bool) -> int:
     data = status.report(change.target, change.state, hermes=version, source=(chosen, None))
     output.emit(args, data, _text)
     return 0
-
-
-def _installed_policy(change: lifecycle.Change) -> Policy | None:
-    """What update inherits: the installed policy, None for an install without a readable one."""
-    try:
-        return settings.read(policy_path(change.state, change.target))
-    except HermesError:
-        return None
 
 
 def _endpoint(change: lifecycle.Change) -> str:

@@ -2,14 +2,21 @@
 package registry.
 
 A package is installed only through a signed catalog that authorizes its exact digest for
-this platform and core: the archive is read strictly, the catalog verified against the trust
-anchor and the persisted high-water mark, the operator sidecar checked, and only then is the
-package root published and recorded; the catalog's sequence is persisted after that commit.
+this platform and core: the catalog is verified against the trust anchor and the persisted
+high-water mark, the digest of the raw archive bytes must be one it lists before a byte is
+decompressed, then the archive is read strictly, the operator sidecar checked, the whole entry
+authorized, and only then is the package root published and recorded; the catalog's sequence
+is persisted after that commit. A refused install creates nothing, not even the registry.
+The archive, the catalog and the trust anchor are read only as regular files (a FIFO is refused,
+never waited on), up to their size limits; the archive and the catalog never through a symlink.
 Selectors never guess: a package id with several versions needs ``--version`` or ``--digest``.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -18,34 +25,54 @@ from hermes_cli import output
 from shared.errors import HermesError
 from shared.operator import archive, catalog, manifests, paths
 from shared.operator import registry as store
+from shared.operator.canonical_json import MAX_JSON_BYTES
+from shared.operator.store_json import FileRefused, read_fd
 from shared.version import __version__ as core_version
+
+# O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class InputUnreadable(HermesError):
     code = "package_input_unreadable"
 
 
-def _read_capped(path: str, limit: int, what: str) -> bytes:
+def _unreadable(what: str, message: str, reason: str) -> InputUnreadable:
+    return InputUnreadable(f"the {what} {message}", detail={"what": what, "reason": reason})
+
+
+def _read_input(path: str | Path, limit: int, what: str, *, follow: bool = False) -> bytes:
+    """At most ``limit`` bytes of the regular file at ``path`` (reached through a symlink only
+    when ``follow``); anything else is refused, naming ``what`` it was given as."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
+        fd = os.open(path, _OPEN_FLAGS if follow else _OPEN_FLAGS | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise _unreadable(what, "does not exist", "missing") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _unreadable(what, "is a symlink: give the file it points to", "symlink") from None
+        raise _unreadable(what, "cannot be read", "unreadable") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _unreadable(what, "is not a regular file", "not_regular")
+        return read_fd(fd, limit)
+    except FileRefused:
+        raise _unreadable(what, f"is larger than {limit} bytes", "too_large") from None
     except OSError:
-        raise InputUnreadable(f"the {what} cannot be read", detail={"what": what}) from None
-    if len(data) > limit:
-        raise InputUnreadable(f"the {what} is larger than {limit} bytes", detail={"what": what})
-    return data
+        raise _unreadable(what, "cannot be read", "unreadable") from None
+    finally:
+        os.close(fd)
 
 
 def _anchor(state: Path) -> catalog.Anchor:
     path = paths.trust_anchor_path(state)
-    try:
-        data = path.read_bytes()
-    except OSError:
+    if not path.exists():
         raise catalog.TrustUnavailable(
             "no trust anchor: put the release's anchor at POHUNEK_TRUST_ANCHOR or <state>/trust/anchor.json",
             "anchor_missing",
-        ) from None
-    return catalog.parse_anchor(data)
+        )
+    # The owner configures where the anchor is, so a symlink there is theirs to follow.
+    return catalog.parse_anchor(_read_input(path, MAX_JSON_BYTES, "trust anchor", follow=True))
 
 
 def _registry(*, create: bool = False) -> store.Registry:
@@ -68,14 +95,14 @@ def _package(package: store.Package, record: store.Record | None = None) -> dict
 
 def cmd_install(args) -> int:
     state = paths.pohunek_state()
-    data = _read_capped(args.archive, archive.MAX_COMPRESSED, "archive")
-    signed = _read_capped(args.catalog, catalog.MAX_CATALOG_BYTES, "catalog")
+    data = _read_input(args.archive, archive.MAX_COMPRESSED, "archive")
+    signed = _read_input(args.catalog, catalog.MAX_CATALOG_BYTES, "catalog")
     anchor = _anchor(state)
-    registry = _registry(create=True)
-    high_water, revoked = registry.catalog_state()
+    high_water, revoked = store.accepted_catalog_state(state)
     now = int(time.time())
     verified = catalog.verify(signed, anchor, now=now, high_water=high_water, revoked_key_ids=revoked)
     digest = archive.digest(data)
+    verified.listing(digest)  # before a byte is decompressed
     entries = archive.read(data, expected_digest=digest)
     files = {entry.path: entry.data for entry in entries}
     runtime = manifests.runtime_manifest(files)
@@ -85,6 +112,7 @@ def cmd_install(args) -> int:
     )
     if entry.version != runtime.version:
         raise catalog.NotAuthorized("the catalog authorizes this digest as another version", "version")
+    registry = _registry(create=True)
     package = registry.install(
         digest,
         {entry.path: (entry.data, entry.executable) for entry in entries},

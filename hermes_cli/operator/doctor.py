@@ -32,7 +32,7 @@ HINT = {
     "asset_integrity": "Review the changes, then `hermes operator update --confirm-modified`.",
     "asset_current": _UPDATE,
     "plugin_enabled": "Run `hermes operator update` (it enables the plugin through `hermes plugins enable`).",
-    "policy_schema_permissions": _UPDATE,
+    "policy_schema_permissions": _UPDATE + " It rewrites the policy 0600 and keeps every setting.",
     "pohunek_cli_compatibility": _UPDATE,
     "host_allowlist_syntax": _UPDATE + " Give --allow-host local, '*' or DNS names.",
     "access_mode": _UPDATE + " Give --access-mode read_only, manage or full.",
@@ -85,6 +85,15 @@ def _attempt(step: Callable[[], Any]) -> tuple[Any, bool]:
         return None, False
 
 
+def _policy_check(policy_file: Path, ok: bool | None) -> dict[str, Any]:
+    """``policy_schema_permissions``, whose hint is the repair that works: update when it can
+    read the settings back (the mode is the fault), else install with every setting given."""
+    if ok is not False:
+        return _verdict("policy_schema_permissions", ok)
+    kept, _ = _attempt(lambda: settings.read_installed(policy_file))
+    return _check("policy_schema_permissions", "fail", None if kept is not None else settings.REINSTALL_HINT)
+
+
 def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The target's checks, and the source error and provenance the document carries."""
     source, error = source_or_error(state)
@@ -116,7 +125,7 @@ def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict
     )
     policy: Policy | None
     policy, policy_ok = _attempt(lambda: settings.read(policy_file)) if installed is not None else (None, None)
-    checks.append(_verdict("policy_schema_permissions", policy_ok))
+    checks.append(_policy_check(policy_file, policy_ok))
     checks.append(
         _verdict("pohunek_cli_compatibility", None if policy is None else overlap(policy, CLIENT_WINDOW) is not None)
     )

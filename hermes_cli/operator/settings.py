@@ -4,8 +4,10 @@ Bounds arrive as the raw strings of their flags, so that a repeated flag, ``1e3`
 a typed ``hermes_invalid_policy`` rather than a parser message. Install uses the defaults for
 omitted bounds; update inherits each omitted bound, access mode, host list and the daemon
 endpoint from the installed policy, and always refreshes the protocol range to this client's
-window. The rules themselves are ``shared.operator.policy``'s, so what is written is what the
-plugin loads.
+window. Update never resets a setting it was not given: a policy whose only fault is that its
+group or others may read it is read back (the rewrite makes it 0600), and one it cannot read
+back refuses the update. The rules themselves are ``shared.operator.policy``'s, so what is
+written is what the plugin loads.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ DEFAULT_BOUNDS = {
     "max_concurrency": rules.MAX_CONCURRENCY,
 }
 _DECIMAL = re.compile(r"[0-9]{1,10}")
+REINSTALL_HINT = (
+    "Run `hermes operator install` with the same target flags and every policy flag (--access-mode, "
+    "--allow-host, any bound): the installed policy cannot be read back, so update has nothing to keep."
+)
 
 
 class ConfirmationRequired(HermesError):
@@ -108,13 +114,35 @@ def build(
     )
 
 
+def read_installed(path: Path) -> rules.Policy | None:
+    """What update keeps: the installed policy, None when there is none. A policy its group or
+    others may read is read all the same; any other fault refuses, so nothing is reset."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        return load_policy(str(path), readable_by_others=True)
+    except rules.InvalidPolicy as exc:
+        field = (exc.detail or {}).get("field", "policy")
+        raise rules.InvalidPolicy(exc.message, detail={"field": field, "hint": REINSTALL_HINT}) from None
+
+
 def write(path: Path, policy: rules.Policy) -> None:
-    """The policy file, 0600 in 0700 directories, replaced atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=files.PRIVATE_DIR_MODE)
-    for directory in (path.parent, path.parent.parent):
+    """The policy file, 0600, replaced atomically; every directory it makes on the way is 0700,
+    and so are the integration's own three (``integrations/hermes/<digest>``) whoever made them."""
+    _make_private(path.parent)
+    for directory in path.parents[:3]:
         os.chmod(directory, files.PRIVATE_DIR_MODE)
     data = json.dumps(rules.to_fields(policy), indent=2, sort_keys=True).encode() + b"\n"
     files.write_bytes_atomic(path, data, mode=files.SECRET_MODE)
+
+
+def _make_private(directory: Path) -> None:
+    """``directory`` and each missing parent, made 0700 whatever the umask."""
+    if directory.is_dir():
+        return
+    _make_private(directory.parent)
+    os.mkdir(directory, files.PRIVATE_DIR_MODE)
+    os.chmod(directory, files.PRIVATE_DIR_MODE)
 
 
 def read(path: Path) -> rules.Policy:

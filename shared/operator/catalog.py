@@ -94,18 +94,25 @@ class VerifiedCatalog:
         """The entry that makes this archive an official package on this host, else NotAuthorized."""
         if runtime_id == SHELL:
             raise NotAuthorized("no catalog authorizes the shell runtime", "reserved_shell")
-        if digest in self.revoked_digests:
-            raise NotAuthorized("the catalog revokes this archive digest", "digest_revoked")
-        claim = (package_id, runtime_id, digest)
-        # Digests are unique within a verified catalog, so at most one entry matches.
-        entry = next((e for e in self.entries if (e.package_id, e.runtime_id, e.digest) == claim), None)
-        if entry is None:
+        entry = self.listing(digest)
+        if (entry.package_id, entry.runtime_id) != (package_id, runtime_id):
             raise NotAuthorized("no catalog entry names this package, runtime and archive digest", "no_entry")
         if platform not in entry.platforms:
             raise NotAuthorized("the catalog entry does not list this host's platform", "platform")
         core = parse_version(core_version)
         if core is None or not in_range(core, parse_range(entry.core) or ()):
             raise NotAuthorized("the catalog entry's core range does not contain this core version", "core_version")
+        return entry
+
+    def listing(self, digest: str) -> CatalogEntry:
+        """The entry naming this archive digest, else NotAuthorized: what an install asks of the
+        raw archive's digest before it decompresses a byte."""
+        if digest in self.revoked_digests:
+            raise NotAuthorized("the catalog revokes this archive digest", "digest_revoked")
+        # Digests are unique within a verified catalog, so at most one entry matches.
+        entry = next((e for e in self.entries if e.digest == digest), None)
+        if entry is None:
+            raise NotAuthorized("no catalog entry names this package, runtime and archive digest", "no_entry")
         return entry
 
 

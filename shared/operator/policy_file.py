@@ -18,6 +18,9 @@ from shared.operator.policy import InvalidPolicy, Policy, check
 MAX_POLICY_BYTES = 64 * 1024
 # O_NONBLOCK: opening a FIFO would otherwise wait for a writer (it changes nothing for a file).
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+OPEN_TO_OTHERS = 0o077
+# A file its group or others may write may hold what someone else put there.
+WRITABLE_BY_OTHERS = 0o022
 _REINSTALL = "rewrite the policy with `hermes operator update`"
 
 
@@ -25,7 +28,7 @@ def _invalid(message: str, hint: str = _REINSTALL) -> InvalidPolicy:
     return InvalidPolicy(message, detail={"field": "policy", "hint": hint})
 
 
-def _read(path: str) -> bytes:
+def _read(path: str, refused_modes: int) -> bytes:
     try:
         fd = os.open(path, OPEN_FLAGS)
     except OSError:
@@ -36,8 +39,8 @@ def _read(path: str) -> bytes:
             raise _invalid("the policy file is not a regular file")
         if info.st_uid != os.getuid():
             raise _invalid("the policy file belongs to another user")
-        if info.st_mode & 0o077:
-            raise _invalid("the policy file is open to its group or others", "chmod 600 the policy file")
+        if info.st_mode & refused_modes:
+            raise _invalid("the policy file is open to its group or others")
         chunks: list[bytes] = []
         size = 0
         while size <= MAX_POLICY_BYTES:
@@ -79,10 +82,13 @@ def _decode(data: bytes) -> Any:
         raise _invalid("the policy file is not strict JSON (one object, unique keys, finite numbers)") from None
 
 
-def load_policy(path: str | None) -> Policy:
-    """The policy at the absolute ``path``; ``InvalidPolicy`` for any file or rule problem."""
+def load_policy(path: str | None, *, readable_by_others: bool = False) -> Policy:
+    """The policy at the absolute ``path``; ``InvalidPolicy`` for any file or rule problem.
+
+    ``readable_by_others`` reads a policy its group or others may read (never write): only the
+    installer asks, to keep its values while it rewrites the file 0600."""
     if path is None:
         raise _invalid("the plugin's policy path was never filled in", "reinstall with `hermes operator install`")
     if type(path) is not str or not os.path.isabs(path) or "\x00" in path:
         raise _invalid("the policy path is not an absolute path", "reinstall with `hermes operator install`")
-    return check(_decode(_read(path)))
+    return check(_decode(_read(path, WRITABLE_BY_OTHERS if readable_by_others else OPEN_TO_OTHERS)))

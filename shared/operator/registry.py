@@ -94,6 +94,7 @@ __all__ = [
     "SelectorAmbiguous",
     "StoreUnsafe",
     "VerifiedRoot",
+    "accepted_catalog_state",
 ]
 
 RECORD = "registry.json"
@@ -344,6 +345,14 @@ class Registry:
         data = catalog_state_rules.merged(current, wanted)
         if data is not None:
             write_bytes_atomic(self.root / CATALOG_STATE, data, mode=PRIVATE_MODE)
+
+
+def accepted_catalog_state(state: Path) -> tuple[int | None, frozenset[str]]:
+    """What ``Registry.catalog_state`` says, read without making anything: (None, {}) while the
+    registry does not exist (no catalog was ever accepted)."""
+    if not os.path.lexists(plugins_dir(state)):
+        return None, frozenset()
+    return Registry.at(state, create=False).catalog_state()
 
 
 def _make_private_dir(path: Path) -> None:

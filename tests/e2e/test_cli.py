@@ -43,6 +43,26 @@ def test_no_command_and_unknown_command_are_usage_errors(root):
     assert hermes("frobnicate", home=root).returncode == 2
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("frobnicate", "--json"),
+        ("profile", "list", "--frobnicate", "--json"),
+        ("operator", "install", "--access-mode", "everything", "--json"),
+        ("logs", "update", "--follow", "--wait", "soon", "--json"),
+        ("profile", "create", "--json"),
+    ],
+)
+def test_a_usage_error_under_json_is_one_json_error_document(root, argv):
+    result = hermes(*argv, home=root)
+    assert result.returncode == 2
+    error = as_json(result)["error"]  # the whole of stdout is one document
+    assert error["code"] == "usage_error" and error["message"].startswith("hermes"), error
+    assert result.stderr == ""
+    text = hermes(*[word for word in argv if word != "--json"], home=root)
+    assert text.returncode == 2 and text.stdout == "" and "error:" in text.stderr
+
+
 def test_profile_create_list_show_delete(root):
     created = hermes("profile", "create", "coder", "--json", home=root)
     assert created.returncode == 0, created.stderr

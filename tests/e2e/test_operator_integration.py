@@ -132,7 +132,7 @@ def test_targets_that_are_ambiguous_missing_or_unsafe_are_refused(kit, home, tmp
     both = kit.cli(
         "operator", "install", "--hermes-profile", "work", "--hermes-home", str(tmp_path), *MANAGE, home=home
     )
-    assert both.returncode == 2 and "not allowed with" in both.stderr
+    assert both.returncode == 2 and "give one" in both.stderr
     loose = tmp_path / "loose"
     loose.mkdir(mode=0o755)
     os.chmod(loose, 0o755)
