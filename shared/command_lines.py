@@ -24,10 +24,12 @@ from collections.abc import Sequence
 
 Argv = str | Sequence[str]
 
-_INTERPRETER = re.compile(r"pythonw?(\d+(\.\d+)?)?")
-_INTERPRETER_EXE = re.compile(r"pythonw?(\d+(\.\d+)?)?\.exe", re.IGNORECASE)
-# `python -m NAME` entries; import names are case-sensitive on every platform.
-_MODULES = {"hermes_cli.main": "hermes", "hermes_cli": "hermes", "services.gateway": "gateway"}
+# A versioned name may end in "t", a free-threaded build: python3.13t, python3t.
+_INTERPRETER = re.compile(r"pythonw?(\d+(\.\d+)?t?)?")
+_INTERPRETER_EXE = re.compile(r"pythonw?(\d+(\.\d+)?t?)?\.exe", re.IGNORECASE)
+# `python -m NAME` entries: the modules that run something (hermes_cli has no __main__, so
+# `python -m hermes_cli` runs nothing). Import names are case-sensitive on every platform.
+_MODULES = {"hermes_cli.main": "hermes", "services.gateway": "gateway"}
 # A bootstrap program longer than this is no bootstrap (and is not parsed).
 _MAX_BOOTSTRAP = 4096
 _MAX_BOOTSTRAP_ARGS = 256

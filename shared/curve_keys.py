@@ -22,6 +22,7 @@ from pathlib import Path
 
 import zmq
 
+from shared import homes
 from shared.errors import HermesError
 from shared.files import SECRET_MODE, locked, write_bytes_atomic
 
@@ -185,7 +186,7 @@ def _ensure_dir(path: Path) -> Path:
 def _dirs(root: Path) -> Path:
     top = store(root)
     if not top.parent.parent.exists():
-        top.parent.parent.mkdir(mode=DIR_MODE, parents=True)  # a new install's root home
+        homes.ensure_home(top.parent.parent)  # a new install's root home
     _ensure_dir(top.parent)
     _ensure_dir(top)
     for sub in ("server", "authorized", "servers"):

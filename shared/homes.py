@@ -8,6 +8,7 @@ names is ``shared.home_env``'s to say; this module is the rest of home resolutio
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -42,6 +43,7 @@ __all__ = [
     "ensure_home",
     "ensure_run_dir",
     "list_profiles",
+    "make_private_dirs",
     "parse_served",
     "profile_home",
     "profiles_dir",
@@ -154,17 +156,18 @@ def profile_home(name: str, root: Path | None = None, *, must_exist: bool = Fals
 
 
 def create_profile(root: Path, name: str) -> Path:
-    """Make the home of named profile ``name`` under ``root``: its private ``run/`` and its
-    ``logs/``. FileExistsError when it exists: the one mkdir is atomic, so of two creators
-    exactly one wins."""
+    """Make the home of named profile ``name`` under ``root``, with its ``run/`` and ``logs/``
+    (and, on a new machine, the root home): every directory it makes 0700, whatever the umask.
+    FileExistsError when it exists: the one mkdir is atomic, so of two creators exactly one wins."""
     validate_profile_name(name)
     if name == DEFAULT_PROFILE:
         raise ValueError("the default profile is the root home itself: it is never created")
     home = profile_home(name, root)
-    profiles_dir(root).mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
-    home.mkdir(mode=RUN_DIR_MODE)
+    ensure_home(profiles_dir(root))  # on a new machine, the root home is made here too
+    if not _make_private_dir(home):
+        raise FileExistsError(errno.EEXIST, "the profile's home exists", str(home))
     ensure_run_dir(home)
-    (home / "logs").mkdir(mode=0o755, exist_ok=True)
+    _make_private_dir(home / "logs")
     return home
 
 
@@ -226,14 +229,19 @@ def _private_dir_status(path: Path) -> RunDirStatus:
     return RunDirStatus(path, exists=True, problems=tuple(problems))
 
 
-def _ensure_private_dir(path: Path) -> Path:
+def _make_private_dir(path: Path) -> bool:
+    """Make directory ``path`` 0700 whatever the umask; False when something is there already."""
     try:
         os.mkdir(path, RUN_DIR_MODE)
     except FileExistsError:
-        pass  # an existing directory is judged below, never repaired
-    else:
-        # Only a directory we just made is ours to fix up: the umask may have removed owner bits.
-        os.chmod(path, RUN_DIR_MODE)
+        return False
+    # Only a directory we just made is ours to set: the umask may have removed owner bits.
+    os.chmod(path, RUN_DIR_MODE)
+    return True
+
+
+def _ensure_private_dir(path: Path) -> Path:
+    _make_private_dir(path)  # an existing directory is judged below, never repaired
     status = _private_dir_status(path)
     if not status.exists:  # removed between mkdir and lstat
         raise UnsafeRunDir(f"refusing to use {path}: it vanished", detail={"path": str(path)})
@@ -257,11 +265,22 @@ def _refuse_unsafe(status: RunDirStatus) -> Path:
 
 
 def ensure_home(home: Path) -> Path:
-    """Make ``home`` (0700, with its parents) if it is missing, as every process that writes
-    into a home does first; an existing home is used as it is."""
-    home = Path(home)
-    home.mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
-    return home
+    """Make ``home`` if it is missing, as every process that writes into a home does first."""
+    return make_private_dirs(home)
+
+
+def make_private_dirs(path: Path) -> Path:
+    """Make directory ``path`` and each missing parent 0700, whatever the umask: a home and what
+    is made in it are private. An existing directory is used as it is; FileExistsError when
+    something else is there."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if path.parent != path:
+        make_private_dirs(path.parent)
+    if not _make_private_dir(path) and not path.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a directory", str(path))
+    return path
 
 
 def ensure_run_dir(home: Path) -> Path:

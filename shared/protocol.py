@@ -218,7 +218,10 @@ def _reject_ext(code: int, data: bytes) -> Any:
 
 
 def unpack(raw: bytes, *, max_bytes: int = MAX_FRAME_BYTES) -> Any:
-    """Decode one frame: one msgpack object, no extensions, no trailing bytes."""
+    """Decode one frame: one msgpack object, no extension type at any depth, no trailing bytes.
+
+    Every frame from outside (a request, a reply, a broadcast event, a hook report) is decoded
+    here, so this is the one place the rule is kept."""
     if len(raw) > max_bytes:
         raise ProtocolError(
             Code.FRAME_TOO_LARGE,
@@ -226,7 +229,11 @@ def unpack(raw: bytes, *, max_bytes: int = MAX_FRAME_BYTES) -> Any:
             detail={"size": len(raw), "limit": max_bytes},
         )
     try:
-        return msgpack.unpackb(raw, raw=False, strict_map_key=True, ext_hook=_reject_ext)
+        # msgpack decodes the timestamp extension (type -1) itself, never calling ext_hook for
+        # it; an extension longer than max_ext_len is refused before that. With 0, every
+        # extension that carries data is refused; an empty one is refused by ext_hook (or, as
+        # a timestamp, by msgpack as invalid).
+        return msgpack.unpackb(raw, raw=False, strict_map_key=True, ext_hook=_reject_ext, max_ext_len=0)
     except Exception:  # msgpack raises several unrelated types for bad input; the peer reads words
         raise ProtocolError(Code.MALFORMED_FRAME, "frame is not valid msgpack") from None
 

@@ -115,8 +115,7 @@ def install(profile: str, home: Path, *, scope: str = "user", euid: int | None =
     data = render(profile, home, scope=scope)
     path = unit_path(profile, scope=scope)
     # launchd opens the log files but does not create their directory.
-    home.mkdir(mode=homes.RUN_DIR_MODE, parents=True, exist_ok=True)
-    (home / "logs").mkdir(mode=0o755, exist_ok=True)
+    homes.make_private_dirs(home / "logs")
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, data, mode=PUBLIC_MODE)
     return InstalledUnit(

@@ -83,6 +83,22 @@ def test_profile_create_list_show_delete(root):
     assert [p["name"] for p in as_json(hermes("profile", "list", "--json", home=root))["profiles"]] == ["default"]
 
 
+def test_profile_create_on_a_new_machine_makes_the_root_home_and_all_it_makes_0700(short_dir):
+    root = short_dir / "new" / "home"  # a new machine: no root home yet, nor its parent
+    old = os.umask(0o022)  # the child inherits it
+    try:
+        created = hermes("profile", "create", "coder", home=root)
+    finally:
+        os.umask(old)
+    assert created.returncode == 0, created.stderr
+    top = short_dir / "new"
+    modes = {str(p.relative_to(short_dir)): oct(p.stat().st_mode & 0o777) for p in (top, *top.rglob("*")) if p.is_dir()}
+    assert {"new/home", "new/home/profiles", "new/home/profiles/coder/run", "new/home/profiles/coder/logs"} <= set(
+        modes
+    )
+    assert modes == dict.fromkeys(modes, "0o700")
+
+
 @pytest.mark.parametrize("name", ["Coder", "-x", "a/b", "", "x" * 65, "default"])
 def test_profile_create_refuses_bad_or_reserved_names(root, name):
     result = hermes("profile", "create", "--json", "--", name, home=root)

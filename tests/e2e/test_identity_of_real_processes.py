@@ -3,8 +3,10 @@ with spaces and parentheses."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import site
 import subprocess
 import sys
 import time
@@ -15,8 +17,11 @@ import pytest
 
 from shared.command_lines import (
     holder_subcommand,
+    looks_like_gateway_command_line,
 )
+from shared.gateways import discovery
 from shared.identity import current_identity, is_alive, process_identity, read_cmdline
+from tests.support.processes import ROOT, python_env
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(30)"]
@@ -98,3 +103,29 @@ def test_start_time_parses_past_a_comm_with_spaces_and_parentheses(tmp_path):
 def test_real_child_command_line_is_classified(child):
     _wait_for_exec(child.pid, SLEEPER)
     assert holder_subcommand(read_cmdline(child.pid)) is None  # `python -c ...` is never Hermes
+
+
+@pytest.mark.parametrize("module", ["hermes_cli.main", "hermes_cli"])
+def test_a_python_m_line_is_hermes_exactly_when_it_runs_hermes(root, module):
+    argv = [sys.executable, "-m", module, "profile", "list", "--json"]
+    done = subprocess.run(argv, cwd=ROOT, env=python_env(HERMES_HOME=str(root)), capture_output=True, text=True)
+    ran = done.returncode == 0 and json.loads(done.stdout)["active"] == "default"
+    assert ran == (module == "hermes_cli.main"), done.stderr  # the package itself has no __main__
+    assert holder_subcommand(argv) == ("profile" if ran else None)
+
+
+@linux_only
+@pytest.mark.parametrize("name", ["python3.13t", "python3.14t", "python3t"])
+def test_a_gateway_run_by_a_free_threaded_interpreter_is_found_by_the_scan(root, short_dir, gateways, name):
+    # The kernel takes the command line from the name the interpreter is run by: a link of that
+    # name to this interpreter is what a free-threaded build looks like to the scan.
+    bin_dir = short_dir / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / name).symlink_to(sys.executable)
+    env = python_env()  # this venv's packages, which the link (outside the venv) does not see
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *site.getsitepackages()])
+    gateway = gateways(root, python=str(bin_dir / name), env=env)
+    argv = read_cmdline(gateway.pid)
+    assert argv[:3] == [str(bin_dir / name), "-m", "services.gateway"]
+    assert looks_like_gateway_command_line(argv)
+    assert [(r.pid, r.profile) for r in discovery.scan_gateways(root)] == [(gateway.pid, "default")]

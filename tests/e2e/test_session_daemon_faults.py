@@ -80,6 +80,20 @@ def test_junk_gets_a_typed_answer_and_never_an_internal_error(junk_target, raw):
     assert daemon.call(p.HOST_LIST)["hosts"] == [{"host": HOST, "state": "up"}]
 
 
+@pytest.mark.parametrize("seconds, nanoseconds", [(1_700_000_000, 0), (1_700_000_000, 5), (-1, 0)])
+def test_a_timestamp_deep_in_a_report_is_a_malformed_frame_and_the_daemon_keeps_serving(
+    junk_target, seconds, nanoseconds
+):
+    daemon, sock = junk_target
+    report = {"kind": "activity", "session": "s-1", "pid": 1, "at": {"when": [msgpack.Timestamp(seconds, nanoseconds)]}}
+    sock.send(protocol.encode_request("ts-1", p.REPORT.name, {"report": report}, version=4))
+    assert sock.poll(10_000, zmq.POLLIN), "the daemon did not answer"
+    reply = protocol.decode_reply(sock.recv(), window=p.CLIENT_WINDOW)
+    assert (reply.id, reply.kind, reply.payload["code"]) == ("", "error", "malformed_frame")  # no id: undecoded
+    assert daemon.peer.proc.poll() is None
+    assert daemon.call(p.HOST_LIST)["hosts"] == [{"host": HOST, "state": "up"}]
+
+
 def test_a_window_without_3_refuses_v3_and_keeps_v4(short_dir):
     daemon = SessionDaemon(short_dir, "--window", "4..4")
     try:

@@ -93,8 +93,8 @@ def read_state(home: Path) -> dict[str, Any] | None:
 
 
 class GatewayProcess:
-    """A real gateway process (``python -m services.gateway``) for one profile home; with
-    ``serve``, a multiplex gateway serving those profiles, launched in ``profile``'s home."""
+    """A real gateway process (``python -m services.gateway``, run by ``python``) for one profile
+    home; with ``serve``, a multiplex gateway serving those profiles, launched in ``profile``'s home."""
 
     def __init__(
         self,
@@ -104,6 +104,7 @@ class GatewayProcess:
         env: dict[str, str] | None = None,
         cwd: Path = ROOT,
         serve: Sequence[str] | None = None,
+        python: str = sys.executable,
     ):
         from shared import homes
 
@@ -118,7 +119,7 @@ class GatewayProcess:
         environment["HERMES_HOME"] = str(self.home)
         extra = ["--serve", ",".join(serve)] if serve else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.gateway", *extra],
+            [python, "-m", "services.gateway", *extra],
             cwd=cwd,
             env=environment,
             stdout=subprocess.PIPE,

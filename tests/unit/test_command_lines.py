@@ -104,7 +104,12 @@ CASES = [
     ("python3 -m hermes_cli.main --resume X", "chat", False, False),
     # interpreter entries
     ("python -m hermes_cli.main gateway run", "gateway", True, True),
-    ("python3 -m hermes_cli gateway run", "gateway", True, True),
+    ("python3.13t -m hermes_cli.main gateway run", "gateway", True, True),  # free-threaded builds
+    ("python3.14t -u -m hermes_cli.main gateway run", "gateway", True, True),
+    ("/usr/bin/python3.13t -m services.gateway --profile coder", "gateway", True, True),
+    ("/usr/local/bin/python3t /usr/local/bin/hermes gateway run", "gateway", True, True),
+    (r"C:\Python313\python3.13t.exe -m hermes_cli.main gateway run", "gateway", True, True),
+    (r"C:\Python313\pythonw3.13t.exe -m hermes_cli.main gateway restart", "gateway", False, True),
     ("python3.11 -u -m hermes_cli.main gateway run", "gateway", True, True),
     ("python3 -X utf8 -m hermes_cli.main gateway run", "gateway", True, True),
     ("python3 -W ignore -m hermes_cli.main gateway run", "gateway", True, True),
@@ -140,7 +145,6 @@ CASES = [
     (boot("run']", "restart']"), "gateway", False, True),
     (boot("'gateway','run'", "'-p','work','--resume','X','chat'"), "chat", False, False),
     (boot("run_name=", "alter_sys=True, run_name="), "gateway", True, True),
-    (boot("'hermes_cli.main'", "'hermes_cli'"), "gateway", True, True),
     (boot("'hermes_cli.main'", "'services.gateway'"), "gateway", True, True),
     (boot("import sys, runpy", "import runpy; import sys"), "gateway", True, True),
     # gateway-dedicated entries
@@ -159,6 +163,10 @@ CASES = [
     ("python -m tui_gateway.main gateway run", None, False, False),
     ("python -m services.gateway_old", None, False, False),
     ("python -m services", None, False, False),
+    ("python3 -m hermes_cli gateway run", None, False, False),  # the package has no __main__: nothing runs
+    (boot("'hermes_cli.main'", "'hermes_cli'"), None, False, False),
+    ("pythont -m hermes_cli.main gateway run", None, False, False),  # "t" follows a version only
+    ("python3.13tt -m hermes_cli.main gateway run", None, False, False),
     ('python -c "import hermes_cli.main" gateway run', None, False, False),
     ('python -c "import sys" -m hermes_cli.main gateway run', None, False, False),
     ('python3 -Ic "import hermes_cli.main" gateway run', None, False, False),

@@ -169,6 +169,65 @@ def test_create_profile_makes_its_home_once(tmp_path):
     assert list_profiles(root) == [DEFAULT_PROFILE, "coder"]
 
 
+def _modes_below(top: Path) -> dict[str, str]:
+    return {str(p.relative_to(top.parent)): oct(_mode(p)) for p in (top, *top.rglob("*")) if p.is_dir()}
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o000, 0o277], ids=oct)
+def test_create_profile_on_a_new_machine_makes_every_directory_0700(tmp_path, umask):
+    root = tmp_path / "new" / "root"  # neither the root home nor its parent exists yet
+    old = os.umask(umask)
+    try:
+        home = homes.create_profile(root, "coder")
+    finally:
+        os.umask(old)
+    made = ["new", "new/root", "new/root/profiles", "new/root/profiles/coder"]
+    made += ["new/root/profiles/coder/run", "new/root/profiles/coder/logs"]
+    assert home == root / "profiles" / "coder"
+    assert _modes_below(tmp_path / "new") == dict.fromkeys(made, "0o700")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o277], ids=oct)
+def test_ensure_home_makes_every_missing_directory_0700_and_leaves_existing_ones(tmp_path, umask):
+    os.chmod(tmp_path, 0o755)
+    old = os.umask(umask)
+    try:
+        home = homes.ensure_home(tmp_path / "a" / "b")
+        assert homes.ensure_home(home) == home
+    finally:
+        os.umask(old)
+    assert _modes_below(tmp_path / "a") == {"a": "0o700", "a/b": "0o700"}
+    assert _mode(tmp_path) == 0o755
+    (tmp_path / "file").write_text("")
+    with pytest.raises(FileExistsError):
+        homes.ensure_home(tmp_path / "file")
+
+
+def _curve_keys(root: Path) -> None:
+    from shared import curve_keys
+
+    curve_keys.init(root, [])
+
+
+def _mesh_dirs(root: Path) -> None:
+    from shared.supervisors.supervisord.paths import mesh_paths, prepare
+
+    prepare(mesh_paths(root))
+
+
+@pytest.mark.parametrize("make", [_curve_keys, _mesh_dirs])
+def test_a_root_home_first_made_by_the_mesh_or_its_keys_is_0700(tmp_path, make):
+    root = tmp_path / "new" / "root"
+    old = os.umask(0o022)
+    try:
+        make(root)
+    finally:
+        os.umask(old)
+    modes = _modes_below(tmp_path / "new")
+    assert {"new", "new/root", "new/root/mesh"} <= set(modes)
+    assert modes == dict.fromkeys(modes, "0o700")
+
+
 def test_list_profiles_without_profiles_dir(tmp_path):
     assert list_profiles(tmp_path) == ["default"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import plistlib
 import shutil
 import stat
@@ -76,7 +77,13 @@ def test_launchd_paths_per_scope(user_dirs):
 
 def test_launchd_install_and_find(user_dirs, profile, tmp_path):
     home = tmp_path / "root" / "profiles" / profile
-    unit = launchd.install(profile, home, scope="user")
+    old = os.umask(0o022)
+    try:
+        unit = launchd.install(profile, home, scope="user")
+    finally:
+        os.umask(old)
+    made = [tmp_path / "root", tmp_path / "root" / "profiles", home, home / "logs"]
+    assert [stat.S_IMODE(p.stat().st_mode) for p in made] == [0o700] * 4
     assert unit.path == user_dirs / "home" / "Library" / "LaunchAgents" / f"ai.hermes.gateway-{profile}.plist"
     assert unit.path.read_bytes() == launchd.render(profile, home, scope="user")
     assert stat.S_IMODE(unit.path.stat().st_mode) == 0o644

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+import re
+import struct
 
 import msgpack
 import pytest
 
-from shared import protocol
+from shared import protocol, pubsub
 from shared.errors import HermesError
 from shared.protocol import Code, Field, OpSpec, ProtocolError
+from tests.support.processes import ROOT
 
 PING = OpSpec("ping", idempotent=True)
 SET = OpSpec(
@@ -62,6 +65,82 @@ def test_valid_request_round_trips():
 )
 def test_undecodable_frames_are_typed(raw, code):
     assert code_of(raw) == (code, None)
+
+
+def ext(code: int, data: bytes) -> bytes:
+    """A msgpack extension, written by hand: ``msgpack.ExtType`` refuses the negative codes."""
+    fixed = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
+    if len(data) in fixed:
+        head = bytes([fixed[len(data)]])
+    elif len(data) < 1 << 8:
+        head = b"\xc7" + struct.pack(">B", len(data))
+    elif len(data) < 1 << 16:
+        head = b"\xc8" + struct.pack(">H", len(data))
+    else:
+        head = b"\xc9" + struct.pack(">I", len(data))
+    return head + struct.pack(">b", code) + data
+
+
+def deep_in_args(value: bytes) -> bytes:
+    """A valid ``set`` request with ``value`` (encoded bytes) three containers deep in a free-form list."""
+    mark = b"\x00mark\x00"
+    raw = frame(op="set", args={"name": "x", "count": 1, "items": [{"a": {"b": [mark]}}]})
+    assert raw.count(b"\xc4\x06" + mark) == 1
+    return raw.replace(b"\xc4\x06" + mark, value)
+
+
+# The timestamp extension (type -1) in each of its widths, as msgpack itself writes it.
+TIMESTAMPS = {
+    "32-bit": (msgpack.Timestamp(1_700_000_000, 0), b"\xd6\xff"),
+    "64-bit": (msgpack.Timestamp(1_700_000_000, 5), b"\xd7\xff"),
+    "96-bit": (msgpack.Timestamp(-1, 0), b"\xc7\x0c\xff"),
+}
+
+
+def test_a_frame_with_nothing_foreign_in_it_is_accepted_where_the_extensions_go():
+    request = protocol.decode_request(deep_in_args(msgpack.packb("fine")), OPS)
+    assert request.args["items"] == [{"a": {"b": ["fine"]}}]
+
+
+@pytest.mark.parametrize("width", sorted(TIMESTAMPS))
+def test_a_timestamp_of_any_width_deep_in_a_map_is_a_malformed_frame(width):
+    timestamp, head = TIMESTAMPS[width]
+    encoded = msgpack.packb(timestamp)
+    assert encoded.startswith(head)  # the width the case is named for
+    assert code_of(deep_in_args(encoded)) == (Code.MALFORMED_FRAME, None)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 4, 8, 12, 16, 255, 256, 1 << 16])
+def test_every_extension_type_of_every_size_is_a_malformed_frame(size):
+    for code in range(-128, 128):
+        with pytest.raises(ProtocolError) as info:
+            protocol.unpack(deep_in_args(ext(code, b"\x01" * size)))
+        assert info.value.code == Code.MALFORMED_FRAME, f"extension type {code} of {size} bytes"
+
+
+@pytest.mark.parametrize("width", sorted(TIMESTAMPS))
+def test_replies_and_events_refuse_a_timestamp(width):
+    timestamp, _ = TIMESTAMPS[width]
+    reply = protocol.encode_reply("r1", "result", {"report": {"at": [timestamp]}})
+    with pytest.raises(ProtocolError) as info:
+        protocol.decode_reply(reply)
+    assert info.value.code == Code.MALFORMED_REPLY
+    event = msgpack.packb({"v": 1, "topic": "state", "seq": 1, "event": {"at": timestamp}})
+    with pytest.raises(ProtocolError) as info:
+        pubsub.decode_event([b"state", event])
+    assert info.value.code == Code.MALFORMED_FRAME
+
+
+def test_frames_are_decoded_by_protocol_unpack_alone():
+    decoders = re.compile(r"\bunpackb\b|\bUnpacker\b|msgpack\.unpack\b|msgpack\.loads?\b")
+    sources = [
+        p
+        for top in ("shared", "nous", "services", "hermes_cli", "runtime-packages")
+        for p in (ROOT / top).rglob("*.py")
+    ]
+    assert len(sources) > 100
+    found = sorted(str(p.relative_to(ROOT)) for p in sources if decoders.search(p.read_text()))
+    assert found == ["shared/protocol.py"]
 
 
 def test_frame_over_the_cap_is_refused_before_decoding():

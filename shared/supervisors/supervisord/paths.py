@@ -73,8 +73,8 @@ def _private_dir(path: Path) -> None:
 
 def prepare(paths: MeshPaths) -> None:
     """Create the mesh's directories (and the private socket dirs when the socket is in /tmp)."""
-    paths.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    paths.logs.mkdir(mode=0o755, parents=True, exist_ok=True)
+    homes.make_private_dirs(paths.directory)  # on a new machine, the root home is made here
+    homes.make_private_dirs(paths.logs)
     if paths.socket.parent != paths.directory:
         _private_dir(paths.socket.parent.parent)
         _private_dir(paths.socket.parent)
