@@ -22,6 +22,7 @@ from services.gateway.state import GatewayState, utc_now
 from shared import curve, exit_codes, profile_scope
 from shared.config import get as config_get
 from shared.errors import HermesError
+from shared.faults import pause_at
 from shared.gateways import ops
 from shared.homes import Endpoint
 from shared.locks import FileLock
@@ -114,6 +115,8 @@ class Gateway:
         its process exits, or it is retired alone)."""
         self.process = process
         try:
+            # A fault test may hold this profile here, unbound, while the others serve on.
+            await trio.to_thread.run_sync(pause_at, f"gateway:binding:{self.profile}")
             # The publisher outlives the nursery: a task still writing the state file when the
             # nursery is cancelled publishes that write once its thread returns.
             async with (
@@ -131,6 +134,8 @@ class Gateway:
                 self.service.stop(grace=2.0)  # the last answers (a drain's, cut turns') go out first
                 with trio.move_on_after(5):
                     await self.service.wait_stopped()
+                # ... or here, its control socket closed, while the others serve on.
+                await trio.to_thread.run_sync(pause_at, f"gateway:closed:{self.profile}")
                 nursery.cancel_scope.cancel()
         except BaseException:
             if self.state.state == ops.STARTING:
