@@ -58,6 +58,7 @@ class GatewayProcess:
         self.reexec_requested = False
         self.restart_requested = False
         self._start_delay = start_delay
+        self._announced = False  # every served profile's sockets answer, and its state file says so
         self._exit = trio.Event()
         self._watching = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
@@ -82,10 +83,11 @@ class GatewayProcess:
         await trio.sleep(self._start_delay)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for gateway in self.gateways:
+            for gateway in list(self.gateways):  # one let go meanwhile leaves the list
                 await nursery.start(gateway.run, self)
             await nursery.start(self._watch)  # a signal sent once it says running is handled
             if not self._exit.is_set():  # a drain asked meanwhile leaves nothing to announce
+                self._announced = True
                 await self._say_served()
             # The first report opens the hook socket (a brief one-off wait): here, not in a turn.
             await trio.to_thread.run_sync(hooks.report_activity, "idle")
@@ -178,7 +180,8 @@ class GatewayProcess:
         """Stop serving ``gateway``'s profile (already out of ``gateways``): the others' state
         files stop naming it and its own says stopping before its sockets close; its lock is
         released once they have."""
-        await self._say_served()
+        if self._announced:  # else the others' files name no one else yet
+            await self._say_served()
         await gateway.withdraw(reason)
         gateway.close()
         await gateway.stopped.wait()
