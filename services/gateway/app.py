@@ -1,5 +1,9 @@
 """One served profile of a gateway process: its turns, its drain, its state file and its sockets.
 
+Its state file never claims what its socket cannot answer: it says ``running`` only once its
+process has every served profile's sockets bound and serving (``serving``), and ``stopping``
+before its sockets close (``withdraw``, then ``close``).
+
 A turn is either completed or refused, never dropped: the draining check and the turn's
 registration happen with no checkpoint between them, so a drain that starts while a turn
 is being accepted either sees that turn (and waits for it) or the turn sees the drain.
@@ -22,6 +26,7 @@ from services.gateway.state import GatewayState, utc_now
 from shared import curve, exit_codes, profile_scope
 from shared.config import get as config_get
 from shared.errors import HermesError
+from shared.faults import pause_at
 from shared.gateways import ops
 from shared.homes import Endpoint
 from shared.locks import FileLock
@@ -61,7 +66,7 @@ class Gateway:
         self._draining = False
         self._drain_done: trio.Event | None = None
         self._drain_result: dict[str, Any] | None = None
-        self._stop = trio.Event()
+        self._close = trio.Event()
         self.stopped = trio.Event()
         self._write_lock = trio.Lock()
         self._dirty = trio.Event()
@@ -110,10 +115,12 @@ class Gateway:
     async def run(
         self, process: GatewayProcess, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Serve this profile: started once it is running, returned once it has stopped (when
-        its process exits, or it is retired alone)."""
+        """Serve this profile: started once its sockets answer (its state file still says
+        starting), returned once they are closed (when its process exits, or it is let go alone)."""
         self.process = process
         try:
+            # A fault test may hold this profile here, unbound, while the others serve on.
+            await trio.to_thread.run_sync(pause_at, f"gateway:binding:{self.profile}")
             # The publisher outlives the nursery: a task still writing the state file when the
             # nursery is cancelled publishes that write once its thread returns.
             async with (
@@ -123,14 +130,13 @@ class Gateway:
                 self._publisher = publisher
                 await nursery.start(self.service.serve)
                 nursery.start_soon(self._write_when_dirty)
-                self.state.status_message = ""
-                await self._transition(ops.RUNNING)
                 task_status.started()
-                await self._stop.wait()
-                await self._transition(ops.STOPPING)
+                await self._close.wait()
                 self.service.stop(grace=2.0)  # the last answers (a drain's, cut turns') go out first
                 with trio.move_on_after(5):
                     await self.service.wait_stopped()
+                # ... or here, its control socket closed, while the others serve on.
+                await trio.to_thread.run_sync(pause_at, f"gateway:closed:{self.profile}")
                 nursery.cancel_scope.cancel()
         except BaseException:
             if self.state.state == ops.STARTING:
@@ -141,21 +147,34 @@ class Gateway:
         await self._transition(ops.STOPPED)
         self.stopped.set()
 
-    def stop(self, reason: str, *, restart: bool = False) -> None:
-        if self._stop.is_set():
+    async def serving(self, served: tuple[str, ...]) -> None:
+        """Say running (draining, if drained meanwhile), its process serving ``served`` (empty:
+        this profile alone): called once each of those profiles' sockets answers."""
+        self.state.served_profiles = served
+        self.state.status_message = ""
+        if self.state.state == ops.STARTING:
+            self.state.state = ops.DRAINING if self._draining else ops.RUNNING
+        await self._write_state()
+
+    async def withdraw(self, reason: str, *, restart: bool = False) -> None:
+        """Say stopping, for ``reason``: from now on the state file claims no socket that
+        ``close`` may close. The first reason given is the one kept."""
+        if self.state.state in (ops.STOPPING, ops.STOPPED):
             return
         self.state.exit_reason = reason
         self.state.restart_requested = restart
-        self._stop.set()
+        await self._transition(ops.STOPPING)
+
+    def close(self) -> None:
+        """Close its sockets, the last answers (a drain's, cut turns') going out first;
+        ``stopped`` is set once they are closed."""
+        self._close.set()
 
     # --- state ----------------------------------------------------------------------------
 
     async def starting(self, message: str = "") -> None:
         self.state.status_message = message
         await self._transition(ops.STARTING)
-
-    async def state_changed(self) -> None:
-        await self._write_state()
 
     async def _transition(self, new_state: str) -> None:
         self.state.state = new_state
@@ -211,7 +230,8 @@ class Gateway:
         }
 
     async def _turn(self, call: Call) -> dict[str, Any]:
-        if self._draining or self.state.state != ops.RUNNING:
+        # Starting: its sockets answer while its process binds the others'.
+        if self._draining or self.state.state not in (ops.STARTING, ops.RUNNING):
             raise Draining(
                 f"gateway {self.state.profile} is {self.state.state}; the turn was not started",
                 detail={"profile": self.state.profile, "state": self.state.state},
@@ -275,7 +295,8 @@ class Gateway:
             return dict(self._drain_result or {})
         self._drain_done = trio.Event()
         self._draining = True
-        await self._transition(ops.DRAINING)
+        if self.state.state != ops.STARTING:  # else ``serving`` says draining, once its socket answers
+            await self._transition(ops.DRAINING)
         with trio.move_on_after(deadline):
             while self._turns:
                 await self._turns_changed.wait()

@@ -130,13 +130,13 @@ def _serve(root: Path, launch: str, served: list[_Served], listed: tuple[str, ..
     serving = [one for one in served if one.profile in scopes]
     said = ids.describe(root)  # before the loop: it may create the install's id file
     identity, supervisor, instance = current_identity(), detect_supervisor(), ids.instance_id()
-    names = tuple(one.profile for one in serving) if multiplex else ()
     gateways = []
     for one in serving:
         assert one.lock is not None
-        state = GatewayState(identity, one.profile, one.home, supervisor, said["install_id"], instance, names)
+        state = GatewayState(identity, one.profile, one.home, supervisor, said["install_id"], instance)
         gateways.append(Gateway(state, one.endpoint, one.lock, scopes[one.profile]))
-    process = GatewayProcess(gateways, start_delay=max(_storm_delay(one.home) for one in serving))
+    delay = max(_storm_delay(one.home) for one in serving)
+    process = GatewayProcess(gateways, multiplex=multiplex, start_delay=delay)
     code = trio.run(process.run)
     if process.restart_requested:  # before the locks go: the next start reads the mark
         for gateway in process.gateways:

@@ -10,6 +10,12 @@ A served profile is let go alone, while the others go on serving in the same pro
 whose home is deleted (its turns are cut), or one released on request (``release``, before
 ``hermes profile delete`` deletes it; its turns get their deadline). Its sockets are closed,
 its lock released, and the others' state files no longer list it.
+
+A state file never claims what a socket cannot answer. Every served profile's sockets are
+bound and serving before any state file says running, and only then do the files name every
+profile served (until then each names its own profile alone, starting). Every claim on a
+socket is withdrawn before it closes: on exit each file says stopping before any socket closes,
+and a profile let go alone is dropped from the others' files before its sockets close.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import logging
 import os
 import signal
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 import trio
@@ -43,13 +50,15 @@ class NotMultiplex(HermesError):
 
 
 class GatewayProcess:
-    def __init__(self, gateways: Iterable[Gateway], *, start_delay: float = 0.0):
+    def __init__(self, gateways: Iterable[Gateway], *, multiplex: bool = False, start_delay: float = 0.0):
         self.gateways = list(gateways)
-        self.multiplex = any(g.state.served_profiles for g in self.gateways)  # set only by --serve
+        self.multiplex = multiplex  # started with --serve
         self.exit_code = exit_codes.OK
+        self.exit_reason = ""
         self.reexec_requested = False
         self.restart_requested = False
         self._start_delay = start_delay
+        self._announced = False  # every served profile's sockets answer, and its state file says so
         self._exit = trio.Event()
         self._watching = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
@@ -74,37 +83,58 @@ class GatewayProcess:
         await trio.sleep(self._start_delay)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for gateway in self.gateways:
+            for gateway in list(self.gateways):  # one let go meanwhile leaves the list
                 await nursery.start(gateway.run, self)
-            nursery.start_soon(self._watch)
+            await nursery.start(self._watch)  # a signal sent once it says running is handled
+            if not self._exit.is_set():  # a drain asked meanwhile leaves nothing to announce
+                self._announced = True
+                await self._say_served()
             # The first report opens the hook socket (a brief one-off wait): here, not in a turn.
             await trio.to_thread.run_sync(hooks.report_activity, "idle")
             sd_notify.notify(READY=1, STATUS=f"serving {_profiles_text(self.profiles)}")
             await self._exit.wait()
             self._watching.cancel()
-            reason = self.gateways[0].state.exit_reason if self.gateways else None
-            sd_notify.notify(STOPPING=1, STATUS=reason or "stopping")
+            sd_notify.notify(STOPPING=1, STATUS=self.exit_reason or "stopping")
+            await self._withdraw_all()
         return self.exit_code
 
     def request_exit(self, code: int, reason: str, *, reexec: bool = False) -> None:
         if self._exit.is_set():
             return
         self.exit_code = code
+        self.exit_reason = reason
         self.reexec_requested = reexec
         self.restart_requested = code == exit_codes.PLANNED_RESTART or reexec
-        for gateway in self.gateways:
-            gateway.stop(reason, restart=self.restart_requested)
         self._exit.set()
 
-    async def _watch(self) -> None:
+    async def _say_served(self) -> None:
+        """Every served profile's state file says running and names every profile served: call
+        it only while each of their sockets answers."""
+        served = tuple(self.profiles) if self.multiplex else ()
+        async with trio.open_nursery() as nursery:
+            for gateway in self.gateways:
+                nursery.start_soon(gateway.serving, served)
+
+    async def _withdraw_all(self) -> None:
+        """Every state file says stopping, then every socket closes."""
+        gateways = list(self.gateways)
+        async with trio.open_nursery() as nursery:
+            for gateway in gateways:
+                nursery.start_soon(partial(gateway.withdraw, self.exit_reason, restart=self.restart_requested))
+        for gateway in gateways:
+            gateway.close()
+
+    async def _watch(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with self._watching:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch_signals)
+                await nursery.start(self._watch_signals)
                 if self.multiplex:
                     nursery.start_soon(self._watch_homes)
+                task_status.started()
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGUSR1, signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for signum in signals:
                 if signum == signal.SIGUSR1:
                     log.info("SIGUSR1: draining for a planned restart")
@@ -129,8 +159,7 @@ class GatewayProcess:
         gateway.home_gone = True
         self.gateways.remove(gateway)
         await gateway.drain(0.0)
-        gateway.stop(reason)
-        await self._let_go(gateway)
+        await self._let_go(gateway, reason)
 
     async def release(self, gateway: Gateway, deadline: float) -> dict[str, Any]:
         """Drain ``gateway``'s profile alone and let it go; the others serve on."""
@@ -142,20 +171,23 @@ class GatewayProcess:
         self.gateways.remove(gateway)
         result = await gateway.drain(deadline)
         log.info("releasing profile %r on request", gateway.profile)
-        gateway.stop("released by its multiplex gateway")
         assert self._nursery is not None
-        self._nursery.start_soon(self._let_go, gateway)  # after this answer: the socket closes with it
+        # After this answer: the socket it goes out on closes with the profile.
+        self._nursery.start_soon(self._let_go, gateway, "released by its multiplex gateway")
         return {**result, "released": gateway.profile, "served_profiles": self.profiles}
 
-    async def _let_go(self, gateway: Gateway) -> None:
+    async def _let_go(self, gateway: Gateway, reason: str) -> None:
+        """Stop serving ``gateway``'s profile (already out of ``gateways``): the others' state
+        files stop naming it and its own says stopping before its sockets close; its lock is
+        released once they have."""
+        if self._announced:  # else the others' files name no one else yet
+            await self._say_served()
+        await gateway.withdraw(reason)
+        gateway.close()
         await gateway.stopped.wait()
         gateway.lock.release()
         if not self.gateways:
             self.request_exit(exit_codes.OK, "every profile it served was deleted")
-            return
-        for other in self.gateways:
-            other.state.served_profiles = tuple(self.profiles)
-            await other.state_changed()
 
     # --- turns ----------------------------------------------------------------------------
 

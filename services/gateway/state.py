@@ -36,7 +36,8 @@ class GatewayState:
     supervisor: str
     install_id: str | None  # shared.ids: what says "this install" wherever the home is mounted
     instance_id: str  # shared.ids: this start of the process
-    served_profiles: tuple[str, ...] = ()  # every profile this process serves (empty: this one alone)
+    # Every profile this process serves, once all their sockets answer (empty: this one alone).
+    served_profiles: tuple[str, ...] = ()
     argv: list[str] = field(default_factory=lambda: list(sys.orig_argv))  # as the OS started us
     started_at: str = field(default_factory=utc_now)
     state: str = "starting"

@@ -7,7 +7,8 @@ The exit codes a gateway ends with are ``shared.exit_codes``.
 - ``status`` → ``{"pid", "start_time", "profile", "served_profiles", "home", "state", "code_sha",
   "code_version", "active_turns", "started_at", "supervisor", "argv", "protocol": {"min", "max"}}``;
   ``served_profiles`` is every profile the answering process serves (``[profile]`` unless it is
-  a multiplex gateway, which answers on each served profile's own socket).
+  a multiplex gateway, which answers on each served profile's own socket, and says ``[profile]``
+  while ``starting``: the set is named once every profile's socket answers, with ``running``).
 - ``turn {text, seconds?}`` → ``{"turn_id", "text", "started_at", "finished_at"}``: one agent turn
   (an echo that takes ``seconds``). While draining: error ``draining``, and nothing is started.
 - ``drain {deadline, stay?}`` → ``{"finished": [turn ids], "cut": [turn ids], "exit_code": 75 | null}``;

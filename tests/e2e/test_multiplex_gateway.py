@@ -29,6 +29,29 @@ def call(root, profile, spec, args=None, **kwargs):
         return client.call(spec, args or {}, **kwargs)
 
 
+def answers_status(root, profile) -> bool:
+    try:
+        call(root, profile, ops.STATUS, timeout=5.0)
+    except RemoteError:
+        return False
+    return True
+
+
+def unanswered_claims(root, profiles):
+    """(a profile, a profile its state file names) for every profile a state file of ``profiles``
+    says is served, running or draining, whose control socket does not answer ``status``."""
+    claims = []
+    for profile in profiles:
+        state = read_state(homes.profile_home(profile, root))
+        if state and state["gateway_state"] in ("running", "draining"):
+            claims += [(profile, named) for named in state["served_profiles"] if not answers_status(root, named)]
+    return claims
+
+
+def paused_at(step: str) -> dict[str, str]:
+    return python_env(HERMES_FAULT_PAUSE_AT=step)
+
+
 def once_in_flight(root, profiles, then):
     """A call for ``parallel``: ``then()``, once each of ``profiles`` has one turn in flight."""
 
@@ -336,3 +359,46 @@ def test_a_reexec_tries_again_the_profiles_left_out_at_start(fleet, gateways):
         assert call(fleet, "writer", ops.STATUS)["pid"] == multiplex.pid
     finally:
         multiplex.kill()
+
+
+@pytest.mark.parametrize(
+    ("profile", "serve", "held"),
+    [("default", None, "default"), ("default", ["coder", "writer"], "writer")],
+    ids=["per-profile", "multiplex"],
+)
+def test_no_state_file_claims_a_socket_that_is_not_bound_yet(fleet, profile, serve, held):
+    gateway = GatewayProcess(fleet, profile, serve=serve, env=paused_at(f"gateway:binding:{held}"))
+    try:
+        gateway.wait_paused(f"gateway:binding:{held}")
+        served = serve or [profile]
+        assert not answers_status(fleet, held)
+        assert unanswered_claims(fleet, served) == []
+        for bound in (p for p in served if p != held):  # serving already, and naming only what answers
+            assert call(fleet, bound, ops.STATUS)["served_profiles"] == [bound]
+    finally:
+        gateway.kill()
+
+
+def test_a_reexec_claims_a_profile_it_tries_again_only_once_it_answers(fleet):
+    (homes.profile_home("writer", fleet) / ".env").write_text("OPENROUTER_API_KEY sk-broken-value\n")
+    multiplex = GatewayProcess(fleet, "default", serve=["coder", "writer"], env=paused_at("gateway:binding:writer"))
+    try:
+        coder = homes.profile_home("coder", fleet)
+        wait_for(lambda: (s := read_state(coder)) and s["gateway_state"] == "running", timeout=20, what="coder")
+        (homes.profile_home("writer", fleet) / ".env").write_text("OPENROUTER_API_KEY=sk-writer-0001\n")
+        call(fleet, "coder", ops.REEXEC, {"deadline": 5.0})
+        multiplex.wait_paused("gateway:binding:writer")  # the new image, with coder serving again
+        wait_for(lambda: answers_status(fleet, "coder"), timeout=20, what="coder answering the new image")
+        assert unanswered_claims(fleet, ["coder", "writer"]) == []
+        assert call(fleet, "coder", ops.STATUS)["served_profiles"] == ["coder"]
+    finally:
+        multiplex.kill()
+
+
+def test_a_released_profile_is_no_longer_claimed_once_its_socket_is_closed(fleet, gateways):
+    multiplex = gateways(fleet, "default", serve=["coder", "writer"], env=paused_at("gateway:closed:writer"))
+    assert call(fleet, "writer", ops.RELEASE, {"deadline": 1.0})["served_profiles"] == ["coder"]
+    multiplex.wait_paused("gateway:closed:writer")
+    assert not answers_status(fleet, "writer")
+    assert unanswered_claims(fleet, ["coder", "writer"]) == []
+    assert call(fleet, "coder", ops.STATUS)["served_profiles"] == ["coder"]

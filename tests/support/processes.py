@@ -4,6 +4,7 @@ is ready, a gateway, and a bounded wait for what they do."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -148,6 +149,22 @@ class GatewayProcess:
             return None
 
         return wait_for(running, timeout=timeout, what=f"gateway {', '.join(self.served)} running")
+
+    def wait_paused(self, step: str, timeout: float = 20) -> None:
+        """Return once the process says it is held at ``step`` (``HERMES_FAULT_PAUSE_AT``);
+        a re-executed image says it on the same stderr."""
+        assert self.proc.stderr is not None
+        fd, said, wanted = self.proc.stderr.fileno(), b"", f"paused {step}\n".encode()
+        deadline = time.monotonic() + timeout
+        while wanted not in said:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out after {timeout}s waiting for the gateway to pause at {step}")
+            if select.select([fd], [], [], left)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise AssertionError(f"gateway exited before pausing at {step}: {said.decode()[-2000:]}")
+                said += chunk
 
     def wait_exit(self, timeout: float = 30) -> int:
         return self.proc.wait(timeout=timeout)
