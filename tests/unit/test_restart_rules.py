@@ -239,6 +239,10 @@ def test_records_are_one_process_by_instance_id_else_by_pid_and_start_time():
     # Per-profile gateways never collapse, whatever pid they report (each in its own container).
     twins = [gateway("a", "unmanaged", 1, instance="i2"), gateway("b", "unmanaged", 1, instance="i3")]
     assert batches(plan_fleet(twins, {}, KINDS)) == {("first", "unmanaged"): [("a", None, 1), ("b", None, 1)]}
+    # A multiplex process still starting names only its own profile in each record: its
+    # instance id alone says the records are one process, restarted once.
+    starting = [gateway("a", "unmanaged", 9, instance="i4"), gateway("b", "unmanaged", 9, instance="i4")]
+    assert batches(plan_fleet(starting, {}, KINDS)) == {("first", "unmanaged"): [("a", None, 9, "b")]}
 
 
 def test_a_failed_multiplex_restart_fails_every_profile_it_served_with_the_leads_reason():

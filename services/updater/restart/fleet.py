@@ -146,11 +146,14 @@ def _processes(gateways: Iterable[GatewayRecord]) -> list[tuple[GatewayRecord, t
 
 
 def _process_key(gateway: GatewayRecord) -> object:
-    """What tells one process from another: its instance id, else its pid and start time. A
-    per-profile gateway is its own process (discovery lists it once)."""
-    if gateway.multiplex and (gateway.instance_id or gateway.start_time is not None):
-        return gateway.instance_id or (gateway.pid, gateway.start_time)
-    return ("profile", gateway.profile)
+    """What tells one process from another: its instance id, else (a multiplex one's) its pid
+    and start time. Records that share an instance id are one process even before it says it
+    is multiplex: a starting one names only its own profile until every socket answers."""
+    if gateway.instance_id:
+        return gateway.instance_id
+    if gateway.multiplex and gateway.start_time is not None:
+        return (gateway.pid, gateway.start_time)
+    return ("profile", gateway.profile)  # pids repeat across containers: never grouped by pid alone
 
 
 def restart_fleet(
