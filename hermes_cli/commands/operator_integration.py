@@ -57,8 +57,8 @@ def _apply(args, *, installing: bool) -> int:
     )
     chosen = chosen or source.resolve(change.state)
     version = hermes_bin.version(change.bin, chosen.runtime.probe, change.target.home)
-    lifecycle.apply(change, chosen, policy, confirm_modified=getattr(args, "confirm_modified", False))
-    data = status.report(change.target, change.state, hermes=version, source=(chosen, None))
+    recovered = lifecycle.apply(change, chosen, policy, confirm_modified=getattr(args, "confirm_modified", False))
+    data = {**status.report(change.target, change.state, hermes=version, source=(chosen, None)), "recovered": recovered}
     output.emit(args, data, _text)
     return 0
 
@@ -105,8 +105,8 @@ def cmd_status(args) -> int:
 def cmd_uninstall(args) -> int:
     _agent(args, "uninstall")
     change = _change(args)
-    removed = lifecycle.uninstall(change, confirm_modified=args.confirm_modified)
-    data = {**status.report(change.target, change.state), "removed": removed}
+    removed, recovered = lifecycle.uninstall(change, confirm_modified=args.confirm_modified)
+    data = {**status.report(change.target, change.state), "removed": removed, "recovered": recovered}
     output.emit(args, data, _text)
     return 0
 

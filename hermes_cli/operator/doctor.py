@@ -92,8 +92,8 @@ def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict
     _, executable = _attempt(lambda: hermes_bin.check_bin(bin_path))
     _, version_ok = _attempt(lambda: hermes_bin.version(bin_path, probe, target.home)) if executable else (None, None)
     policy_file = policy_path(state, target)
-    # The policy must be out of the home's reach, and the plugin root a real directory.
-    safe = not policy_file.is_relative_to(target.home) and not target.plugin_root.is_symlink()
+    # The policy must be out of the home's reach, and every directory the installer goes through real.
+    safe = not policy_file.is_relative_to(target.home) and lifecycle.paths_safe(target, state)
     checks = [
         _verdict("hermes_executable", executable),
         _verdict("hermes_version", version_ok),

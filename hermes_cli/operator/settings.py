@@ -11,13 +11,11 @@ plugin loads.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shared import files
 from shared.errors import HermesError
 from shared.operator import policy as rules
 from shared.operator.policy_file import load_policy
@@ -108,13 +106,9 @@ def build(
     )
 
 
-def write(path: Path, policy: rules.Policy) -> None:
-    """The policy file, 0600 in 0700 directories, replaced atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=files.PRIVATE_DIR_MODE)
-    for directory in (path.parent, path.parent.parent):
-        os.chmod(directory, files.PRIVATE_DIR_MODE)
-    data = json.dumps(rules.to_fields(policy), indent=2, sort_keys=True).encode() + b"\n"
-    files.write_bytes_atomic(path, data, mode=files.SECRET_MODE)
+def encode(policy: rules.Policy) -> bytes:
+    """The policy file's bytes (the installer writes them 0600 in 0700 directories)."""
+    return json.dumps(rules.to_fields(policy), indent=2, sort_keys=True).encode() + b"\n"
 
 
 def read(path: Path) -> rules.Policy:
