@@ -13,7 +13,7 @@ from typing import Any
 
 from hermes_cli import output
 from hermes_cli.operator import doctor, hermes_bin, lifecycle, settings, source, status
-from hermes_cli.operator.target import policy_path, resolve
+from hermes_cli.operator.target import resolve
 from shared.errors import HermesError
 from shared.operator import paths
 from shared.operator.policy import BOUNDS, Policy
@@ -44,31 +44,26 @@ def _change(args) -> lifecycle.Change:
 def _apply(args, *, installing: bool) -> int:
     _agent(args, "install" if installing else "update")
     change = _change(args)
-    # Update needs its source before anything else; install judges its flags first.
-    chosen = None if installing else source.resolve(change.state)
-    installed = None if installing else _installed_policy(change)
-    policy = settings.build(
-        bounds={field: getattr(args, field) for field in BOUNDS},
-        access_mode=args.access_mode,
-        hosts=args.allow_host,
-        confirm_wildcard=args.confirm_wildcard,
-        endpoint=_endpoint(change),
-        installed=installed,
-    )
-    chosen = chosen or source.resolve(change.state)
+
+    def policy_over(installed: Policy | None) -> Policy:
+        return settings.build(
+            bounds={field: getattr(args, field) for field in BOUNDS},
+            access_mode=args.access_mode,
+            hosts=args.allow_host,
+            confirm_wildcard=args.confirm_wildcard,
+            endpoint=_endpoint(change),
+            installed=None if installing else installed,
+        )
+
+    if installing:
+        policy_over(None)  # install judges its flags before its source
+    chosen = source.resolve(change.state)
     version = hermes_bin.version(change.bin, chosen.runtime.probe, change.target.home)
-    recovered = lifecycle.apply(change, chosen, policy, confirm_modified=getattr(args, "confirm_modified", False))
+    # Update inherits from the policy as it is once an interrupted change is finished.
+    recovered = lifecycle.apply(change, chosen, policy_over, confirm_modified=getattr(args, "confirm_modified", False))
     data = {**status.report(change.target, change.state, hermes=version, source=(chosen, None)), "recovered": recovered}
     output.emit(args, data, _text)
     return 0
-
-
-def _installed_policy(change: lifecycle.Change) -> Policy | None:
-    """What update inherits: the installed policy, None for an install without a readable one."""
-    try:
-        return settings.read(policy_path(change.state, change.target))
-    except HermesError:
-        return None
 
 
 def _endpoint(change: lifecycle.Change) -> str:

@@ -171,12 +171,16 @@ def _held(change: Change) -> Iterator[_Places]:
         yield _Places(home, integration, policy_dir.name)
 
 
-def apply(change: Change, source: Source, policy: Policy, *, confirm_modified: bool) -> dict[str, Any] | None:
-    """Install or replace the plugin from ``source`` with ``policy``; what recovery did first."""
+def apply(
+    change: Change, source: Source, policy_over: Callable[[Policy | None], Policy], *, confirm_modified: bool
+) -> dict[str, Any] | None:
+    """Install or replace the plugin from ``source`` with the policy ``policy_over`` makes of
+    the installed one (None when none is readable); what recovery did first."""
     target = change.target
     policy_file = policy_path(change.state, target)
     with _held(change) as places:
         recovered = _recover(change, places)
+        policy = policy_over(_installed_policy(policy_file))
         marker = installed_marker(target)
         if marker is not None and is_modified(target, marker) and not confirm_modified:
             raise _confirm_modified()
@@ -206,6 +210,13 @@ def apply(change: Change, source: Source, policy: Policy, *, confirm_modified: b
             _write_journal(plugins, {**journal, "phase": COMMITTED})
             _finish_apply(plugins, policy_dir, journal)
     return recovered
+
+
+def _installed_policy(policy_file: Path) -> Policy | None:
+    try:
+        return settings.read(policy_file)
+    except HermesError:
+        return None
 
 
 def _swap_in(
