@@ -93,16 +93,17 @@ def restored(template: tuple[Path, Scene], which: str) -> Scene:
     return scene
 
 
-def tree(path: Path) -> dict[str, tuple[str, bytes | str | None]]:
-    """Every entry below ``path``: its type and mode, and its bytes (a link: its target)."""
-    seen: dict[str, tuple[str, bytes | str | None]] = {}
+def tree(path: Path) -> dict[str, tuple[str, int, bytes | str | None]]:
+    """Every entry below ``path``: its type and mode, its inode (a file replaced by an equal one
+    is still a write), and its bytes (a link: its target)."""
+    seen: dict[str, tuple[str, int, bytes | str | None]] = {}
     for entry in sorted(path.rglob("*")):
         info = entry.lstat()
         if stat.S_ISLNK(info.st_mode):
             content: bytes | str | None = str(entry.readlink())
         else:
             content = entry.read_bytes() if stat.S_ISREG(info.st_mode) else None
-        seen[str(entry.relative_to(path))] = (stat.filemode(info.st_mode), content)
+        seen[str(entry.relative_to(path))] = (stat.filemode(info.st_mode), info.st_ino, content)
     return seen
 
 
@@ -195,7 +196,8 @@ def test_a_link_planted_where_the_installer_works_is_never_followed(template, co
 
 def test_a_linked_plugins_directory_is_refused_and_doctor_fails_target_safety(template):
     scene = restored(template, "fresh")
-    plant(scene.work / "plugins", scene.outside, directory=True)
+    (scene.outside / "plugins").mkdir()
+    (scene.work / "plugins").symlink_to(scene.outside / "plugins")
     outside = tree(scene.outside)
     code, data = scene.operator("install", *MANAGE)
     assert code == 2 and data["error"]["code"] == "integration_path_unsafe", data
