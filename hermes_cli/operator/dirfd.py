@@ -41,10 +41,11 @@ class Dir:
         self.path = path
 
     @classmethod
-    def root(cls, path: Path) -> Dir:
-        """A directory the caller trusts by its path, itself not a link."""
+    def root(cls, path: Path, *, follow: bool = False) -> Dir:
+        """A directory the caller trusts by its path: itself not a link, unless ``follow``."""
+        flags = _DIR_FLAGS & ~os.O_NOFOLLOW if follow else _DIR_FLAGS
         try:
-            return cls(os.open(path, _DIR_FLAGS), path)
+            return cls(os.open(path, flags), path)
         except OSError:
             raise unsafe(path, "missing, a link or not a directory") from None
 

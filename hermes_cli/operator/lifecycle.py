@@ -149,7 +149,8 @@ def _held(change: Change) -> Iterator[_Places]:
     if not os.path.lexists(change.state):
         os.makedirs(change.state, files.PRIVATE_DIR_MODE)
     with ExitStack() as stack:
-        state = stack.enter_context(Dir.root(change.state))
+        # The state directory is the owner's setting, as the package registry takes it.
+        state = stack.enter_context(Dir.root(change.state, follow=True))
         integration = descend(state, policy_dir.parent.relative_to(change.state).parts, create=True)
         assert integration is not None  # made where missing
         stack.enter_context(integration)

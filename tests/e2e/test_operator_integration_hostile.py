@@ -142,31 +142,43 @@ def journal_naming(scene: Scene, sibling: str, phase: str, *, installed: bool) -
     return plugins / journal[sibling]
 
 
-def _at(rel: str, *, directory: bool) -> Callable[[Scene, bool], tuple[Path, bool]]:
-    return lambda scene, installed: (scene.work / "plugins" / "pohunek" / rel, directory)
+def _in_plugin(*rels: str, directory: bool) -> Callable[[Scene, bool], list[tuple[Path, bool]]]:
+    return lambda scene, installed: [(scene.work / "plugins" / "pohunek" / rel, directory) for rel in rels]
 
 
-PLACES: dict[str, Callable[[Scene, bool], tuple[Path, bool]]] = {
-    "plugins_dir": lambda scene, installed: (scene.work / "plugins", True),
-    "plugin_root": lambda scene, installed: (scene.work / "plugins" / "pohunek", True),
-    "skills_dir": _at("skills", directory=True),
-    "skill_dir": _at("skills/pohunek", directory=True),
-    **{f"asset:{rel}": _at(rel, directory=False) for rel in ASSETS},
-    "marker": _at(".pohunek-owned.json", directory=False),
-    "stage": lambda scene, installed: (journal_naming(scene, "stage", "prepared", installed=installed), True),
-    "backup": lambda scene, installed: (journal_naming(scene, "backup", "prepared", installed=installed), True),
-    "committed_backup": lambda scene, installed: (
-        journal_naming(scene, "backup", "committed", installed=installed),
-        True,
+def _one(locate: Callable[[Scene, bool], Path], *, directory: bool) -> Callable[[Scene, bool], list[tuple[Path, bool]]]:
+    return lambda scene, installed: [(locate(scene, installed), directory)]
+
+
+# Where a link is planted: each a list of (path, whether a directory is expected there).
+PLACES: dict[str, Callable[[Scene, bool], list[tuple[Path, bool]]]] = {
+    "plugins_dir": _one(lambda scene, installed: scene.work / "plugins", directory=True),
+    "plugin_root": _one(lambda scene, installed: scene.work / "plugins" / "pohunek", directory=True),
+    "skills_dir": _in_plugin("skills", directory=True),
+    "skill_dir": _in_plugin("skills/pohunek", directory=True),
+    "every_asset": _in_plugin(*ASSETS, directory=False),  # each one a link of its own
+    "marker": _in_plugin(".pohunek-owned.json", directory=False),
+    "stage": _one(
+        lambda scene, installed: journal_naming(scene, "stage", "prepared", installed=installed), directory=True
     ),
-    "journal": lambda scene, installed: (scene.work / "plugins" / JOURNAL, False),
-    "policy": lambda scene, installed: (scene.policy, False),
-    "policy_backup": lambda scene, installed: (scene.policy.with_name("policy.json.pohunek-backup"), False),
-    "policy_dir": lambda scene, installed: (scene.policy.parent, True),
-    "integration_dir": lambda scene, installed: (scene.policy.parent.parent, True),
-    "lock": lambda scene, installed: (scene.policy.parent.parent / f"{scene.policy.parent.name}.lock", False),
+    "backup": _one(
+        lambda scene, installed: journal_naming(scene, "backup", "prepared", installed=installed), directory=True
+    ),
+    "committed_backup": _one(
+        lambda scene, installed: journal_naming(scene, "backup", "committed", installed=installed), directory=True
+    ),
+    "journal": _one(lambda scene, installed: scene.work / "plugins" / JOURNAL, directory=False),
+    "policy": _one(lambda scene, installed: scene.policy, directory=False),
+    "policy_backup": _one(
+        lambda scene, installed: scene.policy.with_name("policy.json.pohunek-backup"), directory=False
+    ),
+    "policy_dir": _one(lambda scene, installed: scene.policy.parent, directory=True),
+    "integration_dir": _one(lambda scene, installed: scene.policy.parent.parent, directory=True),
+    "lock": _one(
+        lambda scene, installed: scene.policy.parent.parent / f"{scene.policy.parent.name}.lock", directory=False
+    ),
 }
-INSIDE_THE_PLUGIN = {"skills_dir", "skill_dir", "marker", *(f"asset:{rel}" for rel in ASSETS)}
+INSIDE_THE_PLUGIN = {"skills_dir", "skill_dir", "every_asset", "marker"}
 COMMANDS = {
     "install": ("install", *MANAGE),
     "update": ("update", "--confirm-modified"),
@@ -184,8 +196,8 @@ CASES = [
 def test_a_link_planted_where_the_installer_works_is_never_followed(template, command, place):
     installed = command != "install"
     scene = restored(template, "installed" if installed else "fresh")
-    path, directory = PLACES[place](scene, installed)
-    plant(path, scene.outside, directory=directory)
+    for path, directory in PLACES[place](scene, installed):
+        plant(path, scene.outside, directory=directory)
     outside = tree(scene.outside)
     code, data = scene.operator(*COMMANDS[command])
     assert code == 0 or (code == 2 and data["error"]["code"] in REFUSALS), data
