@@ -60,6 +60,8 @@ REFUSAL_CODES = frozenset(
         "plugin_root_unmanaged",
         "ownership_marker_invalid",
         "integration_journal_invalid",
+        "integration_busy",
+        "integration_path_unsafe",
         "registry_busy",
         "plugin_store_unavailable",
         "package_registry_unreadable",

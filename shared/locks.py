@@ -46,11 +46,14 @@ class FileLock:
 
     The lock belongs to the open file description: a second FileLock on the same path fails
     even in the same process. The fd is close-on-exec, so children started with exec never
-    inherit it (a bare ``fork`` without exec would share it).
+    inherit it (a bare ``fork`` without exec would share it). With ``dir_fd``, ``path`` is a name
+    in that open directory (which must stay open until ``acquire`` returns), so no link on the
+    way to it is followed.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, dir_fd: int | None = None) -> None:
         self.path = Path(path)
+        self._dir_fd = dir_fd
         self._fd: int | None = None
 
     @property
@@ -61,7 +64,8 @@ class FileLock:
         """Take the lock or raise LockHeld naming the holder; never waits beyond a brief grace."""
         if self._fd is not None:
             raise RuntimeError(f"{self.path} is already held by this FileLock")
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, LOCK_FILE_MODE)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(self.path, flags, LOCK_FILE_MODE, dir_fd=self._dir_fd)
         try:
             if not _try_exclusive(fd):
                 holder = _read_holder(fd)

@@ -9,14 +9,15 @@ code: this mesh serves Hermes only.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
 from hermes_cli.operator import doctor, hermes_bin, lifecycle, settings, source, status
-from hermes_cli.operator.target import policy_path, require_policy_outside, resolve
+from hermes_cli.operator.target import require_policy_outside, resolve
 from shared.errors import HermesError
 from shared.operator import paths
-from shared.operator.policy import BOUNDS
+from shared.operator.policy import BOUNDS, Policy
 from shared.operator.protocol import ENDPOINT_ENV
 
 
@@ -45,21 +46,25 @@ def _apply(args, *, installing: bool) -> int:
     _agent(args, "install" if installing else "update")
     change = _change(args)
     require_policy_outside(change.state, change.target)
-    # Update needs its source before anything else; install judges its flags first.
-    chosen = None if installing else source.resolve(change.state)
-    installed = None if installing else settings.read_installed(policy_path(change.state, change.target))
-    policy = settings.build(
-        bounds={field: getattr(args, field) for field in BOUNDS},
-        access_mode=args.access_mode,
-        hosts=args.allow_host,
-        confirm_wildcard=args.confirm_wildcard,
-        endpoint=_endpoint(change),
-        installed=installed,
-    )
-    chosen = chosen or source.resolve(change.state)
+
+    def policy_over(policy_file: Path | None) -> Policy:
+        """The policy to write: the flags over the installed one (update), read only then."""
+        return settings.build(
+            bounds={field: getattr(args, field) for field in BOUNDS},
+            access_mode=args.access_mode,
+            hosts=args.allow_host,
+            confirm_wildcard=args.confirm_wildcard,
+            endpoint=_endpoint(change),
+            installed=None if installing or policy_file is None else settings.read_installed(policy_file),
+        )
+
+    if installing:
+        policy_over(None)  # install judges its flags before its source
+    chosen = source.resolve(change.state)
     version = hermes_bin.version(change.bin, chosen.runtime.probe, change.target.home)
-    lifecycle.apply(change, chosen, policy, confirm_modified=getattr(args, "confirm_modified", False))
-    data = status.report(change.target, change.state, hermes=version, source=(chosen, None))
+    # Update inherits from the policy as it is once an interrupted change is finished.
+    recovered = lifecycle.apply(change, chosen, policy_over, confirm_modified=getattr(args, "confirm_modified", False))
+    data = {**status.report(change.target, change.state, hermes=version, source=(chosen, None)), "recovered": recovered}
     output.emit(args, data, _text)
     return 0
 
@@ -98,8 +103,8 @@ def cmd_status(args) -> int:
 def cmd_uninstall(args) -> int:
     _agent(args, "uninstall")
     change = _change(args)
-    removed = lifecycle.uninstall(change, confirm_modified=args.confirm_modified)
-    data = {**status.report(change.target, change.state), "removed": removed}
+    removed, recovered = lifecycle.uninstall(change, confirm_modified=args.confirm_modified)
+    data = {**status.report(change.target, change.state), "removed": removed, "recovered": recovered}
     output.emit(args, data, _text)
     return 0
 

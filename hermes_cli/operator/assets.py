@@ -22,6 +22,8 @@ from shared import files
 from shared.errors import HermesError
 from shared.operator.manifests import sha256_hex
 
+from .dirfd import Dir, descend
+
 MARKER = ".pohunek-owned.json"
 MARKER_VERSION = 2
 EMBEDDED: dict[str, Any] = {"source": "embedded"}
@@ -88,7 +90,7 @@ def _parse(raw: Any) -> Marker:
     home, policy, assets = raw["hermes_home"], raw["policy_path"], raw["assets"]
     if not all(isinstance(v, str) and os.path.isabs(v) for v in (home, policy)) or not isinstance(assets, dict):
         raise MarkerInvalid("the ownership marker's paths or assets are malformed")
-    if not all(_safe_rel(k) and isinstance(v, str) and len(v) == 64 for k, v in assets.items()):
+    if not all(safe_rel(k) and isinstance(v, str) and len(v) == 64 for k, v in assets.items()):
         raise MarkerInvalid("the ownership marker lists a malformed asset")
     provenance = EMBEDDED if raw["version"] == 1 else raw["provenance"]
     if provenance != EMBEDDED and not _package_provenance(provenance):
@@ -105,7 +107,7 @@ def _package_provenance(value: Any) -> bool:
     )
 
 
-def _safe_rel(path: Any) -> bool:
+def safe_rel(path: Any) -> bool:
     if not isinstance(path, str) or not path or path.startswith("/"):
         return False
     return all(part not in ("", ".", "..") for part in path.split("/"))
@@ -137,26 +139,16 @@ def modified(plugin_root: Path, marker: Marker) -> bool:
     return False
 
 
-def write_tree(root: Path, rendered: Mapping[str, bytes], marker: bytes) -> None:
-    """A new plugin directory: each file created exclusively (0600) in 0700 directories, synced."""
-    root.mkdir(mode=files.PRIVATE_DIR_MODE)
+def write_tree(parent: Dir, name: str, rendered: Mapping[str, bytes], marker: bytes) -> None:
+    """A new plugin directory ``name`` in ``parent``: each file created exclusively (0600) in
+    0700 directories, synced, and nothing reached through a link."""
+    parent.make_dir(name)
     for rel, data in sorted({**rendered, MARKER: marker}.items()):
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True, mode=files.PRIVATE_DIR_MODE)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, ASSET_MODE)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    for directory, _, _ in os.walk(root):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        *parts, filename = rel.split("/")
+        directory = descend(parent, [name, *parts], create=True)
+        assert directory is not None  # made where missing
+        with directory:
+            directory.write_new(filename, data, ASSET_MODE)
 
 
 def asset_digests(rendered: Mapping[str, bytes]) -> dict[str, str]:

@@ -21,7 +21,7 @@ from shared.operator.protocol import CLIENT_WINDOW
 from . import assets, hermes_bin, lifecycle, probe_client, registration, settings
 from .source import HINTS
 from .status import outdated, source_or_error
-from .target import PLUGIN_NAME, Target, policy_path
+from .target import PLUGIN_NAME, Target, policy_inside_home, policy_path
 
 _UPDATE = "Run `hermes operator update` with the same target flags."
 HINT = {
@@ -101,8 +101,8 @@ def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict
     _, executable = _attempt(lambda: hermes_bin.check_bin(bin_path))
     _, version_ok = _attempt(lambda: hermes_bin.version(bin_path, probe, target.home)) if executable else (None, None)
     policy_file = policy_path(state, target)
-    # The policy must be out of the home's reach, and the plugin root a real directory.
-    safe = not policy_file.is_relative_to(target.home) and not target.plugin_root.is_symlink()
+    # The policy must be out of the home's reach, and every directory the installer goes through real.
+    safe = not policy_inside_home(state, target) and lifecycle.paths_safe(target, state)
     checks = [
         _verdict("hermes_executable", executable),
         _verdict("hermes_version", version_ok),

@@ -1,42 +1,66 @@
 """The install, update and uninstall transactions of the operator plugin in one Hermes home.
 
+Each holds the target's lock (``<state>/integrations/hermes/<digest>.lock``, keyed like the
+policy directory, outside the home) from its first step to its last, recovery included: a second
+command on the same target is ``integration_busy`` at once, and a journal found while holding
+the lock is one whose owner is gone.
+
 Install and update: render into a stage sibling, write the policy (keeping the old one aside),
 validate the staged plugin in a fresh process of the target Hermes, move the installed plugin
-to a backup sibling, swap the stage in, enable it through ``hermes plugins enable``, and commit
-by removing the backups. A journal (``<home>/plugins/.pohunek-journal.json``) written before the
-first change says how to undo it: any failure, and any crash (the next mutating command finds
-the journal), restores the plugin, the policy and the enablement as they were.
-
+to a backup sibling, swap the stage in, enable it through ``hermes plugins enable``, then pass
+the point of no return (the journal's ``phase`` becomes ``committed``) and remove the backups.
 Uninstall checks ownership from the marker and the installed bytes, disables the plugin through
-Hermes, then removes only the managed files and the policy: unmanaged files stay.
+Hermes, passes the point of no return, then removes only the managed files and the policy:
+unmanaged files stay.
+
+The journal (``<home>/plugins/.pohunek-journal.json``), written before the first change, says
+how to finish: before the point of no return every change is undone (the plugin, the policy and
+the enablement as they were), after it the removals are finished. Any failure, and any crash
+(the next mutating command finds the journal), ends in one of the two. A journal of the format
+before phases is read as ``prepared``. Every path is reached through ``dirfd``: nothing is
+written or removed through a link.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import secrets
-import shutil
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared import files, plugin_host
+from shared import faults, files, homes, plugin_host
 from shared.errors import HermesError
 from shared.faults import pause_at
+from shared.identity import ProcessIdentity, current_identity
+from shared.locks import FileLock, LockHeld
 from shared.operator import manifests
 from shared.operator.policy import Policy
+from shared.plugin_host import PLUGINS_DIR
 from shared.version import version_line
 
 from . import assets, hermes_bin, probe_client, registration, settings
+from .dirfd import Dir, unsafe
 from .source import Source
-from .target import PLUGIN_NAME, Target, policy_path
+from .target import PLUGIN_NAME, POLICY_FILE, Target, policy_path
 
 JOURNAL = ".pohunek-journal.json"
 STAGE_PREFIX = ".pohunek-stage-"
 BACKUP_PREFIX = ".pohunek-backup-"
 POLICY_BACKUP = ".pohunek-backup"  # suffix of the kept-aside policy
-_JOURNAL_FIELDS = {"stage", "backup", "had_plugin", "had_policy", "was_enabled", "policy_path"}
+INSTALL, UNINSTALL = "install", "uninstall"
+PREPARED, COMMITTED = "prepared", "committed"
+MAX_JOURNAL_BYTES = 64 * 1024
+_LEGACY_FIELDS = {"stage", "backup", "had_plugin", "had_policy", "was_enabled", "policy_path"}
+_FIELDS = {
+    INSTALL: _LEGACY_FIELDS | {"action", "phase", "owner"},
+    UNINSTALL: {"action", "phase", "owner", "was_enabled", "policy_path", "assets"},
+}
+_POLICY_BACKUP_NAME = POLICY_FILE + POLICY_BACKUP
 
 
 class PluginRootUnmanaged(HermesError):
@@ -49,6 +73,10 @@ class ProbeRejected(HermesError):
 
 class JournalInvalid(HermesError):
     code = "integration_journal_invalid"
+
+
+class IntegrationBusy(HermesError):
+    code = "integration_busy"
 
 
 @dataclass(frozen=True)
@@ -84,48 +112,124 @@ def is_modified(target: Target, marker: assets.Marker) -> bool:
     return marker.hermes_home != str(target.home) or assets.modified(target.plugin_root, marker)
 
 
-def apply(change: Change, source: Source, policy: Policy, *, confirm_modified: bool) -> None:
-    """Install or replace the plugin from ``source`` with ``policy``."""
+def paths_safe(target: Target, state: Path) -> bool:
+    """Whether each directory the installer goes through is a real directory or missing."""
+    policy_dir = policy_path(state, target).parent
+    chain = (target.home / PLUGINS_DIR, target.plugin_root, policy_dir.parent.parent, policy_dir.parent, policy_dir)
+    for path in chain:
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return False
+        except FileNotFoundError:
+            continue
+    return True
+
+
+@dataclass(frozen=True)
+class _Places:
+    """The open directories of one held transaction."""
+
+    home: Dir
+    integration: Dir  # <state>/integrations/hermes: the lock, and the policy directory in it
+    policy_dir_name: str
+
+    def plugins(self) -> Dir | None:
+        return self.home.sub(PLUGINS_DIR)
+
+    def policy_dir(self) -> Dir:
+        made = self.integration.ensure(self.policy_dir_name)
+        made.make_private()
+        return made
+
+
+@contextmanager
+def held(change: Change) -> Iterator[_Places]:
+    """The target's lock, held until the transaction ends, and its directories opened."""
+    policy_dir = policy_path(change.state, change.target).parent
+    if not os.path.lexists(change.state):
+        homes.make_private_dirs(change.state)
+    with ExitStack() as stack:
+        # The state directory is the owner's setting, as the package registry takes it.
+        state = stack.enter_context(Dir.root(change.state, follow=True))
+        integration = stack.enter_context(Dir(os.dup(state.fd), state.path))
+        for part in policy_dir.parent.relative_to(change.state).parts:
+            integration = stack.enter_context(integration.ensure(part))
+            integration.make_private()  # the integration's own directories, whoever made them
+        lock = FileLock(Path(f"{policy_dir.name}.lock"), dir_fd=integration.fd)
+        try:
+            lock.acquire()
+        except LockHeld as exc:
+            pid = exc.holder.pid if exc.holder else None
+            raise IntegrationBusy(
+                f"another operator command (pid {pid or 'unknown'}) is changing this Hermes home: "
+                "retry when it has finished",
+                detail={"holder_pid": pid},
+            ) from None
+        except OSError:
+            raise unsafe(integration.path / f"{policy_dir.name}.lock", "not a lock file") from None
+        stack.callback(lock.release)
+        home = stack.enter_context(Dir.root(change.target.home))
+        yield _Places(home, integration, policy_dir.name)
+
+
+def apply(
+    change: Change, source: Source, policy_over: Callable[[Path], Policy], *, confirm_modified: bool
+) -> dict[str, Any] | None:
+    """Install or replace the plugin from ``source`` with the policy ``policy_over`` makes of
+    the installed policy file; what recovery did first."""
     target = change.target
-    recover(change)
-    marker = installed_marker(target)
-    if marker is not None and is_modified(target, marker) and not confirm_modified:
-        raise _confirm_modified()
     policy_file = policy_path(change.state, target)
-    rendered = manifests.render(source.files, source.operator, str(policy_file))
-    new_marker = assets.Marker(str(target.home), str(policy_file), assets.asset_digests(rendered), source.provenance)
-    plugins = target.plugin_root.parent
-    plugins.mkdir(parents=True, exist_ok=True, mode=files.PRIVATE_DIR_MODE)
-    token = secrets.token_hex(6)
-    journal = {
-        "stage": f"{STAGE_PREFIX}{token}",
-        "backup": f"{BACKUP_PREFIX}{token}",
-        "had_plugin": marker is not None,
-        "had_policy": policy_file.exists(),
-        "was_enabled": PLUGIN_NAME in plugin_host.enabled_names(target.home),
-        "policy_path": str(policy_file),
-    }
-    files.write_json_atomic(plugins / JOURNAL, journal, secret=True)
-    try:
-        _swap_in(change, journal, rendered, new_marker, policy)
-    except BaseException:
-        _rollback(change, journal)
-        raise
-    _commit(target, journal)
+    with held(change) as places:
+        recovered = _recover(change, places)
+        policy = policy_over(policy_file)  # read once recovery has put the policy back
+        marker = installed_marker(target)
+        if marker is not None and is_modified(target, marker) and not confirm_modified:
+            raise _confirm_modified()
+        rendered = manifests.render(source.files, source.operator, str(policy_file))
+        new_marker = assets.Marker(
+            str(target.home), str(policy_file), assets.asset_digests(rendered), source.provenance
+        )
+        with places.home.ensure(PLUGINS_DIR) as plugins, places.policy_dir() as policy_dir:
+            token = secrets.token_hex(6)
+            journal = {
+                "action": INSTALL,
+                "phase": PREPARED,
+                "owner": current_identity().to_dict(),
+                "stage": f"{STAGE_PREFIX}{token}",
+                "backup": f"{BACKUP_PREFIX}{token}",
+                "had_plugin": marker is not None,
+                "had_policy": policy_dir.kind(POLICY_FILE) is not None,
+                "was_enabled": _enabled(target),
+                "policy_path": str(policy_file),
+            }
+            _write_journal(plugins, journal)
+            try:
+                _swap_in(change, plugins, policy_dir, journal, rendered, new_marker.to_bytes(version_line()), policy)
+            except BaseException:
+                _roll_back_apply(change, plugins, policy_dir, journal)
+                raise
+            _write_journal(plugins, {**journal, "phase": COMMITTED})
+            _finish_apply(plugins, policy_dir, journal)
+    return recovered
 
 
 def _swap_in(
-    change: Change, journal: dict[str, Any], rendered: dict[str, bytes], marker: assets.Marker, policy: Policy
+    change: Change,
+    plugins: Dir,
+    policy_dir: Dir,
+    journal: dict[str, Any],
+    rendered: dict[str, bytes],
+    marker: bytes,
+    policy: Policy,
 ) -> None:
-    target, plugins = change.target, change.target.plugin_root.parent
-    stage = plugins / journal["stage"]
-    assets.write_tree(stage, rendered, marker.to_bytes(version_line()))
+    stage = journal["stage"]
+    assets.write_tree(plugins, stage, rendered, marker)
     pause_at("operator:staged")
-    policy_file = Path(journal["policy_path"])
     if journal["had_policy"]:
-        os.replace(policy_file, _policy_backup(policy_file))
-    settings.write(policy_file, policy)
-    result = probe_client.run_probe(change.bin, stage, env=hermes_bin.env_for(target.home))
+        policy_dir.rename(POLICY_FILE, policy_dir, _POLICY_BACKUP_NAME)
+    policy_dir.replace(POLICY_FILE, settings.encode(policy), files.SECRET_MODE)
+    home = change.target.home
+    result = probe_client.run_probe(change.bin, home / PLUGINS_DIR / stage, env=hermes_bin.env_for(home))
     failed = [c for c in registration.checks(result, policy.access_mode) if c["status"] != "pass"]
     if failed:
         raise ProbeRejected(
@@ -133,78 +237,227 @@ def _swap_in(
             detail={"checks": [c["code"] for c in failed]},
         )
     if journal["had_plugin"]:
-        os.rename(target.plugin_root, plugins / journal["backup"])
+        plugins.rename(PLUGIN_NAME, plugins, journal["backup"])
         pause_at("operator:backed_up")
-    os.rename(stage, target.plugin_root)
+    plugins.rename(stage, plugins, PLUGIN_NAME)
     pause_at("operator:swapped")
-    hermes_bin.switch_plugin(change.bin, target.home, PLUGIN_NAME, True)
+    _switch(change, True)
     pause_at("operator:enabled")
 
 
-def _policy_backup(policy_file: Path) -> Path:
-    return policy_file.with_name(policy_file.name + POLICY_BACKUP)
+def _finish_apply(plugins: Dir, policy_dir: Dir, journal: dict[str, Any]) -> None:
+    """Past the point of no return: remove what the new plugin and policy replaced."""
+    plugins.remove(journal["backup"])
+    policy_dir.remove(_POLICY_BACKUP_NAME)
+    _close_journal(plugins)
 
 
-def _commit(target: Target, journal: dict[str, Any]) -> None:
-    plugins = target.plugin_root.parent
-    shutil.rmtree(plugins / journal["backup"], ignore_errors=True)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(_policy_backup(Path(journal["policy_path"])))
-    os.unlink(plugins / JOURNAL)
-
-
-def _rollback(change: Change, journal: dict[str, Any]) -> None:
+def _roll_back_apply(change: Change, plugins: Dir, policy_dir: Dir, journal: dict[str, Any]) -> None:
     """Put the plugin, the policy and the enablement back as the journal found them."""
-    target = change.target
-    plugins, root = target.plugin_root.parent, target.plugin_root
-    backup = plugins / journal["backup"]
-    enabled_now = PLUGIN_NAME in plugin_host.enabled_names(target.home)
-    if enabled_now != journal["was_enabled"] and root.is_dir():
+    if _enabled(change.target) != journal["was_enabled"] and plugins.kind(PLUGIN_NAME) == "dir":
         # While the plugin it names is still there, so Hermes can switch it.
-        hermes_bin.switch_plugin(change.bin, target.home, PLUGIN_NAME, journal["was_enabled"])
-    shutil.rmtree(plugins / journal["stage"], ignore_errors=True)
-    if backup.is_dir():
-        shutil.rmtree(root, ignore_errors=True)
-        os.rename(backup, root)
-    elif not journal["had_plugin"]:
-        shutil.rmtree(root, ignore_errors=True)
-    policy_file = Path(journal["policy_path"])
-    if _policy_backup(policy_file).exists():
-        os.replace(_policy_backup(policy_file), policy_file)
-    elif not journal["had_policy"]:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(policy_file)
-    os.unlink(plugins / JOURNAL)
+        _switch(change, journal["was_enabled"])
+    plugins.remove(journal["stage"])
+    if plugins.kind(journal["backup"]) == "dir":
+        plugins.remove(PLUGIN_NAME)
+        plugins.rename(journal["backup"], plugins, PLUGIN_NAME)
+    else:
+        plugins.remove(journal["backup"])  # nothing, or a link someone put at its name
+        if not journal["had_plugin"]:
+            plugins.remove(PLUGIN_NAME)
+    if not journal["had_policy"]:
+        policy_dir.remove(POLICY_FILE)
+    elif policy_dir.kind(_POLICY_BACKUP_NAME) is not None:
+        policy_dir.rename(_POLICY_BACKUP_NAME, policy_dir, POLICY_FILE)
+    _close_journal(plugins)
 
 
-def pending_journal(target: Target) -> dict[str, Any] | None:
-    """The journal an interrupted transaction left, None when there is none."""
-    path = target.plugin_root.parent / JOURNAL
-    if not path.exists():
+def uninstall(change: Change, *, confirm_modified: bool) -> tuple[bool, dict[str, Any] | None]:
+    """Remove the managed plugin and its policy: whether anything was installed, and what
+    recovery did first."""
+    target = change.target
+    with held(change) as places:
+        recovered = _recover(change, places)
+        marker = installed_marker(target)
+        if marker is None:
+            _remove_policy(places)  # each removal is idempotent: a re-run finishes an interrupted one
+            return False, recovered
+        if is_modified(target, marker) and not confirm_modified:
+            raise _confirm_modified()
+        with places.home.ensure(PLUGINS_DIR) as plugins:
+            journal = {
+                "action": UNINSTALL,
+                "phase": PREPARED,
+                "owner": current_identity().to_dict(),
+                "was_enabled": _enabled(target),
+                "policy_path": str(policy_path(change.state, target)),
+                "assets": sorted(marker.assets),
+            }
+            _write_journal(plugins, journal)
+            try:
+                if journal["was_enabled"]:
+                    _switch(change, False)
+            except BaseException:
+                _roll_back_uninstall(change, plugins, journal)
+                raise
+            _write_journal(plugins, {**journal, "phase": COMMITTED})
+            _finish_uninstall(places, plugins, journal)
+    return True, recovered
+
+
+def _roll_back_uninstall(change: Change, plugins: Dir, journal: dict[str, Any]) -> None:
+    if journal["was_enabled"] and not _enabled(change.target) and plugins.kind(PLUGIN_NAME) == "dir":
+        _switch(change, True)
+    _close_journal(plugins)
+
+
+def _finish_uninstall(places: _Places, plugins: Dir, journal: dict[str, Any]) -> None:
+    """Past the point of no return: remove each managed file, then each managed directory left
+    empty, then the policy. What is not the installer's stays; a link is removed as the link."""
+    root = plugins.sub(PLUGIN_NAME) if plugins.kind(PLUGIN_NAME) == "dir" else None
+    if root is not None:
+        with root:
+            directories = {
+                "/".join(rel.split("/")[:depth]) for rel in journal["assets"] for depth in range(1, rel.count("/") + 1)
+            }
+            for rel in [*journal["assets"], assets.MARKER]:
+                _in_managed_dir(root, rel, Dir.remove_entry)
+            for rel in sorted(directories, key=lambda d: -d.count("/")):
+                _in_managed_dir(root, rel, Dir.remove_empty_dir)
+        plugins.remove_empty_dir(PLUGIN_NAME)
+    _remove_policy(places)
+    _close_journal(plugins)
+
+
+def _in_managed_dir(root: Dir, rel: str, action: Callable[[Dir, str], None]) -> None:
+    """``action(directory, name)`` for ``rel`` below ``root``, unless a directory on the way is
+    missing or not a directory (a link there is removed as the link: it is not followed)."""
+    *parts, name = rel.split("/")
+    here = Dir(os.dup(root.fd), root.path)
+    for part in parts:
+        with here:
+            kind = here.kind(part)
+            if kind == "link":
+                here.remove_entry(part)
+            below = here.sub(part) if kind == "dir" else None
+        if below is None:
+            return
+        here = below
+    with here:
+        action(here, name)
+
+
+def _remove_policy(places: _Places) -> None:
+    policy_dir = places.integration.sub(places.policy_dir_name)
+    if policy_dir is None:
+        return
+    with policy_dir:
+        policy_dir.remove_entry(POLICY_FILE)
+        policy_dir.remove_entry(_POLICY_BACKUP_NAME)
+    places.integration.remove_empty_dir(places.policy_dir_name)
+
+
+def _recover(change: Change, places: _Places) -> dict[str, Any] | None:
+    """Finish what an interrupted transaction left (its owner is gone: this one holds the lock):
+    back before the point of no return, forward after it. None when there was nothing."""
+    plugins = places.plugins()
+    if plugins is None:
         return None
+    with plugins:
+        journal = _read_journal(plugins, policy_path(change.state, change.target))
+        if journal is None:
+            return None
+        forward = journal["phase"] == COMMITTED
+        if journal["action"] == UNINSTALL:
+            if forward:
+                _finish_uninstall(places, plugins, journal)
+            else:
+                _roll_back_uninstall(change, plugins, journal)
+        else:
+            with places.policy_dir() as policy_dir:
+                if forward:
+                    _finish_apply(plugins, policy_dir, journal)
+                else:
+                    _roll_back_apply(change, plugins, policy_dir, journal)
+    return {
+        "action": journal["action"],
+        "phase": journal["phase"],
+        "outcome": "rolled_forward" if forward else "rolled_back",
+        "owner": journal["owner"],
+    }
+
+
+def _write_journal(plugins: Dir, journal: dict[str, Any]) -> None:
+    data = json.dumps(journal, indent=2, sort_keys=True).encode() + b"\n"
+    plugins.replace(JOURNAL, data, files.SECRET_MODE)
+
+
+def _close_journal(plugins: Dir) -> None:
+    plugins.fsync()  # what the journal covered is durable before it goes
+    plugins.remove_entry(JOURNAL)
+
+
+def _read_journal(plugins: Dir, policy_file: Path) -> dict[str, Any] | None:
+    path = plugins.path / JOURNAL
     try:
-        journal = files.read_json(path)
-    except files.StateFileCorrupt:
-        journal = None
-    names_ok = isinstance(journal, dict) and set(journal) == _JOURNAL_FIELDS
-    if not names_ok or not _sibling(journal["stage"], STAGE_PREFIX) or not _sibling(journal["backup"], BACKUP_PREFIX):
+        raw = plugins.read(JOURNAL, MAX_JOURNAL_BYTES)
+    except HermesError:
+        raise JournalInvalid(f"the integration journal {path} is not a regular file: inspect it") from None
+    if raw is None:
+        return None
+    journal = parse_journal(raw, policy_file)
+    if journal is None:
         raise JournalInvalid(f"the integration journal {path} is not one this installer wrote: inspect it")
-    if not isinstance(journal["policy_path"], str) or not os.path.isabs(journal["policy_path"]):
-        raise JournalInvalid(f"the integration journal {path} names no policy path: inspect it")
     return journal
+
+
+def parse_journal(raw: bytes, policy_file: Path) -> dict[str, Any] | None:
+    """The journal, None when it is not exactly one this installer writes for ``policy_file``.
+    One without ``action``, ``phase`` and ``owner`` (the earlier format) is an install's,
+    before the point of no return."""
+    try:
+        journal = json.loads(raw) if len(raw) <= MAX_JOURNAL_BYTES else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(journal, dict):
+        return None
+    if set(journal) == _LEGACY_FIELDS:
+        journal = {**journal, "action": INSTALL, "phase": PREPARED, "owner": None}
+    elif not _identity(journal.get("owner")):
+        return None
+    action = journal.get("action")
+    fields = _FIELDS.get(action) if isinstance(action, str) else None
+    if fields is None or set(journal) != fields or journal["phase"] not in (PREPARED, COMMITTED):
+        return None
+    if journal["policy_path"] != str(policy_file) or not isinstance(journal["was_enabled"], bool):
+        return None
+    if journal["action"] == UNINSTALL:
+        listed = journal["assets"]
+        return journal if isinstance(listed, list) and all(assets.safe_rel(rel) for rel in listed) else None
+    flags_ok = isinstance(journal["had_plugin"], bool) and isinstance(journal["had_policy"], bool)
+    siblings_ok = _sibling(journal["stage"], STAGE_PREFIX) and _sibling(journal["backup"], BACKUP_PREFIX)
+    return journal if flags_ok and siblings_ok else None
+
+
+def _identity(value: Any) -> bool:
+    try:
+        ProcessIdentity.from_dict(value)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and set(value) == {"pid", "start_time"}
 
 
 def _sibling(name: Any, prefix: str) -> bool:
     return isinstance(name, str) and name.startswith(prefix) and "/" not in name and len(name) < 64
 
 
-def recover(change: Change) -> bool:
-    """Undo what an interrupted transaction left; whether there was one."""
-    journal = pending_journal(change.target)
-    if journal is None:
-        return False
-    _rollback(change, journal)
-    return True
+def _enabled(target: Target) -> bool:
+    return PLUGIN_NAME in plugin_host.enabled_names(target.home)
+
+
+def _switch(change: Change, enabled: bool) -> None:
+    faults.step()  # the enablement is a change of the home like any other
+    hermes_bin.switch_plugin(change.bin, change.target.home, PLUGIN_NAME, enabled)
 
 
 def stale_siblings(target: Target) -> dict[str, list[str]]:
@@ -218,35 +471,3 @@ def stale_siblings(target: Target) -> dict[str, list[str]]:
         "backup": [n for n in names if n.startswith(BACKUP_PREFIX)],
         "journal": [n for n in names if n == JOURNAL],
     }
-
-
-def uninstall(change: Change, *, confirm_modified: bool) -> bool:
-    """Remove the managed plugin and its policy; whether anything was installed."""
-    target = change.target
-    recover(change)
-    marker = installed_marker(target)
-    policy_file = policy_path(change.state, target)
-    if marker is None:
-        _remove_policy(policy_file)
-        return False
-    if is_modified(target, marker) and not confirm_modified:
-        raise _confirm_modified()
-    if PLUGIN_NAME in plugin_host.enabled_names(target.home):
-        hermes_bin.switch_plugin(change.bin, target.home, PLUGIN_NAME, False)
-    root = target.plugin_root
-    for rel in [*marker.assets, assets.MARKER]:
-        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-            os.unlink(root / rel)
-    for directory, _, _ in sorted(os.walk(root), key=lambda entry: -len(entry[0])):
-        with contextlib.suppress(OSError):  # a directory with unmanaged files in it stays
-            os.rmdir(directory)
-    _remove_policy(policy_file)
-    return True
-
-
-def _remove_policy(policy_file: Path) -> None:
-    for path in (policy_file, _policy_backup(policy_file)):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-    with contextlib.suppress(OSError):
-        policy_file.parent.rmdir()

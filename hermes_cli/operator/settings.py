@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shared import files
 from shared.errors import HermesError
 from shared.operator import policy as rules
 from shared.operator.policy_file import load_policy
@@ -126,23 +125,9 @@ def read_installed(path: Path) -> rules.Policy | None:
         raise rules.InvalidPolicy(exc.message, detail={"field": field, "hint": REINSTALL_HINT}) from None
 
 
-def write(path: Path, policy: rules.Policy) -> None:
-    """The policy file, 0600, replaced atomically; every directory it makes on the way is 0700,
-    and so are the integration's own three (``integrations/hermes/<digest>``) whoever made them."""
-    _make_private(path.parent)
-    for directory in path.parents[:3]:
-        os.chmod(directory, files.PRIVATE_DIR_MODE)
-    data = json.dumps(rules.to_fields(policy), indent=2, sort_keys=True).encode() + b"\n"
-    files.write_bytes_atomic(path, data, mode=files.SECRET_MODE)
-
-
-def _make_private(directory: Path) -> None:
-    """``directory`` and each missing parent, made 0700 whatever the umask."""
-    if directory.is_dir():
-        return
-    _make_private(directory.parent)
-    os.mkdir(directory, files.PRIVATE_DIR_MODE)
-    os.chmod(directory, files.PRIVATE_DIR_MODE)
+def encode(policy: rules.Policy) -> bytes:
+    """The policy file's bytes (the installer writes them 0600 in 0700 directories)."""
+    return json.dumps(rules.to_fields(policy), indent=2, sort_keys=True).encode() + b"\n"
 
 
 def read(path: Path) -> rules.Policy:

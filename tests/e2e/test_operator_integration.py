@@ -29,11 +29,12 @@ def home(root):
 
 
 def tree_bytes(*roots: Path) -> dict[str, tuple[int, bytes]]:
-    """Every file under ``roots`` with its mode and bytes: what "nothing changed" compares."""
+    """Every file under ``roots`` with its mode and bytes: what "nothing changed" compares. A
+    target's lock file is left out: it names the last command that held it."""
     seen: dict[str, tuple[int, bytes]] = {}
     for base in roots:
         for path in sorted(base.rglob("*")) if base.exists() else []:
-            if path.is_file() and not path.is_symlink():
+            if path.is_file() and not path.is_symlink() and path.suffix != ".lock":
                 seen[str(path)] = (stat.S_IMODE(path.stat().st_mode), path.read_bytes())
     return seen
 

@@ -71,6 +71,9 @@ def test_a_home_that_holds_the_integration_state_is_refused_at_install(tmp_path,
         assert data["error"]["detail"]["reason"] == "policy_inside_home", (verb, data)
     assert tree_bytes(home) == before
     assert not (home / "plugins").exists() and not (kit.state / "integrations").exists()
+    code, data = kit.cli_json("operator", "doctor", "--hermes-home", str(home), env_extra=extra)
+    checks = {c["code"]: c["status"] for c in data["checks"]}
+    assert code == 1 and checks["target_safety"] == "fail", data
 
 
 @pytest.mark.parametrize("verb", ["install", "status", "doctor", "update", "uninstall"])
