@@ -102,6 +102,18 @@ def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
             continue
 
 
+def create_in(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+    """A new file ``name`` in the open directory ``dir_fd`` holding ``data``, exactly ``mode``,
+    synced: never through a link, never over an entry already there (FileExistsError)."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, SECRET_MODE, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, mode)  # whatever the umask, and 0600 until then
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:

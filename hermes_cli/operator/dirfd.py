@@ -22,7 +22,6 @@ from shared import faults, files
 from shared.errors import HermesError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class UnsafePath(HermesError):
@@ -193,17 +192,9 @@ class Dir:
 
     def _create(self, name: str, data: bytes, mode: int) -> None:
         try:
-            fd = os.open(name, _NEW_FILE_FLAGS, files.SECRET_MODE, dir_fd=self.fd)
+            files.create_in(self.fd, name, data, mode)
         except FileExistsError:
             raise unsafe(self.path / name, "already there") from None
-        try:
-            os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def descend(top: Dir, parts: Sequence[str], *, create: bool = False) -> Dir | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shared import files
 from shared.operator.registry_errors import RootInvalid
 from shared.operator.store_json import FileRefused, canonical, read_fd, read_private, strict_loads
 
@@ -166,11 +167,11 @@ def write_tree(staging: Path, manifest: bytes, entries: tuple[Entry, ...], conte
     dirs: dict[str, int] = {}
     try:
         os.fchmod(root, DIR_MODE)
-        _create_file(root, MANIFEST, manifest, FILE_MODE)
+        files.create_in(root, MANIFEST, manifest, FILE_MODE)
         dirs[""] = _make_dir(root, PACKAGE_FILES)
         for entry in entries:
             parent, _, name = entry.path.rpartition("/")
-            _create_file(
+            files.create_in(
                 _dir_for(dirs, parent), name, contents[entry.path], EXEC_MODE if entry.executable else FILE_MODE
             )
         # Deepest first, so each directory's entries are durable before its parent's.
@@ -195,19 +196,6 @@ def _make_dir(parent_fd: int, name: str) -> int:
     fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     os.fchmod(fd, DIR_MODE)  # the umask may have narrowed or the mkdir mode
     return fd
-
-
-def _create_file(dir_fd: int, name: str, data: bytes, mode: int) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(name, flags, FILE_MODE, dir_fd=dir_fd)
-    try:
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --- verifying ----------------------------------------------------------------------------------
