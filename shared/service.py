@@ -7,7 +7,9 @@ answered with a typed error and the service keeps serving. A handler that raises
 Two kinds of handler. A plain ``def`` cannot block, so it runs inline, in whichever task
 took the request off the socket, and answers before that task reads the next one: no task,
 no cancel scope, no slot. An ``async def`` gets a task of its own under the call's deadline;
-the number of those in flight is capped (over the cap: a typed ``busy``).
+the number of those in flight is capped (over the cap: a typed ``busy``). Its events and its
+answer wait for room while the caller's pipe is full, within the call's deadline; an inline
+answer cannot wait, and a caller whose pipe is full when it is made does not get it.
 """
 
 from __future__ import annotations
@@ -279,13 +281,9 @@ class Service:
         assert conduit is not None  # calls run only while serving
 
         async def emit(event: Any) -> None:
-            try:
-                await conduit.send([peer, protocol.encode_reply(request.id, "event", event, version=version)])
-            except trio.ClosedResourceError:
-                log.debug("%s: socket closed before an event could be sent", self.name)
+            await self._send_paced(conduit, peer, protocol.encode_reply(request.id, "event", event, version=version))
 
         call = Call(request.id, spec, request.args, scope.deadline, emit, version)
-        reply: bytes | None = None
         try:
             with scope:
                 try:
@@ -297,16 +295,16 @@ class Service:
                     reply = self._result_reply(request, spec, result)
                 except Exception as exc:
                     reply = self._error_reply(request, spec, exc)
-            if scope.cancelled_caught:
+                # Paced like the events: a stream's last events may have just filled the pipe.
+                await self._send_paced(conduit, peer, reply)
+            if scope.cancelled_caught:  # nothing was sent: the answer is this error, or nothing
                 if self._stopping:
                     error = RemoteError(Code.SHUTTING_DOWN, f"{self.name} is shutting down")
                 else:
                     error = RemoteError(
                         Code.DEADLINE_EXCEEDED, f"op {spec.name!r} ran past its deadline", detail={"seconds": budget}
                     )
-                reply = protocol.encode_error(request.id, error, version=version)
-            if reply is not None:
-                self._send(peer, reply)
+                self._send(peer, protocol.encode_error(request.id, error, version=version))
         finally:
             self._calls.discard(scope)
             if not self._calls:
@@ -331,7 +329,17 @@ class Service:
             peer, protocol.encode_error(request_id, error, version=self._window[1] if version is None else version)
         )
 
+    async def _send_paced(self, conduit: Conduit, peer: bytes, payload: bytes) -> None:
+        """Send to ``peer`` from a call's task, waiting while its pipe is full: a caller
+        that reads late slows the call down (within its deadline) instead of losing frames."""
+        try:
+            await conduit.send([peer, payload])
+        except trio.ClosedResourceError:
+            log.debug("%s: socket closed before a frame to a peer could be sent", self.name)
+
     def _send(self, peer: bytes, payload: bytes) -> None:
+        """Send to ``peer`` without waiting: let go if its pipe is full (an inline answer runs
+        in the task draining the socket, and a deadline's answer has no time left to wait)."""
         if self._conduit is None:
             return
         try:

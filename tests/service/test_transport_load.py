@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 import zmq
 
 from shared import protocol
@@ -88,6 +89,48 @@ async def test_a_peer_that_stops_reading_does_not_stall_the_others(nursery, endp
         assert service.dropped < 300  # what zmq and the kernel buffered was not dropped
     finally:
         stuck.close(linger=0)
+    service.stop(0)
+
+
+async def test_an_async_answer_waits_for_room_in_a_full_pipe_instead_of_being_lost(nursery, endpoint):
+    # A stream's last events can leave its caller's pipe full when the caller reads a little
+    # late (a busy machine): the answer after them must wait for room, as the events did.
+    address, lock = endpoint
+    service = build_service(address, lock, options=[(zmq.SNDHWM, 20)])
+    started, release = trio.Event(), trio.Event()
+
+    async def held(call: Call) -> str:
+        started.set()
+        await release.wait()
+        return "held"
+
+    service.add(OpSpec("held"), held)
+    await nursery.start(service.serve)
+    late = zmq.Context.instance().socket(zmq.DEALER)
+    late.setsockopt(zmq.LINGER, 0)
+    late.setsockopt(zmq.RCVHWM, 1)
+    late.setsockopt(zmq.RCVBUF, 4096)
+    late.connect(address)
+    answers: dict[str, protocol.Reply] = {}
+    try:
+        text = "y" * 60_000
+        for n in range(300):
+            late.send(protocol.encode_request(f"e{n}", "echo", {"text": text}))
+        late.send(protocol.encode_request("h", "held", {}, deadline_ms=20_000))
+        with trio.fail_after(20):
+            await started.wait()  # every echo before it was answered, or let go once the pipe was full
+            assert service.dropped > 0  # the pipe is full, and stays full while nothing is read
+            release.set()
+            await trio.testing.wait_all_tasks_blocked()  # the handler returned and its answer met the full pipe
+            while "h" not in answers:  # now the peer reads
+                await trio.sleep(0.01)
+                while late.poll(0):
+                    reply = protocol.decode_reply(late.recv())
+                    answers[reply.id] = reply
+    finally:
+        late.close(linger=0)
+    assert (answers["h"].kind, answers["h"].payload) == ("result", "held")
+    assert service.in_flight == 0
     service.stop(0)
 
 
