@@ -271,15 +271,15 @@ def ensure_home(home: Path) -> Path:
 
 def make_private_dirs(path: Path) -> Path:
     """Make directory ``path`` and each missing parent 0700, whatever the umask: a home and what
-    is made in it are private. An existing directory is used as it is; FileExistsError when
-    something else is there."""
+    is made in it are private. An existing directory is used as it is; NotADirectoryError
+    naming the first entry on the way that is something else."""
     path = Path(path)
     if path.is_dir():
         return path
     if path.parent != path:
         make_private_dirs(path.parent)
     if not _make_private_dir(path) and not path.is_dir():
-        raise FileExistsError(errno.EEXIST, "exists and is not a directory", str(path))
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
     return path
 
 

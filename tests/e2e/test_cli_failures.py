@@ -39,7 +39,7 @@ def test_an_unexpected_error_is_one_line_and_a_log_entry(short_dir):
     assert done.returncode == 1
     log = short_dir / "root" / LOG_FILE
     assert lines(done.stderr) == [
-        f"hermes: skin set failed: not a directory: {short_dir / 'root' / 'profiles' / 'coder'} (details in {log})"
+        f"hermes: skin set failed: not a directory: {short_dir / 'root' / 'profiles'} (details in {log})"
     ]
     assert "Traceback" not in done.stdout + done.stderr and "Error" not in done.stderr
     entry = log.read_text()

@@ -199,7 +199,7 @@ def test_ensure_home_makes_every_missing_directory_0700_and_leaves_existing_ones
     assert _modes_below(tmp_path / "a") == {"a": "0o700", "a/b": "0o700"}
     assert _mode(tmp_path) == 0o755
     (tmp_path / "file").write_text("")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(NotADirectoryError):
         homes.ensure_home(tmp_path / "file")
 
 
