@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import stat
 from collections.abc import Sequence
@@ -21,6 +22,9 @@ from types import TracebackType
 from shared import faults, files
 from shared.errors import HermesError
 
+_TEMP_SUFFIX = ".tmp"
+_TEMP_TOKEN_BYTES = 8
+_TEMP_TOKEN = re.compile(f"[0-9a-f]{{{2 * _TEMP_TOKEN_BYTES}}}")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -139,7 +143,7 @@ class Dir:
         """``name`` holds ``data`` atomically: a temporary file renamed over it (a link there is
         replaced, never followed)."""
         faults.step()
-        temp = f".{name}.{secrets.token_hex(8)}.tmp"
+        temp = f"{_temp_prefix(name)}{secrets.token_hex(_TEMP_TOKEN_BYTES)}{_TEMP_SUFFIX}"
         self._create(temp, data, mode)
         try:
             os.rename(temp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
@@ -147,6 +151,15 @@ class Dir:
             os.unlink(temp, dir_fd=self.fd)
             raise
         self.fsync()
+
+    def sweep_temps(self, name: str) -> None:
+        """The temporary files of ``replace(name, …)`` that a crash between writing one and
+        renaming it left behind; only a caller sure that their writer is gone may sweep."""
+        prefix = _temp_prefix(name)
+        for entry in self.names():
+            token = entry[len(prefix) : -len(_TEMP_SUFFIX)]
+            if entry == f"{prefix}{token}{_TEMP_SUFFIX}" and _TEMP_TOKEN.fullmatch(token):
+                self.remove_entry(entry)
 
     def rename(self, name: str, into: Dir, new: str) -> None:
         faults.step()
@@ -195,6 +208,10 @@ class Dir:
             files.create_in(self.fd, name, data, mode)
         except FileExistsError:
             raise unsafe(self.path / name, "already there") from None
+
+
+def _temp_prefix(name: str) -> str:
+    return f".{name}."
 
 
 def descend(top: Dir, parts: Sequence[str], *, create: bool = False) -> Dir | None:

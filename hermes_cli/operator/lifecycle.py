@@ -360,10 +360,12 @@ def _remove_policy(places: _Places) -> None:
 def _recover(change: Change, places: _Places) -> dict[str, Any] | None:
     """Finish what an interrupted transaction left (its owner is gone: this one holds the lock):
     back before the point of no return, forward after it. None when there was nothing."""
+    _sweep_policy_temps(places)
     plugins = places.plugins()
     if plugins is None:
         return None
     with plugins:
+        plugins.sweep_temps(JOURNAL)  # a crash inside a journal write: its writer is gone too
         journal = _read_journal(plugins, policy_path(change.state, change.target))
         if journal is None:
             return None
@@ -385,6 +387,13 @@ def _recover(change: Change, places: _Places) -> dict[str, Any] | None:
         "outcome": "rolled_forward" if forward else "rolled_back",
         "owner": journal["owner"],
     }
+
+
+def _sweep_policy_temps(places: _Places) -> None:
+    policy_dir = places.integration.sub(places.policy_dir_name)
+    if policy_dir is not None:
+        with policy_dir:
+            policy_dir.sweep_temps(POLICY_FILE)
 
 
 def _write_journal(plugins: Dir, journal: dict[str, Any]) -> None:

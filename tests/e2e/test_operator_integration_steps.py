@@ -162,3 +162,23 @@ def select_newer(kit: PackageKit) -> None:
     )
     assert code == 0, data
     assert kit.cli("operator", "package", "select", manifests.PACKAGE_ID, "--digest", data["digest"]).returncode == 0
+
+
+def test_the_temporary_files_a_crash_inside_a_write_leaves_are_swept_by_the_next_command(tmp_path, root):
+    # A kill between writing a journal or a policy to its temporary file and renaming it leaves
+    # that file; the next command, holding the lock, removes it, and nothing that is not one.
+    kit = PackageKit(tmp_path)
+    kit.install_package()
+    lane = Lane(kit, root, "work", str(fake_hermes(tmp_path, "Hermes Agent v0.20.0 (2026.8.1)")))
+    lane.work.mkdir(parents=True)
+    assert lane.cli("install", *MANAGE, home=root).returncode == 0
+    left = [
+        lane.work / "plugins" / f".{JOURNAL}.0123456789abcdef.tmp",
+        lane.policy_dir / ".policy.json.fedcba9876543210.tmp",
+    ]
+    kept = [lane.work / "plugins" / ".notes.tmp", lane.policy_dir / ".policy.json.tmp"]
+    for path in left + kept:
+        path.write_bytes(b"{")
+    code, data = lane.cli_json("update")
+    assert code == 0, data
+    assert [path.exists() for path in left + kept] == [False, False, True, True]
