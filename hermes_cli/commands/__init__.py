@@ -51,7 +51,6 @@ TARGETS = {
     "operator package select": "hermes_cli.commands.operator_package:cmd_select",
     "operator package uninstall": "hermes_cli.commands.operator_package:cmd_uninstall",
     "operator package doctor": "hermes_cli.commands.operator_package:cmd_doctor",
-    "operator probe": "hermes_cli.commands.operator:cmd_probe",
     "plugins list": "hermes_cli.commands.plugins:cmd_list",
     "plugins enable": "hermes_cli.commands.plugins:cmd_enable",
     "plugins disable": "hermes_cli.commands.plugins:cmd_disable",

@@ -4,7 +4,7 @@ native-id claim would retry for about a second)."""
 
 from __future__ import annotations
 
-from hermes_cli.operator.probe import DRY_RUN_SESSION, unreachable_endpoint
+from hermes_cli.operator.probe_script import DRY_RUN_SESSION, unreachable_endpoint
 from shared.hooks import ENDPOINT_ENV, SESSION_ENV, HookClient
 
 

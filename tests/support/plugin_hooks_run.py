@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from hermes_cli.operator.probe import FORBIDDEN, NETWORK
+from hermes_cli.operator.probe_script import FORBIDDEN, NETWORK
 from shared import hooks as reports
 from tests.support.operator_plugin import payload
 
