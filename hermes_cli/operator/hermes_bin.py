@@ -291,15 +291,21 @@ def plugin_state(path: str, home: Path) -> str:
     return parse_plugin_state(run([path, *LIST], child_env(home), what="hermes plugins list"))
 
 
-def switch_plugin(path: str, home: Path, enabled: bool) -> None:
-    """``hermes plugins enable|disable pohunek``, then the list must say ``enabled`` (or
-    ``disabled``); ``HermesUnusable`` otherwise."""
-    argv, wanted = (ENABLE, ENABLED) if enabled else (DISABLE, DISABLED)
+def switch_command(path: str, home: Path, enabled: bool) -> None:
+    """``hermes plugins enable|disable pohunek``, taken at its exit code alone."""
+    argv = ENABLE if enabled else DISABLE
     run([path, *argv], child_env(home), what=f"hermes plugins {argv[1]}")
-    found = plugin_state(path, home)
+
+
+def switch_plugin(path: str, home: Path, enabled: bool) -> None:
+    """The switch, then the list must say ``enabled`` (or ``disabled``); ``HermesUnusable``
+    otherwise."""
+    switch_command(path, home, enabled)
+    found, wanted = plugin_state(path, home), ENABLED if enabled else DISABLED
     if found != wanted:
+        verb = "enable" if enabled else "disable"
         raise HermesUnusable(
             "plugin_switch_failed",
-            f"hermes plugins {argv[1]} {PLUGIN} left it {found}",
-            detail={"verb": argv[1], "state": found},
+            f"hermes plugins {verb} {PLUGIN} left it {found}",
+            detail={"verb": verb, "state": found},
         )

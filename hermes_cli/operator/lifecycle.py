@@ -33,7 +33,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -341,9 +341,7 @@ def _finish_apply(plugins: Dir, policy_dir: Dir, journal: dict[str, Any]) -> Non
 def _roll_back_apply(change: Change, plugins: Dir, policy_dir: Dir, journal: dict[str, Any]) -> None:
     """Put the plugin, the policy and the enablement back as the journal found them."""
     spots = _spots(journal)
-    if found_roots(change.target) and _enabled(change) != journal["was_enabled"]:
-        # While the plugin it names is still there, so Hermes can switch it.
-        _switch(change, journal["was_enabled"])
+    _restore_enablement(change, journal["was_enabled"])
     _remove(plugins, spots.stage)
     if _kind(plugins, spots.backup) == "dir" and spots.old is not None:
         _remove(plugins, spots.new)
@@ -396,9 +394,22 @@ def uninstall(change: Change, *, confirm_modified: bool) -> tuple[bool, dict[str
 
 
 def _roll_back_uninstall(change: Change, plugins: Dir, journal: dict[str, Any]) -> None:
-    if journal["was_enabled"] and found_roots(change.target) and not _enabled(change):
-        _switch(change, True)
+    _restore_enablement(change, journal["was_enabled"])
     _close_journal(plugins)
+
+
+def _restore_enablement(change: Change, was_enabled: bool) -> None:
+    """Switch the plugin back as it was, while it is still there so Hermes can. A Hermes that
+    cannot say (its list broken, hung or flooding) is switched back without its word: the
+    files are put back whatever it answers, and the command's own error is what it reports."""
+    if not found_roots(change.target):
+        return
+    try:
+        if _enabled(change) != was_enabled:
+            _switch(change, was_enabled)
+    except hermes_bin.HermesUnusable:
+        with suppress(hermes_bin.HermesUnusable):
+            hermes_bin.switch_command(change.bin, change.target.home, was_enabled)
 
 
 def _finish_uninstall(places: _Places, plugins: Dir, journal: dict[str, Any]) -> None:

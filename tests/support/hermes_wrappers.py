@@ -30,14 +30,43 @@ def wrapper(directory: Path, venv: Path, body: str) -> Path:
     return path
 
 
-def answering_version(directory: Path, venv: Path, real: Path, line: str = VERSION_LINE) -> Path:
-    """A wrapper that answers ``--version`` with ``line`` and hands everything else to ``real``,
-    offline: in a network namespace of its own, as every real Hermes run here is."""
-    offline = [shutil.which(word) or word for word in real_hermes.offline_prefix()[:1]]
-    offline += real_hermes.offline_prefix()[1:]
+def answering_version(directory: Path, venv: Path, real: Path, line: str | None = VERSION_LINE) -> Path:
+    """A wrapper that answers ``--version`` with ``line`` (None: the real one's) and hands
+    everything else to ``real``, offline: in a network namespace of its own, as every real
+    Hermes run here is."""
+    prefix = real_hermes.offline_prefix()
+    offline = shlex.join([shutil.which(prefix[0]) or prefix[0], *prefix[1:], str(real)])
+    answer = "" if line is None else f'if [ "$1" = --version ]; then printf "%s\\n" {shlex.quote(line)}; exit 0; fi\n'
+    return wrapper(directory, venv, f'{answer}exec {offline} "$@"')
+
+
+# A Hermes that answers the installer's four commands in the real shapes, its enablement kept in
+# a file outside the home. Each piece can be replaced to make it misbehave.
+SPEAKING = {
+    "version": f"printf '%s\\n' {shlex.quote(VERSION_LINE)}",
+    "list": (
+        'if [ -f "$HERMES_HOME/plugins/operators/pohunek/plugin.yaml" ] || [ -f "$HERMES_HOME/plugins/pohunek/plugin.yaml" ]; '
+        'then printf \'[{"name":"bundled-one","status":"not enabled","source":"bundled"},'
+        '{"name":"pohunek","status":"%s","source":"user"}]\\n\' "$(cat "$STATE" 2>/dev/null || echo not enabled)"; '
+        "else echo '[]'; fi"
+    ),
+    "enable": 'echo enabled > "$STATE"',
+    "disable": 'echo disabled > "$STATE"',
+}
+
+
+def speaking(directory: Path, venv: Path, state: Path, **pieces: str) -> Path:
+    """A wrapper that speaks the real shapes (``SPEAKING``, with ``pieces`` replacing any),
+    keeping whether the plugin is enabled in ``state``; anything else exits 2."""
+    parts = {**SPEAKING, **pieces}
     return wrapper(
         directory,
         venv,
-        f'if [ "$1" = --version ]; then printf "%s\\n" {shlex.quote(line)}; exit 0; fi\n'
-        f'exec {shlex.join([*offline, str(real)])} "$@"',
+        f"STATE={shlex.quote(str(state))}\n"
+        'case "$*" in\n'
+        f'"--version") {parts["version"]};;\n'
+        f'"plugins list --json") {parts["list"]};;\n'
+        f'"plugins enable pohunek --no-allow-tool-override") {parts["enable"]};;\n'
+        f'"plugins disable pohunek") {parts["disable"]};;\n'
+        "*) exit 2;;\nesac",
     )
