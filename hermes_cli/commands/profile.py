@@ -110,10 +110,10 @@ def cmd_show(args) -> int:
 
 
 def _gateway_state(path: Path) -> dict[str, Any]:
-    """What the state file says, and whether the process it names still lives: a file a killed
+    """What the state file says, and whether the gateway it names still runs: a file a killed
     gateway left says it runs, and is never shown as running."""
     from shared.gateways.discovery import LIVE_STATES
-    from shared.identity import ProcessIdentity, is_alive
+    from shared.gateways.state_record import names_live_gateway
 
     try:
         state = read_json(path, default=None)
@@ -122,10 +122,7 @@ def _gateway_state(path: Path) -> dict[str, Any]:
     if state is None:
         return {"status": "absent"}
     said = state.get("gateway_state")
-    try:
-        alive = is_alive(ProcessIdentity.from_dict(state)) if said in LIVE_STATES else None
-    except ValueError:
-        alive = False
+    alive = names_live_gateway(state) if said in LIVE_STATES else None
     return {
         "status": "present",
         "state": said if alive is not False else "ended",
