@@ -224,9 +224,10 @@ def _builtin(name: str) -> Skin:
 
 
 def active_skin(home: Path) -> tuple[Skin, str | None]:
-    """The skin ``display.skin`` names in ``home``'s config, and a warning: the keys it ignores,
-    or why it could not be used (then the skin is the built-in ``default``). A bad skin never
-    fails a command."""
+    """The skin ``display.skin`` names in ``home``'s config, and why it could not be used (then
+    the skin is the built-in ``default``), or None. A bad skin never fails a command. The keys a
+    usable skin carries beyond this engine's are its own ``warning``, for the ``skin`` commands
+    to show: every other command wears it quietly."""
     try:
         named = config_text.mentions(home, b"skin")
     except OSError:
@@ -239,7 +240,7 @@ def active_skin(home: Path) -> tuple[Skin, str | None]:
 
             name = config.get(config.load_config(home), "display.skin", DEFAULT) or DEFAULT
             skin = load_skin(str(name), home)
-        return skin, skin.warning
+        return skin, None
     except HermesError as exc:
         return _builtin(DEFAULT), f"{exc.message}; using the default skin"
 

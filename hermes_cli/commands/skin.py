@@ -38,7 +38,7 @@ def cmd_list(args) -> int:
                     "warning": None,
                 }
             )
-    data = {"skins": rows, "active": active.name, "warning": warning}
+    data = {"skins": rows, "active": active.name, "warning": warning or active.warning}
     output.emit(args, data, _list_text)
     return 0
 
