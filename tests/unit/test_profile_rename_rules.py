@@ -3,12 +3,17 @@ does next, and how what is owed to a profile follows its new name."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from nous.guest_handoff import rules as handoff_rules
 from services.updater import obligations
 from shared import homes
 from shared import profile_rename as rename
+from shared.supervisors import launchd
+from shared.supervisors.systemd import manager as systemd
+from tests.support.supervisors import SYSTEMD_RUNNING
 
 
 @pytest.mark.parametrize(
@@ -63,7 +68,10 @@ def journal_at(step: str) -> rename.Journal:
 
 
 def test_a_rename_stopped_before_its_home_moved_is_undone():
-    assert rename.resume(journal_at(rename.DRAIN), old_home=True, new_home=False) == (rename.BACK, (rename.RESTART_OLD,))
+    assert rename.resume(journal_at(rename.DRAIN), old_home=True, new_home=False) == (
+        rename.BACK,
+        (rename.RESTART_OLD,),
+    )
     assert rename.resume(journal_at(rename.MOVE_HOME), old_home=True, new_home=False) == (
         rename.BACK,
         (rename.RESTART_OLD,),
@@ -112,3 +120,32 @@ def test_the_journal_lives_where_no_profile_can(tmp_path):
     path = rename.journal_path(tmp_path)
     assert path.parent == homes.profiles_dir(tmp_path)
     assert not homes.is_named_profile(path.name) and not homes.is_named_profile(rename.LOCK_FILE)
+
+
+# --- the supervisor units follow the new name ---------------------------------------------------
+
+
+@pytest.mark.skipif(SYSTEMD_RUNNING, reason="a rename reloads the manager, and no test acts on a real one")
+def test_a_systemd_unit_is_rewritten_under_the_new_name(user_dirs, tmp_path):
+    old_home, new_home = tmp_path / "root/profiles/a", tmp_path / "root/profiles/b"
+    systemd.install("a", old_home, scope="user")
+    unit = systemd.rename("a", "b", new_home, scope="user")
+    assert unit.name == "hermes-gateway-b.service" and unit.home == new_home
+    assert not systemd.unit_path("a", scope="user").exists()
+    assert systemd.find("b", new_home) is not None and systemd.find("a", old_home) is None
+    assert systemd.rename("a", "b", new_home, scope="user").path == unit.path  # taken again: the same
+
+
+def test_a_launchd_job_is_booted_out_and_rewritten_under_the_new_name(user_dirs, tmp_path):
+    old_home, new_home = tmp_path / "root/profiles/a", tmp_path / "root/profiles/b"
+    launchd.install("a", old_home, scope="user")
+    ran: list[list[str]] = []
+
+    def runner(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        ran.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    unit = launchd.rename("a", "b", new_home, scope="user", runner=runner)
+    assert ran[-1][:2] == ["launchctl", "bootout"] and ran[-1][2].endswith("/ai.hermes.gateway-a")
+    assert unit.name == "ai.hermes.gateway-b" and launchd.find("b", new_home) is not None
+    assert not launchd.unit_path("a", scope="user").exists()
