@@ -157,7 +157,7 @@ def _refuse_taken(root: Path, new: str) -> None:
 
 
 def _multiplex_program() -> str:
-    from shared.supervisors.supervisord.names import MULTIPLEX_PROGRAM
+    from shared.supervisors.supervisord import MULTIPLEX_PROGRAM
 
     return MULTIPLEX_PROGRAM
 

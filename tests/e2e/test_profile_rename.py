@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from services.gateway.process import STOP_DRAIN_SECONDS
 from services.updater import obligations
 from shared import homes, profile_rename
 from shared.call_rules import NO_RETRY
@@ -247,13 +248,14 @@ def programs(root: Path) -> dict[str, str]:
 @pytest.mark.slow
 def test_a_supervised_gateway_serves_through_a_rename_and_then_as_the_new_name(mesh):
     before = wait_serving(mesh, "coder")
-    # A turn in flight as the rename starts finishes: it is drained, never cut.
+    # A turn in flight as the rename starts finishes: it is drained, never cut (a supervisor's
+    # stop alone would give it STOP_DRAIN_SECONDS, less than it takes).
     turn: dict[str, Any] = {}
     endpoint = homes.endpoint(homes.profile_home("coder", mesh), ops.SERVICE, create=False)
 
     def long_turn() -> None:
         with connect(endpoint, retry=NO_RETRY) as client:
-            turn["answer"] = client.call(ops.TURN, {"text": "hello", "seconds": 2.0}, timeout=WAIT)
+            turn["answer"] = client.call(ops.TURN, {"text": "hello", "seconds": STOP_DRAIN_SECONDS + 2}, timeout=WAIT)
 
     worker = threading.Thread(target=long_turn)
     worker.start()
