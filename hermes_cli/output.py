@@ -22,6 +22,7 @@ REFUSAL_CODES = frozenset(
         "profile_busy",
         "profile_reserved",
         "profile_rename_same_name",
+        "profile_rename_unsupported",
         "confirmation_required",
         "endpoint_busy",
         "gateway_not_running",

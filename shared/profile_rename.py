@@ -50,6 +50,10 @@ class RenameReserved(HermesError):
     code = "profile_reserved"
 
 
+class RenameUnsupported(HermesError):
+    code = "profile_rename_unsupported"
+
+
 class RenameJournalCorrupt(HermesError):
     code = "profile_rename_journal_corrupt"
 

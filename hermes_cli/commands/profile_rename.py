@@ -123,6 +123,13 @@ def _plan(root: Path, old: str, new: str) -> rules.Journal:
     if not old_home.is_dir() or old_home.is_symlink():
         raise homes.ProfileNotFound(f"no profile named {old!r} in {root}", detail={"field": "old_name", "name": old})
     _refuse_taken(root, new)
+    endpoint = homes.endpoint(old_home, "gateway", create=False)
+    if endpoint.tcp is not None:
+        raise rules.RenameUnsupported(
+            f"profile {old!r}'s gateway is on TCP as {endpoint.key_name}, a name its clients and CURVE keys "
+            f"share; move it off TCP (mesh.tcp), rename, then set gateway@{new}",
+            detail={"field": "old_name", "name": old, "key_name": endpoint.key_name},
+        )
     from hermes_cli.commands.gateway_manage import find_owner
 
     unit = find_owner(old, old_home)

@@ -82,6 +82,15 @@ def test_a_refused_rename_names_its_field_and_changes_nothing(install, args, cod
     assert not profile_rename.journal_path(install).exists()
 
 
+def test_a_profile_whose_gateway_is_on_tcp_is_refused(install):
+    status, document = rename(
+        install, "coder", "author", env_extra={"HERMES_MESH_TCP": "gateway@coder=tcp://127.0.0.1:7420"}
+    )
+    assert status == 2 and error_of(document)["code"] == "profile_rename_unsupported"
+    assert error_of(document)["detail"] == {"field": "old_name", "name": "coder", "key_name": "gateway@coder"}
+    assert homes.list_profiles(install) == ["default", "coder", "writer"]
+
+
 def test_a_symlink_planted_at_the_new_name_is_refused(install, tmp_path):
     target = tmp_path / "elsewhere"
     target.mkdir()
