@@ -202,6 +202,18 @@ def _usage_error(argv: list[str], refused: UsageError) -> int:
     return output.error(SimpleNamespace(json=True), output.UsageRefused(f"{refused.prog}: {refused.message}"))
 
 
+def _finish_interrupted_rename() -> None:
+    """A profile rename a kill interrupted is finished (or undone) before any command reads a home."""
+    from shared import homes
+    from shared.profile_rename import journal_path
+
+    root = homes.root_home()
+    if os.path.lexists(journal_path(root)):
+        from hermes_cli.commands.profile_rename import warn_of_interrupted_rename
+
+        warn_of_interrupted_rename(root)
+
+
 def _dispatch(parser, args, target: str | None) -> int:
     if target is None:
         parser.print_help(sys.stderr)
@@ -210,6 +222,7 @@ def _dispatch(parser, args, target: str | None) -> int:
     from shared.errors import HermesError
 
     try:
+        _finish_interrupted_rename()
         apply_profile(args.profile, args.model, creates=getattr(args, "create_profile", False))
         return _load(target)(args) or EXIT_OK
     except HermesError as exc:

@@ -21,6 +21,8 @@ REFUSAL_CODES = frozenset(
         "profile_exists",
         "profile_busy",
         "profile_reserved",
+        "profile_rename_same_name",
+        "profile_rename_unsupported",
         "confirmation_required",
         "endpoint_busy",
         "gateway_not_running",

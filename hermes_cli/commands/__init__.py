@@ -10,6 +10,7 @@ TARGETS = {
     "profile create": "hermes_cli.commands.profile:cmd_create",
     "profile show": "hermes_cli.commands.profile:cmd_show",
     "profile delete": "hermes_cli.commands.profile:cmd_delete",
+    "profile rename": "hermes_cli.commands.profile_rename:cmd_rename",
     "doctor": "hermes_cli.commands.doctor:cmd_doctor",
     "gateway": "hermes_cli.commands.gateway:cmd_run",  # bare ``hermes gateway`` runs the gateway
     "gateway run": "hermes_cli.commands.gateway:cmd_run",
