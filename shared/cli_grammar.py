@@ -379,12 +379,13 @@ def _profile_commands(profile: argparse.ArgumentParser) -> None:
         p.add_argument("name", metavar="profile_name", help="profile name: ^[a-z0-9][a-z0-9_-]{0,63}$")
 
     _command(actions, "profile create", "create a profile", create)
-    _command(
-        actions,
-        "profile show",
-        "show one profile",
-        lambda p: p.add_argument("name", metavar="profile_name", help="profile name (default for the root home)"),
-    )
+
+    def show(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", metavar="profile_name", nargs="?", help="profile name (default: the active profile)")
+        # As the Hermes Agent's usage reads; here a name left out is the active profile's.
+        p.usage = "%(prog)s [-h] profile_name"
+
+    _command(actions, "profile show", "show one profile", show)
 
     def delete(p: argparse.ArgumentParser) -> None:
         p.add_argument("name", metavar="profile_name", help="profile name")
