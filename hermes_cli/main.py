@@ -159,9 +159,7 @@ def _silence_stdout() -> None:
 
 def _main(argv: list[str], run: _Run) -> int:
     if argv[:1] == ["--version"]:  # the commonest probe of all answers before any parser is built
-        from shared.version import version_line
-
-        print(version_line())
+        _print_version(json_document="--json" in argv)
         warn_owed_restarts()
         return EXIT_OK
     from hermes_cli.commands import TARGETS
@@ -186,6 +184,18 @@ def _main(argv: list[str], run: _Run) -> int:
     finally:
         if target not in NO_RESTART_WARNING:
             warn_owed_restarts()
+
+
+def _print_version(*, json_document: bool) -> None:
+    """The version line, or with ``--json`` its fields as one document."""
+    from shared import version
+
+    if json_document:
+        import json
+
+        print(json.dumps(version.version_document(), indent=2))
+    else:
+        print(version.version_line())
 
 
 def _usage_error(argv: list[str], refused: UsageError) -> int:

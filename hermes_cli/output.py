@@ -46,6 +46,7 @@ REFUSAL_CODES = frozenset(
         "gateway_running",
         "snapshot_unusable",
         "chat_flags_conflict",
+        "chat_mode_unavailable",
         "plugin_not_found",
         # the operator integration and its packages: refused, nothing changed
         "hermes_package_not_installed",

@@ -107,9 +107,26 @@ def quiet_usage_errors() -> Iterator[None]:
         _QUIET.reset(token)
 
 
+# The options every command shares, by dest, which its usage line leaves out.
+USAGE_HIDDEN = frozenset({"json"})
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, whose usage line leaves out the options every command shares
+    (``USAGE_HIDDEN``): a command's usage reads as the Hermes Agent's own, and the options are
+    still listed below it."""
+
+    def add_usage(self, usage, actions, groups, prefix=None):
+        super().add_usage(usage, [action for action in actions if action.dest not in USAGE_HIDDEN], groups, prefix)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose usage error is a UsageError: printed as argparse prints it,
-    except within ``quiet_usage_errors``."""
+    except within ``quiet_usage_errors``; its usage line leaves the shared options out."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         refused = UsageError(self.prog, self.format_usage(), message)
@@ -194,14 +211,19 @@ def _commands(parser: argparse.ArgumentParser, dest: str, metavar: str, *, requi
 
 
 def _profile_option(parser: argparse.ArgumentParser, *, top: bool) -> None:
-    # Accepted before and after the command; only the top level has a default, so a
-    # subcommand without -p does not overwrite the value given before it.
+    # Accepted before the command (as the Hermes Agent takes it: ``hermes -p NAME plugins
+    # list``) and after it; only the top level has a default, so a subcommand without -p
+    # does not overwrite the value given before it, and only the top level's help shows it.
     parser.add_argument(
         "-p",
         "--profile",
         metavar="NAME",
         default=None if top else argparse.SUPPRESS,
-        help="run against this profile's home (default: the root home, or the profile HERMES_HOME points at)",
+        help=(
+            "run against this profile's home (default: the root home, or the profile HERMES_HOME points at)"
+            if top
+            else argparse.SUPPRESS
+        ),
     )
 
 
@@ -241,6 +263,24 @@ def _agent_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         metavar="REF",
         default=default(None),
         help="go back to the chat REF (with no command: runs chat)",
+    )
+    parser.add_argument(
+        "--pass-session-id",
+        action="store_true",
+        default=default(False),
+        help="name the chat's session id in its system prompt (kept with the chat)",
+    )
+    parser.add_argument(
+        "--tui",
+        action="store_true",
+        default=default(False),
+        help="the alternate-screen TUI: refused here (this chat is the classic display)",
+    )
+    parser.add_argument(
+        "--cli",
+        action="store_true",
+        default=default(False),
+        help="the classic display, line by line (the default; wins over --tui)",
     )
 
 
@@ -329,21 +369,26 @@ def build_top_level_parser() -> argparse.ArgumentParser:
 def _profile_commands(profile: argparse.ArgumentParser) -> None:
     actions = _commands(profile, "profile_command", "ACTION")
     _command(actions, "profile list", "list every profile of this install")
-    _command(
-        actions,
-        "profile create",
-        "create a profile",
-        lambda p: p.add_argument("name", help="profile name: ^[a-z0-9][a-z0-9_-]{0,63}$"),
-    )
-    _command(
-        actions,
-        "profile show",
-        "show one profile",
-        lambda p: p.add_argument("name", nargs="?", help="profile name (default: the active profile)"),
-    )
+
+    def create(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--clone-from",
+            metavar="SOURCE",
+            help="start with this profile's config.yaml, .env, SOUL.md, skills and memories (default for the root home)",
+        )
+        p.add_argument("name", metavar="profile_name", help="profile name: ^[a-z0-9][a-z0-9_-]{0,63}$")
+
+    _command(actions, "profile create", "create a profile", create)
+
+    def show(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", metavar="profile_name", nargs="?", help="profile name (default: the active profile)")
+        # As the Hermes Agent's usage reads; here a name left out is the active profile's.
+        p.usage = "%(prog)s [-h] profile_name"
+
+    _command(actions, "profile show", "show one profile", show)
 
     def delete(p: argparse.ArgumentParser) -> None:
-        p.add_argument("name", help="profile name")
+        p.add_argument("name", metavar="profile_name", help="profile name")
         p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
     _command(actions, "profile delete", "delete a profile and all its files", delete)

@@ -31,7 +31,12 @@ makes its lifecycle report, else the chat makes it itself.
 
 The chat is kept in ``<home>/chat_sessions/<ref>.json`` (``chat_sessions``), and its ref is
 reported as the session's native id (``resumed`` when it was given back with ``--resume`` or
-``-c``). An unknown or unreadable ref is one line on stderr, exit 1.
+``-c``). An unknown or unreadable ref is one line on stderr, exit 1. With ``--pass-session-id``
+the system prompt kept with the chat names the session's id, as the Hermes Agent's does.
+
+This chat is the Hermes Agent's classic display (``--cli``); its alternate-screen TUI
+(``--tui``) is not here: asked for it, the chat refuses in one line, exit 2, before it starts
+(``--cli`` wins over ``--tui``, as it does there).
 """
 
 from __future__ import annotations
@@ -83,6 +88,10 @@ class ChatFlagsConflict(HermesError):
     code = "chat_flags_conflict"
 
 
+class ChatModeUnavailable(HermesError):
+    code = "chat_mode_unavailable"
+
+
 class _End(Exception):
     """The chat ends: ``reason`` is the release to report (None: none), ``code`` the exit code."""
 
@@ -96,6 +105,12 @@ class _Interrupted(Exception):
 
 
 def cmd_chat(args) -> int:
+    if getattr(args, "tui", False) and not getattr(args, "cli", False):
+        raise ChatModeUnavailable(
+            "hermes chat --tui: the alternate-screen TUI is not part of this install; "
+            "run `hermes chat` (the classic display, as --cli)",
+            detail={"field": "--tui"},
+        )
     home = homes.active_home()
     session, resumed = _open(home, args)
     host = plugin_host.PluginHost.load(home)
@@ -111,11 +126,16 @@ def _open(home: Path, args) -> tuple[ChatSession, bool]:
     if ref is not None and again:
         raise ChatFlagsConflict("--resume and -c/--continue name two chats: give one")
     toolsets, reasoning = getattr(args, "toolsets", None), getattr(args, "reasoning", None)
+    pass_session_id = getattr(args, "pass_session_id", False)
     if ref is None and not again:
-        return chat_sessions.create(home, toolsets=list(toolsets) if toolsets else None, reasoning=reasoning), False
+        session = chat_sessions.create(
+            home, toolsets=list(toolsets) if toolsets else None, reasoning=reasoning, pass_session_id=pass_session_id
+        )
+        return session, False
     session = chat_sessions.load(home, ref) if ref is not None else chat_sessions.latest(home)
     session.toolsets = list(toolsets) if toolsets else session.toolsets
     session.reasoning = reasoning or session.reasoning
+    session.pass_session_id = pass_session_id  # each run's own, as the flag is
     return session, True
 
 

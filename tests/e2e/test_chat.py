@@ -507,6 +507,52 @@ def test_continue_with_no_chat_and_both_flags_are_refused(home):
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
+def test_pass_session_id_names_the_session_in_the_system_prompt_kept_with_it(home, chats):
+    chat = chats(home, "chat", "--pass-session-id")
+    ref = chat.ref()
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    assert f"Session ID: {ref}" in record(home, ref)["system_prompt"].splitlines()
+    chat.line("/compact")
+    chat.until(lambda: any(line.startswith("compacted:") for line in chat.lines()), "the compaction")
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    newest = record(home, ref)["continuations"][-1]
+    assert f"Session ID: {newest}" in record(home, ref)["system_prompt"].splitlines()
+    chat.line("/exit")
+    assert chat.wait() == 0
+
+    for argv in (["chat"], ["chat", "--resume", ref]):  # the flag is each run's own
+        plain = chats(home, *argv)
+        shown = plain.ref()
+        plain.until(plain.at_idle_prompt, "the idle prompt")
+        plain.line("/exit")
+        assert plain.wait() == 0
+        assert "Session ID" not in record(home, shown)["system_prompt"]
+
+
+def test_tui_is_refused_in_one_line_before_the_chat_starts_and_cli_is_this_chat(home, chats):
+    for argv in (["chat", "--tui"], ["--tui", "chat"], ["chat", "--tui", "--resume", "20261201_185301_ab12cd"]):
+        done = subprocess.run(
+            [*HERMES, *argv],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=python_env(HERMES_HOME=str(home)),
+            stdin=subprocess.DEVNULL,
+            timeout=WAIT,
+        )
+        assert (done.returncode, done.stdout) == (2, ""), done
+        assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "--tui" in done.stderr and "hermes chat" in done.stderr
+    assert not (home / "chat_sessions").exists()  # refused before any chat was made
+
+    for argv in (["chat", "--cli"], ["chat", "--tui", "--cli"]):  # --cli wins, as in the Hermes Agent
+        chat = chats(home, *argv)
+        chat.ref()
+        chat.until(chat.at_idle_prompt, "the idle prompt")
+        chat.line("/exit")
+        assert chat.wait() == 0
+
+
 # --- unmanaged -------------------------------------------------------------------------------
 
 
