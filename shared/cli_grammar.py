@@ -396,16 +396,14 @@ def _profile_commands(profile: argparse.ArgumentParser) -> None:
     def rename(p: argparse.ArgumentParser) -> None:
         p.add_argument("old_name", help="the profile to rename")
         p.add_argument("new_name", help="its new name: ^[a-z0-9][a-z0-9_-]{0,63}$")
-        # Hidden from usage: the line is Hermes Agent's own, which scripts and checks read.
+        # Hidden: the profile a rename acts on is OLD, never the active one.
         p.add_argument("-p", "--profile", metavar="NAME", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-        p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
 
     _command(
         actions,
         "profile rename",
         "rename a profile: its home, its gateway's unit and what is owed to it",
         rename,
-        json=False,
         own_profile=True,
     )
 
