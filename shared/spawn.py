@@ -34,6 +34,10 @@ from shared.version import INSTALL_ROOT
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
 
+# The install-wide workers outside supervisord, each before any it starts (the auth worker
+# starts the handoff retries), so that a stop of them all finds every one it must stop.
+WORKERS = ("auth_worker", "handoff_retry", "hook_reporter")
+
 
 class ServiceStartFailed(HermesError):
     code = "service_start_failed"
@@ -127,6 +131,11 @@ def stop_service(root: Path, service: str, *, timeout: float = STOP_TIMEOUT) -> 
         if not is_alive(holder):
             return holder.pid
     return holder.pid
+
+
+def stop_workers(root: Path) -> dict[str, int]:
+    """Stop every install-wide worker of ``root``, in ``WORKERS`` order; the pid of each that ran."""
+    return {name: pid for name in WORKERS if (pid := stop_service(root, name)) is not None}
 
 
 def first_line(process: subprocess.Popen, timeout: float) -> str:

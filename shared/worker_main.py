@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared import curve, exit_codes, homes, ids, logs
 from shared.errors import HermesError
+from shared.faults import pause_at
 from shared.locks import FileLock, take_or_report
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def run_install_worker(
     except HermesError as exc:  # a bad run dir, TCP setting or key
         print(f"{service}: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
+    pause_at(f"worker:start:{service}")
     lock = take_or_report(endpoint.lock_path, f"{service}: this install already has {what}")
     if lock is None:
         return exit_codes.DUPLICATE
@@ -60,6 +62,7 @@ def run_install_worker(
     if worker.life.reexec_requested:
         from shared.reexec import reexec_module
 
+        pause_at(f"worker:reexec:{service}")
         reexec_module(module)
     return code
 
