@@ -11,8 +11,11 @@ from pathlib import Path
 import psutil
 
 from shared import faults, homes
-from shared.locks import probe
+from services.handoff_retry import ops
+from shared.call_rules import NO_RETRY
+from shared.errors import HermesError
 from shared.spawn import stop_service, stop_workers
+from shared.sync_client import SyncClient
 from tests.support.installs import release
 from tests.support.processes import ROOT, gone, python_env, wait_for
 
@@ -27,15 +30,16 @@ def test_a_worker_stopped_while_it_re_executes_onto_new_code_stays_stopped(code,
         worker = subprocess.Popen(
             [sys.executable, "-m", "services.handoff_retry"], cwd=code, env=env, stdin=subprocess.DEVNULL, stderr=stderr
         )
-    lock_path = homes.endpoint(root, "handoff_retry", create=False).lock_path
+    address = homes.endpoint(root, ops.SERVICE, create=False).control
     try:
-        wait_for(lambda: probe(lock_path).held, timeout=30, what="the worker")
+        wait_for(lambda: _code_sha(address), timeout=30, what="the worker to know its code")
         release(code)
         _wait_paused(said, step)  # it has stopped serving, to exec the new code
-        assert stop_service(root, "handoff_retry") == worker.pid
+        stopped = stop_service(root, "handoff_retry")
         if worker.poll() is None:
             worker.send_signal(faults.RESUME_SIGNAL)  # were it still there, it would exec now
         wait_for(lambda: worker.poll() is not None, timeout=20, what="the worker to stay stopped")
+        assert stopped == worker.pid
     finally:
         if worker.poll() is None:
             worker.kill()
@@ -70,9 +74,19 @@ def test_a_worker_stopped_while_it_starts_another_leaves_neither_running(root):
         auth.wait(timeout=10)
 
 
+def _code_sha(address: str) -> str | None:
+    try:
+        with SyncClient(address, retry=NO_RETRY) as client:
+            return client.call(ops.STATUS, timeout=2)["code_sha"]
+    except HermesError:
+        return None
+
+
 def _wait_paused(stderr: Path, step: str) -> None:
-    wait_for(
-        lambda: f"paused {step}\n" in stderr.read_text(errors="replace") if stderr.exists() else False,
-        timeout=30,
-        what=f"the pause at {step}",
-    )
+    def said() -> str:
+        return stderr.read_text(errors="replace") if stderr.exists() else ""
+
+    try:
+        wait_for(lambda: f"paused {step}\n" in said(), timeout=30, what=f"the pause at {step}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; it said: {said()[-2000:]}") from None
