@@ -10,8 +10,8 @@ from pathlib import Path
 
 import psutil
 
-from shared import faults, homes
 from services.handoff_retry import ops
+from shared import faults, homes
 from shared.call_rules import NO_RETRY
 from shared.errors import HermesError
 from shared.spawn import stop_service, stop_workers
