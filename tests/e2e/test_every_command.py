@@ -28,9 +28,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
 from shared.cli_grammar import build_top_level_parser
-from shared.spawn import stop_service
+from shared.spawn import stop_workers
 from shared.supervisors import supervisord as sv
 from tests.support.cli import DASHED_PUBLIC_KEY, HERMES
 from tests.support.installs import Install
@@ -174,11 +173,10 @@ def stop_everything(homes: list[Path]) -> None:
             sv.down(home)
         except Exception:  # a home a command left half made: what runs there is swept below
             pass
-        for worker in ON_DEMAND_WORKERS:
-            try:
-                stop_service(home, worker)
-            except Exception:
-                pass
+        try:
+            stop_workers(home)
+        except Exception:
+            pass
 
 
 def leftovers(base: Path) -> list[psutil.Process]:
