@@ -149,8 +149,14 @@ class _DashValues(_Parser):
 
 
 class _Pending:
-    def __init__(self, summary: str, build: Build, parser_class: type[argparse.ArgumentParser] | None = None):
-        self.summary, self.build, self.parser_class = summary, build, parser_class
+    def __init__(
+        self,
+        summary: str,
+        build: Build,
+        parser_class: type[argparse.ArgumentParser] | None = None,
+        names: tuple[str, ...] = (),
+    ):
+        self.summary, self.build, self.parser_class, self.names = summary, build, parser_class, names
 
 
 class _OnDemand(dict):
@@ -190,21 +196,27 @@ class _Commands(argparse._SubParsersAction):
         parser_class: type[argparse.ArgumentParser] | None = None,
         *,
         hidden: bool = False,
+        aliases: tuple[str, ...] = (),
     ) -> None:
+        """``aliases`` are other names of the command (``rm`` of ``remove``): one parser, listed
+        once, as argparse's own aliases are."""
         if not hidden:  # a hidden command parses like any other; only the help leaves it out
-            self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
-        dict.__setitem__(self._name_parser_map, name, _Pending(summary, build, parser_class))
+            self._choices_actions.append(self._ChoicesPseudoAction(name, aliases, summary))
+        pending = _Pending(summary, build, parser_class, (name, *aliases))
+        for each in pending.names:
+            dict.__setitem__(self._name_parser_map, each, pending)
 
     def _build(self, name: str, pending: _Pending) -> argparse.ArgumentParser:
         # Made as add_parser makes it, put in the pending one's place (the order of the listing stays).
         parser_class = pending.parser_class or self._parser_class
-        parser = parser_class(prog=f"{self._prog_prefix} {name}", description=pending.summary)
-        dict.__setitem__(self._name_parser_map, name, parser)
+        parser = parser_class(prog=f"{self._prog_prefix} {pending.names[0]}", description=pending.summary)
+        for each in pending.names:
+            dict.__setitem__(self._name_parser_map, each, parser)
         pending.build(parser)
         return parser
 
 
-def _commands(parser: argparse.ArgumentParser, dest: str, metavar: str, *, required: bool = True) -> _Commands:
+def _commands(parser: argparse.ArgumentParser, dest: str, metavar: str | None, *, required: bool = True) -> _Commands:
     commands = parser.add_subparsers(action=_Commands, dest=dest, metavar=metavar, required=required)
     assert isinstance(commands, _Commands)
     return commands
@@ -354,7 +366,9 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _group(commands, "skin", "the CLI's look: built-in and user skins", _skin_commands)
     _group(commands, "snapshot", "the profiles' quick snapshots: list them, restore lost files", _snapshot_commands)
     _group(commands, "operator", "the operator integration: the plugin, its package and the hooks", _operator_commands)
-    _group(commands, "plugins", "the profile's Hermes plugins: list them, enable or disable one", _plugins_commands)
+    _group(
+        commands, "plugins", "Install plugins from Git repositories, update, remove, or list them.", _plugins_commands
+    )
     _command(commands, "demo", "build a demo install, run its mesh and update it live", _demo_args)
     _command(
         commands,
@@ -442,10 +456,73 @@ def _skin_commands(skin: argparse.ArgumentParser) -> None:
 
 
 def _plugins_commands(plugins: argparse.ArgumentParser) -> None:
-    actions = _commands(plugins, "plugins_command", "ACTION")
-    _command(actions, "plugins list", "every plugin in <home>/plugins/, and whether it is enabled")
-    for verb, what in (("enable", "let a plugin load (plugins.enabled)"), ("disable", "stop a plugin loading")):
-        _command(actions, f"plugins {verb}", what, lambda p: p.add_argument("name", help="plugin name"))
+    # The Hermes Agent's own grammar, its help included, for the tools that read it: the
+    # actions listed as a choice list, and what only this CLI has (-p after the action,
+    # --json where Hermes has none) accepted but left out of the help.
+    actions = _commands(plugins, "plugins_command", None)
+
+    def action(words: str, summary: str, build: Build, *, aliases: tuple[str, ...] = (), json: bool = False) -> None:
+        def full(parser: argparse.ArgumentParser) -> None:
+            parser.add_argument("-p", "--profile", metavar="NAME", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            if json:
+                parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+            parser.set_defaults(command_words=words)
+            build(parser)
+
+        actions.add_later(words.split()[-1], summary, full, aliases=aliases)
+
+    def install(p: argparse.ArgumentParser) -> None:
+        p.add_argument("identifier", help="Git URL, local git repository, or owner/repo shorthand")
+        p.add_argument("--force", "-f", action="store_true", help="Remove existing plugin and reinstall")
+        enable = p.add_mutually_exclusive_group()
+        enable.add_argument("--enable", action="store_true", help="Enable the plugin after install")
+        enable.add_argument(
+            "--no-enable",
+            action="store_true",
+            help="Install disabled; enable later with `hermes plugins enable <name>`",
+        )
+
+    def listing(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--enabled", action="store_true", help="Show only enabled plugins")
+        p.add_argument("--user", action="store_true", help="Show only user-installed plugins (including git plugins)")
+        p.add_argument("--no-bundled", action="store_true", help="Hide bundled plugins (this CLI bundles none)")
+        p.add_argument("--plain", action="store_true", help="Print compact plain-text output instead of a table")
+        p.add_argument("--json", action="store_true", help="Print machine-readable JSON")
+
+    def enable(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", help="Plugin name (or its key, category/name) to enable")
+        grant = p.add_mutually_exclusive_group()
+        grant.add_argument(
+            "--allow-tool-override",
+            dest="allow_tool_override",
+            action="store_const",
+            const=True,
+            default=None,
+            help="Grant this plugin permission to replace tools registered before it",
+        )
+        grant.add_argument(
+            "--no-allow-tool-override",
+            dest="allow_tool_override",
+            action="store_const",
+            const=False,
+            help="Enable without granting tool override",
+        )
+
+    def named(what: str) -> Build:
+        return lambda p: p.add_argument("name", help=what)
+
+    action("plugins install", "Install a plugin from a Git URL or a local git repository", install, json=True)
+    action("plugins update", "Pull latest changes for an installed plugin", named("Plugin name to update"), json=True)
+    action(
+        "plugins remove",
+        "Remove an installed plugin",
+        named("Plugin name to remove"),
+        aliases=("rm", "uninstall"),
+        json=True,
+    )
+    action("plugins list", "List installed plugins", listing, aliases=("ls",))
+    action("plugins enable", "Enable a disabled plugin", enable, json=True)
+    action("plugins disable", "Disable a plugin without removing it", named("Plugin name to disable"), json=True)
 
 
 # The integration's policy bounds: raw strings, appended, so a repeated flag or ``1e3`` is the
