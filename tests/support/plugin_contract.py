@@ -12,9 +12,10 @@ failed step, so a test can name each one a real Hermes fails.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,32 @@ def _sibling_python(hermes_bin: Path) -> Path:
         if (hermes_bin.parent / name).is_file():
             return hermes_bin.parent / name
     raise AssertionError(f"no Python beside {hermes_bin}")
+
+
+# The statuses the four list steps must read, in order.
+LISTED_STATES = ["not enabled", "enabled", "disabled", "not enabled"]
+
+
+def installer_state(stdout: str, name: str) -> str:
+    """The plugin's status as the operator's installer takes it from ``plugins list --json``
+    (``parse_plugin_state``): exactly one JSON array, exactly one record of the name, from the
+    user's plugins, with a status it knows."""
+    records = json.loads(stdout)  # one document and nothing after it, or this raises
+    assert isinstance(records, list), f"not a JSON array: {stdout[:200]!r}"
+    (record,) = [r for r in records if r["name"] == name]
+    assert record["source"] == "user", record
+    assert record["status"] in ("enabled", "disabled", "not enabled"), record
+    return str(record["status"])
+
+
+@dataclass
+class ListedStates:
+    """An ``on_step`` that reads every list step's stdout as the installer does."""
+
+    contract: dict[str, Any]
+    seen: list[str] = field(default_factory=list)
+
+    def read(self, check: Check, done: subprocess.CompletedProcess[str]) -> None:
+        listing = tuple(self.contract["lifecycle"]["list_args"])
+        if check.args[-len(listing) :] == listing:
+            self.seen.append(installer_state(done.stdout, self.contract["lifecycle"]["plugin_name"]))
