@@ -459,7 +459,7 @@ def _plugins_commands(plugins: argparse.ArgumentParser) -> None:
     # The Hermes Agent's own grammar, its help included, for the tools that read it: the
     # actions listed as a choice list, and what only this CLI has (-p after the action,
     # --json where Hermes has none) accepted but left out of the help.
-    actions = _commands(plugins, "plugins_command", None)
+    actions = _commands(plugins, argparse.SUPPRESS, None)
 
     def action(words: str, summary: str, build: Build, *, aliases: tuple[str, ...] = (), json: bool = False) -> None:
         def full(parser: argparse.ArgumentParser) -> None:
