@@ -310,13 +310,14 @@ def _command(
     dash_values: bool = False,
     hidden: bool = False,
     own_profile: bool = False,
+    aliases: tuple[str, ...] = (),
 ) -> None:
     """The command ``words`` (``"gateway drain"``, the last word its name); its parser, made
     when the command is used, gets the common options and what ``args`` adds. With
     ``dash_values`` its arguments may start with ``-`` (``_DashValues``); a ``hidden`` one is
     left out of its group's help (a command for other programs, not for people). With
     ``own_profile`` its ``-p/--profile`` is what ``args`` makes it, not the active profile
-    (which is then chosen before the command only)."""
+    (which is then chosen before the command only). ``aliases`` are its other names."""
 
     def build(parser: argparse.ArgumentParser) -> None:
         if not own_profile:
@@ -327,7 +328,9 @@ def _command(
         if args is not None:
             args(parser)
 
-    sub.add_later(words.split()[-1], summary, build, _DashValues if dash_values else None, hidden=hidden)
+    sub.add_later(
+        words.split()[-1], summary, build, _DashValues if dash_values else None, hidden=hidden, aliases=aliases
+    )
 
 
 def _group(sub: _Commands, name: str, summary: str, build: Build) -> None:
@@ -456,20 +459,8 @@ def _skin_commands(skin: argparse.ArgumentParser) -> None:
 
 
 def _plugins_commands(plugins: argparse.ArgumentParser) -> None:
-    # The Hermes Agent's own grammar, its help included, for the tools that read it: the
-    # actions listed as a choice list, and what only this CLI has (-p after the action,
-    # --json where Hermes has none) accepted but left out of the help.
+    # The Hermes Agent's own verbs and flags, its actions listed as a choice list.
     actions = _commands(plugins, argparse.SUPPRESS, None)
-
-    def action(words: str, summary: str, build: Build, *, aliases: tuple[str, ...] = (), json: bool = False) -> None:
-        def full(parser: argparse.ArgumentParser) -> None:
-            parser.add_argument("-p", "--profile", metavar="NAME", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-            if json:
-                parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
-            parser.set_defaults(command_words=words)
-            build(parser)
-
-        actions.add_later(words.split()[-1], summary, full, aliases=aliases)
 
     def install(p: argparse.ArgumentParser) -> None:
         p.add_argument("identifier", help="Git URL, local git repository, or owner/repo shorthand")
@@ -487,7 +478,6 @@ def _plugins_commands(plugins: argparse.ArgumentParser) -> None:
         p.add_argument("--user", action="store_true", help="Show only user-installed plugins (including git plugins)")
         p.add_argument("--no-bundled", action="store_true", help="Hide bundled plugins (this CLI bundles none)")
         p.add_argument("--plain", action="store_true", help="Print compact plain-text output instead of a table")
-        p.add_argument("--json", action="store_true", help="Print machine-readable JSON")
 
     def enable(p: argparse.ArgumentParser) -> None:
         p.add_argument("name", help="Plugin name (or its key, category/name) to enable")
@@ -511,18 +501,18 @@ def _plugins_commands(plugins: argparse.ArgumentParser) -> None:
     def named(what: str) -> Build:
         return lambda p: p.add_argument("name", help=what)
 
-    action("plugins install", "Install a plugin from a Git URL or a local git repository", install, json=True)
-    action("plugins update", "Pull latest changes for an installed plugin", named("Plugin name to update"), json=True)
-    action(
+    _command(actions, "plugins install", "Install a plugin from a Git URL or a local git repository", install)
+    _command(actions, "plugins update", "Pull latest changes for an installed plugin", named("Plugin name to update"))
+    _command(
+        actions,
         "plugins remove",
         "Remove an installed plugin",
         named("Plugin name to remove"),
         aliases=("rm", "uninstall"),
-        json=True,
     )
-    action("plugins list", "List installed plugins", listing, aliases=("ls",))
-    action("plugins enable", "Enable a disabled plugin", enable, json=True)
-    action("plugins disable", "Disable a plugin without removing it", named("Plugin name to disable"), json=True)
+    _command(actions, "plugins list", "List installed plugins", listing, aliases=("ls",))
+    _command(actions, "plugins enable", "Enable a disabled plugin", enable)
+    _command(actions, "plugins disable", "Disable a plugin without removing it", named("Plugin name to disable"))
 
 
 # The integration's policy bounds: raw strings, appended, so a repeated flag or ``1e3`` is the

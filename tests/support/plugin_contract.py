@@ -6,8 +6,8 @@ with its exact manifest, skill and entrypoint; the four help checks; list (not e
 list (enabled), the runtime smoke (its script, run by the Python beside ``hermes``), disable,
 list (disabled); then the fixture in the named profile's home and ``--profile NAME plugins list
 --json`` (not enabled). ``run_contract`` runs them in the harness's isolated environment
-(temporary ``HOME``, an absolute ``HERMES_HOME``, a work directory as cwd) and gives every
-failed step, so a test can name each one a real Hermes fails.
+(``hermes_contract.harness_env``: temporary homes, an absolute ``HERMES_HOME``, a work directory
+as cwd, no network) and gives every failed step, so a test can name each one a real Hermes fails.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.real_hermes import isolated_env
+from tests.support.hermes_contract import closed_port, harness_env
 
 FIXTURE_VERSION = "0.0.0-compat"
 FIXTURE_TOOL = "pohunek_hosts"
@@ -140,10 +140,10 @@ def run_contract(
 ) -> list[Failure]:
     """Every step of the contract against ``hermes_bin`` in a fresh isolation under ``root``; the
     steps that failed (a non-zero exit, or a required text missing from stdout and stderr)."""
-    home, hermes_home, work = root / "home", root / "hermes-home", root / "work"
-    for path in (home, hermes_home, work):
+    hermes_home, work = root / "hermes-home", root / "work"
+    for path in (root / "home", hermes_home, work):
         path.mkdir(parents=True)
-    env = isolated_env(home, hermes_home)
+    env = harness_env(root, closed_port())
     interpreter = python or _sibling_python(hermes_bin)
     failures = []
     for check in checks(contract):
@@ -151,7 +151,13 @@ def run_contract(
             materialize_fixture((hermes_home / check.fixture_in).resolve(), contract)
         program = str(hermes_bin if check.program == "hermes" else interpreter)
         done = subprocess.run(
-            [*prefix, program, *check.args], env=env, cwd=work, capture_output=True, text=True, timeout=TIMEOUT
+            [*prefix, program, *check.args],
+            env=env,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
         )
         if on_step is not None:
             on_step(check, done)
