@@ -48,6 +48,11 @@ REFUSAL_CODES = frozenset(
         "chat_flags_conflict",
         "chat_mode_unavailable",
         "plugin_not_found",
+        "plugin_name_ambiguous",
+        "plugin_exists",
+        "plugin_source_invalid",
+        "plugin_not_git",
+        "plugin_path_unsafe",
         # the operator integration and its packages: refused, nothing changed
         "hermes_package_not_installed",
         "hermes_package_not_selected",

@@ -48,6 +48,7 @@ VALUES = {
     # No such profile: a rename of the live mesh's own would pull it from under the others.
     "old_name": "nobody",
     "new_name": "renamed",
+    "identifier": "ares",
 }
 BOUND = 20.0  # seconds a run may take before it is sent SIGTERM
 GRACE = 20.0  # seconds it then has to end

@@ -178,12 +178,14 @@ def test_bad_chat_flags_are_usage_errors(argv, message, capsys):
 def command_parsers(
     parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
 ) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
-    """(words, parser) of every command and group under ``parser``."""
+    """(words, parser) of every command and group under ``parser``, by its own name (an alias,
+    as ``plugins rm``, is the same parser)."""
     found = [(words, parser)] if words else []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, child in action.choices.items():
-                found += command_parsers(child, (*words, name))
+                if child.prog.rsplit(" ", 1)[-1] == name:
+                    found += command_parsers(child, (*words, name))
     return found
 
 
