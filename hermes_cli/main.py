@@ -159,9 +159,7 @@ def _silence_stdout() -> None:
 
 def _main(argv: list[str], run: _Run) -> int:
     if argv[:1] == ["--version"]:  # the commonest probe of all answers before any parser is built
-        from shared.version import version_line
-
-        print(version_line())
+        _print_version(json_document="--json" in argv)
         warn_owed_restarts()
         return EXIT_OK
     from hermes_cli.commands import TARGETS
@@ -188,6 +186,18 @@ def _main(argv: list[str], run: _Run) -> int:
             warn_owed_restarts()
 
 
+def _print_version(*, json_document: bool) -> None:
+    """The version line, or with ``--json`` its fields as one document."""
+    from shared import version
+
+    if json_document:
+        import json
+
+        print(json.dumps(version.version_document(), indent=2))
+    else:
+        print(version.version_line())
+
+
 def _usage_error(argv: list[str], refused: UsageError) -> int:
     """A command line the grammar refuses: argparse's text on stderr, or with ``--json`` one
     JSON error document (``usage_error``) on stdout, as every other refusal."""
@@ -202,6 +212,18 @@ def _usage_error(argv: list[str], refused: UsageError) -> int:
     return output.error(SimpleNamespace(json=True), output.UsageRefused(f"{refused.prog}: {refused.message}"))
 
 
+def _finish_interrupted_rename() -> None:
+    """A profile rename a kill interrupted is finished (or undone) before any command reads a home."""
+    from shared import homes
+    from shared.profile_rename import journal_path
+
+    root = homes.root_home()
+    if os.path.lexists(journal_path(root)):
+        from hermes_cli.commands.profile_rename import warn_of_interrupted_rename
+
+        warn_of_interrupted_rename(root)
+
+
 def _dispatch(parser, args, target: str | None) -> int:
     if target is None:
         parser.print_help(sys.stderr)
@@ -210,6 +232,7 @@ def _dispatch(parser, args, target: str | None) -> int:
     from shared.errors import HermesError
 
     try:
+        _finish_interrupted_rename()
         apply_profile(args.profile, args.model, creates=getattr(args, "create_profile", False))
         return _load(target)(args) or EXIT_OK
     except HermesError as exc:

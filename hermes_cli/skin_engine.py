@@ -2,9 +2,12 @@
 
 A skin is one dict with ``name``, ``description``, ``colors``, ``spinner``, ``branding``,
 ``tool_prefix`` and ``tool_emojis``. User skins live in ``<home>/skins/<name>.yaml`` with the
-same keys; what a user skin leaves out comes from ``default``. ``display.skin`` in the
-profile's config picks the active one. A skin that cannot be read never fails a command:
-``active_skin`` falls back to ``default`` and says which file and key were wrong.
+same keys; what a user skin leaves out comes from the built-in ``default``, and a user skin
+named like a built-in replaces it, as in the Hermes Agent. ``display.skin`` in the profile's
+config picks the active one. Keys this engine does not use (the Hermes Agent's skins carry
+more colors, branding texts and banner art) are kept and ignored, named in one warning; the
+keys it uses are checked. A skin that cannot be read never fails a command: ``active_skin``
+falls back to ``default`` and says which file and key were wrong.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -157,9 +160,21 @@ class Skin:
     tool_prefix: str
     tool_emojis: dict[str, str]
     source: str  # "builtin" or the user file's path
+    # The keys this engine does not use, by dotted name, with their values: kept, never drawn.
+    ignored: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: copy.deepcopy(getattr(self, key)) for key in (*TOP_KEYS, "source")}
+        return {
+            **{key: copy.deepcopy(getattr(self, key)) for key in (*TOP_KEYS, "source")},
+            "ignored": sorted(self.ignored),
+        }
+
+    @property
+    def warning(self) -> str | None:
+        """The one line that names the keys this engine ignores, or None."""
+        if not self.ignored:
+            return None
+        return f"skin {self.source}: keys this CLI does not use are ignored: {', '.join(sorted(self.ignored))}"
 
     def tool_emoji(self, tool: str) -> str:
         return self.tool_emojis.get(tool, "")
@@ -174,6 +189,7 @@ def skins_dir(home: Path) -> Path:
 
 
 def user_names(home: Path) -> list[str]:
+    """The user skins that are not built in (a user file named like a built-in replaces it)."""
     try:
         return sorted(
             p.stem for p in skins_dir(home).glob("*.yaml") if NAME_RE.fullmatch(p.stem) and p.stem not in _BUILTIN_SKINS
@@ -183,15 +199,16 @@ def user_names(home: Path) -> list[str]:
 
 
 def load_skin(name: str, home: Path) -> Skin:
-    """The skin ``name``: built in, or ``<home>/skins/<name>.yaml`` over ``default``."""
-    if name in _BUILTIN_SKINS:
-        return _checked(copy.deepcopy(_BUILTIN_SKINS[name]), None, "builtin")
+    """The skin ``name``: ``<home>/skins/<name>.yaml`` over the built-in ``default``, else the
+    built-in of that name."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise SkinNotFound(f"{name!r} is not a skin name")
     path = skins_dir(home) / f"{name}.yaml"
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
+        if name in _BUILTIN_SKINS:
+            return _builtin(name)
         known = ", ".join([*_BUILTIN_SKINS, *user_names(home)])
         raise SkinNotFound(f"no skin named {name!r} (known: {known})", detail={"known": known}) from None
     except OSError as exc:
@@ -202,22 +219,30 @@ def load_skin(name: str, home: Path) -> Skin:
     return _checked(_merge(copy.deepcopy(_BUILTIN_SKINS[DEFAULT]), {**data, "name": name}), path, str(path))
 
 
+def _builtin(name: str) -> Skin:
+    return _checked(copy.deepcopy(_BUILTIN_SKINS[name]), None, "builtin")
+
+
 def active_skin(home: Path) -> tuple[Skin, str | None]:
-    """The skin ``display.skin`` names in ``home``'s config, and a warning when that failed
-    (then the skin is ``default``): a bad skin never fails a command."""
+    """The skin ``display.skin`` names in ``home``'s config, and why it could not be used (then
+    the skin is the built-in ``default``), or None. A bad skin never fails a command. The keys a
+    usable skin carries beyond this engine's are its own ``warning``, for the ``skin`` commands
+    to show: every other command wears it quietly."""
     try:
         named = config_text.mentions(home, b"skin")
     except OSError:
         named = True  # unreadable: the parser below says why, as a warning
     try:
         if not named:
-            return load_skin(DEFAULT, home), None
-        from shared import config  # parsing costs a ruamel import: only for a config that names a skin
+            skin = load_skin(DEFAULT, home)
+        else:
+            from shared import config  # parsing costs a ruamel import: only for a config that names a skin
 
-        name = config.get(config.load_config(home), "display.skin", DEFAULT) or DEFAULT
-        return load_skin(str(name), home), None
+            name = config.get(config.load_config(home), "display.skin", DEFAULT) or DEFAULT
+            skin = load_skin(str(name), home)
+        return skin, None
     except HermesError as exc:
-        return load_skin(DEFAULT, home), f"{exc.message}; using the default skin"
+        return _builtin(DEFAULT), f"{exc.message}; using the default skin"
 
 
 def _parse(path: Path, raw: bytes) -> dict[str, Any]:
@@ -247,15 +272,13 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _checked(data: dict[str, Any], path: Path | None, source: str) -> Skin:
-    for key in data:
-        if key not in TOP_KEYS:
-            raise SkinError(path, str(key), "not a skin key")
+    ignored = {str(key): value for key, value in data.items() if key not in TOP_KEYS}
     _text(path, "description", data.get("description"), 200)
-    colors = _section(path, "colors", data.get("colors"), COLOR_KEYS)
+    colors = _section(path, "colors", data.get("colors"), COLOR_KEYS, ignored)
     for key, value in colors.items():
         if not isinstance(value, str) or not COLOR_RE.fullmatch(value):
             raise SkinError(path, f"colors.{key}", f"must be a #RRGGBB color, got {value!r}")
-    spinner = _section(path, "spinner", data.get("spinner"), SPINNER_KEYS)
+    spinner = _section(path, "spinner", data.get("spinner"), SPINNER_KEYS, ignored)
     for key in ("waiting_faces", "thinking_faces", "thinking_verbs"):
         value = spinner[key]
         if (
@@ -272,7 +295,7 @@ def _checked(data: dict[str, Any], path: Path | None, source: str) -> Skin:
         isinstance(w, list) and len(w) == 2 and all(isinstance(x, str) and len(x) <= 12 for x in w) for w in wings
     ):
         raise SkinError(path, "spinner.wings", "must be a list of [left, right] pairs")
-    branding = _section(path, "branding", data.get("branding"), BRANDING_KEYS)
+    branding = _section(path, "branding", data.get("branding"), BRANDING_KEYS, ignored)
     for key, value in branding.items():
         _text(path, f"branding.{key}", value, 200)
     _text(path, "tool_prefix", data.get("tool_prefix"), 8)
@@ -281,19 +304,22 @@ def _checked(data: dict[str, Any], path: Path | None, source: str) -> Skin:
         isinstance(k, str) and isinstance(v, str) and len(v) <= 8 for k, v in emojis.items()
     ):
         raise SkinError(path, "tool_emojis", "must map tool names to short glyphs")
-    return Skin(data["name"], data["description"], colors, spinner, branding, data["tool_prefix"], emojis, source)
+    return Skin(
+        data["name"], data["description"], colors, spinner, branding, data["tool_prefix"], emojis, source, ignored
+    )
 
 
-def _section(path: Path | None, name: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+def _section(
+    path: Path | None, name: str, value: Any, keys: tuple[str, ...], ignored: dict[str, Any]
+) -> dict[str, Any]:
+    """The section's keys this engine uses, all of them there; the others go to ``ignored``."""
     if not isinstance(value, dict):
         raise SkinError(path, name, "must be a mapping")
-    for key in value:
-        if key not in keys:
-            raise SkinError(path, f"{name}.{key}", "not a skin key")
+    ignored.update({f"{name}.{key}": extra for key, extra in value.items() if key not in keys})
     missing = [k for k in keys if k not in value]
     if missing:
         raise SkinError(path, f"{name}.{missing[0]}", "is missing")
-    return value
+    return {key: value[key] for key in keys}
 
 
 def _text(path: Path | None, key: str, value: Any, limit: int) -> None:

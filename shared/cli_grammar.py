@@ -107,9 +107,26 @@ def quiet_usage_errors() -> Iterator[None]:
         _QUIET.reset(token)
 
 
+# The options every command shares, by dest, which its usage line leaves out.
+USAGE_HIDDEN = frozenset({"json"})
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, whose usage line leaves out the options every command shares
+    (``USAGE_HIDDEN``): a command's usage reads as the Hermes Agent's own, and the options are
+    still listed below it."""
+
+    def add_usage(self, usage, actions, groups, prefix=None):
+        super().add_usage(usage, [action for action in actions if action.dest not in USAGE_HIDDEN], groups, prefix)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose usage error is a UsageError: printed as argparse prints it,
-    except within ``quiet_usage_errors``."""
+    except within ``quiet_usage_errors``; its usage line leaves the shared options out."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         refused = UsageError(self.prog, self.format_usage(), message)
@@ -132,8 +149,14 @@ class _DashValues(_Parser):
 
 
 class _Pending:
-    def __init__(self, summary: str, build: Build, parser_class: type[argparse.ArgumentParser] | None = None):
-        self.summary, self.build, self.parser_class = summary, build, parser_class
+    def __init__(
+        self,
+        summary: str,
+        build: Build,
+        parser_class: type[argparse.ArgumentParser] | None = None,
+        names: tuple[str, ...] = (),
+    ):
+        self.summary, self.build, self.parser_class, self.names = summary, build, parser_class, names
 
 
 class _OnDemand(dict):
@@ -173,35 +196,46 @@ class _Commands(argparse._SubParsersAction):
         parser_class: type[argparse.ArgumentParser] | None = None,
         *,
         hidden: bool = False,
+        aliases: tuple[str, ...] = (),
     ) -> None:
+        """``aliases`` are other names of the command (``rm`` of ``remove``): one parser, listed
+        once, as argparse's own aliases are."""
         if not hidden:  # a hidden command parses like any other; only the help leaves it out
-            self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
-        dict.__setitem__(self._name_parser_map, name, _Pending(summary, build, parser_class))
+            self._choices_actions.append(self._ChoicesPseudoAction(name, aliases, summary))
+        pending = _Pending(summary, build, parser_class, (name, *aliases))
+        for each in pending.names:
+            dict.__setitem__(self._name_parser_map, each, pending)
 
     def _build(self, name: str, pending: _Pending) -> argparse.ArgumentParser:
         # Made as add_parser makes it, put in the pending one's place (the order of the listing stays).
         parser_class = pending.parser_class or self._parser_class
-        parser = parser_class(prog=f"{self._prog_prefix} {name}", description=pending.summary)
-        dict.__setitem__(self._name_parser_map, name, parser)
+        parser = parser_class(prog=f"{self._prog_prefix} {pending.names[0]}", description=pending.summary)
+        for each in pending.names:
+            dict.__setitem__(self._name_parser_map, each, parser)
         pending.build(parser)
         return parser
 
 
-def _commands(parser: argparse.ArgumentParser, dest: str, metavar: str, *, required: bool = True) -> _Commands:
+def _commands(parser: argparse.ArgumentParser, dest: str, metavar: str | None, *, required: bool = True) -> _Commands:
     commands = parser.add_subparsers(action=_Commands, dest=dest, metavar=metavar, required=required)
     assert isinstance(commands, _Commands)
     return commands
 
 
 def _profile_option(parser: argparse.ArgumentParser, *, top: bool) -> None:
-    # Accepted before and after the command; only the top level has a default, so a
-    # subcommand without -p does not overwrite the value given before it.
+    # Accepted before the command (as the Hermes Agent takes it: ``hermes -p NAME plugins
+    # list``) and after it; only the top level has a default, so a subcommand without -p
+    # does not overwrite the value given before it, and only the top level's help shows it.
     parser.add_argument(
         "-p",
         "--profile",
         metavar="NAME",
         default=None if top else argparse.SUPPRESS,
-        help="run against this profile's home (default: the root home, or the profile HERMES_HOME points at)",
+        help=(
+            "run against this profile's home (default: the root home, or the profile HERMES_HOME points at)"
+            if top
+            else argparse.SUPPRESS
+        ),
     )
 
 
@@ -242,6 +276,24 @@ def _agent_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         default=default(None),
         help="go back to the chat REF (with no command: runs chat)",
     )
+    parser.add_argument(
+        "--pass-session-id",
+        action="store_true",
+        default=default(False),
+        help="name the chat's session id in its system prompt (kept with the chat)",
+    )
+    parser.add_argument(
+        "--tui",
+        action="store_true",
+        default=default(False),
+        help="the alternate-screen TUI: refused here (this chat is the classic display)",
+    )
+    parser.add_argument(
+        "--cli",
+        action="store_true",
+        default=default(False),
+        help="the classic display, line by line (the default; wins over --tui)",
+    )
 
 
 def _json_option(parser: argparse.ArgumentParser) -> None:
@@ -258,13 +310,14 @@ def _command(
     dash_values: bool = False,
     hidden: bool = False,
     own_profile: bool = False,
+    aliases: tuple[str, ...] = (),
 ) -> None:
     """The command ``words`` (``"gateway drain"``, the last word its name); its parser, made
     when the command is used, gets the common options and what ``args`` adds. With
     ``dash_values`` its arguments may start with ``-`` (``_DashValues``); a ``hidden`` one is
     left out of its group's help (a command for other programs, not for people). With
     ``own_profile`` its ``-p/--profile`` is what ``args`` makes it, not the active profile
-    (which is then chosen before the command only)."""
+    (which is then chosen before the command only). ``aliases`` are its other names."""
 
     def build(parser: argparse.ArgumentParser) -> None:
         if not own_profile:
@@ -275,7 +328,9 @@ def _command(
         if args is not None:
             args(parser)
 
-    sub.add_later(words.split()[-1], summary, build, _DashValues if dash_values else None, hidden=hidden)
+    sub.add_later(
+        words.split()[-1], summary, build, _DashValues if dash_values else None, hidden=hidden, aliases=aliases
+    )
 
 
 def _group(sub: _Commands, name: str, summary: str, build: Build) -> None:
@@ -314,7 +369,9 @@ def build_top_level_parser() -> argparse.ArgumentParser:
     _group(commands, "skin", "the CLI's look: built-in and user skins", _skin_commands)
     _group(commands, "snapshot", "the profiles' quick snapshots: list them, restore lost files", _snapshot_commands)
     _group(commands, "operator", "the operator integration: the plugin, its package and the hooks", _operator_commands)
-    _group(commands, "plugins", "the profile's Hermes plugins: list them, enable or disable one", _plugins_commands)
+    _group(
+        commands, "plugins", "Install plugins from Git repositories, update, remove, or list them.", _plugins_commands
+    )
     _command(commands, "demo", "build a demo install, run its mesh and update it live", _demo_args)
     _command(
         commands,
@@ -329,24 +386,43 @@ def build_top_level_parser() -> argparse.ArgumentParser:
 def _profile_commands(profile: argparse.ArgumentParser) -> None:
     actions = _commands(profile, "profile_command", "ACTION")
     _command(actions, "profile list", "list every profile of this install")
-    _command(
-        actions,
-        "profile create",
-        "create a profile",
-        lambda p: p.add_argument("name", help="profile name: ^[a-z0-9][a-z0-9_-]{0,63}$"),
-    )
-    _command(
-        actions,
-        "profile show",
-        "show one profile",
-        lambda p: p.add_argument("name", nargs="?", help="profile name (default: the active profile)"),
-    )
+
+    def create(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--clone-from",
+            metavar="SOURCE",
+            help="start with this profile's config.yaml, .env, SOUL.md, skills and memories (default for the root home)",
+        )
+        p.add_argument("name", metavar="profile_name", help="profile name: ^[a-z0-9][a-z0-9_-]{0,63}$")
+
+    _command(actions, "profile create", "create a profile", create)
+
+    def show(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", metavar="profile_name", nargs="?", help="profile name (default: the active profile)")
+        # As the Hermes Agent's usage reads; here a name left out is the active profile's.
+        p.usage = "%(prog)s [-h] profile_name"
+
+    _command(actions, "profile show", "show one profile", show)
 
     def delete(p: argparse.ArgumentParser) -> None:
-        p.add_argument("name", help="profile name")
+        p.add_argument("name", metavar="profile_name", help="profile name")
         p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
     _command(actions, "profile delete", "delete a profile and all its files", delete)
+
+    def rename(p: argparse.ArgumentParser) -> None:
+        p.add_argument("old_name", help="the profile to rename")
+        p.add_argument("new_name", help="its new name: ^[a-z0-9][a-z0-9_-]{0,63}$")
+        # Hidden: the profile a rename acts on is OLD, never the active one.
+        p.add_argument("-p", "--profile", metavar="NAME", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    _command(
+        actions,
+        "profile rename",
+        "rename a profile: its home, its gateway's unit and what is owed to it",
+        rename,
+        own_profile=True,
+    )
 
 
 def _snapshot_commands(snapshot: argparse.ArgumentParser) -> None:
@@ -383,10 +459,60 @@ def _skin_commands(skin: argparse.ArgumentParser) -> None:
 
 
 def _plugins_commands(plugins: argparse.ArgumentParser) -> None:
-    actions = _commands(plugins, "plugins_command", "ACTION")
-    _command(actions, "plugins list", "every plugin in <home>/plugins/, and whether it is enabled")
-    for verb, what in (("enable", "let a plugin load (plugins.enabled)"), ("disable", "stop a plugin loading")):
-        _command(actions, f"plugins {verb}", what, lambda p: p.add_argument("name", help="plugin name"))
+    # The Hermes Agent's own verbs and flags, its actions listed as a choice list.
+    actions = _commands(plugins, argparse.SUPPRESS, None)
+
+    def install(p: argparse.ArgumentParser) -> None:
+        p.add_argument("identifier", help="Git URL, local git repository, or owner/repo shorthand")
+        p.add_argument("--force", "-f", action="store_true", help="Remove existing plugin and reinstall")
+        enable = p.add_mutually_exclusive_group()
+        enable.add_argument("--enable", action="store_true", help="Enable the plugin after install")
+        enable.add_argument(
+            "--no-enable",
+            action="store_true",
+            help="Install disabled; enable later with `hermes plugins enable <name>`",
+        )
+
+    def listing(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--enabled", action="store_true", help="Show only enabled plugins")
+        p.add_argument("--user", action="store_true", help="Show only user-installed plugins (including git plugins)")
+        p.add_argument("--no-bundled", action="store_true", help="Hide bundled plugins (this CLI bundles none)")
+        p.add_argument("--plain", action="store_true", help="Print compact plain-text output instead of a table")
+
+    def enable(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", help="Plugin name (or its key, category/name) to enable")
+        grant = p.add_mutually_exclusive_group()
+        grant.add_argument(
+            "--allow-tool-override",
+            dest="allow_tool_override",
+            action="store_const",
+            const=True,
+            default=None,
+            help="Grant this plugin permission to replace tools registered before it",
+        )
+        grant.add_argument(
+            "--no-allow-tool-override",
+            dest="allow_tool_override",
+            action="store_const",
+            const=False,
+            help="Enable without granting tool override",
+        )
+
+    def named(what: str) -> Build:
+        return lambda p: p.add_argument("name", help=what)
+
+    _command(actions, "plugins install", "Install a plugin from a Git URL or a local git repository", install)
+    _command(actions, "plugins update", "Pull latest changes for an installed plugin", named("Plugin name to update"))
+    _command(
+        actions,
+        "plugins remove",
+        "Remove an installed plugin",
+        named("Plugin name to remove"),
+        aliases=("rm", "uninstall"),
+    )
+    _command(actions, "plugins list", "List installed plugins", listing, aliases=("ls",))
+    _command(actions, "plugins enable", "Enable a disabled plugin", enable)
+    _command(actions, "plugins disable", "Disable a plugin without removing it", named("Plugin name to disable"))
 
 
 # The integration's policy bounds: raw strings, appended, so a repeated flag or ``1e3`` is the

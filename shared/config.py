@@ -288,6 +288,21 @@ def replace_value(mapping: CommentedMap, key: str, value: Any) -> None:
     _attach_tail(mapping, key, lines)
 
 
+def set_list(mapping: CommentedMap, key: str, items: list[Any]) -> None:
+    """Give ``key`` the list ``items`` (added when it is missing), as a block list. An empty one
+    is printed inline (``[]``): the comments made for its block lines go, the comment lines
+    that followed it stay."""
+    if key not in mapping:
+        add_key(mapping, key, CommentedSeq(items))
+        return
+    replace_value(mapping, key, CommentedSeq(items))
+    slots = mapping.ca.items.get(key)
+    if not items and slots:
+        _, _, lines = (slots[2].value if slots[2] is not None else "").partition("\n")
+        del mapping.ca.items[key]
+        _attach_tail(mapping, key, lines)
+
+
 def _slots(container: CommentedMap | CommentedSeq, key: Any) -> list[Any]:
     return container.ca.items.setdefault(key, [None, None, None, None])
 

@@ -289,3 +289,26 @@ def make_parents_within(root: Path, rel: PurePath, mode: int = PRIVATE_DIR_MODE)
             if here.is_symlink() or not here.is_dir():
                 return here
     return None
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst`` failing with FileExistsError if ``dst`` exists (even an empty
+    dir, which a plain rename of a directory would silently replace)."""
+    import ctypes  # here: most users of this module never rename a directory
+
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is not None:
+        result = renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+        if result == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(err, os.strerror(err))
+    # No renameat2 here (or not on this filesystem): a lock the caller holds keeps the target absent.
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
+    os.rename(src, dst)

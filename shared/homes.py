@@ -12,13 +12,16 @@ import errno
 import hashlib
 import os
 import re
+import secrets
+import shutil
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shared.errors import HermesError
+from shared.files import rename_noreplace
 from shared.home_env import DEFAULT_PROFILE, HOME_ENV, PROFILE_NAME, is_named_profile, resolve, root_home
 from shared.mesh_tcp import TcpAddress, tcp_address
 
@@ -155,20 +158,41 @@ def profile_home(name: str, root: Path | None = None, *, must_exist: bool = Fals
     return home
 
 
-def create_profile(root: Path, name: str) -> Path:
+def create_profile(root: Path, name: str, *, fill: Callable[[Path], object] | None = None) -> Path:
     """Make the home of named profile ``name`` under ``root``, with its ``run/`` and ``logs/``
     (and, on a new machine, the root home): every directory it makes 0700, whatever the umask.
-    FileExistsError when it exists: the one mkdir is atomic, so of two creators exactly one wins."""
+    FileExistsError when it exists: of two creators exactly one wins.
+
+    With ``fill`` (which puts files in a home) the home appears whole or not at all: it is
+    built under a hidden name in ``profiles/`` (never listed as a profile), filled, then
+    renamed into place, never over a home that is there; whatever fails, the hidden one goes."""
     validate_profile_name(name)
     if name == DEFAULT_PROFILE:
         raise ValueError("the default profile is the root home itself: it is never created")
     home = profile_home(name, root)
     ensure_home(profiles_dir(root))  # on a new machine, the root home is made here too
-    if not _make_private_dir(home):
+    if fill is None:
+        if not _make_private_dir(home):  # the one mkdir is atomic
+            raise FileExistsError(errno.EEXIST, "the profile's home exists", str(home))
+        _furnish(home)
+        return home
+    if os.path.lexists(home):  # before anything is copied; the rename below checks again
         raise FileExistsError(errno.EEXIST, "the profile's home exists", str(home))
+    staging = profiles_dir(root) / f".creating-{name}-{secrets.token_hex(4)}"
+    _make_private_dir(staging)
+    try:
+        _furnish(staging)
+        fill(staging)
+        rename_noreplace(staging, home)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return home
+
+
+def _furnish(home: Path) -> None:
     ensure_run_dir(home)
     _make_private_dir(home / "logs")
-    return home
 
 
 def list_profiles(root: Path | None = None) -> list[str]:

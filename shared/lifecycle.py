@@ -30,15 +30,19 @@ class Lifecycle:
         self.reexec_requested = False
 
     async def watch(self, nursery: trio.Nursery) -> None:
-        """Start watching signals and the code; ``stop`` is set when either says so."""
+        """Start watching signals and the code; ``stop`` is set when either says so. Signals
+        are caught once this returns: a stop that comes while the worker's tasks start (one
+        starting another worker) is handled by the worker, not by the default that kills it."""
         self.code_sha = await trio.to_thread.run_sync(code_sha)
-        nursery.start_soon(self._signals)
+        await nursery.start(self._signals)
         nursery.start_soon(self._code)
 
-    async def _signals(self) -> None:
+    async def _signals(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for signum in signals:
                 log.info("%s: stopping", signal.Signals(signum).name)
+                self.reexec_requested = False  # a stop asked for wins over new code
                 self.stop.set()
                 return
 
@@ -46,6 +50,8 @@ class Lifecycle:
         while True:
             await trio.sleep(CODE_CHECK)
             on_disk = await trio.to_thread.run_sync(code_sha)
+            if self.stop.is_set():
+                return
             if on_disk and on_disk != self.code_sha and not self._busy():
                 log.info("the code on disk moved to %s; restarting onto it", on_disk[:12])
                 self.reexec_requested = True

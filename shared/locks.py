@@ -41,6 +41,13 @@ class LockHeld(HermesError):
         self.holder = holder
 
 
+class LockNotHandedOn(HermesError):
+    code = "lock_fd_invalid"
+
+    def __init__(self, path: Path, fd: int, why: str) -> None:
+        super().__init__(f"--lock-fd {fd} is not the lock on {path}: {why}", detail={"path": str(path), "fd": fd})
+
+
 class FileLock:
     """An exclusive, non-blocking ``flock`` on ``path`` that records who holds it.
 
@@ -75,6 +82,23 @@ class FileLock:
             os.close(fd)  # closing also drops the lock if it was taken
             raise
         self._fd = fd
+
+    @classmethod
+    def adopt(cls, path: Path, fd: int) -> FileLock:
+        """The lock on ``path`` this process held as ``fd`` before it exec'd itself, held on:
+        ``LockNotHandedOn`` unless ``fd`` is that very file and its lock is this process's."""
+        try:
+            held, named = os.fstat(fd), os.stat(path, follow_symlinks=False)
+        except OSError as exc:
+            raise LockNotHandedOn(path, fd, exc.strerror or "unreadable") from None
+        if (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
+            raise LockNotHandedOn(path, fd, "another file")
+        if not _try_exclusive(fd):  # taking it again on the same open file only works for its holder
+            raise LockNotHandedOn(path, fd, "locked by another process")
+        os.set_inheritable(fd, False)
+        lock = cls(path)
+        lock._fd = fd
+        return lock
 
     def fileno(self) -> int:
         """The locked descriptor, for handing to a child that must keep the lock held."""

@@ -3,7 +3,7 @@
 A long-lived process never imports pulled code into the interpreter that runs the old
 (mixed ``sys.modules`` is how stale processes happen): it replaces itself instead. The pid
 stays, so a supervisor keeps tracking it. Call only after every socket is closed and every
-lock released: ``exec`` keeps inheritable descriptors.
+lock released but one made inheritable to stay held: ``exec`` keeps inheritable descriptors.
 """
 
 from __future__ import annotations

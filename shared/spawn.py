@@ -19,6 +19,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +34,11 @@ from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
+CANCEL_TIMEOUT = 2.0  # a process still starting has nothing to finish
+
+# The install-wide workers outside supervisord, each before any it starts (the auth worker
+# starts the handoff retries), so that a stop of them all finds every one it must stop.
+WORKERS = ("auth_worker", "handoff_retry", "hook_reporter")
 
 
 class ServiceStartFailed(HermesError):
@@ -43,8 +49,18 @@ class ServiceNotLocal(HermesError):
     code = "service_not_local"
 
 
+class ServiceStartCancelled(HermesError):
+    code = "service_start_cancelled"
+
+
 def ensure_service(
-    root: Path, service: str, module: str, *, timeout: float = START_TIMEOUT, claim: bool = False
+    root: Path,
+    service: str,
+    module: str,
+    *,
+    timeout: float = START_TIMEOUT,
+    claim: bool = False,
+    cancel: threading.Event | None = None,
 ) -> homes.Endpoint:
     """The endpoint of ``service`` in ``root``, started from ``module`` first if nothing holds it.
 
@@ -52,7 +68,12 @@ def ensure_service(
     container, another host), the service is asked: one that answers is used as it is; none
     answering is ``ServiceNotLocal``, and nothing is started. ``claim`` (``hermes mesh up``,
     which runs this install's mesh on this host) starts one on a local TCP address whose lock
-    is not here yet; its lock file makes the address this home's from then on."""
+    is not here yet; its lock file makes the address this home's from then on.
+
+    ``cancel`` is a worker's own stop, for a worker that starts another: once it is set,
+    nothing is started, and a process started but not yet serving is stopped again
+    (``ServiceStartCancelled``). Not yet serving, it holds no lock, so a stop of the
+    install's workers could not find it once its starter is gone."""
     endpoint = homes.endpoint(root, service)
     running = lock_says(endpoint)
     if running is None:
@@ -62,6 +83,8 @@ def ensure_service(
             raise _not_local(service, endpoint)
     elif running and _serving(endpoint):
         return endpoint
+    if cancel is not None and cancel.is_set():
+        raise _cancelled(service)
     log_path = Path(root) / "logs" / f"{service}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
@@ -81,6 +104,9 @@ def ensure_service(
                 f"the {service} exited with code {code} while starting; see {log_path}",
                 detail={"service": service, "exit_code": code, "log": str(log_path)},
             )
+        if cancel is not None and cancel.is_set():
+            end_child(process, CANCEL_TIMEOUT)
+            raise _cancelled(service)
         if time.monotonic() > deadline:
             raise ServiceStartFailed(
                 f"the {service} did not start within {timeout:g}s; see {log_path}",
@@ -88,6 +114,10 @@ def ensure_service(
             )
         time.sleep(0.05)
     return endpoint
+
+
+def _cancelled(service: str) -> ServiceStartCancelled:
+    return ServiceStartCancelled(f"the start of the {service} was cancelled", detail={"service": service})
 
 
 def _not_local(service: str, endpoint: homes.Endpoint) -> ServiceNotLocal:
@@ -127,6 +157,11 @@ def stop_service(root: Path, service: str, *, timeout: float = STOP_TIMEOUT) -> 
         if not is_alive(holder):
             return holder.pid
     return holder.pid
+
+
+def stop_workers(root: Path) -> dict[str, int]:
+    """Stop every install-wide worker of ``root``, in ``WORKERS`` order; the pid of each that ran."""
+    return {name: pid for name in WORKERS if (pid := stop_service(root, name)) is not None}
 
 
 def first_line(process: subprocess.Popen, timeout: float) -> str:

@@ -17,9 +17,14 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 __version__ = "0.1.0"
-# The Hermes Agent CLI contract this mesh implements: what ``hermes --version`` names first,
-# so that a probe written for the real Hermes Agent reads this install as that release.
+# The Hermes Agent CLI contract this mesh implements, and that release's date: what
+# ``hermes --version`` names first, so that a probe written for the real Hermes Agent reads
+# this install as that release.
 AGENT_RELEASE = "0.20.0"
+AGENT_RELEASE_DATE = "2026.8.3"
+# What may follow the release on the version line: the operator's installer accepts the
+# release alone or continued by this, then anything.
+METADATA_SEPARATOR = " · "
 
 INSTALL_ROOT = Path(__file__).resolve().parent.parent
 _SHA_RE = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -54,9 +59,22 @@ def image_revision(root: Path = INSTALL_ROOT) -> str | None:
 
 def version_line() -> str:
     """What ``hermes --version`` prints: the Hermes Agent release whose CLI contract this mesh
-    implements, then this mesh's own version and the commit of the code this command runs."""
+    implements, exactly as that release prints it, then this mesh's own version and the commit
+    of the code this command runs:
+    ``Hermes Agent v0.20.0 (2026.8.3) · hermes-mesh 0.1.0 · 0123456789ab``."""
     sha = code_sha()
-    return f"Hermes Agent v{AGENT_RELEASE} (hermes-mesh {__version__}, {sha[:12] if sha else 'no git checkout'})"
+    release = f"Hermes Agent v{AGENT_RELEASE} ({AGENT_RELEASE_DATE})"
+    return METADATA_SEPARATOR.join((release, f"hermes-mesh {__version__}", sha[:12] if sha else "no git checkout"))
+
+
+def version_document() -> dict[str, str | None]:
+    """``hermes --version --json``: the same, one field each (the full commit, or None)."""
+    return {
+        "agent_release": AGENT_RELEASE,
+        "agent_release_date": AGENT_RELEASE_DATE,
+        "version": __version__,
+        "code_sha": code_sha(),
+    }
 
 
 def read_version(root: Path) -> str | None:

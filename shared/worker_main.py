@@ -2,7 +2,9 @@
 
 The command line (no options: the install comes from ``HERMES_HOME``), logging, the root
 home's endpoint, its lock (a second worker for the install exits 73), the trio run, and,
-when the worker stopped for new code, the exec into it. A worker is built by a factory
+when the worker stopped for new code, the exec into it. The exec hands the held lock on
+(``--lock-fd``, not for people): a stop that comes meanwhile finds the worker, where a released
+lock would let it miss the worker and the new code then run on. A worker is built by a factory
 named ``"module:Class"`` (imported only once the lock is held, so a refused start stays
 cheap) and has ``async run() -> int`` and a ``life`` (``shared.lifecycle.Lifecycle``).
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared import curve, exit_codes, homes, ids, logs
 from shared.errors import HermesError
+from shared.faults import pause_at
 from shared.locks import FileLock, take_or_report
 
 if TYPE_CHECKING:
@@ -26,17 +30,24 @@ if TYPE_CHECKING:
 
 def worker_main(service: str, factory: str, description: str, what: str) -> int:
     """The whole of ``python -m services.<service>``."""
-    argparse.ArgumentParser(prog=f"python -m services.{service}", description=description).parse_args()
+    parser = argparse.ArgumentParser(prog=f"python -m services.{service}", description=description)
+    parser.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # its own re-exec's
+    lock_fd = parser.parse_args().lock_fd
     module, _, name = factory.partition(":")
 
     def build(root: Path, endpoint: homes.Endpoint, lock: FileLock) -> Any:
         return getattr(importlib.import_module(module), name)(root, endpoint, lock)
 
-    return run_install_worker(service, f"services.{service}", build, what)
+    return run_install_worker(service, f"services.{service}", build, what, lock_fd=lock_fd)
 
 
 def run_install_worker(
-    service: str, module: str, build: Callable[[Path, homes.Endpoint, FileLock], Any], what: str
+    service: str,
+    module: str,
+    build: Callable[[Path, homes.Endpoint, FileLock], Any],
+    what: str,
+    *,
+    lock_fd: int | None = None,
 ) -> int:
     logs.configure(service)
     try:
@@ -46,22 +57,36 @@ def run_install_worker(
     except HermesError as exc:  # a bad run dir, TCP setting or key
         print(f"{service}: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
-    lock = take_or_report(endpoint.lock_path, f"{service}: this install already has {what}")
-    if lock is None:
-        return exit_codes.DUPLICATE
+    if lock_fd is None:
+        pause_at(f"worker:start:{service}")
+        lock = take_or_report(endpoint.lock_path, f"{service}: this install already has {what}")
+        if lock is None:
+            return exit_codes.DUPLICATE
+    else:
+        try:
+            lock = FileLock.adopt(endpoint.lock_path, lock_fd)
+        except HermesError as exc:
+            print(f"{service}: {exc.message}", file=sys.stderr)
+            return exit_codes.CONFIG
 
     import trio
 
     worker = build(root, endpoint, lock)
     try:
         code = trio.run(worker.run)
-    finally:
+    except BaseException:
         lock.release()
-    if worker.life.reexec_requested:
-        from shared.reexec import reexec_module
+        raise
+    if not worker.life.reexec_requested:
+        lock.release()
+        return code
+    from shared.reexec import reexec_module
 
-        reexec_module(module)
-    return code
+    fd = lock.fileno()
+    os.set_inheritable(fd, True)
+    pause_at(f"worker:reexec:{service}")
+    reexec_module(module, "--lock-fd", str(fd))
+    return code  # not reached: the exec does not return
 
 
 def install_service(

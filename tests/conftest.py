@@ -35,10 +35,10 @@ def endpoint(short_dir):
 def root(request: pytest.FixtureRequest, short_dir: Path):
     """An install's root home, made, under a short path. The test's ``root`` mark may ask for
     ``profiles`` (their homes are made too) and a ``run_dir`` (the private one sockets live in).
-    A worker a test started on it (a login starts them detached) is stopped at the end."""
-    from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
+    A worker a test started on it (a login starts them detached) is stopped at the end, and
+    one still running after that fails the test (``tests.support.workers``)."""
     from shared import homes
-    from shared.spawn import stop_service
+    from tests.support.workers import stop_and_check_workers
 
     path = short_dir / "home"
     path.mkdir()
@@ -49,8 +49,7 @@ def root(request: pytest.FixtureRequest, short_dir: Path):
     if wanted.get("run_dir"):
         homes.ensure_run_dir(path)
     yield path
-    for worker in ON_DEMAND_WORKERS:
-        stop_service(path, worker)
+    stop_and_check_workers(path)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ TARGETS = {
     "profile create": "hermes_cli.commands.profile:cmd_create",
     "profile show": "hermes_cli.commands.profile:cmd_show",
     "profile delete": "hermes_cli.commands.profile:cmd_delete",
+    "profile rename": "hermes_cli.commands.profile_rename:cmd_rename",
     "doctor": "hermes_cli.commands.doctor:cmd_doctor",
     "gateway": "hermes_cli.commands.gateway:cmd_run",  # bare ``hermes gateway`` runs the gateway
     "gateway run": "hermes_cli.commands.gateway:cmd_run",
@@ -51,6 +52,9 @@ TARGETS = {
     "operator package select": "hermes_cli.commands.operator_package:cmd_select",
     "operator package uninstall": "hermes_cli.commands.operator_package:cmd_uninstall",
     "operator package doctor": "hermes_cli.commands.operator_package:cmd_doctor",
+    "plugins install": "hermes_cli.commands.plugins:cmd_install",
+    "plugins update": "hermes_cli.commands.plugins:cmd_update",
+    "plugins remove": "hermes_cli.commands.plugins:cmd_remove",
     "plugins list": "hermes_cli.commands.plugins:cmd_list",
     "plugins enable": "hermes_cli.commands.plugins:cmd_enable",
     "plugins disable": "hermes_cli.commands.plugins:cmd_disable",

@@ -5,11 +5,18 @@ There is no model here. This is a line-oriented stand-in for the Hermes Agent's 
 scripted turn engine answers each line, so that the session daemon has a real process to drive
 with the Hermes screen, lifecycle reports and recovery contract.
 
-The screen (the hermes runtime's ``detect.toml`` reads it): the idle prompt ``❯ `` starts the
-bottom line; during a turn the bottom line is the working prompt ``⚕ ❯`` and the turn's output
-is printed above it; when the turn ends the working prompt is erased (the line repainted as
-``❯ ``), since the working rule looks at the last 8 non-empty lines.
+The screen has the Hermes Agent 0.20.0 shapes the hermes runtime's ``detect.toml`` reads: at
+the bottom a prompt block, the status bar (`` ⚕ scripted │ ctx -- │ …``), a rule and the prompt,
+the cursor on it. The idle prompt is ``❯ ``; during a turn it is ``⚕ ❯ `` with its hint
+(``msg=interrupt · /queue · /bg · /steer · Ctrl+C cancel``), the submitted line shows above as
+``● <text>`` and the turn's output above the block; while an approval waits its panel (``⚠️
+Dangerous Command`` and its choices) sits above the block and the prompt is ``⚠ ❯ ``. Each
+repaint erases the block (and the panel) and paints it again, so an old working prompt never
+stays on screen. An interrupt shows ``⚡ Interrupting agent...``; a resume
+``↻ Resumed session <ref>``; the end ``Shutting down… (finalizing session)``.
 
+Input is taken as the session daemon types it (``chat_keys``): a bracketed paste is text, its
+newlines included, and the ``\r`` after it submits it, so a pasted block of lines is one turn.
 Each line is one turn, between an ``activity`` report of ``working`` and one of ``idle``:
 any text is echoed; ``/sleep S`` is a long turn (0 < S <= 60); ``/spam N`` prints N numbered
 lines (N <= 1,000,000); ``/bytes`` prints a line with invalid UTF-8; ``/approve`` paints an
@@ -31,7 +38,12 @@ makes its lifecycle report, else the chat makes it itself.
 
 The chat is kept in ``<home>/chat_sessions/<ref>.json`` (``chat_sessions``), and its ref is
 reported as the session's native id (``resumed`` when it was given back with ``--resume`` or
-``-c``). An unknown or unreadable ref is one line on stderr, exit 1.
+``-c``). An unknown or unreadable ref is one line on stderr, exit 1. With ``--pass-session-id``
+the system prompt kept with the chat names the session's id, as the Hermes Agent's does.
+
+This chat is the Hermes Agent's classic display (``--cli``); its alternate-screen TUI
+(``--tui``) is not here: asked for it, the chat refuses in one line, exit 2, before it starts
+(``--cli`` wins over ``--tui``, as it does there).
 """
 
 from __future__ import annotations
@@ -51,14 +63,16 @@ from pathlib import Path
 from types import FrameType, TracebackType
 
 from hermes_cli.commands import chat_sessions
+from hermes_cli.commands.chat_keys import END, SUBMIT, LineKeys
 from hermes_cli.commands.chat_sessions import ChatSession
 from shared import homes, hooks, plugin_host
 from shared.errors import HermesError
 
-IDLE = "❯ ".encode()
-WORKING = "⚕ ❯ ".encode()
-CLEAR_LINE = b"\r\x1b[2K"
+IDLE, WORKING, APPROVAL = "❯ ", "⚕ ❯ ", "⚠ ❯ "  # the prompts, as Hermes 0.20.0 paints them
+WORKING_HINT = "msg=interrupt · /queue · /bg · /steer · Ctrl+C cancel"
+MODEL = "scripted"  # in the status bar, where Hermes names its model
 NEWLINE = b"\r\n"
+DEFAULT_COLUMNS, MAX_COLUMNS = 80, 500
 MAX_LINE_BYTES = 64 * 1024
 MAX_SLEEP = 60.0
 MAX_SPAM = 1_000_000
@@ -66,14 +80,24 @@ SPAM_CHUNK = 4096  # lines per write: a million lines in a few hundred writes
 READ_BYTES = 64 * 1024
 EXIT_FAILED_TURN = 3
 EXIT_STDOUT_CLOSED = 141  # as the CLI gives a command whose reader went away
-CTRL_C, CTRL_D, BACKSPACE, DELETE = 0x03, 0x04, 0x08, 0x7F
+CTRL_C = 0x03
 BAD_BYTES = b"bytes: ab\xff\xfecd"  # /bytes: invalid UTF-8 between ASCII
-PANEL = (
-    "╭─ Dangerous Command ──────────────────────╮",
-    "│ rm -rf ./build                            │",
-    "│ [y] Allow once            [n] Deny        │",
-    "╰───────────────────────────────────────────╯",
+APPROVAL_COMMAND = "rm -rf ./build"
+PANEL = (  # the approval panel of Hermes 0.20.0, with this chat's keys
+    "╭────────────────────────────────────────────────╮",
+    "│ ⚠️  Dangerous Command                          │",
+    "│                                                │",
+    f"│ {APPROVAL_COMMAND:<47}│",
+    "│                                                │",
+    "│ ❯ y. Allow once                                │",
+    "│   n. Deny                                      │",
+    "│                                                │",
+    "│ recursive delete                               │",
+    "╰────────────────────────────────────────────────╯",
+    f"  💻 {APPROVAL_COMMAND}",
+    "  y to allow once, n to deny",
 )
+INTERRUPTING = "⚡ Interrupting agent... (press Ctrl+C again to force exit)"
 _COMMAND = re.compile(r"/[A-Za-z][A-Za-z0-9_-]*")
 _COUNT = re.compile(r"[1-9][0-9]{0,6}")
 _CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)])  # C0, DEL and C1: never echoed to a screen
@@ -81,6 +105,10 @@ _CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)])  # C0, DEL and C1:
 
 class ChatFlagsConflict(HermesError):
     code = "chat_flags_conflict"
+
+
+class ChatModeUnavailable(HermesError):
+    code = "chat_mode_unavailable"
 
 
 class _End(Exception):
@@ -96,6 +124,12 @@ class _Interrupted(Exception):
 
 
 def cmd_chat(args) -> int:
+    if getattr(args, "tui", False) and not getattr(args, "cli", False):
+        raise ChatModeUnavailable(
+            "hermes chat --tui: the alternate-screen TUI is not part of this install; "
+            "run `hermes chat` (the classic display, as --cli)",
+            detail={"field": "--tui"},
+        )
     home = homes.active_home()
     session, resumed = _open(home, args)
     host = plugin_host.PluginHost.load(home)
@@ -111,11 +145,16 @@ def _open(home: Path, args) -> tuple[ChatSession, bool]:
     if ref is not None and again:
         raise ChatFlagsConflict("--resume and -c/--continue name two chats: give one")
     toolsets, reasoning = getattr(args, "toolsets", None), getattr(args, "reasoning", None)
+    pass_session_id = getattr(args, "pass_session_id", False)
     if ref is None and not again:
-        return chat_sessions.create(home, toolsets=list(toolsets) if toolsets else None, reasoning=reasoning), False
+        session = chat_sessions.create(
+            home, toolsets=list(toolsets) if toolsets else None, reasoning=reasoning, pass_session_id=pass_session_id
+        )
+        return session, False
     session = chat_sessions.load(home, ref) if ref is not None else chat_sessions.latest(home)
     session.toolsets = list(toolsets) if toolsets else session.toolsets
     session.reasoning = reasoning or session.reasoning
+    session.pass_session_id = pass_session_id  # each run's own, as the flag is
     return session, True
 
 
@@ -245,14 +284,21 @@ class _Chat:
         self.terminal, self.signals, self.home, self.session = terminal, signals, home, session
         self.host, self.hooks = host, _Hooks(host, session)
         self.turns = 0
-        self.line = bytearray()  # what the owner has typed of the next line
-        self.in_turn = False
+        self.keys = LineKeys(MAX_LINE_BYTES)  # what the owner has typed of the next line
+        self.prompt = IDLE
+        self.up: int | None = None  # rows from the cursor up to the top of what the next paint erases
+        self.column = 0  # the cursor's column on its row, as far as the echo moved it
+        self.started = time.monotonic()
+        self.panel: tuple[str, ...] = ()  # the approval panel while it waits
 
     def run(self, resumed: bool) -> int:
         try:
             verb = "resumed" if resumed else "started"
-            self.terminal.write(f"hermes chat {self.session.ref} {verb} (scripted turns, no model)".encode() + NEWLINE)
-            self.terminal.write(IDLE)
+            banner = [f"hermes chat {self.session.ref} {verb} (scripted turns, no model)"]
+            if resumed:
+                banner.append(f"↻ Resumed session {self.session.ref} ({len(self.session.transcript)} transcript lines)")
+            banner.append("Welcome to Hermes Agent! Type your message or /help for commands.")
+            self._paint(IDLE, NEWLINE.join(line.encode() for line in banner) + NEWLINE)
             while True:
                 line = self._read_line()
                 if line is not None:
@@ -267,10 +313,60 @@ class _Chat:
             self.hooks.fire("on_session_end")
             self.hooks.fire("on_session_finalize", lambda: hooks.report_release(reason))
         try:
-            self.terminal.write(NEWLINE)
+            self.terminal.write(self._erase() + NEWLINE.join(line.encode() for line in self._farewell(end)) + NEWLINE)
         except _End:
             pass
         return end.code
+
+    def _farewell(self, end: _End) -> list[str]:
+        if end.reason is None:
+            return []
+        if not self.session.transcript:
+            return ["Shutting down… (finalizing session)", "Goodbye! ⚕"]
+        ref = self.session.ref
+        return [
+            "Shutting down… (finalizing session)",
+            "Resume this session with:",
+            f"  hermes --resume {ref}",
+            f"Session:        {ref}",
+        ]
+
+    # --- the screen -------------------------------------------------------------------------
+
+    def _paint(self, prompt: str, printed: bytes = b"", above: tuple[str, ...] = ()) -> None:
+        """Erase the prompt block (and what was painted above it), print ``printed`` (it stays),
+        then the lines ``above`` (erased with the block next time) and the block with ``prompt``."""
+        status = f" ⚕ {MODEL} │ ctx -- │ [░░░░░░░░░░] -- │ {int(time.monotonic() - self.started)}s"
+        hint = WORKING_HINT if prompt == WORKING else ""
+        block = [*above, status, "─" * _columns(self.terminal.fd_out)]
+        out = self._erase() + printed + b"".join(line.encode() + NEWLINE for line in block) + (prompt + hint).encode()
+        if hint:
+            out += f"\x1b[{len(hint)}D".encode()  # the cursor after the prompt, on its hint
+        self.prompt, self.up, self.column = prompt, len(block), len(prompt)
+        self.terminal.write(out)
+
+    def _erase(self) -> bytes:
+        """Up to the top of the last paint's block, and clear to the end of the screen."""
+        if self.up is None:
+            return b""
+        up, self.up = self.up, None
+        return f"\r\x1b[{up}A\x1b[J".encode() if up else b"\r\x1b[J"
+
+    def _echo(self, echo: bytes) -> None:
+        """Show what the owner typed, counting the rows it takes, so the next paint erases them."""
+        if not echo:
+            return
+        columns = _columns(self.terminal.fd_out)
+        for byte in echo:
+            if byte == 0x0A:
+                self.up, self.column = (self.up or 0) + 1, 0
+            elif byte == 0x08:
+                self.column = max(0, self.column - 1)
+            elif byte >= 0x20 and byte & 0xC0 != 0x80:  # a character starts (wide ones count one)
+                self.column += 1
+                if self.column > columns:
+                    self.up, self.column = (self.up or 0) + 1, 1
+        self.terminal.write(echo)
 
     def _save(self) -> None:
         try:
@@ -286,58 +382,46 @@ class _Chat:
         if self.signals.take(signal.SIGTERM) | self.signals.take(signal.SIGHUP) or self.terminal.hangup:
             raise _End("agent_exit", 0)
         if self.signals.take(signal.SIGWINCH):
-            self.terminal.write(CLEAR_LINE + (WORKING if self.in_turn else IDLE + bytes(self.line)))
-        if self.signals.take(signal.SIGINT) and self.in_turn:
+            self._paint(self.prompt, above=self.panel)
+            if self.prompt == IDLE:
+                self._echo(bytes(self.keys.line).replace(b"\n", NEWLINE))
+        if self.signals.take(signal.SIGINT) and self.prompt != IDLE:
             raise _Interrupted
 
     def _read_line(self) -> str | None:
         """The owner's next line, echoed as it is typed; None for an empty or refused one."""
-        self.line.clear()
-        too_long = False
         while True:
             self._check()
             if not self.terminal.pending:
                 if self.terminal.eof:
-                    if self.line:  # the last line had no newline: it is still a line
-                        return self._line_done(too_long)
-                    raise _End("session_end", 0)
+                    if self.keys.line and not self.keys.in_paste:  # the last line had no newline: still a line
+                        return self._line_done()
+                    raise _End("session_end", 0)  # a paste that never ended is not a turn
                 self.terminal.wait(None)
                 continue
-            data = bytes(self.terminal.pending)
-            self.terminal.pending.clear()
-            echo = bytearray()
-            for i, byte in enumerate(data):
-                if byte in b"\r\n":
-                    self.terminal.pending[:0] = data[i + 1 :]
-                    self.terminal.write(bytes(echo))
-                    return self._line_done(too_long)
-                if byte == CTRL_D and not self.line:
-                    self.terminal.write(bytes(echo))
-                    raise _End("session_end", 0)
-                if byte in (BACKSPACE, DELETE):
-                    if self.line:
-                        while len(self.line) > 1 and self.line[-1] & 0xC0 == 0x80:  # a UTF-8 continuation
-                            self.line.pop()
-                        self.line.pop()
-                        echo += b"\b \b"
-                elif byte < 0x20:
-                    continue  # other control keys (Ctrl-C too: at the prompt it does nothing)
-                elif len(self.line) >= MAX_LINE_BYTES:
-                    too_long = True
+            used, event = self.keys.feed(bytes(self.terminal.pending))
+            del self.terminal.pending[:used]
+            echo = bytes(self.keys.echo)
+            self.keys.echo.clear()
+            self._echo(echo)
+            if event == END:
+                raise _End("session_end", 0)
+            if event == SUBMIT:
+                return self._line_done()
+            if self.terminal.pending:  # the start of an escape sequence: its rest is still coming
+                if self.terminal.eof or self.terminal.hangup:
+                    self.terminal.pending.clear()
                 else:
-                    self.line.append(byte)
-                    echo.append(byte)
-            self.terminal.write(bytes(echo))
+                    self.terminal.wait(None)
 
-    def _line_done(self, too_long: bool) -> str | None:
-        text = self.line.decode("utf-8", errors="replace")
-        self.line.clear()
+    def _line_done(self) -> str | None:
+        text, too_long = self.keys.done()
         if too_long:
             message = f"error: a line is at most {MAX_LINE_BYTES} bytes; that one was not run"
-            self.terminal.write(NEWLINE + message.encode() + NEWLINE + IDLE)
+            self._paint(IDLE, message.encode() + NEWLINE)
             return None
         if not text.strip():
-            self.terminal.write(CLEAR_LINE + IDLE)
+            self._paint(IDLE)
             return None
         return text
 
@@ -348,20 +432,19 @@ class _Chat:
         rest = rest.strip()
         if word in ("/exit", "/fail"):
             self.session.note(f"> {word}")
-            self.terminal.write(NEWLINE)
+            self._paint(IDLE, f"⚙️  {word}".encode() + NEWLINE)
             raise _End("session_end", 0) if word == "/exit" else _End(None, EXIT_FAILED_TURN)
-        self.terminal.write(NEWLINE + CLEAR_LINE + WORKING)
-        self.in_turn = True
+        self._paint(WORKING, _printed(["● " + line for line in text.split("\n")[:1]] + text.split("\n")[1:]))
         self.turns += 1
         self.hooks.fire("pre_llm_call", lambda: hooks.report_activity("working"), is_first_turn=self.turns == 1)
         self.session.note(f"> {text}")
         try:
             self._turn(word, rest, text)
         except _Interrupted:
+            self._say(INTERRUPTING)
             self._say("interrupted")
-        self.in_turn = False
         self.hooks.fire("post_llm_call", lambda: hooks.report_activity("idle"))
-        self.terminal.write(CLEAR_LINE + IDLE)  # the working prompt is erased
+        self._paint(IDLE)  # the working prompt is erased
         self._save()
 
     def _turn(self, word: str, rest: str, text: str) -> None:
@@ -376,7 +459,7 @@ class _Chat:
         elif word in ("/bytes", "/approve", "/compact", "/tools") and rest:
             self._say(f"error: {word} takes no arguments")
         elif word == "/bytes":
-            self.terminal.write(CLEAR_LINE + BAD_BYTES + NEWLINE + WORKING)
+            self._paint(WORKING, BAD_BYTES + NEWLINE)
             self.session.note(BAD_BYTES.decode("utf-8", errors="replace"))
         elif word == "/approve":
             self._approve()
@@ -410,10 +493,11 @@ class _Chat:
         self._say(f"tool-result {name} {self.host.dispatch(name, arguments)}")
 
     def _say(self, text: str) -> None:
-        """One line of the turn's output, above the working prompt."""
-        clean = text.translate(_CONTROLS)
-        self.terminal.write(CLEAR_LINE + clean.encode() + NEWLINE + WORKING)
-        self.session.note(clean)
+        """The turn's output (a line, or one per line of a pasted text), above the working prompt."""
+        lines = text.split("\n")
+        self._paint(WORKING, _printed(lines))
+        for line in lines:
+            self.session.note(line.translate(_CONTROLS))
 
     def _sleep(self, rest: str) -> None:
         try:
@@ -447,19 +531,20 @@ class _Chat:
             self._check()
             self._interrupt_key()
             lines = "".join(f"line {i}\r\n" for i in range(start, min(start + SPAM_CHUNK, count + 1)))
-            self.terminal.write(CLEAR_LINE + lines.encode() + WORKING)
+            self._paint(WORKING, lines.encode())
         self.session.note(f"({count} lines)")
 
     def _approve(self) -> None:
-        self.terminal.write(CLEAR_LINE + NEWLINE.join(line.encode() for line in PANEL) + NEWLINE + WORKING)
+        self.panel = PANEL
+        self._paint(APPROVAL, above=PANEL)
         self.hooks.fire("pre_approval_request", lambda: hooks.report_attention("owner_approval"))
         try:
             allowed = self._answer()
         finally:
-            # The panel goes: up to its first line, and clear to the end of the screen.
-            self.terminal.write(CLEAR_LINE + f"\x1b[{len(PANEL)}A\x1b[J".encode() + WORKING)
+            self.panel = ()
+            self._paint(WORKING)  # the panel goes with the block
         self.hooks.fire("post_approval_response", lambda: hooks.report_activity("working"), approved=allowed)
-        self._say("approved" if allowed else "denied")
+        self._say(f"⚠ Approval: {APPROVAL_COMMAND} → {'approved' if allowed else 'denied'}")
 
     def _answer(self) -> bool:
         while True:
@@ -475,3 +560,16 @@ class _Chat:
                 raise _End("session_end", 0)
             self.terminal.wait(None)
             self._check()
+
+
+def _printed(lines: list[str]) -> bytes:
+    """Lines of text to print, each without the control characters a screen would act on."""
+    return b"".join(line.translate(_CONTROLS).encode() + NEWLINE for line in lines)
+
+
+def _columns(fd: int) -> int:
+    try:
+        columns = os.get_terminal_size(fd).columns
+    except OSError:  # not a terminal
+        return DEFAULT_COLUMNS
+    return min(max(columns, 1), MAX_COLUMNS) if columns else DEFAULT_COLUMNS

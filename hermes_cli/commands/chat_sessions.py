@@ -7,7 +7,10 @@ is read only under the name its ref gives, so a ``--resume`` value can name noth
 A record keeps what the chat needs to go on: the ref, when it was made and last used, the
 flags it ran with, its continuation ids and a bounded transcript (the last
 ``MAX_TRANSCRIPT`` lines, each cut at ``MAX_LINE`` characters): only what was typed and what
-the scripted engine answered, never the environment, so no key or token.
+the scripted engine answered, never the environment, so no key or token. It also keeps the
+system prompt the chat's agent was given (``system_prompt``, as the Hermes Agent keeps its
+session's), which names the session's id when the run was given ``--pass-session-id``; that
+flag is each run's own, so it is written and never read back.
 """
 
 from __future__ import annotations
@@ -53,6 +56,15 @@ class ChatSession:
     reasoning: str | None = None
     continuations: list[str] = field(default_factory=list)
     transcript: list[str] = field(default_factory=list)
+    pass_session_id: bool = False
+
+    def system_prompt(self) -> str:
+        """What the agent is started with: when the chat began and, with ``--pass-session-id``,
+        the id it goes by now (its newest continuation after a compaction), so it can name it."""
+        lines = [f"Conversation started: {self.created_at[:10]}"]
+        if self.pass_session_id:
+            lines.append(f"Session ID: {self.continuations[-1] if self.continuations else self.ref}")
+        return "\n".join(lines)
 
     def note(self, line: str) -> None:
         """Add a transcript line (cut to ``MAX_LINE``), keeping the last ``MAX_TRANSCRIPT``."""
@@ -94,20 +106,23 @@ def _ensure_directory(home: Path) -> Path:
     return path
 
 
-def create(home: Path, *, toolsets: list[str] | None, reasoning: str | None) -> ChatSession:
+def create(
+    home: Path, *, toolsets: list[str] | None, reasoning: str | None, pass_session_id: bool = False
+) -> ChatSession:
     folder = _ensure_directory(home)
     ref = new_ref()
     while (folder / f"{ref}.json").exists():  # two chats started in one second
         ref = new_ref()
     now = _now()
-    session = ChatSession(ref, now, now, toolsets, reasoning)
+    session = ChatSession(ref, now, now, toolsets, reasoning, pass_session_id=pass_session_id)
     save(home, session)
     return session
 
 
 def save(home: Path, session: ChatSession) -> None:
     session.updated_at = _now()
-    write_json_atomic(_ensure_directory(home) / f"{session.ref}.json", {"v": VERSION, **asdict(session)}, secret=True)
+    record = {"v": VERSION, **asdict(session), "system_prompt": session.system_prompt()}
+    write_json_atomic(_ensure_directory(home) / f"{session.ref}.json", record, secret=True)
 
 
 def load(home: Path, ref: str) -> ChatSession:

@@ -105,10 +105,10 @@ def _status_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# Install-wide workers outside supervisord, stopped with the mesh. The auth worker starts on
-# demand; the handoff retries and the hook reporter also start with the mesh (retries left by
-# any process must be finished, and gateways in a managed session report through it).
-ON_DEMAND_WORKERS = ("auth_worker", "handoff_retry", "hook_reporter")
+# The install-wide workers outside supervisord (``shared.spawn.WORKERS``) are stopped with the
+# mesh. The auth worker starts on demand; the handoff retries and the hook reporter also start
+# with the mesh (retries left by any process must be finished, and gateways in a managed
+# session report through it).
 WITH_THE_MESH = ("handoff_retry", "hook_reporter")
 
 
@@ -130,11 +130,11 @@ def cmd_up(args) -> int:
 
 
 def cmd_down(args) -> int:
-    from shared.spawn import stop_service
+    from shared.spawn import stop_workers
 
     root = homes.root_home()
     report = supervisord.down(root)
-    workers = {name: pid for name in ON_DEMAND_WORKERS if (pid := stop_service(root, name)) is not None}
+    workers = stop_workers(root)
 
     def text(d: dict[str, Any]) -> str:
         lines = []

@@ -1,5 +1,6 @@
 """``hermes profile list|create|show|delete``: anchored on the root home, whichever
-profile is active."""
+profile is active. ``create --clone-from SOURCE`` starts the new profile with the source's
+settings and identity (``shared.profile_clone``), and the home appears whole or not at all."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import secrets
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json
 from shared.layout import GATEWAY_STATE_FILE
 from shared.locks import FileLock, LockHeld
+from shared.profile_clone import copy_profile_files
 
 
 class ProfileExists(HermesError):
@@ -69,17 +72,62 @@ def cmd_list(args) -> int:
 
 
 def cmd_create(args) -> int:
-    name = homes.validate_profile_name(args.name)
+    name = _profile_name("profile_name", args.name)
     if name == homes.DEFAULT_PROFILE:
-        raise ProfileReserved("'default' is the root home itself; it always exists", detail={"name": name})
+        raise ProfileReserved(
+            "'default' is the root home itself; it always exists", detail={"field": "profile_name", "name": name}
+        )
     root = homes.root_home()
+    cloned: dict[str, list[str]] = {}
+    fill: Callable[[Path], None] | None = None
+    if args.clone_from is not None:
+        source = _clone_source(root, args.clone_from)
+
+        def copy_source(home: Path) -> None:
+            cloned["copied"], cloned["skipped"] = copy_profile_files(source, home)
+
+        fill = copy_source
     try:
-        home = homes.create_profile(root, name)
+        home = homes.create_profile(root, name, fill=fill)
     except FileExistsError:
         home = homes.profile_home(name, root)
-        raise ProfileExists(f"profile {name!r} already exists at {home}", detail={"name": name}) from None
-    output.emit(args, {"name": name, "home": str(home)}, lambda d: f"created profile {d['name']} at {d['home']}")
+        raise ProfileExists(
+            f"profile {name!r} already exists at {home}", detail={"field": "profile_name", "name": name}
+        ) from None
+    data: dict[str, Any] = {"name": name, "home": str(home)}
+    if fill is not None:
+        data["cloned_from"] = {"name": args.clone_from, **cloned}
+    output.emit(args, data, _created_text)
     return 0
+
+
+def _profile_name(field: str, value: str) -> str:
+    try:
+        return homes.validate_profile_name(value)
+    except homes.InvalidProfileName as exc:
+        raise homes.InvalidProfileName(f"{field}: {exc.message}", detail={"field": field, "name": value}) from None
+
+
+def _clone_source(root: Path, source: str) -> Path:
+    """The home ``--clone-from`` names: ``default`` (the root home) or a named profile there."""
+    name = _profile_name("--clone-from", source)
+    try:
+        return homes.profile_home(name, root, must_exist=True)
+    except homes.ProfileNotFound:
+        raise homes.ProfileNotFound(
+            f"--clone-from: no profile named {name!r} in {root}", detail={"field": "--clone-from", "name": name}
+        ) from None
+
+
+def _created_text(d: dict[str, Any]) -> str:
+    line = f"created profile {d['name']} at {d['home']}"
+    clone = d.get("cloned_from")
+    if clone is None:
+        return line
+    line += f"\n  cloned from {clone['name']}: {', '.join(clone['copied']) or 'nothing to copy'}"
+    if clone["skipped"]:
+        line += f"\n  skipped (a link, or not a plain file): {', '.join(clone['skipped'])}"
+    return line
 
 
 def cmd_show(args) -> int:
@@ -110,10 +158,10 @@ def cmd_show(args) -> int:
 
 
 def _gateway_state(path: Path) -> dict[str, Any]:
-    """What the state file says, and whether the process it names still lives: a file a killed
+    """What the state file says, and whether the gateway it names still runs: a file a killed
     gateway left says it runs, and is never shown as running."""
     from shared.gateways.discovery import LIVE_STATES
-    from shared.identity import ProcessIdentity, is_alive
+    from shared.gateways.state_record import names_live_gateway
 
     try:
         state = read_json(path, default=None)
@@ -122,10 +170,7 @@ def _gateway_state(path: Path) -> dict[str, Any]:
     if state is None:
         return {"status": "absent"}
     said = state.get("gateway_state")
-    try:
-        alive = is_alive(ProcessIdentity.from_dict(state)) if said in LIVE_STATES else None
-    except ValueError:
-        alive = False
+    alive = names_live_gateway(state) if said in LIVE_STATES else None
     return {
         "status": "present",
         "state": said if alive is not False else "ended",

@@ -1,4 +1,5 @@
-"""``hermes skin list|show|set``: the CLI's skins, and which one this profile uses."""
+"""``hermes skin list|show|set``: the CLI's skins, and which one this profile uses. A skin's
+keys this CLI does not use are named in one warning line."""
 
 from __future__ import annotations
 
@@ -21,13 +22,23 @@ def cmd_list(args) -> int:
                     "name": name,
                     "description": skin.description,
                     "source": skin.source,
-                    "active": name == active.name and warning is None,
+                    "active": name == active.name and active.source == skin.source,
                     "error": None,
+                    "warning": skin.warning,
                 }
             )
         except skins.HermesError as exc:
-            rows.append({"name": name, "description": "", "source": "user", "active": False, "error": exc.message})
-    data = {"skins": rows, "active": active.name, "warning": warning}
+            rows.append(
+                {
+                    "name": name,
+                    "description": "",
+                    "source": "user",
+                    "active": False,
+                    "error": exc.message,
+                    "warning": None,
+                }
+            )
+    data = {"skins": rows, "active": active.name, "warning": warning or active.warning}
     output.emit(args, data, _list_text)
     return 0
 
@@ -54,6 +65,8 @@ def _show_text(data: dict[str, Any]) -> str:
     lines += [f"  spinner.{k}: {' '.join(map(str, v)) if v else '-'}" for k, v in data["spinner"].items()]
     lines += [f"  branding.{k}: {v}" for k, v in data["branding"].items()]
     lines.append(f"  tool_prefix: {data['tool_prefix']}  tool_emojis: {data['tool_emojis'] or '-'}")
+    if data["ignored"]:
+        lines.append(f"  ignored: {', '.join(data['ignored'])}")
     return "\n".join(lines)
 
 
@@ -68,5 +81,11 @@ def cmd_set(args) -> int:
             doc.data["display"] = display = {}
         display["skin"] = skin.name
         config.save_document(home, doc)
-    output.emit(args, {"skin": skin.name, "config": str(path)}, lambda d: f"skin set to {d['skin']} ({d['config']})")
+    data = {"skin": skin.name, "config": str(path), "warning": skin.warning}
+    output.emit(args, data, _set_text)
     return 0
+
+
+def _set_text(data: dict[str, Any]) -> str:
+    text = f"skin set to {data['skin']} ({data['config']})"
+    return text + (f"\nwarning: {data['warning']}" if data["warning"] else "")

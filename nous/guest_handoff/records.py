@@ -58,6 +58,17 @@ def note_replacement(root: Path, *, anon: str, profile: str, destination: str, e
     )
 
 
+def rename_profile(root: Path, old: str, new: str) -> int:
+    """Every handoff owed to profile ``old`` now owed to ``new`` (a rename); how many were.
+    Without records there is nothing to move and nothing written."""
+    if not records_path(root).exists():
+        return 0
+    moved = sum(r.get("profile") == old for r in read_records(root).values())
+    if moved:
+        change_records(root, lambda records: rules.rename_profile(records, old=old, new=new))
+    return moved
+
+
 def wake_parked(root: Path, sub: str | None) -> None:
     """An account write left ``sub`` the install's usable account (None: none is): the records
     parked for it are due again. Without records there is nothing to wake and nothing written.

@@ -106,6 +106,14 @@ def note_replacement(
     return out
 
 
+def rename_profile(records: dict[str, dict[str, Any]], *, old: str, new: str) -> dict[str, dict[str, Any]]:
+    """``records`` with every handoff owed to profile ``old`` owed to ``new``, its renamed self;
+    the very records given when none names ``old``."""
+    if not any(record.get("profile") == old for record in records.values()):
+        return records
+    return {key: {**r, "profile": new} if r.get("profile") == old else r for key, r in records.items()}
+
+
 def rearm(record: dict[str, Any], *, now: float) -> dict[str, Any]:
     """``record`` made pending again where an earlier run left it stuck; otherwise ``record``."""
     state = record["state"]

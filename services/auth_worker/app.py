@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
 from shared.service import Call
-from shared.spawn import ensure_service
+from shared.spawn import ServiceStartCancelled, ensure_service
 from shared.worker_main import install_service
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,7 @@ class AuthWorker:
         self._last_refresh: RefreshOutcome | None = None
         self._next_check: float | None = None
         self.life = Lifecycle(busy=lambda: bool(self._sign_ins))
+        self._stopping = threading.Event()  # set once its stop begins: it starts no worker after that
         self.service = install_service(ops.SERVICE, root, endpoint, lock, lambda: {"root": str(self.root)})
         self.service.add(ops.SIGN_IN, self._sign_in)
         self.service.add(ops.CANCEL, self._cancel)
@@ -84,13 +87,17 @@ class AuthWorker:
         )
 
     def _cancel_all(self) -> None:
+        self._stopping.set()
         for running in self._sign_ins.values():
             running.flag.cancel()  # nothing half-done is saved by a worker on its way out
 
     async def _start_handoff_retry(self) -> None:
         """Every long-lived Nous process makes sure the handoff retries run, guest or not."""
+        start = partial(ensure_service, self.root, "handoff_retry", "services.handoff_retry", cancel=self._stopping)
         try:
-            await trio.to_thread.run_sync(ensure_service, self.root, "handoff_retry", "services.handoff_retry")
+            await trio.to_thread.run_sync(start)
+        except ServiceStartCancelled:
+            log.info("stopping: the handoff retry worker this one was starting is stopped too")
         except (HermesError, OSError) as exc:
             log.warning("could not start the handoff retry worker: %s", getattr(exc, "message", exc))
 

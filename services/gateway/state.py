@@ -4,6 +4,11 @@ runtime-status write.
 The code identity (``code_sha``, ``code_version``) is taken once, when the process starts:
 it describes the code this interpreter imported, so a later ``git pull`` of the tree does
 not change what a running gateway reports. The updater compares it with the new checkout.
+
+The file carries the Hermes Agent's own fields too (``shared.gateways.state_record``), so its
+readers and ours read each other's files: ``kind`` vouches for the record where a reader cannot
+read the process's command line. This gateway serves no messaging platform: ``platforms`` is
+empty.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.files import write_json_atomic
+from shared.gateways.state_record import KIND
 from shared.identity import ProcessIdentity
 from shared.layout import GATEWAY_STATE_FILE
 from shared.version import __version__, code_sha
@@ -52,6 +58,7 @@ class GatewayState:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "kind": KIND,
             "pid": self.identity.pid,
             "start_time": self.identity.start_time,
             "argv": self.argv,
@@ -64,6 +71,8 @@ class GatewayState:
             "exit_reason": self.exit_reason,
             "restart_requested": self.restart_requested,
             "active_turns": self.active_turns,
+            "active_agents": self.active_turns,  # the Hermes Agent's name for it
+            "platforms": {},
             "code_sha": IMPORTED_CODE_SHA,
             "code_version": IMPORTED_CODE_VERSION,
             "supervisor": self.supervisor,

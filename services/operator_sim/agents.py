@@ -41,6 +41,19 @@ class Agent:
     fork_supported: bool
     submit: bytes
     probe_args: tuple[str, ...] | None = None
+    bracketed_paste: bool = False  # the text goes in ESC[200~ … ESC[201~
+    submit_delay: float = 0.0  # seconds between the text and its submit, written apart
+
+    def framed(self, text: str, submit: bool) -> tuple[bytes, bytes]:
+        """What input ``text`` writes, as the daemon frames it for this agent: the text (in a
+        bracketed paste when the agent takes one), and the submit to write ``submit_delay``
+        later on its own (empty when the submit goes with the text, or there is none)."""
+        data = text.encode("utf-8")
+        if self.bracketed_paste:
+            data = b"\x1b[200~" + data + b"\x1b[201~"
+        if not submit:
+            return data, b""
+        return (data, self.submit) if self.submit_delay else (data + self.submit, b"")
 
     def argv(self, reference: str | None = None) -> list[str]:
         if reference is None:
@@ -101,7 +114,10 @@ def hermes_from(program: str, text: str) -> tuple[Agent, str]:
         runtime, resume, probe = data["runtime"], data["resume"], data["runtime"]["version_probe"]
         _exactly(runtime, {"id", "name", "program", "args", "detect_manifest", "version_probe"})
         _exactly(probe, {"parser", "args", "min", "below"})
-        _exactly(data["input"], {"bracketed_paste", "submit", "text_policy"})
+        _exactly(data["input"], {"bracketed_paste", "submit", "submit_delay_ms", "text_policy"})
+        framing = data["input"]
+        if not isinstance(framing["bracketed_paste"], bool) or framing["submit_delay_ms"] not in range(1001):
+            raise RuntimeIncompatible("the input framing must be a paste flag and a delay of 0 to 1000 ms")
         _exactly(resume, {"supported", "reference_kind", "args"})
         _exactly(data["fork"], {"supported"})
         _exactly(data["native_reference"], {"strategy"})
@@ -124,6 +140,8 @@ def hermes_from(program: str, text: str) -> tuple[Agent, str]:
             data["fork"]["supported"] is True,
             str(data["input"]["submit"]).encode(),
             tuple(_strings(probe["args"])),
+            framing["bracketed_paste"],
+            framing["submit_delay_ms"] / 1000,
         )
         manifest = runtime["detect_manifest"]
         if not isinstance(manifest, str) or Path(manifest).name != manifest or not manifest.endswith(".toml"):

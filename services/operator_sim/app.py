@@ -410,9 +410,9 @@ class SessionDaemonApp:
                 Code.SESSION_NOT_LIVE, "the session has no live runtime", detail={"session_id": session.id}
             )
         agent = self.daemon.agent(session.agent)
-        data = text.encode("utf-8") + (agent.submit if submit else b"")
-        await live.process.write(data)
-        return len(data)
+        data, then = agent.framed(text, submit)
+        await live.process.write(data, then=then, pause=agent.submit_delay)
+        return len(data) + len(then)
 
     async def _input(self, call: Call, args: Args) -> Any:
         session = self._target(args, p.SESSION_INPUT)

@@ -134,32 +134,41 @@ class Runtime:
                 return
             on_output(data)
 
-    async def write(self, data: bytes, *, timeout: float = WRITE_TIMEOUT) -> None:
-        """Write all of ``data`` to the child's terminal, or ``InputStalled`` when it does not
-        read within ``timeout``. Writes are serialised, so inputs never interleave."""
+    async def write(
+        self, data: bytes, *, then: bytes = b"", pause: float = 0.0, timeout: float = WRITE_TIMEOUT
+    ) -> None:
+        """Write all of ``data`` to the child's terminal, and ``then`` in a write of its own
+        ``pause`` seconds later (a paste, then its submit); ``InputStalled`` when the child does
+        not read within ``timeout``. Writes are serialised, so inputs never interleave."""
         async with self._write_lock:
-            view = memoryview(data)
-            with trio.move_on_after(timeout) as stalled:
-                while view:
-                    if self._master is None:
-                        raise RuntimeClosed("the terminal is closed")
+            await self._write_all(data, timeout)
+            if then:
+                await trio.sleep(pause)
+                await self._write_all(then, timeout)
+
+    async def _write_all(self, data: bytes, timeout: float) -> None:
+        view = memoryview(data)
+        with trio.move_on_after(timeout) as stalled:
+            while view:
+                if self._master is None:
+                    raise RuntimeClosed("the terminal is closed")
+                try:
+                    view = view[os.write(self._master, view) :]
+                except BlockingIOError:
                     try:
-                        view = view[os.write(self._master, view) :]
-                    except BlockingIOError:
-                        try:
-                            await trio.lowlevel.wait_writable(self._master)
-                        except trio.ClosedResourceError:
-                            raise RuntimeClosed("the terminal is closed") from None
-                    except OSError as exc:
-                        if exc.errno == errno.EIO:
-                            raise RuntimeClosed("the terminal is hung up") from None
-                        raise
-            if stalled.cancelled_caught:
-                written = len(data) - len(view)
-                raise InputStalled(
-                    f"the program did not read its input within {timeout:g}s",
-                    detail={"written": written, "size": len(data), "timeout": timeout},
-                )
+                        await trio.lowlevel.wait_writable(self._master)
+                    except trio.ClosedResourceError:
+                        raise RuntimeClosed("the terminal is closed") from None
+                except OSError as exc:
+                    if exc.errno == errno.EIO:
+                        raise RuntimeClosed("the terminal is hung up") from None
+                    raise
+        if stalled.cancelled_caught:
+            written = len(data) - len(view)
+            raise InputStalled(
+                f"the program did not read its input within {timeout:g}s",
+                detail={"written": written, "size": len(data), "timeout": timeout},
+            )
 
     def resize(self, cols: int, rows: int) -> None:
         """Set the terminal size: the kernel sends the child's foreground group SIGWINCH."""

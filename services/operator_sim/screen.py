@@ -1,5 +1,14 @@
 """A session's rendered screen: pyte fed with the PTY's bytes, plus what pyte does not track.
 
+Characters are drawn as the daemon's terminal (the vt100 crate) draws them: a wide character
+takes two cells, and a zero-width one (a combining mark, a variation selector such as the
+U+FE0F of ``⚠️``, a joiner) joins the cell before it unchanged, up to ``MAX_CELL_BYTES``, and
+a character written over half of a wide one blanks its other half. pyte 0.8.2 stops drawing the
+rest of the text at a zero-width character that is not a combining mark (``⚠️  Dangerous
+Command`` would read ``⚠``), merges a mark by NFC and leaves half a wide character behind, so
+``_Screen`` draws text itself (pyte's own ``draw`` is one loop over the characters); parsing,
+cursor moves and erasing stay pyte's.
+
 Bytes are decoded incrementally (a character split across two reads decodes whole; invalid
 bytes become U+FFFD and are counted). The watermark moves once per feed that changed the
 display (a cell, the cursor or the title), so a waiter can tell "something new to see" from
@@ -18,6 +27,7 @@ import re
 from typing import Any
 
 import pyte
+from pyte import modes as mo
 from wcwidth import wcwidth
 
 from shared.errors import HermesError
@@ -32,6 +42,7 @@ _PRIVATE_MODE = re.compile(r"(?:\x1b\[|\x9b)\?([0-9;]*)([hl])")
 _PRIVATE_MODE_PREFIX = re.compile(r"(?:\x1b|\x1b\[|\x9b)(?:\?[0-9;]*)?\Z")
 _PREFIX_MAX = 64
 _REPLACEMENT = "\ufffd"
+MAX_CELL_BYTES = 18  # what the daemon's terminal keeps of a cell's text before it drops joiners
 
 
 class InvalidGeometry(HermesError):
@@ -45,10 +56,65 @@ def check_geometry(cols: int, rows: int) -> None:
             raise InvalidGeometry(f"{field} must be a whole number from 1 to {top}", detail={"field": field})
 
 
+class _Screen(pyte.Screen):
+    """pyte's screen, drawing text as the daemon's terminal does (see the module's doc)."""
+
+    def draw(self, data: str) -> None:
+        data = data.translate(self.g1_charset if self.charset else self.g0_charset)
+        for char in data:
+            width = wcwidth(char)
+            if width == 0:
+                self._join(char)
+                continue
+            if width < 0:
+                continue  # no width at all (a C1 control): not drawn
+            if self.cursor.x + width > self.columns:  # it does not fit: the line wraps
+                if mo.DECAWM in self.mode:
+                    self.dirty.add(self.cursor.y)
+                    self.carriage_return()
+                    self.linefeed()
+                else:
+                    self.cursor.x = self.columns - width
+            if mo.IRM in self.mode:
+                self.insert_characters(width)
+            line, x = self.buffer[self.cursor.y], self.cursor.x
+            for at in range(x, x + width):  # a wide character partly overwritten goes whole
+                self._unsplit(line, at)
+            line[x] = self.cursor.attrs._replace(data=char)
+            if width == 2:
+                line[x + 1] = self.cursor.attrs._replace(data="")
+            self.cursor.x = x + width
+        self.dirty.add(self.cursor.y)
+
+    def _unsplit(self, line: Any, x: int) -> None:
+        if line[x].data == "" and x > 0 and _is_wide(line[x - 1]):
+            line[x - 1] = line[x - 1]._replace(data=" ")
+        elif _is_wide(line[x]) and x + 1 < self.columns:
+            line[x + 1] = line[x + 1]._replace(data=" ")
+
+    def _join(self, char: str) -> None:
+        """``char`` joins the cell before the cursor (a wide character, past its second half);
+        at the start of a line there is none and it is dropped."""
+        x, line = self.cursor.x, self.buffer[self.cursor.y]
+        if x > 1 and line[x - 1].data == "" and _is_wide(line[x - 2]):
+            x -= 1
+        if x == 0:
+            return
+        cell = line[x - 1]
+        text = cell.data or " "
+        if len(text.encode()) + len(char.encode()) <= MAX_CELL_BYTES:
+            line[x - 1] = cell._replace(data=text + char)
+            self.dirty.add(self.cursor.y)
+
+
+def _is_wide(cell: Any) -> bool:
+    return bool(cell.data) and wcwidth(cell.data[0]) == 2
+
+
 class Screen:
     def __init__(self, cols: int, rows: int) -> None:
         check_geometry(cols, rows)
-        self._screen = pyte.Screen(cols, rows)
+        self._screen = _Screen(cols, rows)
         self._stream = pyte.Stream(self._screen)
         self._pending = b""  # the start of a UTF-8 sequence cut off at the end of a feed
         self._mode_tail = ""  # the start of a private mode sequence cut off likewise
@@ -173,5 +239,5 @@ def _text(row: tuple[Any, ...]) -> str:
             wide = False
             continue
         out.append(cell.data)
-        wide = bool(cell.data) and wcwidth(cell.data[0]) == 2
+        wide = _is_wide(cell)
     return "".join(out).rstrip()

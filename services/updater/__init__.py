@@ -15,7 +15,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from services.updater.obligations import clear_gateway, read_completion, read_fleet, read_stash, restart_warning
+from services.updater.obligations import (
+    clear_gateway,
+    read_completion,
+    read_fleet,
+    read_stash,
+    rename_gateway,
+    restart_warning,
+)
 
 if TYPE_CHECKING:
     from services.updater import ops
@@ -44,6 +51,7 @@ __all__ = [
     "read_completion",
     "read_fleet",
     "read_stash",
+    "rename_gateway",
     "render_plan",
     "restart_warning",
     "restore_snapshot",

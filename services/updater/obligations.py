@@ -327,6 +327,24 @@ def clear_gateway(root: Path, profile: str, running: str | None) -> bool:
     return bool(cleared)
 
 
+def rename_gateway(root: Path, old: str, new: str) -> bool:
+    """A renamed profile's gateway still owes its restart, under its new name; True if one was owed."""
+    if old not in read_fleet(root):
+        return False  # nothing owed: no lock, no write
+    path = fleet_path(root)
+    moved: list[str] = []
+
+    def change() -> None:
+        owed = read_fleet(root)
+        if old in owed:
+            owed[new] = owed.pop(old)
+            moved.append(new)
+            _put(path, {"schema": SCHEMA, "gateways": owed})
+
+    _locked(path, change)
+    return bool(moved)
+
+
 def arm_stash(root: Path, *, update_id: str, sha: str, before: str, paths: list[str]) -> None:
     """The operator's change is in the stash commit ``sha`` (made over ``before``) until put back."""
     from shared.version import is_commit_sha

@@ -5,7 +5,9 @@ taken by what it says it is (the install id and profile of ``shared.ids``), not 
 and home it reports, which a container gives its own. A gateway from before the ids is taken
 by the home it reports. A gateway that cannot answer (stopped, wedged, mid-start) is found
 through its state file, trusted only while the process it names is alive with the same start
-time. A process scan comes last, for old or crashed gateways whose socket and state file are
+time and is that gateway (``state_record.names_live_gateway``: its command line, or, when that
+cannot be read, the record's ``kind`` and argv, as the Hermes Agent's readers judge a record
+its gateway wrote; so a file the Hermes Agent wrote reads here too). A process scan comes last, for old or crashed gateways whose socket and state file are
 gone. It classifies processes only by ``looks_like_gateway_command_line`` on the full argv;
 a process is ours when a state file of ours names it (as it names itself: its own pid
 namespace's pid, and its start time) or when it runs on our root home, so a gateway of
@@ -40,11 +42,10 @@ from shared.curve import client_options
 from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json
-from shared.gateways import ops
+from shared.gateways import ops, state_record
 from shared.identity import (
     ProcessIdentity,
     all_pids,
-    is_alive,
     own_pid,
     process_identity,
     read_cmdline,
@@ -260,7 +261,7 @@ def _from_answer(profile: str, home: Path, answer: Any, install: str | None, *, 
         return None  # unavailable, timed out, or refused: it did not answer
     if not _speaks_for(profile, home, answer, install, vouched=vouched):
         return None  # a socket of ours answered by another install's or profile's gateway
-    ident = _state_identity(answer)
+    ident = state_record.identity(answer)
     if ident is None:
         return None
     return GatewayRecord(
@@ -303,13 +304,6 @@ def _read_state(home: Path) -> dict[str, Any] | None:
         return None
 
 
-def _state_identity(state: Mapping[str, Any]) -> ProcessIdentity | None:
-    try:
-        return ProcessIdentity.from_dict(state)
-    except ValueError:
-        return None
-
-
 def _from_state_file(profile: str, home: Path, install: str | None) -> GatewayRecord | None:
     state = _read_state(home)
     if state is None or state.get("gateway_state") not in LIVE_STATES:
@@ -317,8 +311,8 @@ def _from_state_file(profile: str, home: Path, install: str | None) -> GatewayRe
     said = {"install_id": state.get("install_id"), "profile": state.get("profile"), "home": state.get("hermes_home")}
     if said["install_id"] is not None and not _speaks_for(profile, home, said, install):
         return None  # written through a symlinked profile by another profile's gateway
-    ident = _state_identity(state)
-    if ident is None or not is_alive(ident):
+    ident = state_record.identity(state)
+    if ident is None or not state_record.names_live_gateway(state):
         return None
     return _record_from_state(profile, home, ident, state, source="state_file")
 
@@ -339,7 +333,7 @@ def _record_from_state(
         state=str(state.get("gateway_state", UNKNOWN)),
         code_sha=state.get("code_sha"),
         code_version=state.get("code_version"),
-        active_turns=state.get("active_turns"),
+        active_turns=state_record.active_turns(state),
         supervisor=supervisor or str(state.get("supervisor", UNKNOWN)),
         source=source,
         home=home,
@@ -500,7 +494,7 @@ def _state_files_by_identity(root: Path) -> dict[ProcessIdentity, dict[str, dict
         state = _read_state(homes.profile_home(profile, root))
         if not state or state.get("profile", profile) != profile:
             continue
-        ident = _state_identity(state)
+        ident = state_record.identity(state)
         if ident is not None:
             states.setdefault(ident, {})[profile] = state
     return states

@@ -19,8 +19,6 @@ still checks every path and name it is given, and never reads the clock.
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import fcntl
 import os
 import re
@@ -33,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.faults import pause_at
-from shared.files import write_bytes_atomic
+from shared.files import rename_noreplace, write_bytes_atomic
 from shared.operator import catalog_state as catalog_state_rules
 from shared.operator.catalog_state import CatalogState
 from shared.operator.package_root import (
@@ -307,7 +305,7 @@ class Registry:
             pause_at("registry:staged")
             verify_tree(staging, package.digest, package.manifest_digest)
             try:
-                _rename_noreplace(staging, target)
+                rename_noreplace(staging, target)
             except FileExistsError:
                 raise RootInvalid("root_appeared") from None
         except BaseException:
@@ -395,24 +393,3 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _rename_noreplace(src: Path, dst: Path) -> None:
-    """Rename ``src`` to ``dst`` failing with FileExistsError if ``dst`` exists (even an empty dir)."""
-    renameat2 = getattr(_libc, "renameat2", None)
-    if renameat2 is not None:
-        result = renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
-        if result == 0:
-            return
-        err = ctypes.get_errno()
-        if err not in (errno.ENOSYS, errno.EINVAL):
-            raise OSError(err, os.strerror(err))
-    # No renameat2 here (or not on this filesystem): the registry lock keeps the target absent.
-    if os.path.lexists(dst):
-        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
-    os.rename(src, dst)

@@ -1,9 +1,10 @@
 """The launch gate for ``hermes --version``: one grammar, used by the simulator before each
 launch and by the integration when it installs the runtime.
 
-The first line must read ``Hermes Agent v<major>.<minor>.<patch> (<build>)``, then nothing or
-`` · `` and the source a git install appends; later lines are free. A pre-release
-(``0.20.0-rc1``) or build suffix is refused rather than guessed at.
+The first line must read ``Hermes Agent v<major>.<minor>.<patch> (<build>)``, alone or continued
+by `` · `` and anything (as the operator's installer reads it: this mesh puts its own version
+there); later lines are free. A pre-release (``0.20.0-rc1``) or build suffix is refused rather
+than guessed at.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 
 from shared.errors import HermesError
+from shared.version import METADATA_SEPARATOR
 
 PARSER = "hermes-agent-v1"
 MIN = (0, 20, 0)
@@ -18,7 +20,9 @@ BELOW = (1, 0, 0)
 MAX_OUTPUT_BYTES = 4096
 
 _NUMBER = r"(0|[1-9][0-9]{0,8})"
-_FIRST_LINE = re.compile(rf"Hermes Agent v{_NUMBER}\.{_NUMBER}\.{_NUMBER} \([^()\r\n]+\)(?: · [^\r\n]*)?")
+_FIRST_LINE = re.compile(
+    rf"Hermes Agent v{_NUMBER}\.{_NUMBER}\.{_NUMBER} \([^()\r\n]+\)(?:{re.escape(METADATA_SEPARATOR)}[^\r\n]*)?"
+)
 
 Version = tuple[int, int, int]
 

@@ -130,6 +130,17 @@ def install(profile: str, home: Path, *, scope: str = "user", euid: int | None =
     )
 
 
+def rename(profile: str, new: str, home: Path, *, scope: str, runner: Runner | None = None) -> InstalledUnit:
+    """``profile``'s job rewritten as ``new``'s, running the gateway in ``home``: the old job
+    booted out if it is loaded, its plist removed. Taken again, it changes nothing more."""
+    path = unit_path(profile, scope=scope)
+    old = Unit(kind=KIND, name=unit_name(profile), profile=profile, home=home, path=path, scope=scope)
+    if path.exists() and is_loaded(old, runner=runner):
+        stop(old, runner=runner)
+    path.unlink(missing_ok=True)
+    return install(new, home, scope=scope)
+
+
 # --- launchctl --------------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
-"""``hermes chat`` on a real PTY: its prompts as a terminal shows them (pyte), its turns, its
-session file, and the hook reports it sends to a PULL socket standing where the reporter's
-intake would be."""
+"""``hermes chat`` on a real PTY: its prompts as the daemon's terminal shows them (the
+simulator's screen) and as the Hermes detection rules read them, its input as the daemon types
+it, its turns, its session file, and the hook reports it sends to a PULL socket standing where
+the reporter's intake would be."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pyte
 import pytest
 import zmq
 
+from services.operator_sim.detect import activity, load_rules
+from services.operator_sim.screen import Screen
 from shared.hook_reports import Report, parse_report
 from tests.support.cli import HERMES
 from tests.support.processes import ROOT, python_env
@@ -30,6 +32,9 @@ pytestmark = pytest.mark.slow
 WAIT = 30.0  # seconds any one thing may take to show on a loaded machine
 SESSION = "s-1"
 IDLE, WORKING = "❯", "⚕ ❯"
+RULES = load_rules((ROOT / "runtime-packages" / "hermes" / "detect.toml").read_text(encoding="utf-8"))
+PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
+SUBMIT_DELAY = 0.15  # the daemon's pause between a Hermes paste and its submit
 REF = re.compile(r"hermes chat ([0-9]{8}_[0-9]{6}_[0-9a-f]{6}) (started|resumed)")
 
 
@@ -51,8 +56,8 @@ class Chat:
         os.close(slave)
         os.set_blocking(self.master, False)
         self.output = bytearray()
-        self.screen = pyte.Screen(cols, rows)
-        self.stream = pyte.ByteStream(self.screen)
+        self.size = (cols, rows)
+        self.screen = Screen(cols, rows)
         self.closed = False
 
     def resize(self, rows: int, cols: int) -> None:
@@ -71,7 +76,7 @@ class Chat:
             self.closed = True
             return
         self.output += data
-        self.stream.feed(data)
+        self.screen.feed(data)
 
     def until(self, ready: Callable[[], object], what: str, timeout: float = WAIT) -> None:
         deadline = time.monotonic() + timeout
@@ -93,7 +98,17 @@ class Chat:
             self._read(0.01)
 
     def lines(self) -> list[str]:
-        return [line.rstrip() for line in self.screen.display if line.strip()]
+        return [line for line in self.screen.visible_lines() if line.strip()]
+
+    def activity(self) -> str | None:
+        """The screen as the daemon's Hermes rules read it."""
+        return activity(RULES, self.screen.visible_lines())
+
+    def paste(self, text: str) -> None:
+        """``text`` typed as the daemon types into Hermes: one bracketed paste, a pause, ``\\r``."""
+        self.send(PASTE_START + text.encode() + PASTE_END)
+        time.sleep(SUBMIT_DELAY)
+        self.send(b"\r")
 
     def bottom(self) -> str:
         found = self.lines()
@@ -116,7 +131,7 @@ class Chat:
         self.line("/approve")
         self.until(lambda: any("Dangerous Command" in line for line in self.lines()), "the panel")
         self.send(b"y")
-        self.until(lambda: "approved" in self.lines() and self.at_idle_prompt(), "the approval's end")
+        self.until(lambda: "⚠ Approval: rm -rf ./build → approved" in self.lines() and self.at_idle_prompt(), "the end")
 
     def ref(self) -> str:
         self.until(lambda: REF.search(self.output.decode(errors="replace")), "the banner")
@@ -248,7 +263,8 @@ def test_interrupting_a_turn_with_ctrl_c_or_sigint_ends_it_and_at_the_prompt_doe
         interrupt()
         chat.until(lambda: chat.lines().count("interrupted") == 1 and chat.at_idle_prompt(), "the interrupt")
         reports.activity("idle")
-        chat.screen.reset()  # the next round counts its own "interrupted"
+        assert "⚡ Interrupting agent... (press Ctrl+C again to force exit)" in chat.lines()
+        chat.screen = Screen(*chat.size)  # the next round counts its own "interrupted"
     chat.send(b"\x03")
     os.kill(chat.proc.pid, signal.SIGINT)
     chat.turn("still here", "still here")
@@ -275,11 +291,15 @@ def test_approve_paints_the_panel_reports_attention_and_erases_it(home, managed,
     chat = chats(home, "chat", env=env)
     chat.until(chat.at_idle_prompt, "the idle prompt")
     reports.next("native_id")
-    for answer, outcome in ((b"y", "approved"), (b"n\r", "denied")):
+    for answer, outcome in (
+        (b"y", "⚠ Approval: rm -rf ./build → approved"),
+        (b"n\r", "⚠ Approval: rm -rf ./build → denied"),
+    ):
         chat.line("/approve")
         chat.until(lambda: any("Dangerous Command" in line for line in chat.lines()), "the panel")
         panel = "\n".join(chat.lines())
-        assert "Allow once" in panel and "Deny" in panel and chat.bottom().startswith(WORKING)
+        assert "⚠️  Dangerous Command" in panel and "Allow once" in panel and "Deny" in panel
+        assert chat.bottom() == "⚠ ❯" and chat.activity() == "blocked"
         reports.activity("working")
         assert reports.next("attention").fields == {"reason": "owner_approval"}
         chat.send(b"x")  # not an answer: still waiting
@@ -358,7 +378,7 @@ def test_non_utf8_input_is_read_with_replacement(home, chats):
     chat = chats(home, "chat")
     chat.until(chat.at_idle_prompt, "the idle prompt")
     chat.send(b"caf\xc3\xa9 \xff\xfe ok\r")
-    chat.until(lambda: "café \ufffd\ufffd ok" in chat.lines()[-2:-1] and chat.at_idle_prompt(), "the echo")
+    chat.until(lambda: "café \ufffd\ufffd ok" in chat.lines() and chat.at_idle_prompt(), "the echo")
     chat.turn("after", "after")
     assert "café \ufffd\ufffd ok" in chat.lines() and chat.proc.poll() is None
 
@@ -375,6 +395,114 @@ def test_a_line_over_64_kib_is_refused_and_the_chat_goes_on(home, managed, chats
     reports.activity("working", "idle")  # the refused line was no turn
     chat.turn("/sleep 0.1", "slept 0.1s")
     assert chat.output.count(b"at most 65536 bytes") == 1  # one refusal, and the bound itself passed
+
+
+def test_a_paste_as_the_daemon_types_it_is_one_turn_newlines_and_all(home, managed, chats):
+    env, reports = managed
+    chat = chats(home, "chat", env=env)
+    ref = chat.ref()
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    reports.next("native_id")
+    chat.paste("Treat all three lines as one prompt.\nalpha\nbeta")
+    chat.until(lambda: "beta" in chat.lines()[-4:] and chat.at_idle_prompt(), "the turn")
+    reports.activity("working", "idle")  # one turn
+    assert "● Treat all three lines as one prompt." in chat.lines()
+    chat.paste("/sleep 0.1")  # a command pasted is a command
+    chat.until(lambda: "slept 0.1s" in chat.lines() and chat.at_idle_prompt(), "the command")
+    reports.activity("working", "idle")
+    chat.line("/exit")
+    assert chat.wait() == 0
+    transcript = record(home, ref)["transcript"]
+    assert transcript[:4] == [
+        "> Treat all three lines as one prompt.\nalpha\nbeta",
+        *"Treat all three lines as one prompt.|alpha|beta".split("|"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("odd", "submitted"),
+    [
+        (b"\x1b", None),  # a lone ESC
+        (b"\x1b[20", None),  # a paste start cut short
+        (b"\x1b[20x", None),  # ... then something else
+        (b"\x1b[201~", None),  # an end with no start
+        (b"\x1b[A\x1bOB\x1b[1;5C", None),  # arrow keys
+        (b"\x1b[" + b"9" * 5000, None),  # parameters without end, over several reads
+        (PASTE_START + b"never ended\r\x04\x03", None),  # a paste with no end, left with Ctrl-C
+        (PASTE_START + PASTE_START + b"nested" + PASTE_END + PASTE_END + b"\x1b[200~\x1b[201~", "nested"),
+    ],
+)
+def test_odd_escape_sequences_run_no_stray_turn_and_the_chat_goes_on(home, managed, chats, odd, submitted):
+    env, reports = managed
+    chat = chats(home, "chat", env=env)
+    ref = chat.ref()
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    reports.next("native_id")
+    chat.send(odd)
+    chat.send(b"\r")  # submits what the odd bytes left of the line
+    chat.paste("after")
+    chat.until(lambda: "after" in chat.lines() and chat.at_idle_prompt(), "the next turn")
+    reports.activity(*["working", "idle"] * (1 if submitted is None else 2))
+    assert reports.none_left() and chat.proc.poll() is None
+    chat.line("/exit")
+    assert chat.wait() == 0
+    typed = [line for line in record(home, ref)["transcript"] if line.startswith("> ")]
+    assert typed == [*([] if submitted is None else [f"> {submitted}"]), "> after", "> /exit"]
+
+
+def test_a_paste_past_the_bound_is_refused_whole(home, managed, chats):
+    env, reports = managed
+    chat = chats(home, "chat", env=env)
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    reports.next("native_id")
+    chat.paste("x" * (70 * 1024))
+    chat.until(lambda: any("at most 65536 bytes" in line for line in chat.lines()), "the refusal")
+    chat.turn("ok", "ok")
+    reports.activity("working", "idle")  # the refused paste was no turn
+
+
+def test_a_paste_that_never_ends_is_no_turn_at_the_end_of_input(home):
+    done = subprocess.run(
+        [*HERMES, "chat"],
+        input=PASTE_START + b"half a paste\r",
+        capture_output=True,
+        cwd=ROOT,
+        env=_environment(home, {}),
+        timeout=WAIT,
+    )
+    assert done.returncode == 0
+    [saved] = (home / "chat_sessions").glob("*.json")
+    assert json.loads(saved.read_text())["transcript"] == []
+
+
+def test_the_rules_read_the_chats_screen_as_the_real_hermes(home, chats):
+    chat = chats(home, "chat", rows=32, cols=100)
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    assert chat.activity() == "idle" and chat.bottom() == IDLE
+    status, rule = chat.lines()[-3:-1]
+    assert status.startswith(" ⚕ scripted │ ctx -- │ [░░░░░░░░░░] -- │ ") and rule == "─" * 100
+    chat.paste("/sleep 60")
+    chat.until(lambda: chat.bottom().startswith(WORKING), "the working prompt")
+    assert chat.bottom() == "⚕ ❯ msg=interrupt · /queue · /bg · /steer · Ctrl+C cancel"
+    assert chat.activity() == "working"
+    chat.send(b"\x03")
+    chat.until(chat.at_idle_prompt, "the interrupt")
+    assert chat.activity() == "idle"
+    chat.line("/approve")
+    chat.until(lambda: chat.bottom() == "⚠ ❯", "the approval prompt")
+    assert chat.activity() == "blocked"
+    chat.send(b"n")
+    chat.until(chat.at_idle_prompt, "the denial")
+    assert chat.activity() == "idle"
+    chat.line("/exit")
+    assert chat.wait() == 0
+    assert chat.lines()[-4:] == [
+        "Shutting down… (finalizing session)",
+        "Resume this session with:",
+        f"  hermes --resume {chat.ref()}",
+        f"Session:        {chat.ref()}",
+    ]
+    assert chat.activity() is None
 
 
 def test_backspace_edits_the_line(home, chats):
@@ -396,10 +524,10 @@ def test_sigwinch_repaints_the_prompt_with_the_line_typed_so_far(home, chats):
     before = len(chat.output)
     chat.resize(30, 60)
     os.kill(chat.proc.pid, signal.SIGWINCH)  # the PTY is not the chat's controlling terminal here
-    chat.until(lambda: "\r\x1b[2K❯ half a li".encode() in chat.output[before:], "the repaint")
+    repaint = ("─" * 60 + "\r\n❯ half a li").encode()  # the block at the new width, the line kept
+    chat.until(lambda: repaint in chat.output[before:], "the repaint")
     chat.send(b"ne\r")
     chat.until(lambda: "half a line" in chat.lines() and chat.at_idle_prompt(), "the line")
-    assert chat.output[before:].count("\r\x1b[2K❯ half a li".encode()) >= 1
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
@@ -505,6 +633,52 @@ def test_continue_with_no_chat_and_both_flags_are_refused(home):
     assert both.returncode == 2 and len(both.stderr.splitlines()) == 1
     bad = run("--reasoning", "extreme", "chat")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_pass_session_id_names_the_session_in_the_system_prompt_kept_with_it(home, chats):
+    chat = chats(home, "chat", "--pass-session-id")
+    ref = chat.ref()
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    assert f"Session ID: {ref}" in record(home, ref)["system_prompt"].splitlines()
+    chat.line("/compact")
+    chat.until(lambda: any(line.startswith("compacted:") for line in chat.lines()), "the compaction")
+    chat.until(chat.at_idle_prompt, "the idle prompt")
+    newest = record(home, ref)["continuations"][-1]
+    assert f"Session ID: {newest}" in record(home, ref)["system_prompt"].splitlines()
+    chat.line("/exit")
+    assert chat.wait() == 0
+
+    for argv in (["chat"], ["chat", "--resume", ref]):  # the flag is each run's own
+        plain = chats(home, *argv)
+        shown = plain.ref()
+        plain.until(plain.at_idle_prompt, "the idle prompt")
+        plain.line("/exit")
+        assert plain.wait() == 0
+        assert "Session ID" not in record(home, shown)["system_prompt"]
+
+
+def test_tui_is_refused_in_one_line_before_the_chat_starts_and_cli_is_this_chat(home, chats):
+    for argv in (["chat", "--tui"], ["--tui", "chat"], ["chat", "--tui", "--resume", "20261201_185301_ab12cd"]):
+        done = subprocess.run(
+            [*HERMES, *argv],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=python_env(HERMES_HOME=str(home)),
+            stdin=subprocess.DEVNULL,
+            timeout=WAIT,
+        )
+        assert (done.returncode, done.stdout) == (2, ""), done
+        assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "--tui" in done.stderr and "hermes chat" in done.stderr
+    assert not (home / "chat_sessions").exists()  # refused before any chat was made
+
+    for argv in (["chat", "--cli"], ["chat", "--tui", "--cli"]):  # --cli wins, as in the Hermes Agent
+        chat = chats(home, *argv)
+        chat.ref()
+        chat.until(chat.at_idle_prompt, "the idle prompt")
+        chat.line("/exit")
+        assert chat.wait() == 0
 
 
 # --- unmanaged -------------------------------------------------------------------------------

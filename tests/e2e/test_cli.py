@@ -31,11 +31,14 @@ def test_version_names_the_code_commit(root):
     assert result.returncode == 0
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     line = result.stdout.strip()
-    assert re.fullmatch(r"Hermes Agent v0\.20\.0 \(hermes-mesh [0-9][^ ,]*, ([0-9a-f]{12}|no git checkout)\)", line), (
-        line
-    )
+    assert re.fullmatch(
+        r"Hermes Agent v0\.20\.0 \(2026\.8\.3\) · hermes-mesh [0-9]\S* · ([0-9a-f]{12}|no git checkout)", line
+    ), line
     if head:
-        assert line.endswith(f", {head[:12]})")
+        assert line.endswith(f" · {head[:12]}")
+    document = json.loads(hermes("--version", "--json", home=root).stdout)
+    assert document["agent_release"] == "0.20.0" and document["agent_release_date"] == "2026.8.3"
+    assert document["code_sha"] == (head or None)
 
 
 def test_no_command_and_unknown_command_are_usage_errors(root):

@@ -28,9 +28,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
 from shared.cli_grammar import build_top_level_parser
-from shared.spawn import stop_service
+from shared.spawn import stop_workers
 from shared.supervisors import supervisord as sv
 from tests.support.cli import DASHED_PUBLIC_KEY, HERMES
 from tests.support.installs import Install
@@ -46,6 +45,10 @@ VALUES = {
     "archive": "ares",
     "catalog": "ares",
     "package_id": "ares",
+    # No such profile: a rename of the live mesh's own would pull it from under the others.
+    "old_name": "nobody",
+    "new_name": "renamed",
+    "identifier": "ares",
 }
 BOUND = 20.0  # seconds a run may take before it is sent SIGTERM
 GRACE = 20.0  # seconds it then has to end
@@ -171,11 +174,10 @@ def stop_everything(homes: list[Path]) -> None:
             sv.down(home)
         except Exception:  # a home a command left half made: what runs there is swept below
             pass
-        for worker in ON_DEMAND_WORKERS:
-            try:
-                stop_service(home, worker)
-            except Exception:
-                pass
+        try:
+            stop_workers(home)
+        except Exception:
+            pass
 
 
 def leftovers(base: Path) -> list[psutil.Process]:

@@ -3,6 +3,7 @@ the daemon's own client, with the real hook reporter carrying the chat's reports
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -267,6 +268,21 @@ def test_idempotent_input_reaches_the_terminal_once(daemon):
     assert conflict.code == p.Code.IDEMPOTENCY_CONFLICT
     wait_for(lambda: "only once" in screen_lines(daemon, sid), timeout=30, what="the echo")
     assert screen_lines(daemon, sid).count("only once") == 1
+
+
+def test_input_of_several_lines_is_one_hermes_turn_as_the_daemon_frames_it(daemon, root):
+    sid = start(daemon, "t-lines")["id"]
+    reference = native_reference(daemon, sid)
+    send(daemon, sid, "Treat all three lines as one prompt.\nalpha\nbeta")
+    wait_until(daemon, sid, "idle")
+    wait_for(lambda: "● Treat all three lines as one prompt." in screen_lines(daemon, sid), timeout=30, what="the turn")
+    send(daemon, sid, "/exit")
+    wait_for(lambda: get(daemon, sid)["state"] != "running", timeout=30, what="the exit")
+    transcript = json.loads((root / "chat_sessions" / f"{reference}.json").read_text())["transcript"]
+    assert [line for line in transcript if line.startswith("> ")] == [
+        "> Treat all three lines as one prompt.\nalpha\nbeta",
+        "> /exit",
+    ]
 
 
 def test_a_late_start_replayed_with_its_key_returns_the_same_session(daemon):

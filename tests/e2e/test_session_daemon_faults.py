@@ -131,7 +131,7 @@ def test_without_hook_reports_the_screen_says_what_the_chat_is_doing(root, short
         daemon.call(p.SESSION_INPUT, {"host": HOST, "session": sid, "text": "y", "submit": False})
         wait_for(lambda: _get(daemon, sid).get("activity") == "idle", timeout=30, what="idle after the approval")
         screen = daemon.call(p.SESSION_SCREEN, {"host": HOST, "session": sid})
-        assert "approved" in screen["visible_lines"]
+        assert "⚠ Approval: rm -rf ./build → approved" in screen["visible_lines"]
         resized = daemon.call(p.SESSION_RESIZE, {"host": HOST, "session": sid, "cols": 60, "rows": 20})
         assert (resized["cols"], resized["rows"]) == (60, 20)
         after = daemon.call(p.SESSION_SCREEN, {"host": HOST, "session": sid})

@@ -9,7 +9,7 @@ from hermes_cli import skin_engine as skins
 from shared import config
 from tests.support.cli import HERMES, hermes
 from tests.support.processes import ROOT, python_env
-from tests.support.skins import escape, write_skin
+from tests.support.skins import REAL_SKINS, escape, write_skin
 
 
 def test_skin_commands_list_show_and_set_and_refuse_a_broken_skin(tmp_path):
@@ -74,3 +74,16 @@ def test_a_broken_skin_never_breaks_a_command(tmp_path):
     assert code == 0 and "PROFILE" in seen
     assert "broken.yaml, key colors.banner_title" in seen and "using the default skin" in seen
     assert escape(skins.load_skin("default", tmp_path).colors["banner_title"]) in seen
+
+
+def test_a_real_hermes_skin_named_like_a_builtin_is_listed_and_set_with_a_warning_and_worn_quietly(tmp_path):
+    path = write_skin(tmp_path, "ares", (REAL_SKINS / "ares.yaml").read_text())
+    listed = json.loads(hermes("skin", "list", "--json", home=tmp_path).stdout)
+    ares = next(row for row in listed["skins"] if row["name"] == "ares")
+    assert [s["name"] for s in listed["skins"]] == ["default", "ares", "mono", "slate"]
+    assert (ares["source"], ares["error"]) == (str(path), None) and "banner_logo" in ares["warning"]
+    chosen = hermes("skin", "set", "ares", home=tmp_path)
+    assert chosen.returncode == 0 and "banner_logo" in chosen.stdout
+    code, seen = on_a_terminal(tmp_path, "gateway", "list")
+    assert code == 0 and escape("#C7A96B") in seen  # the file's banner_title, not the built-in's
+    assert "keys this CLI does not use are ignored" not in seen  # the skin commands said it; others wear it quietly

@@ -15,6 +15,7 @@ from typing import Any
 
 from tests.support.cli import HERMES, hermes, hermes_json
 from tests.support.processes import ROOT, GatewayProcess, python_env, wait_for
+from tests.support.workers import stop_and_check_workers
 
 GIT_TIMEOUT = 120.0
 
@@ -111,10 +112,12 @@ class Install:
         return gateway
 
     def stop(self) -> None:
-        """Kill every gateway it started and bring its mesh down."""
+        """Kill every gateway it started and bring its mesh down; a worker still running
+        after that fails the test (``tests.support.workers``)."""
         for gateway in self.gateways:
             gateway.kill()
         self.hermes("mesh", "down", timeout=120)
+        stop_and_check_workers(self.root)
 
 
 def owed_warnings(install: Install) -> list[str]:

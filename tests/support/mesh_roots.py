@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
-from shared.spawn import stop_service
 from shared.supervisors import supervisord as sv
 from tests.support.homes import make_profile
+from tests.support.workers import stop_and_check_workers
 
 
 @contextmanager
@@ -26,6 +25,7 @@ def mesh_root(*profiles: str) -> Iterator[Path]:
         try:
             sv.down(root)
         finally:
-            for worker in ON_DEMAND_WORKERS:
-                stop_service(root, worker)
-            shutil.rmtree(root, ignore_errors=True)
+            try:
+                stop_and_check_workers(root)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)

@@ -92,8 +92,7 @@ class Sim:
 def simulator(*args: str, projects: tuple[str, ...] = ("web",), reporter: bool = True) -> Iterator[Sim]:
     """A simulator (with a hook reporter) in a private short directory, and a git project
     under each label in ``projects``, all the same repository."""
-    from hermes_cli.commands.mesh import ON_DEMAND_WORKERS
-    from shared.spawn import stop_service
+    from tests.support.workers import stop_and_check_workers
 
     directory = Path(tempfile.mkdtemp(prefix="hm-"))
     root = directory / "home"
@@ -107,6 +106,7 @@ def simulator(*args: str, projects: tuple[str, ...] = ("web",), reporter: bool =
         yield Sim(daemon, root, repo, directory)
     finally:
         daemon.stop()
-        for worker in ON_DEMAND_WORKERS:
-            stop_service(root, worker)
-        shutil.rmtree(directory, ignore_errors=True)
+        try:
+            stop_and_check_workers(root)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)

@@ -173,3 +173,57 @@ def test_bad_chat_flags_are_usage_errors(argv, message, capsys):
         build_top_level_parser().parse_args(argv)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def command_parsers(
+    parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """(words, parser) of every command and group under ``parser``, by its own name (an alias,
+    as ``plugins rm``, is the same parser)."""
+    found = [(words, parser)] if words else []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                if child.prog.rsplit(" ", 1)[-1] == name:
+                    found += command_parsers(child, (*words, name))
+    return found
+
+
+def filled(parser: argparse.ArgumentParser) -> list[str]:
+    """Values for the command's required arguments: a choice's first, else a plain word."""
+    argv: list[str] = []
+    for action in parser._actions:
+        positional = not action.option_strings
+        if isinstance(action, argparse._SubParsersAction) or not (action.required or positional):
+            continue
+        if positional and action.nargs in ("?", "*"):
+            continue
+        value = str(next(iter(action.choices))) if action.choices else "x"
+        argv += [value] if positional else [action.option_strings[-1], value]
+    return argv
+
+
+def test_the_profile_before_any_command_is_the_one_it_runs_against():
+    """``hermes --profile NAME <command>``, as the Hermes Agent and its operator's harness give
+    it, for every command; and after the command too, as before."""
+    commands = [(words, p) for words, p in command_parsers(build_top_level_parser()) if p.get_default("command_words")]
+    assert len(commands) > 40
+    for words, parser in commands:
+        argv = [*words, *filled(parser)]
+        before = build_top_level_parser().parse_args(["--profile", "work", *argv])
+        assert (before.profile, implied_command(before)) == ("work", " ".join(words)), argv
+        if words != ("mesh", "keys", "init"):  # its own -p names a gateway to key
+            after = build_top_level_parser().parse_args([*argv, "-p", "work"])
+            assert after.profile == "work", argv
+
+
+def test_a_commands_usage_line_leaves_out_the_shared_options_which_its_help_still_lists():
+    for words, parser in command_parsers(build_top_level_parser()):
+        usage = parser.format_usage()
+        assert "--json" not in usage, usage
+        if words != ("mesh", "keys", "init"):  # its own -p, which names a gateway to key, is shown
+            assert "-p NAME" not in usage, usage
+        if "--json" in parser._option_string_actions:
+            assert "--json" in parser.format_help(), words
+    top = build_top_level_parser().format_help()
+    assert "-p NAME, --profile NAME" in top and "--version" in top

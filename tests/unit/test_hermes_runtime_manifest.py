@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tomllib
 
+from services.operator_sim import agents
 from shared import version
 from shared.cli_grammar import build_top_level_parser, implied_command
 from shared.operator import version_probe
@@ -36,5 +37,16 @@ def test_the_version_probe_reads_our_version_line_inside_its_range():
     assert version_probe.dotted(version_probe.check(version.version_line())) == version.AGENT_RELEASE
 
 
-def test_input_ends_a_line_as_the_chat_reads_it():
-    assert MANIFEST["input"]["submit"] in ("\r", "\n")
+def test_input_is_framed_as_the_daemon_types_into_hermes():
+    # crates/daemon/src/agent/hermes.rs: a bracketed paste, then "\r" alone 150 ms later.
+    assert MANIFEST["input"] == {
+        "bracketed_paste": True,
+        "submit": "\r",
+        "submit_delay_ms": 150,
+        "text_policy": "unrestricted",
+    }
+    agent, _ = agents.hermes_from("/bin/hermes", (ROOT / "runtime-packages" / "hermes" / "runtime.toml").read_text())
+    assert agent.framed("two\nlines", submit=True) == (b"\x1b[200~two\nlines\x1b[201~", b"\r")
+    assert agent.submit_delay == 0.15
+    assert agent.framed("y", submit=False) == (b"\x1b[200~y\x1b[201~", b"")
+    assert agents.shell().framed("ls", submit=True) == (b"ls\n", b"")

@@ -153,6 +153,43 @@ def test_profile_home_must_exist(tmp_path):
     assert profile_home("default", tmp_path / "absent", must_exist=True) == tmp_path / "absent"
 
 
+def test_a_filled_profile_appears_whole_or_not_at_all(tmp_path):
+    root = tmp_path / "root"
+
+    def fill(home):
+        (home / "config.yaml").write_text("model: x\n")
+
+    home = homes.create_profile(root, "coder", fill=fill)
+    assert (home / "config.yaml").read_text() == "model: x\n" and (home / "run").is_dir()
+    assert os.listdir(homes.profiles_dir(root)) == ["coder"]  # nothing hidden left beside it
+
+    def fails(home):
+        (home / "half.txt").write_text("half")
+        raise OSError("the disk is full")
+
+    with pytest.raises(OSError, match="disk is full"):
+        homes.create_profile(root, "other", fill=fails)
+    assert os.listdir(homes.profiles_dir(root)) == ["coder"]
+
+    def raced(home):  # another creator makes the home while this one fills its own
+        (homes.profiles_dir(root) / "raced").mkdir()
+        (homes.profiles_dir(root) / "raced" / "theirs").write_text("theirs")
+
+    with pytest.raises(FileExistsError):
+        homes.create_profile(root, "raced", fill=raced)
+    assert os.listdir(homes.profiles_dir(root) / "raced") == ["theirs"]
+    assert sorted(os.listdir(homes.profiles_dir(root))) == ["coder", "raced"]
+
+    def emptied(home):  # even an empty home, which a plain rename would silently replace
+        (homes.profiles_dir(root) / "empty").mkdir()
+
+    with pytest.raises(FileExistsError):
+        homes.create_profile(root, "empty", fill=emptied)
+    assert os.listdir(homes.profiles_dir(root) / "empty") == []
+    with pytest.raises(FileExistsError):  # refused before anything is filled
+        homes.create_profile(root, "coder", fill=fails)
+
+
 def test_create_profile_makes_its_home_once(tmp_path):
     root = tmp_path / "root"  # a fresh install: not even the root exists yet
     home = homes.create_profile(root, "coder")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shared.identity import ProcessIdentity, current_identity
-from shared.locks import FileLock, LockHeld, probe
+from shared.locks import FileLock, LockHeld, LockNotHandedOn, probe
 
 
 def test_acquire_records_identity_and_release_keeps_file(tmp_path):
@@ -88,3 +88,26 @@ def test_lock_held_round_trips_holder_identity():
     ident = ProcessIdentity(1234, 99)
     err = LockHeld(Path("/x/gateway.lock"), ident)
     assert ProcessIdentity.from_dict(err.to_dict()["detail"]["holder"]) == ident
+
+
+def test_a_lock_handed_on_over_an_exec_is_adopted_only_as_that_held_file(tmp_path):
+    held = FileLock(tmp_path / "svc.lock")
+    held.acquire()
+    os.set_inheritable(held.fileno(), True)
+    other = os.open(tmp_path / "other", os.O_RDWR | os.O_CREAT)
+    stranger = os.open(tmp_path / "svc.lock", os.O_RDONLY)  # the same file, but not its lock
+    try:
+        with pytest.raises(LockNotHandedOn, match="another file"):
+            FileLock.adopt(tmp_path / "svc.lock", other)
+        with pytest.raises(LockNotHandedOn, match="locked by another"):
+            FileLock.adopt(tmp_path / "svc.lock", stranger)
+        with pytest.raises(LockNotHandedOn):
+            FileLock.adopt(tmp_path / "svc.lock", 9999)
+        adopted = FileLock.adopt(tmp_path / "svc.lock", held.fileno())
+        assert adopted.held and not os.get_inheritable(adopted.fileno())
+        assert probe(tmp_path / "svc.lock").held
+    finally:
+        os.close(other)
+        os.close(stranger)
+        held.release()
+    assert not probe(tmp_path / "svc.lock").held

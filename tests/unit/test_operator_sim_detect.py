@@ -32,6 +32,7 @@ def test_the_file_holds_the_hermes_rules_in_order():
         "fatal_startup",
         "dangerous_command_approval",
         "tui_approval",
+        "approval_prompt",
         "active_turn_prompt",
         "active_turn_progress",
         "tui_active_turn",
@@ -51,7 +52,9 @@ def test_the_idle_prompt(prompt):
     assert activity(HERMES, screen("Welcome to Hermes Agent", "", prompt)) == "idle"
 
 
-@pytest.mark.parametrize("prompt", ["⚕ ❯", "  ⚕  ❯  ", "⚕ >"])
+@pytest.mark.parametrize(
+    "prompt", ["⚕ ❯", "  ⚕  ❯  ", "⚕ >", "⚕ ❯ msg=interrupt · /queue · /bg · /steer · Ctrl+C cancel", "⚕ ❯ next"]
+)
 def test_the_working_prompt(prompt):
     assert activity(HERMES, screen("user: list the files", "", prompt)) == "working"
 
@@ -69,6 +72,12 @@ def test_the_approval_panel_beats_the_working_prompt():
     assert activity(HERMES, screen("user: clean up", *APPROVAL_PANEL, "⚕ ❯")) == "blocked"
 
 
+def test_the_approval_prompt_blocks_and_beats_the_working_one():
+    assert activity(HERMES, screen("↑/↓ to select, Enter to confirm", "⚠ ❯")) == "blocked"
+    assert activity(HERMES, screen("⚕ ❯ msg=interrupt", "⚠ ❯")) == "blocked"
+    assert activity(HERMES, screen("⚠ Approval: rm -rf build → denied", "❯")) == "idle"
+
+
 def test_the_approval_panel_needs_its_title_and_a_choice():
     without_title = [line.replace("Dangerous Command", "Output") for line in APPROVAL_PANEL]
     assert activity(HERMES, screen(*without_title, "⚕ ❯")) == "working"
@@ -80,7 +89,7 @@ def test_needles_match_ignoring_case():
 
 
 def test_blank_lines_inside_the_window_do_not_count_towards_it():
-    # Twenty blank rows between the panel and the prompt: still within the last 16 non-empty lines.
+    # Twenty blank rows between the panel and the prompt: still within the last 24 non-empty lines.
     lines = [*APPROVAL_PANEL, *([""] * 20), "⚕ ❯"]
     assert activity(HERMES, screen(*lines, rows=len(lines))) == "blocked"
 
@@ -89,8 +98,8 @@ def test_old_transcript_lines_above_the_bottom_window_do_not_count():
     # An old working prompt scrolled up: the last 8 non-empty lines end at the idle prompt.
     transcript = ["⚕ ❯", *(f"output line {n}" for n in range(8)), "❯"]
     assert activity(HERMES, screen(*transcript)) == "idle"
-    # An old approval panel more than 16 non-empty lines up no longer blocks.
-    old_panel = [*APPROVAL_PANEL, *(f"output line {n}" for n in range(16)), "❯"]
+    # An old approval panel more than 24 non-empty lines up no longer blocks.
+    old_panel = [*APPROVAL_PANEL, *(f"output line {n}" for n in range(24)), "❯"]
     assert activity(HERMES, screen(*old_panel, rows=len(old_panel))) == "idle"
 
 

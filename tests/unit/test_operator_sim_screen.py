@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wcwidth import wcwidth
 
-from services.operator_sim.screen import MAX_COLS, MAX_SEQUENCE_CHARS, InvalidGeometry, Screen
+from services.operator_sim import screen as screen_module
+from services.operator_sim.screen import MAX_CELL_BYTES, MAX_COLS, MAX_SEQUENCE_CHARS, InvalidGeometry, Screen
 
 
 def test_the_hermes_prompt_renders_with_the_cursor_after_it():
@@ -195,7 +196,7 @@ def test_garbage_never_raises_and_keeps_the_geometry(chunks, cols, rows):
 )
 def test_the_rows_kept_per_change_read_as_pyte_renders_the_whole_screen(chunks):
     screen = Screen(40, 6)
-    reference = pyte.Screen(40, 6)
+    reference = screen_module._Screen(40, 6)
     stream = pyte.Stream(reference)
     for chunk in chunks:
         screen.feed(chunk.encode())
@@ -214,3 +215,64 @@ def test_a_combining_mark_over_a_wide_characters_stub_renders():
     for chunk in ("\x1b[5;3H", "宽字", "\x1b[5;3H", "é"):
         screen.feed(chunk.encode())
     assert screen.visible_lines()[4].startswith("  ")
+
+
+# What the daemon's terminal (the vt100 crate behind crates/terminal/src/screen.rs) keeps: a
+# zero-width character joins the cell before it unchanged, a wide one takes two cells.
+
+
+def test_an_emoji_variation_selector_keeps_the_rest_of_the_line():
+    # The real Hermes 0.20.0 approval panel's title line.
+    line = "│ ⚠️  Dangerous Command                          │"
+    screen = Screen(100, 3)
+    screen.feed(line.encode() + "\r\n⚙️  /exit".encode())
+    assert screen.visible_lines()[:2] == [line, "⚙️  /exit"]
+    # pyte alone loses everything after the selector.
+    reference = pyte.Screen(100, 3)
+    pyte.Stream(reference).feed(line)
+    assert reference.display[0].rstrip() == "│ ⚠"
+
+
+@pytest.mark.parametrize("joiner", ["\u200d", "\ufe0e", "\u200b", "\u20e3"])
+def test_every_zero_width_character_joins_the_cell_before_it(joiner):
+    screen = Screen(20, 2)
+    screen.feed(f"a{joiner}b|".encode())
+    assert screen.visible_lines()[0] == f"a{joiner}b|"
+    assert screen.snapshot()["cursor"]["col"] == 3
+
+
+def test_wide_characters_take_two_cells():
+    screen = Screen(20, 2)
+    screen.feed("a界b💻c".encode())
+    assert screen.visible_lines()[0] == "a界b💻c"
+    assert screen.snapshot()["cursor"]["col"] == 7
+    screen.feed(b"\x1b[1;3Hx\x1b[1;5Hy")  # over the second half of 界, the first of 💻
+    assert screen.visible_lines()[0] == "a xby c"  # each wide character goes whole
+    screen.feed("\x1b[1;20H界".encode())  # one column left: the wide character wraps
+    assert screen.visible_lines()[1] == "界"
+
+
+def test_a_combining_mark_is_kept_as_written_and_joins_a_wide_character_whole():
+    screen = Screen(20, 2)
+    screen.feed("e\u0301 界\u0301|".encode())
+    assert screen.visible_lines()[0] == "e\u0301 界\u0301|"  # no NFC: "é" stays two code points
+
+
+def test_a_zero_width_character_at_the_start_of_a_line_is_dropped():
+    screen = Screen(20, 2)
+    screen.feed("\r\n\u0301ok".encode())
+    assert screen.visible_lines()[1] == "ok"
+
+
+def test_a_cell_holds_a_bounded_number_of_joiners():
+    screen = Screen(20, 2)
+    screen.feed(("a" + "\u0301" * 10_000 + "b").encode())
+    first = screen.visible_lines()[0]
+    assert first.startswith("a\u0301") and first.endswith("b")
+    assert len(first[:-1].encode()) <= MAX_CELL_BYTES
+
+
+def test_a_c1_control_in_text_is_skipped_and_the_rest_drawn():
+    screen = Screen(20, 2)
+    screen.feed("a\u0085b ⚕".encode())
+    assert screen.visible_lines()[0] == "ab ⚕"

@@ -15,6 +15,8 @@ from shared.operator.version_probe import VersionProbeError
         ("Hermes Agent v0.99.99 (dev build)", (0, 99, 99)),
         ("Hermes Agent v0.20.1 (2026.8.3)\nProject: /home/x\nPython: 3.11\n", (0, 20, 1)),
         ("Hermes Agent v0.20.0 (2026.8.3)\r\nmore\r\n", (0, 20, 0)),
+        ("Hermes Agent v0.20.0 (2026.8.3) · hermes-mesh 0.1.0 · 0123456789ab\n", (0, 20, 0)),
+        ("Hermes Agent v0.20.0 (2026.8.3) · ", (0, 20, 0)),
     ],
 )
 def test_supported_versions_pass_and_later_lines_are_free(text, version):
@@ -31,6 +33,9 @@ def test_supported_versions_pass_and_later_lines_are_free(text, version):
         "Hermes Agent v0.20.0",  # no parenthesis
         "Hermes Agent v0.20.0 ()",
         "Hermes Agent v0.20.0 (2026.8.3) trailing",
+        "Hermes Agent v0.20.0 (2026.8.3)· hermes-mesh",  # the separator is space, dot, space
+        "Hermes Agent v0.20.0 (2026.8.3) (hermes-mesh 0.1.0)",
+        "Hermes Agent v0.20.0 (2026.8.3 (nested))",
         "Hermes Agent v0.20.0-rc1 (2026.8.3)",
         "Hermes Agent v0.20.0+build5 (2026.8.3)",
         "Hermes Agent v00.20.0 (2026.8.3)",

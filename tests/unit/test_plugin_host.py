@@ -16,6 +16,7 @@ SCHEMA = {"name": "echo", "description": "echo", "parameters": {"type": "object"
 
 
 def plugin(home: Path, name: str, body: str, *, enable: bool = True, manifest: str | None = None) -> Path:
+    """The plugin ``name`` (a key: ``category/name`` puts it in a category)."""
     directory = home / "plugins" / name
     directory.mkdir(parents=True)
     (directory / "plugin.yaml").write_text(manifest if manifest is not None else f"name: {name}\nversion: 1.2\n")
@@ -185,3 +186,77 @@ def test_a_tool_whose_check_says_no_is_unavailable_and_its_handler_never_runs(tm
     answer = json.loads(PluginHost.load(tmp_path).dispatch("gated", {}))
     assert answer["error"]["code"] == "tool_unavailable"
     assert not ran.exists()
+
+
+def test_a_directory_without_a_manifest_is_a_category_one_level_deep(tmp_path):
+    for path in ("flat", "operators/pohunek", "operators/deeper/too-deep", "operators/.stage-x", ".hidden/inner"):
+        (tmp_path / "plugins" / path).mkdir(parents=True)
+    for path in ("flat", "operators/pohunek", "operators/deeper/too-deep", "operators/.stage-x", ".hidden/inner"):
+        name = path.rsplit("/", 1)[-1]
+        (tmp_path / "plugins" / path / "plugin.yaml").write_text(f"name: {name}\n")
+    (tmp_path / "plugins" / "legacy").mkdir()
+    (tmp_path / "plugins" / "legacy" / "plugin.yml").write_text("name: legacy\nkind: exclusive\n")
+    found = {p.key: (p.name, p.kind) for p in plugin_host.discover(tmp_path)}
+    assert found == {
+        "flat": ("flat", "standalone"),
+        "legacy": ("legacy", "exclusive"),
+        "operators/pohunek": ("pohunek", "standalone"),
+    }
+
+
+def test_disabled_wins_over_enabled_by_key_or_name(tmp_path):
+    plugin(tmp_path, "operators/pohunek", ECHO.replace("demo", "pohunek"), enable=False, manifest="name: pohunek\n")
+    config = tmp_path / "config.yaml"
+    for lists, status in [
+        ("enabled: [pohunek]", "enabled"),
+        ("enabled: [operators/pohunek]", "enabled"),
+        ("enabled: [operators/pohunek]\n  disabled: [pohunek]", "disabled"),
+        ("disabled: [operators/pohunek]", "disabled"),
+        ("enabled: [other]", "not enabled"),
+    ]:
+        config.write_text(f"plugins:\n  {lists}\n")
+        (info,) = PluginHost.load(tmp_path).plugins
+        assert (info.status, info.loaded) == (status, status == "enabled")
+
+
+def test_set_enabled_moves_a_key_between_the_lists(tmp_path):
+    (tmp_path / "config.yaml").write_text("plugins:\n  enabled: [pohunek]\n  disabled: [operators/pohunek]\n")
+    assert plugin_host.set_enabled(tmp_path, "operators/pohunek", True) is True
+    assert (plugin_host.enabled_names(tmp_path), plugin_host.disabled_names(tmp_path)) == (
+        ["pohunek", "operators/pohunek"],
+        [],
+    )
+    assert plugin_host.set_enabled(tmp_path, "operators/pohunek", False) is True
+    assert (plugin_host.enabled_names(tmp_path), plugin_host.disabled_names(tmp_path)) == ([], ["operators/pohunek"])
+    with pytest.raises(plugin_host.PluginNotFound):
+        plugin_host.set_enabled(tmp_path, "../etc", True)
+
+
+def test_a_name_in_two_places_is_refused_and_its_key_chooses(tmp_path):
+    for key in ("operators/pohunek", "spare/pohunek"):
+        plugin(tmp_path, key, "def register(ctx): pass\n", enable=False, manifest="name: pohunek\n")
+    with pytest.raises(plugin_host.PluginNameAmbiguous) as refused:
+        plugin_host.find(tmp_path, "pohunek")
+    assert refused.value.detail == {"name": "pohunek", "keys": ["operators/pohunek", "spare/pohunek"]}
+    assert plugin_host.find(tmp_path, "spare/pohunek").path == tmp_path / "plugins" / "spare" / "pohunek"
+    with pytest.raises(plugin_host.PluginNotFound):
+        plugin_host.find(tmp_path, "ghost")
+
+
+OVERRIDE = """
+def register(ctx):
+    ctx.register_tool("echo", "other", {SCHEMA!r}, lambda args, **kw: '"second"', override={override})
+"""
+
+
+@pytest.mark.parametrize(
+    ("override", "granted", "winner"),
+    [(True, True, "b-second"), (True, False, "a-first"), (False, True, "a-first")],
+)
+def test_a_taken_tool_is_replaced_only_by_an_override_the_owner_granted(tmp_path, override, granted, winner):
+    plugin(tmp_path, "a-first", ECHO)
+    plugin(tmp_path, "b-second", OVERRIDE.format(SCHEMA=SCHEMA, override=override))
+    plugin_host.set_tool_override(tmp_path, "b-second", granted)
+    host = PluginHost.load(tmp_path)
+    assert host.tools["echo"].plugin == winner
+    assert {p.name: p.error for p in host.plugins}["b-second"] == (None if winner == "b-second" else "register_failed")

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from hermes_cli import skin_engine as skins
-from tests.support.skins import escape, write_skin
+from tests.support.skins import REAL_SKINS, escape, write_skin
 
 
 @pytest.mark.parametrize("name", skins.builtin_names())
@@ -41,11 +41,12 @@ def test_a_partial_user_skin_inherits_the_rest_from_default(tmp_path):
     ("text", "key"),
     [
         ("colors:\n  banner_title: red\n", "colors.banner_title"),
-        ("colours:\n  banner_title: '#123456'\n", "colours"),
-        ("colors:\n  sparkle: '#123456'\n", "colors.sparkle"),
+        ("colors:\n  sparkle: '#123456'\n  banner_title: '#12345'\n", "colors.banner_title"),
         ("spinner:\n  waiting_faces: []\n", "spinner.waiting_faces"),
         ("spinner:\n  wings: [['<']]\n", "spinner.wings"),
         ("branding:\n  welcome: 7\n", "branding.welcome"),
+        ("branding:\n  goodbye: bye\n  prompt_symbol: ['>']\n", "branding.prompt_symbol"),
+        ("colors: null\nbanner_logo: art\n", "colors"),
         ("tool_prefix: 'a very long prefix'\n", "tool_prefix"),
         ("- just\n- a list\n", None),
         ("colors: [unclosed\n", None),
@@ -57,6 +58,74 @@ def test_a_malformed_user_skin_names_its_file_and_key(tmp_path, text, key):
         skins.load_skin("broken", tmp_path)
     assert (info.value.path, info.value.key) == (path, key)
     assert str(path) in info.value.message
+
+
+def test_keys_beyond_the_engines_are_kept_and_named_in_one_warning(tmp_path):
+    path = write_skin(
+        tmp_path,
+        "mine",
+        "colours:\n  banner_title: '#123456'\ncolors:\n  ui_ok: green\n  banner_dim: '#010203'\n"
+        "branding:\n  goodbye: bye\nbanner_logo: '[bold]ART[/]'\n",
+    )
+    skin = skins.load_skin("mine", tmp_path)
+    assert skin.colors["banner_dim"] == "#010203" and set(skin.colors) == set(skins.COLOR_KEYS)
+    assert skin.ignored == {
+        "colours": {"banner_title": "#123456"},
+        "colors.ui_ok": "green",  # not one of ours: kept as it is, never checked nor drawn
+        "branding.goodbye": "bye",
+        "banner_logo": "[bold]ART[/]",
+    }
+    assert skin.warning == (
+        f"skin {path}: keys this CLI does not use are ignored: banner_logo, branding.goodbye, colors.ui_ok, colours"
+    )
+    assert skin.to_dict()["ignored"] == ["banner_logo", "branding.goodbye", "colors.ui_ok", "colours"]
+    (tmp_path / "config.yaml").write_text("display:\n  skin: mine\n")
+    assert skins.active_skin(tmp_path) == (skin, None)  # used; its warning is the skin commands' to show
+    assert skins.load_skin("slate", tmp_path).warning is None
+
+
+REAL_SKIN_NAMES = sorted(p.stem for p in REAL_SKINS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", REAL_SKIN_NAMES)
+def test_a_skin_the_real_hermes_agent_ships_loads_with_its_extras_ignored(tmp_path, name):
+    from ruamel.yaml import YAML
+
+    text = (REAL_SKINS / f"{name}.yaml").read_text()
+    real = YAML(typ="safe").load(text)
+    write_skin(tmp_path, name, text)
+    skin = skins.load_skin(name, tmp_path)
+    default = skins.load_skin("default", tmp_path / "elsewhere")
+    assert (skin.name, skin.source, skin.description) == (
+        name,
+        str(tmp_path / "skins" / f"{name}.yaml"),
+        real["description"],
+    )
+    assert skin.colors == {key: real["colors"][key] for key in skins.COLOR_KEYS}
+    assert skin.branding == {key: real["branding"][key] for key in skins.BRANDING_KEYS}
+    assert skin.spinner == {**default.spinner, **real["spinner"]}  # an empty spinner is the default's
+    extras = {f"{section}.{key}" for section in ("colors", "branding") for key in real[section]}
+    extras -= {f"colors.{k}" for k in skins.COLOR_KEYS} | {f"branding.{k}" for k in skins.BRANDING_KEYS}
+    extras |= set(real) - set(skins.TOP_KEYS)
+    assert set(skin.ignored) == extras and "branding.goodbye" in extras
+    assert skin.warning.count("\n") == 0 and all(key in skin.warning for key in extras)
+
+
+def test_a_user_skin_named_like_a_builtin_replaces_it(tmp_path):
+    path = write_skin(tmp_path, "ares", (REAL_SKINS / "ares.yaml").read_text())
+    ares = skins.load_skin("ares", tmp_path)
+    assert ares.source == str(path) and ares.colors["banner_title"] == "#C7A96B"
+    assert ares.branding["agent_name"] == "Ares Agent"
+    assert skins.load_skin("ares", tmp_path / "elsewhere").source == "builtin"
+    assert skins.user_names(tmp_path) == []  # listed once, as the built-in's name
+    (tmp_path / "config.yaml").write_text("display:\n  skin: ares\n")
+    assert skins.active_skin(tmp_path)[0] == ares
+
+
+def test_a_broken_user_default_falls_back_to_the_builtin_default(tmp_path):
+    write_skin(tmp_path, "default", "colors:\n  banner_title: red\n")
+    skin, warning = skins.active_skin(tmp_path)
+    assert skin.source == "builtin" and "default.yaml, key colors.banner_title" in warning
 
 
 def test_the_active_skin_falls_back_to_default_and_says_why(tmp_path):

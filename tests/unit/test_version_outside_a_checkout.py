@@ -25,7 +25,13 @@ def test_the_version_line_names_the_agent_release_first(monkeypatch):
     from shared import version
 
     monkeypatch.setattr(version, "code_sha", lambda: "0123456789abcdef" * 2 + "01234567")
-    assert version.version_line() == f"Hermes Agent v0.20.0 (hermes-mesh {version.__version__}, 0123456789ab)"
+    mesh = f"hermes-mesh {version.__version__}"
+    assert version.version_line() == f"Hermes Agent v0.20.0 (2026.8.3) · {mesh} · 0123456789ab"
     monkeypatch.setattr(version, "code_sha", lambda: None)
-    assert version.version_line() == f"Hermes Agent v0.20.0 (hermes-mesh {version.__version__}, no git checkout)"
-    assert version.AGENT_RELEASE == "0.20.0"
+    assert version.version_line() == f"Hermes Agent v0.20.0 (2026.8.3) · {mesh} · no git checkout"
+    assert version.version_document() == {
+        "agent_release": "0.20.0",
+        "agent_release_date": "2026.8.3",
+        "version": version.__version__,
+        "code_sha": None,
+    }

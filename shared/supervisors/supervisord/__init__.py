@@ -25,7 +25,7 @@ This module is their public face.
 from __future__ import annotations
 
 from shared.supervisors.supervisord.config import ConfigUnrepresentable, MeshUsage, configured_programs
-from shared.supervisors.supervisord.kind import UnsupportedScope, find, install, restart, start, stop
+from shared.supervisors.supervisord.kind import UnsupportedScope, find, install, rename, restart, start, stop
 from shared.supervisors.supervisord.mesh import DownReport, down, status, up
 from shared.supervisors.supervisord.names import MULTIPLEX_PROGRAM, profile_of, unit_name
 from shared.supervisors.supervisord.paths import mesh_paths
@@ -45,6 +45,7 @@ __all__ = [
     "install",
     "mesh_paths",
     "profile_of",
+    "rename",
     "restart",
     "start",
     "start_drained",

@@ -12,6 +12,7 @@ from pathlib import Path
 from shared import homes
 from shared.errors import HermesError
 from shared.files import locked
+from shared.profile_rename import rename_in
 from shared.supervisors import Unit
 from shared.supervisors.errors import SupervisorFailed, SupervisorUnavailable
 from shared.supervisors.supervisord.config import configured_programs, mesh_of, mesh_programs, write_config
@@ -136,6 +137,33 @@ def _load(paths: MeshPaths, name: str) -> None:
 def stop(unit: Unit) -> None:
     """Stop the unit's program (the gateway drains on SIGTERM) and wait, bounded, until it is down."""
     stop_program(_unit_paths(unit), unit.name)
+
+
+def rename(profile: str, new: str, root: Path) -> Unit:
+    """``profile``'s program renamed ``new`` in the mesh config of ``root`` (whose home has moved
+    already), and a running supervisord told to drop the old program; the new one is loaded when
+    it is started. Taken again, it changes nothing more."""
+    require_supervisor()
+    paths = mesh_paths(root)
+    if paths.config.exists():
+        with locked(paths.state, timeout=LOCK_TIMEOUT):
+            present = mesh_of(paths)
+            if profile in present.profiles:
+                write_config(paths, mesh_programs(rename_in(list(present.profiles), profile, new), present.served))
+            if live_daemon(paths, adopt=False) is not None:
+                _drop(paths, unit_name(profile))
+    return _unit(paths, new)
+
+
+def _drop(paths: MeshPaths, name: str) -> None:
+    """supervisord forgets program ``name``, which the config no longer has (stopped first)."""
+    try:
+        call(paths, "supervisor.reloadConfig")
+        stop_program(paths, name)
+        call(paths, "supervisor.removeProcessGroup", name)
+    except xmlrpc.client.Fault as fault:
+        if fault.faultCode != fault_code("BAD_NAME"):
+            raise failure(f"supervisord could not drop {name}", fault, program=name) from None
 
 
 def restart(unit: Unit) -> None:

@@ -84,6 +84,13 @@ def install(profile: str, home: Path, *, scope: str = "user", euid: int | None =
     )
 
 
+def rename(profile: str, new: str, home: Path, *, scope: str) -> InstalledUnit:
+    """``profile``'s unit rewritten as ``new``'s, running the gateway in ``home``; the old unit
+    file removed before the manager reloads. Taken again, it changes nothing more."""
+    unit_path(profile, scope=scope).unlink(missing_ok=True)
+    return install(new, home, scope=scope)
+
+
 def _daemon_reload(scope: str) -> tuple[bool, str | None]:
     # The file is written whatever happens here, so a failed reload is reported, not raised.
     try:
