@@ -82,7 +82,8 @@ def test_a_failing_enable_puts_the_old_plugin_and_policy_back_byte_for_byte(inst
     blocker.unlink(missing_ok=True)
     blocker.mkdir()  # the config still reads, but Hermes cannot take its lock to switch a plugin
     code, data = kit.cli_json("operator", "update", *WORK, home=root)
-    assert code == 1 and data["error"]["code"] == "plugin_switch_failed", data
+    assert code == 1 and data["error"]["code"] == "hermes_command_failed", data
+    assert data["error"]["detail"]["command"] == "hermes plugins enable"
     assert tree_bytes(work / "plugins", kit.state / "integrations") == before
     blocker.rmdir()
     assert kit.cli_json("operator", "status", *WORK, home=root)[1]["outdated"]
