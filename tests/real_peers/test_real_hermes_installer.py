@@ -12,6 +12,7 @@ commands), the real Hermes's own in the second (the plugin as it must run inside
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -145,3 +146,60 @@ def test_a_second_pohunek_the_real_list_shows_is_refused_and_the_home_is_as_it_w
     assert sorted(p.name for p in (home / "plugins").iterdir()) == ["operators", "someone-elses"]
     assert list((home / "plugins" / "operators").iterdir()) == []
     assert not list((kit.state / "integrations").rglob("policy.json*"))
+
+
+STANDALONE = {
+    "plugin.yaml": "name: pohunek\nversion: '1'\n",
+    "__init__.py": """
+POLICY_PATH = {policy!r}
+from pathlib import Path
+from . import hooks
+
+def integration_status():
+    return {{"state": "ready", "failure_count": 0}}
+
+def register(ctx):
+    for name in hooks.NAMES:
+        ctx.register_hook(name, hooks.hook)
+    for name in {tools!r}:
+        ctx.register_tool(name, "pohunek", {{"name": name}}, lambda args, **kw: "{{}}")
+    ctx.register_skill("pohunek", Path(__file__).parent / "SKILL.md")
+""",
+    "hooks.py": """
+import os, socket
+NAMES = ("on_session_start", "pre_llm_call", "post_llm_call", "pre_approval_request",
+         "post_approval_response", "on_session_end", "on_session_finalize")
+_counts = {"calls": 0, "failures": 0}
+
+def counters():
+    return dict(_counts)
+
+def hook(**kwargs):
+    _counts["calls"] += 1
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(os.environ["POHUNEK_HOOK_ENDPOINT"].removeprefix("ipc://"))
+    except Exception:
+        _counts["failures"] += 1
+""",
+    "SKILL.md": "---\nname: pohunek\n---\nthe skill\n",
+}
+
+
+def test_the_probe_runs_in_the_real_hermess_python_with_nothing_of_this_project(real_hermes_agent, tmp_path):
+    from hermes_cli.operator.probe_client import run_probe
+    from hermes_cli.operator.registration import checks
+
+    policy = tmp_path / "policy.json"
+    plugin = tmp_path / "home" / "plugins" / "operators" / ".pohunek-stage-0a0b" / "pohunek"
+    plugin.mkdir(parents=True)
+    for name, text in STANDALONE.items():
+        (plugin / name).write_text(text.format(policy=str(policy), tools=READ_TOOLS) if name == "__init__.py" else text)
+    hermes_bin = answering_version(tmp_path / "wrapper", real_hermes_agent.venv, real_hermes_agent.bin)
+    bare = subprocess.run([hermes_bin.parent / "python3", "-I", "-c", "import shared"], cwd="/", capture_output=True)
+    assert bare.returncode != 0, "that Python has none of this project's packages"
+    result = run_probe(str(hermes_bin), plugin, policy)
+    assert (result.loaded, result.error, result.policy_bound) == (True, None, True)
+    assert result.hook_dry_run.forced_failure_swallowed and result.hook_dry_run.calls == 7
+    assert [c["status"] for c in checks(result, "read_only")][:2] == ["pass", "pass"]
+    assert not list(plugin.rglob("__pycache__")), "the probe writes no bytecode beside the plugin"
