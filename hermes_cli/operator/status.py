@@ -42,6 +42,7 @@ def enabled(target: Target, bin_path: str) -> tuple[bool, str | None]:
     if not lifecycle.found_roots(target):
         return False, None
     try:
+        hermes_bin.check_bin(bin_path)  # status and doctor run only an executable install would
         return hermes_bin.plugin_state(bin_path, target.home) == hermes_bin.ENABLED, None
     except hermes_bin.HermesUnusable as exc:
         return False, exc.code

@@ -66,8 +66,10 @@ def test_the_last_release_below_the_next_major_is_accepted_and_a_non_executable_
     os.chmod(fake, 0o644)
     code, data = kit.cli_json("operator", "update", *WORK, "--hermes-bin", str(fake), home=root)
     assert code == 2 and data["error"]["code"] == "hermes_not_executable"
+    assert data["error"]["detail"] == {"flag": "--hermes-bin", "reason": "not_executable"}
     code, data = kit.cli_json("operator", "status", *WORK, "--hermes-bin", str(fake), home=root)
-    assert code == 0 and data["hermes"]["accepted"] is False
+    assert code == 0 and data["hermes"]["accepted"] is False and data["installed"]
+    assert (data["enabled"], data["plugin_state_error"]) == (False, "hermes_not_executable"), "it is not run"
 
 
 def test_doctor_lists_the_whole_inventory_in_order_and_a_healthy_install_passes_it(kit, root, work):
