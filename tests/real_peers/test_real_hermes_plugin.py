@@ -112,12 +112,7 @@ def test_in_full_mode_the_real_registry_drives_a_session_through_the_operator_cl
     assert hosts == {"ok": True, "result": {"hosts": ["local"], "wildcard": False, "discovery_performed": False}}
     assert started["ok"] and started["result"]["recovered"] is False
     session_id = started["result"]["session_id"]
-    assert (
-        session_id
-        == daemon_sim.daemon.call(
-            __import__("shared.operator.protocol", fromlist=["x"]).SESSION_GET, {"host": "local", "session": session_id}
-        )["id"]
-    )
+    assert daemon_sim.daemon.call(p.SESSION_GET, {"host": "local", "session": session_id})["name"] == start["name"]
     assert sent["ok"] and sent["result"]["session_id"] == session_id
     assert screen["ok"] and "real-peer-42" in screen["result"]["text"]
     assert screen["result"]["content_trust"] == "untrusted"
