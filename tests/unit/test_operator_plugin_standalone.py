@@ -230,3 +230,17 @@ def test_every_cli_failure_is_a_code_of_the_closed_set():
     ):
         assert code in errors.RECOVER
         assert runner.RunFailed(code).code == code
+
+
+def test_a_deeply_nested_argument_is_refused_naming_it_without_walking_it():
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(errors.ToolError) as caught:
+        schemas.validate("pohunek_session_wait", {"session": "s", "timeout_ms": 1, "states": [deep, deep]})
+    assert caught.value.detail == {"field": "states.0"}
+
+
+def test_bytes_the_cli_spelled_wrong_are_an_invalid_envelope():
+    with pytest.raises(ValueError):
+        payload("transport").from_json({"$bytes": "not base64!"})

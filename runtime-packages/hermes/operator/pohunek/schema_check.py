@@ -125,7 +125,10 @@ def _check_text(schema: Mapping[str, Any], value: str, path: tuple[str, ...]) ->
 def _check_list(schema: Mapping[str, Any], value: list[Any], path: tuple[str, ...]) -> None:
     if len(value) < schema.get("minItems", 0) or len(value) > schema.get("maxItems", len(value)):
         raise Invalid(path)
-    if schema.get("uniqueItems") and len({repr((type(v), v)) for v in value}) != len(value):
+    # Only scalars are compared (every array a tool takes holds words): an item that is not one
+    # fails ``items`` instead, and no nesting is ever walked here.
+    scalars = all(v is None or isinstance(v, (str, int)) for v in value)
+    if schema.get("uniqueItems") and scalars and len({(type(v), v) for v in value}) != len(value):
         raise Invalid(path)
     if "items" in schema:
         for index, item in enumerate(value):

@@ -92,7 +92,10 @@ class Cli:
         raw = json.dumps(request, ensure_ascii=False).encode("utf-8")
         code, answer = cli_runner.run(self._cli, argv, raw, timeout=budget + CLI_GRACE)
         if code == 0:
-            return from_json(answer.get("result"))
+            try:
+                return from_json(answer.get("result"))
+            except ValueError:  # bytes spelled in something that is not base64
+                raise cli_runner.RunFailed("pohunek_cli_invalid_envelope") from None
         failure = answer.get("error")
         if not isinstance(failure, dict) or not isinstance(failure.get("code"), str):
             raise cli_runner.RunFailed("pohunek_cli_invalid_envelope")
