@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -93,18 +94,16 @@ def test_the_cli_answers_every_call_as_the_direct_path_does(daemon_sim, both):
 
 
 def test_a_cli_that_cannot_run_or_answer_is_a_typed_error(daemon_sim, tmp_path):
-    def through(cli: str, **fields):
-        tools = Tools(daemon_sim.address, policy_file=tmp_path / "policy.json", **fields)
-        tools.box.transport._cli = cli  # the policy names this CLI instead
-        return tools
+    def through(cli: Path, **fields):
+        return Tools(daemon_sim.address, policy_file=tmp_path / "policy.json", operator_cli=cli, **fields)
 
-    def script(name: str, body: str) -> str:
+    def script(name: str, body: str) -> Path:
         path = tmp_path / name
         path.write_text("#!/bin/sh\n" + body + "\n")
         path.chmod(0o700)
-        return str(path)
+        return path
 
-    assert code(through(str(tmp_path / "missing"))("pohunek_sessions")) == "pohunek_cli_unavailable"
+    assert code(through(tmp_path / "missing")("pohunek_sessions")) == "pohunek_cli_unavailable"
     assert code(through(script("crash", "exit 9"))("pohunek_sessions")) == "pohunek_cli_failed"
     assert code(through(script("noise", "echo not-json"))("pohunek_sessions")) == "pohunek_cli_invalid_envelope"
     refused = script("refused", """echo '{"ok":false,"error":{"code":"invalid_request","field":"args"}}'; exit 2""")

@@ -39,7 +39,7 @@ def policy(address: str, **overrides: Any) -> Policy:
 
 class Tools:
     """``tools(name, args)`` → the parsed answer of one handler call; with ``policy_file``, a
-    policy written there naming the operator CLI, and every call through that CLI."""
+    policy written there naming ``operator_cli``, and every call through that CLI."""
 
     def __init__(
         self,
@@ -48,13 +48,14 @@ class Tools:
         window: tuple[int, int] = (3, 4),
         env: dict[str, str] | None = None,
         policy_file: Path | None = None,
+        operator_cli: Path = OPERATOR_CLI,
         **fields: Any,
     ):
         tools = payload("tools")
         transport = None
         if policy_file is not None:
-            write_policy(policy_file, policy_fields(address, operator_cli=str(OPERATOR_CLI), **fields))
-            transport = payload("transport").Cli(str(OPERATOR_CLI), str(policy_file))
+            write_policy(policy_file, policy_fields(address, operator_cli=str(operator_cli), **fields))
+            transport = payload("transport").Cli(str(operator_cli), str(policy_file))
         self.box = tools.Toolbox(policy(address, **fields), window, env=env or {}, transport=transport)
 
     def __call__(self, name: str, args: Any = None) -> dict[str, Any]:
