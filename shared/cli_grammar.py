@@ -540,6 +540,11 @@ def _operator_policy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--access-mode", choices=ACCESS_MODES, help="which tools the plugin registers")
     p.add_argument("--allow-host", action="append", metavar="HOST", help="a host the tools may reach (repeat)")
     p.add_argument("--confirm-wildcard", action="store_true", help="confirm --allow-host '*'")
+    p.add_argument(
+        "--operator-cli",
+        metavar="ABS",
+        help="the operator CLI the plugin runs (default: this install's hermes-operator)",
+    )
     for flag, dest, what in OPERATOR_BOUNDS:
         p.add_argument(flag, dest=dest, action="append", metavar="N", help=what)
 

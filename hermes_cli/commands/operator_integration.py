@@ -59,6 +59,7 @@ def _apply(args, *, installing: bool) -> int:
             access_mode=args.access_mode,
             hosts=args.allow_host,
             confirm_wildcard=args.confirm_wildcard,
+            operator_cli=args.operator_cli,
             endpoint=_endpoint(change),
             installed=None if installing or policy_file is None else settings.read_installed(policy_file),
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,12 @@ def _hosts(given: Sequence[str], confirm_wildcard: bool) -> tuple[str, ...]:
     return hosts
 
 
+def default_operator_cli() -> str | None:
+    """This install's ``hermes-operator``, beside the interpreter running it, when it is there."""
+    found = os.path.join(os.path.dirname(sys.executable), "hermes-operator")
+    return found if os.path.isfile(found) and os.access(found, os.X_OK) else None
+
+
 def build(
     *,
     bounds: Mapping[str, Sequence[str] | None],
@@ -82,6 +89,7 @@ def build(
     confirm_wildcard: bool,
     endpoint: str,
     installed: rules.Policy | None,
+    operator_cli: str | None = None,
 ) -> rules.Policy:
     """The policy to write: flags first, then the installed policy (update), then defaults."""
     values: dict[str, int] = {}
@@ -103,13 +111,22 @@ def build(
     mode = access_mode or (installed.access_mode if installed is not None else None)
     if mode not in rules.ACCESS_MODES:
         raise _invalid("access_mode", "choose --access-mode", f"one of {', '.join(rules.ACCESS_MODES)}")
+    if operator_cli is not None:
+        cli: str | None = rules.operator_cli(operator_cli)
+    else:
+        cli = installed.operator_cli if installed is not None and installed.operator_cli else default_operator_cli()
     return rules.Policy(
         daemon_endpoint=installed.daemon_endpoint if installed is not None else endpoint,
         protocol_min=CLIENT_WINDOW[0],
         protocol_max=CLIENT_WINDOW[1],
         access_mode=mode,
         allowed_hosts=allowed,
-        **values,
+        tool_timeout_ms=values["tool_timeout_ms"],
+        request_timeout_ms=values["request_timeout_ms"],
+        max_output_bytes=values["max_output_bytes"],
+        max_screen_bytes=values["max_screen_bytes"],
+        max_concurrency=values["max_concurrency"],
+        operator_cli=cli,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from shared.protocol import RemoteError
 DESCRIPTOR = Path(__file__).resolve().parents[2] / "runtime-packages" / "hermes" / "runtime.toml"
 PROBE_TIMEOUT = 10.0
 PROBE_OUTPUT_CAP = 4096
+TEXT_POLICIES = ("unrestricted", "hermes_safe_text")
 
 
 class RuntimeIncompatible(HermesError):
@@ -43,11 +45,20 @@ class Agent:
     probe_args: tuple[str, ...] | None = None
     bracketed_paste: bool = False  # the text goes in ESC[200~ … ESC[201~
     submit_delay: float = 0.0  # seconds between the text and its submit, written apart
+    safe_text: bool = False  # only printable text, newlines and tabs may be typed
 
     def framed(self, text: str, submit: bool) -> tuple[bytes, bytes]:
         """What input ``text`` writes, as the daemon frames it for this agent: the text (in a
         bracketed paste when the agent takes one), and the submit to write ``submit_delay``
-        later on its own (empty when the submit goes with the text, or there is none)."""
+        later on its own (empty when the submit goes with the text, or there is none). An
+        agent that takes safe text only refuses a control character: typed into a paste, an
+        ESC could end it early and the rest would be keys."""
+        if self.safe_text and any(unicodedata.category(c) == "Cc" and c not in "\n\t" for c in text):
+            raise RemoteError(
+                Code.SESSION_INPUT_REJECTED,
+                "the input holds a control character other than a newline or a tab",
+                detail={"field": "text"},
+            )
         data = text.encode("utf-8")
         if self.bracketed_paste:
             data = b"\x1b[200~" + data + b"\x1b[201~"
@@ -118,6 +129,8 @@ def hermes_from(program: str, text: str) -> tuple[Agent, str]:
         framing = data["input"]
         if not isinstance(framing["bracketed_paste"], bool) or framing["submit_delay_ms"] not in range(1001):
             raise RuntimeIncompatible("the input framing must be a paste flag and a delay of 0 to 1000 ms")
+        if framing["text_policy"] not in TEXT_POLICIES:
+            raise RuntimeIncompatible(f"the input text policy must be one of {', '.join(TEXT_POLICIES)}")
         _exactly(resume, {"supported", "reference_kind", "args"})
         _exactly(data["fork"], {"supported"})
         _exactly(data["native_reference"], {"strategy"})
@@ -142,6 +155,7 @@ def hermes_from(program: str, text: str) -> tuple[Agent, str]:
             tuple(_strings(probe["args"])),
             framing["bracketed_paste"],
             framing["submit_delay_ms"] / 1000,
+            framing["text_policy"] == "hermes_safe_text",
         )
         manifest = runtime["detect_manifest"]
         if not isinstance(manifest, str) or Path(manifest).name != manifest or not manifest.endswith(".toml"):

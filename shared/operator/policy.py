@@ -10,16 +10,15 @@ holds is not for a log.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from shared.errors import HermesError
+from shared.operator.hosts import LOCAL, WILDCARD, valid_host
+from shared.operator.hosts import host_allowed as _listed
 
 SCHEMA_VERSION = 1
 ACCESS_MODES = ("read_only", "manage", "full")
-WILDCARD = "*"
-LOCAL = "local"
 
 MAX_TOOL_TIMEOUT_MS = 60_000
 DEFAULT_REQUEST_TIMEOUT_MS = 45_000
@@ -30,7 +29,6 @@ MAX_CONCURRENCY = 8
 
 MAX_PROTOCOL = 2**31 - 1
 MAX_ENDPOINT_CHARS = 512
-MAX_HOST_CHARS = 253
 ENDPOINT_SCHEMES = ("ipc://", "tcp://")
 FIELDS = (
     "schema_version",
@@ -44,8 +42,12 @@ FIELDS = (
     "max_output_bytes",
     "max_screen_bytes",
     "max_concurrency",
+    "operator_cli",
 )
-OPTIONAL_FIELDS = frozenset({"request_timeout_ms"})  # absent in a legacy policy
+# Absent in a policy written before they existed; without ``operator_cli`` the plugin reaches
+# the daemon only where this project's packages import.
+OPTIONAL_FIELDS = frozenset({"request_timeout_ms", "operator_cli"})
+MAX_CLI_PATH_CHARS = 4096
 
 # Each bound: its ceiling and the installer flag that sets it.
 BOUNDS = {
@@ -57,9 +59,6 @@ BOUNDS = {
 }
 
 _REWRITE = "rewrite the policy with `hermes operator update`"
-_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
-# A last label of digits, or 0x and hex, makes a name an IPv4 literal to inet_aton ("127.1").
-_NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9A-Fa-f]*")
 
 
 class InvalidPolicy(HermesError):
@@ -81,6 +80,7 @@ class Policy:
     max_output_bytes: int
     max_screen_bytes: int
     max_concurrency: int
+    operator_cli: str | None = None  # the absolute path of the installed ``hermes-operator``
 
 
 def _invalid(field: str, message: str, hint: str) -> InvalidPolicy:
@@ -127,25 +127,9 @@ def check_bounds(
         )
 
 
-def valid_host(value: Any, *, allow_wildcard: bool = False) -> bool:
-    """``local``, a DNS name (labels of letters, digits and inner hyphens, at most 253 chars),
-    or ``*`` when ``allow_wildcard``; never an IP literal."""
-    if type(value) is not str:
-        return False
-    if value == LOCAL or (allow_wildcard and value == WILDCARD):
-        return True
-    if not 0 < len(value) <= MAX_HOST_CHARS:
-        return False
-    # No IPv6 literal fits a label (no ":"), and every IPv4 one ends in a numeric label.
-    labels = value.split(".")
-    return all(_LABEL.fullmatch(label) for label in labels) and not _NUMERIC_LABEL.fullmatch(labels[-1])
-
-
 def host_allowed(policy: Policy, host: str) -> bool:
     """The exact host is listed, or ``*`` is and the host is a valid name."""
-    if not valid_host(host):
-        return False
-    return host in policy.allowed_hosts or WILDCARD in policy.allowed_hosts
+    return _listed(policy.allowed_hosts, host)
 
 
 def overlap(policy: Policy, window: tuple[int, int]) -> tuple[int, int] | None:
@@ -162,6 +146,17 @@ def _endpoint(value: Any) -> str:
         raise _invalid("daemon_endpoint", "daemon_endpoint is not a daemon address", hint)
     if any(char.isspace() or not char.isprintable() for char in value):
         raise _invalid("daemon_endpoint", "daemon_endpoint holds whitespace or control characters", hint)
+    return value
+
+
+def operator_cli(value: Any) -> str:
+    """The absolute path of the operator CLI the plugin runs (whether it is there is the
+    plugin's and doctor's question: this rule does no I/O)."""
+    hint = f"an absolute path of at most {MAX_CLI_PATH_CHARS} characters: give --operator-cli"
+    if type(value) is not str or not value.startswith("/") or len(value) > MAX_CLI_PATH_CHARS:
+        raise _invalid("operator_cli", "operator_cli must be an absolute path", hint)
+    if not value.isprintable():
+        raise _invalid("operator_cli", "operator_cli holds control characters", hint)
     return value
 
 
@@ -205,6 +200,7 @@ def check(raw: Any) -> Policy:
         raise _invalid("access_mode", "access_mode is not an access mode", f"one of {', '.join(ACCESS_MODES)}")
     hosts = _hosts(raw["allowed_hosts"])
     request_timeout_ms = raw.get("request_timeout_ms", LEGACY_REQUEST_TIMEOUT_MS)
+    cli = operator_cli(raw["operator_cli"]) if "operator_cli" in raw else None
     check_bounds(
         tool_timeout_ms=raw["tool_timeout_ms"],
         request_timeout_ms=request_timeout_ms,
@@ -223,12 +219,13 @@ def check(raw: Any) -> Policy:
         max_output_bytes=raw["max_output_bytes"],
         max_screen_bytes=raw["max_screen_bytes"],
         max_concurrency=raw["max_concurrency"],
+        operator_cli=cli,
     )
 
 
 def to_fields(policy: Policy) -> dict[str, Any]:
     """The JSON object that holds ``policy`` (``check`` reads it back to an equal policy)."""
-    return {
+    fields = {
         "schema_version": SCHEMA_VERSION,
         "daemon_endpoint": policy.daemon_endpoint,
         "protocol_min": policy.protocol_min,
@@ -241,3 +238,6 @@ def to_fields(policy: Policy) -> dict[str, Any]:
         "max_screen_bytes": policy.max_screen_bytes,
         "max_concurrency": policy.max_concurrency,
     }
+    if policy.operator_cli is not None:
+        fields["operator_cli"] = policy.operator_cli
+    return fields

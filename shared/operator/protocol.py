@@ -57,6 +57,7 @@ class Code:
     SESSION_RUNTIME_CHANGED = "session_runtime_changed"
     SESSION_TERMINAL_UNAVAILABLE = "session_terminal_unavailable"
     SESSION_NOT_LIVE = "session_not_live"
+    SESSION_INPUT_REJECTED = "session_input_rejected"
     SESSION_LIVE = "session_live"
     SESSION_REMOVE_UNCONFIRMED = "session_remove_unconfirmed"
     SESSION_LIMIT = "session_limit_reached"

@@ -16,7 +16,7 @@ import pytest
 from services.operator_sim.ops import SIM_RECORDS
 from shared.hooks import ENDPOINT_ENV, SESSION_ENV, intake_address
 from tests.support.hook_reports import counts, first_received_is_the_sentinel
-from tests.support.plugin_hooks_run import SECRET
+from tests.support.plugin_hooks_run import SECRET, STANDALONE_ENV
 from tests.support.processes import ROOT, python_env, wait_for
 from tests.support.session_daemon import SessionDaemon, start_reporter
 
@@ -97,12 +97,17 @@ def signature(record: dict) -> tuple:
     return record["kind"], record[VALUE[record["kind"]]]
 
 
-def test_with_a_reporter_every_hook_reports_and_nothing_else_happens(root, short_dir, run_hooks):
+@pytest.mark.parametrize(("standalone", "sender"), [(False, "hooks"), (True, "hook_wire")])
+def test_with_a_reporter_every_hook_reports_and_nothing_else_happens(root, short_dir, run_hooks, standalone, sender):
+    """In process over zmq, and without this project's packages over the plugin's own sender:
+    the same reports reach the daemon."""
     daemon = SessionDaemon(short_dir)
     try:
         start_reporter(root, daemon.address)
-        run = run_hooks(managed(root, intake_address(root)))
+        env = managed(root, intake_address(root))
+        run = run_hooks({**env, STANDALONE_ENV: "1"} if standalone else env)
         result = run.result
+        assert result["sender"] == sender
         assert result["forbidden"] == [] and result["escaped"] == []
         assert result["touched"] == 0  # no payload value was even looked at
         assert result["hooks"] == {"calls": CALLS, "failures": 0}

@@ -138,7 +138,12 @@ def test_every_code_of_the_closed_set_is_produced(request):
         item.module.__name__.rpartition(".")[2]
         for item in request.session.items[: request.session.items.index(request.node)]
     }
-    wanted = {"test_operator_tools", "test_operator_tools_guard", "test_operator_tools_start"}
+    wanted = {
+        "test_operator_tools",
+        "test_operator_tools_cli",
+        "test_operator_tools_guard",
+        "test_operator_tools_start",
+    }
     if not wanted <= before | {"test_operator_tools_start"} or not wanted <= modules:
         pytest.skip("needs the whole set of operator tool tests, run before this one")
     errors = payload("errors")

@@ -294,3 +294,16 @@ def test_a_late_start_replayed_with_its_key_returns_the_same_session(daemon):
     [only] = daemon.call(p.SESSION_LIST, {"host": HOST})["sessions"]
     assert replay["replayed"] is True and replay["id"] == only["id"]
     assert daemon.error(p.SESSION_NEW, {**args, "name": "t-other"}).code == p.Code.IDEMPOTENCY_CONFLICT
+
+
+def test_hermes_input_that_could_break_out_of_its_paste_is_refused_and_nothing_is_typed(daemon, root):
+    sid = start(daemon, "t-escape")["id"]
+    reference = native_reference(daemon, sid)
+    refused = daemon.error(p.SESSION_INPUT, {"host": HOST, "session": sid, "text": "hi\x1b[201~/exit\r"})
+    assert (refused.code, refused.detail) == (p.Code.SESSION_INPUT_REJECTED, {"field": "text"})
+    send(daemon, sid, "still one turn")
+    wait_for(lambda: "● still one turn" in screen_lines(daemon, sid), timeout=30, what="the turn")
+    send(daemon, sid, "/exit")
+    wait_for(lambda: get(daemon, sid)["state"] != "running", timeout=30, what="the exit")
+    transcript = json.loads((root / "chat_sessions" / f"{reference}.json").read_text())["transcript"]
+    assert [line for line in transcript if line.startswith("> ")] == ["> still one turn", "> /exit"]

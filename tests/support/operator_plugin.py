@@ -19,6 +19,8 @@ from shared.operator.policy import DEFAULT_REQUEST_TIMEOUT_MS
 from tests.support.processes import ROOT
 
 PAYLOAD = ROOT / "runtime-packages" / "hermes" / "operator" / "pohunek"
+# The operator CLI the checkout installs beside its interpreter (the ``hermes-operator`` script).
+OPERATOR_CLI = Path(sys.executable).parent / "hermes-operator"
 TOKEN = "__POHUNEK_" + "POLICY_PATH__"
 SOURCE_PACKAGE = "pohunek_source"
 
@@ -58,17 +60,43 @@ def write_policy(path: Path, fields: dict[str, Any], *, mode: int = 0o600) -> Pa
     return path
 
 
-def install(home: Path, policy: Path, *, enable: bool = True) -> Path:
-    """Render the payload into ``<home>/plugins/pohunek`` with ``policy``'s path in its one
-    token, and enable it the supported way."""
-    target = home / "plugins" / "pohunek"
+def package_payload(archive_bytes: bytes) -> dict[str, bytes]:
+    """The operator payload a built package carries: its files under ``operator/pohunek/``,
+    by their path inside the plugin."""
+    from shared.operator import archive
+
+    prefix = "operator/pohunek/"
+    return {e.path[len(prefix) :]: e.data for e in archive.read(archive_bytes) if e.path.startswith(prefix)}
+
+
+def render(files: dict[str, bytes], target: Path, policy: Path) -> Path:
+    """Write the payload ``files`` into ``target`` with ``policy``'s path in its one token, as
+    the installer renders it."""
     if target.exists():
         shutil.rmtree(target)
-    shutil.copytree(PAYLOAD, target, ignore=shutil.ignore_patterns("__pycache__"))
+    for name, data in files.items():
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        (target / name).write_bytes(data)
     init = target / "__init__.py"
     text = init.read_text()
     assert text.count(TOKEN) == 1
     init.write_text(text.replace(TOKEN, json.dumps(str(policy))))
+    return target
+
+
+def source_payload() -> dict[str, bytes]:
+    """The payload as the source tree holds it."""
+    return {
+        path.relative_to(PAYLOAD).as_posix(): path.read_bytes()
+        for path in sorted(PAYLOAD.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
+def install(home: Path, policy: Path, *, enable: bool = True) -> Path:
+    """Render the payload into ``<home>/plugins/pohunek`` with ``policy``'s path in its one
+    token, and enable it the supported way."""
+    target = render(source_payload(), home / "plugins" / "pohunek", policy)
     if enable:
         from shared import plugin_host  # only what enables it needs the host
 

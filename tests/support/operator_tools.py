@@ -17,7 +17,7 @@ from services.operator_sim.ops import SIM_COUNTERS
 from shared.operator import protocol as p
 from shared.operator.policy import Policy
 from tests.support.git_repos import make_repo
-from tests.support.operator_plugin import payload, policy_fields
+from tests.support.operator_plugin import OPERATOR_CLI, payload, policy_fields, write_policy
 from tests.support.processes import python_env
 from tests.support.session_daemon import SessionDaemon, start_reporter
 
@@ -38,13 +38,25 @@ def policy(address: str, **overrides: Any) -> Policy:
 
 
 class Tools:
-    """``tools(name, args)`` → the parsed answer of one handler call."""
+    """``tools(name, args)`` → the parsed answer of one handler call; with ``policy_file``, a
+    policy written there naming ``operator_cli``, and every call through that CLI."""
 
     def __init__(
-        self, address: str, *, window: tuple[int, int] = (3, 4), env: dict[str, str] | None = None, **fields: Any
+        self,
+        address: str,
+        *,
+        window: tuple[int, int] = (3, 4),
+        env: dict[str, str] | None = None,
+        policy_file: Path | None = None,
+        operator_cli: Path = OPERATOR_CLI,
+        **fields: Any,
     ):
         tools = payload("tools")
-        self.box = tools.Toolbox(policy(address, **fields), window, env=env or {})
+        transport = None
+        if policy_file is not None:
+            write_policy(policy_file, policy_fields(address, operator_cli=str(operator_cli), **fields))
+            transport = payload("transport").Cli(str(operator_cli), str(policy_file))
+        self.box = tools.Toolbox(policy(address, **fields), window, env=env or {}, transport=transport)
 
     def __call__(self, name: str, args: Any = None) -> dict[str, Any]:
         answer = json.loads(self.box.handler(name)({} if args is None else args))

@@ -3,7 +3,9 @@ audit hook. Prints one JSON line: what the hooks did that they must never do, an
 that escaped, both counters, and whether a payload value was ever looked at. Then waits for
 stdin to close: the reporter checks a reporting process while it still runs.
 
-Run as ``python tests/support/plugin_hooks_run.py`` from the checkout, with the session's env.
+Run as ``python tests/support/plugin_hooks_run.py`` from the checkout, with the session's env;
+with ``STANDALONE_ENV=1`` the payload finds none of this project's packages, as inside another
+Hermes, and reports through its own standard-library sender.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ import sys
 from typing import Any
 
 from hermes_cli.operator.probe_script import FORBIDDEN, NETWORK
-from shared import hooks as reports
 from tests.support.operator_plugin import payload
 
 SECRET = "sk-live-7f3a9c-the-owners-password"
+STANDALONE_ENV = "PLUGIN_HOOKS_STANDALONE"
 
 
 class Tripwire:
@@ -59,6 +61,8 @@ def watch(home: str) -> list[str]:
 
 
 def main() -> None:
+    if os.environ.get(STANDALONE_ENV) == "1":
+        sys.modules["shared"] = None  # type: ignore[assignment]  # an import of it now fails
     hooks = payload("hooks")
     seen = watch(os.environ["HERMES_HOME"])
     payload_kwargs = {"user_message": SECRET, "conversation_history": Tripwire(), "model": Tripwire()}
@@ -86,7 +90,8 @@ def main() -> None:
         "forbidden": seen,
         "escaped": escaped,
         "hooks": hooks.counters(),
-        "reports": reports.counters(),
+        "reports": hooks.reports.counters(),
+        "sender": hooks.reports.__name__.rpartition(".")[2],
         "touched": Tripwire.touched,
     }
     print(json.dumps(result), flush=True)

@@ -14,6 +14,7 @@ from shared.operator.policy import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     FIELDS,
     LEGACY_REQUEST_TIMEOUT_MS,
+    OPTIONAL_FIELDS,
     InvalidPolicy,
     check,
     check_bounds,
@@ -51,7 +52,7 @@ def test_a_complete_policy_loads_with_its_values():
     assert policy.request_timeout_ms == DEFAULT_REQUEST_TIMEOUT_MS
 
 
-@pytest.mark.parametrize("name", [f for f in FIELDS if f != "request_timeout_ms"])
+@pytest.mark.parametrize("name", [f for f in FIELDS if f not in OPTIONAL_FIELDS])
 def test_each_required_field_missing_is_refused(name):
     raw = fields()
     del raw[name]
@@ -305,11 +306,30 @@ def test_overlap_with_the_client_window(low, high, expected):
 
 def test_to_fields_round_trips_through_check():
     policy = check(
-        fields(access_mode="read_only", allowed_hosts=["*", "local"], tool_timeout_ms=9000, request_timeout_ms=8999)
+        fields(
+            access_mode="read_only",
+            allowed_hosts=["*", "local"],
+            tool_timeout_ms=9000,
+            request_timeout_ms=8999,
+            operator_cli="/opt/mesh/bin/hermes-operator",
+        )
     )
     written = to_fields(policy)
     assert list(written) == list(FIELDS)
     assert check(written) == policy
+
+
+def test_a_policy_without_the_operator_cli_has_none_and_writes_none():
+    policy = check(fields())
+    assert policy.operator_cli is None
+    assert "operator_cli" not in to_fields(policy)
+
+
+@pytest.mark.parametrize(
+    "value", ["hermes-operator", "./bin/hermes-operator", "", 7, None, "/bin/x\nother", "/" * 4097]
+)
+def test_an_operator_cli_that_is_not_an_absolute_printable_path_is_refused(value):
+    assert refusal(fields(operator_cli=value))["field"] == "operator_cli"
 
 
 def test_to_fields_writes_the_legacy_request_timeout_out():

@@ -2,9 +2,11 @@
 the lifecycle hooks of a managed session.
 
 ``register(ctx)`` registers the hooks first (they need nothing else, so they work even when the
-policy does not), then loads the policy; a policy that fails its rules, or whose protocol range
-misses the client's window, leaves no tools at all. Only the access mode's tools are
-registered, and the skill only when every read tool is.
+policy does not), then loads the policy (``settings``: in process where this project's packages
+import, else through the operator CLI the policy names); a policy that fails its rules, whose
+protocol range misses the client's window, or that names no CLI to reach the daemon through
+where one is needed, leaves no tools at all. Only the access mode's tools are registered, and
+the skill only when every read tool is.
 """
 
 from __future__ import annotations
@@ -12,11 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from shared.operator.policy import InvalidPolicy, overlap
-from shared.operator.policy_file import load_policy
-from shared.operator.protocol import CLIENT_WINDOW
-
-from . import hooks, schemas
+from . import hooks, schemas, settings
 from .tools import Toolbox
 
 # The installer replaces the one token below with the policy's absolute path, as a string
@@ -47,17 +45,12 @@ def register(ctx: Any) -> None:
     for name, callback in hooks.callbacks().items():
         ctx.register_hook(name, callback)
         _STATUS["hooks"] += 1
-    try:
-        policy = load_policy(POLICY_PATH)
-    except InvalidPolicy:
-        _status("policy_invalid", failed=True)
+    loaded = settings.load(POLICY_PATH)
+    if isinstance(loaded, str):
+        _status(loaded, failed=True)
         return
-    window = overlap(policy, CLIENT_WINDOW)
-    if window is None:
-        _status("cli_incompatible", failed=True)
-        return
-    toolbox = Toolbox(policy, window)
-    names = schemas.tools_for(policy.access_mode)
+    toolbox = Toolbox(loaded.policy, loaded.window, transport=loaded.transport)
+    names = schemas.tools_for(loaded.policy.access_mode)
     for name in names:
         schema = schemas.SCHEMAS[name]
         ctx.register_tool(name, TOOLSET, schema, toolbox.handler(name), description=schema["description"])

@@ -1,4 +1,7 @@
-"""The lifecycle hooks of a managed Hermes session, each one report through ``shared.hooks``.
+"""The lifecycle hooks of a managed Hermes session, each one report through ``shared.hooks``
+where this project's packages import, else through ``hook_wire``: the same frame over the same
+intake, with the standard library alone. Both are in process (a hook starts no process, so the
+operator CLI is no way for it), both bounded and silent on failure.
 
 Hermes passes a hook its ``session_id`` and payload keywords (what the user typed, the
 history, the model); only ``session_id`` and ``resumed`` are read, the rest is never looked
@@ -9,12 +12,27 @@ nothing and returns at once.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-from shared import hook_vocabulary
-from shared import hooks as reports
+from . import contract
+
+
+def _reports() -> ModuleType:
+    try:
+        from shared import hooks
+    except ImportError:
+        from . import hook_wire
+
+        return hook_wire
+    return hooks
+
+
+reports = _reports()
+_ID = re.compile(contract.ID_PATTERN)
 
 MAX_COUNT = 1_000_000
 
@@ -50,7 +68,7 @@ def _report(send: Callable[[], object]) -> bool:
 
 def _session_id(kwargs: dict[str, Any]) -> str | None:
     value = kwargs.get("session_id")
-    return value if hook_vocabulary.is_id(value) else None
+    return value if type(value) is str and _ID.fullmatch(value) else None
 
 
 def _on_session_start(kwargs: dict[str, Any]) -> None:

@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.operator import u64
-from shared.operator.policy import LOCAL, Policy, host_allowed
-from shared.operator.protocol import DAEMON_ID_ENV, ORIGIN_DENIED, OUTPUT_MAX_BYTES, SESSION_ENV
-from shared.operator.protocol import Code as DaemonCode
-from shared.protocol import Code as WireCode
-
+from . import contract as c
 from .errors import ToolError, error, ok
+from .hosts import LOCAL, host_allowed
+
+# The policy as the tools read it: ``shared.operator.policy.Policy`` or the plugin's own copy
+# of its fields (``settings.Settings``), which have the same names.
+Policy = Any
 
 MAX_LIST = 100
 LIVE_STATES = frozenset({"starting", "running"})
@@ -35,7 +35,7 @@ GUARDED: dict[str, str] = {
     "pohunek_session_stop": "stop",
     "pohunek_session_remove": "remove",
 }
-assert set(GUARDED.values()) == ORIGIN_DENIED
+assert set(GUARDED.values()) == c.ORIGIN_DENIED
 
 
 # --- hosts and the origin -----------------------------------------------------------------
@@ -44,7 +44,7 @@ assert set(GUARDED.values()) == ORIGIN_DENIED
 def choose_host(policy: Policy, host: str | None) -> str:
     """The host a call targets: the one asked for, else ``local``; either must be allowed."""
     chosen = LOCAL if host is None else host
-    if not host_allowed(policy, chosen):
+    if not host_allowed(policy.allowed_hosts, chosen):
         raise error("plugin_host_denied", {"host": chosen} if host is not None else None)
     return chosen
 
@@ -62,7 +62,7 @@ class Origin:
 
 def origin_from_env(env: Mapping[str, str]) -> Origin | None:
     """Both markers, or no origin at all: half an origin names nothing the daemon can match."""
-    session_id, daemon_id = env.get(SESSION_ENV, ""), env.get(DAEMON_ID_ENV, "")
+    session_id, daemon_id = env.get(c.SESSION_ENV, ""), env.get(c.DAEMON_ID_ENV, "")
     if not session_id or not daemon_id:
         return None
     return Origin(session_id, daemon_id)
@@ -118,7 +118,7 @@ def check_agent(agent: str, inspected: Mapping[str, Any]) -> None:
 def check_u64(args: Mapping[str, Any], *fields: str) -> None:
     """The schema checks the spelling; the range needs the number."""
     for field in fields:
-        if field in args and int(args[field]) > u64.MAX:
+        if field in args and int(args[field]) > c.U64_MAX:
             raise error("plugin_invalid_request", {"field": field})
 
 
@@ -145,7 +145,7 @@ def check_runtime(args: Mapping[str, Any], session: Mapping[str, Any]) -> None:
 def output_bytes(policy: Policy, asked: int | None) -> int:
     """How many output bytes one read asks for: the caller's bound, within the policy's."""
     if asked is None:
-        return min(OUTPUT_MAX_BYTES, policy.max_output_bytes)
+        return min(c.OUTPUT_MAX_BYTES, policy.max_output_bytes)
     if asked > policy.max_output_bytes:
         raise error("plugin_invalid_request", {"field": "max_bytes"})
     return asked
@@ -284,19 +284,19 @@ _PASSED = frozenset(
     }
 )
 _RENAMED = {
-    DaemonCode.SESSION_NOT_LIVE: "session_not_running",
-    DaemonCode.SESSION_AMBIGUOUS: "plugin_ambiguous_session",
-    DaemonCode.PROJECT_NOT_FOUND: "plugin_project_not_found",
-    DaemonCode.PROJECT_AMBIGUOUS: "plugin_ambiguous_project",
-    DaemonCode.AGENT_UNKNOWN: "plugin_agent_denied",
-    WireCode.PROTOCOL_INCOMPATIBLE: "pohunek_cli_incompatible",
-    WireCode.MALFORMED_REPLY: "pohunek_cli_invalid_envelope",
-    WireCode.UNAVAILABLE: "daemon_unreachable",
-    WireCode.CONNECTION_RESET: "daemon_unreachable",
-    WireCode.SHUTTING_DOWN: "daemon_unreachable",
+    c.SESSION_NOT_LIVE: "session_not_running",
+    c.SESSION_AMBIGUOUS: "plugin_ambiguous_session",
+    c.PROJECT_NOT_FOUND: "plugin_project_not_found",
+    c.PROJECT_AMBIGUOUS: "plugin_ambiguous_project",
+    c.AGENT_UNKNOWN: "plugin_agent_denied",
+    c.PROTOCOL_INCOMPATIBLE: "pohunek_cli_incompatible",
+    c.MALFORMED_REPLY: "pohunek_cli_invalid_envelope",
+    c.UNAVAILABLE: "daemon_unreachable",
+    c.CONNECTION_RESET: "daemon_unreachable",
+    c.SHUTTING_DOWN: "daemon_unreachable",
 }
-_TIMEOUTS = frozenset({WireCode.TIMEOUT, WireCode.DEADLINE_EXCEEDED})
-_INPUT_REFUSALS = frozenset({WireCode.INVALID_FIELD, WireCode.MISSING_FIELD, WireCode.UNKNOWN_FIELD, "field_too_long"})
+_TIMEOUTS = frozenset({c.TIMEOUT, c.DEADLINE_EXCEEDED})
+_INPUT_REFUSALS = frozenset({c.INVALID_FIELD, c.MISSING_FIELD, c.UNKNOWN_FIELD, "field_too_long"})
 _CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 

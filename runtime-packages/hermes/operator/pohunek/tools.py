@@ -13,27 +13,25 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared.operator import protocol as p
-from shared.operator.client import DaemonClient
-from shared.operator.policy import WILDCARD, Policy
-from shared.protocol import OpSpec, RemoteError
-
-from . import rules, schemas
+from . import cli_runner, rules, schemas
+from . import contract as p
 from .errors import ToolError, error, failure, ok
+from .hosts import WILDCARD
+from .rules import Policy
+from .transport import CallFailed, Direct, Transport
 
 log = logging.getLogger(__name__)
 
 START_POLL = 0.25  # seconds between the lists that look for a timed-out start
 TEXT_RESERVE = 2048  # bytes of a result kept for the fields around its text
 UNTRUSTED = "untrusted"
-_ORIGIN_FIELD = "origin_session_id"
 
 Args = dict[str, Any]
 Summary = dict[str, Any]
 
 
 class _Call:
-    """One tool call's budget, over its thread's daemon client."""
+    """One tool call's budget, over the toolbox's transport."""
 
     def __init__(self, box: Toolbox):
         self._box = box
@@ -42,34 +40,41 @@ class _Call:
     def remaining(self) -> float:
         return self._deadline - time.monotonic()
 
-    def daemon(self, spec: OpSpec, args: Args, *, limit: float | None = None) -> dict[str, Any]:
-        """The daemon's answer to ``spec`` within what is left of the budget; a dict, or the
+    def daemon(self, op: str, args: Args, *, limit: float | None = None) -> dict[str, Any]:
+        """The daemon's answer to ``op`` within what is left of the budget; a dict, or the
         typed error it ends with."""
         remaining = self.remaining()
         if remaining <= 0:
             raise error("plugin_tool_timeout")
-        own = spec.timeout if limit is None else limit
-        timeout = min(own, remaining)
         origin = self._box.origin
-        if origin is not None and _ORIGIN_FIELD in spec.fields:
-            args = {**args, **origin.markers()}
         try:
-            answer = self._box.client().call(spec, args, timeout=timeout)
-        except RemoteError as exc:
-            self._box.drop_client()  # a late answer or a broken connection must not meet the next call
-            raise rules.daemon_failure(exc.code, spec.name, budget_spent=timeout < own) from None
+            answer = self._box.transport.call(
+                op, args, budget=remaining, limit=limit, origin=None if origin is None else origin.markers()
+            )
+        except CallFailed as exc:
+            raise rules.daemon_failure(exc.code, op, budget_spent=exc.budget_spent) from None
+        except cli_runner.RunFailed as exc:
+            raise error(exc.code) from None
         if not isinstance(answer, dict):
             raise error("pohunek_cli_invalid_envelope")
         return answer
 
 
 class Toolbox:
-    def __init__(self, policy: Policy, window: tuple[int, int], *, env: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        policy: Policy,
+        window: tuple[int, int],
+        *,
+        env: Mapping[str, str] | None = None,
+        transport: Transport | None = None,
+    ):
+        """``transport`` defaults to the in-process one over the policy's endpoint."""
         self.policy = policy
         self.window = window
         self.origin = rules.origin_from_env(os.environ if env is None else env)
+        self.transport = transport if transport is not None else Direct(policy.daemon_endpoint, window)
         self._slots = threading.BoundedSemaphore(policy.max_concurrency)
-        self._local = threading.local()  # a zmq socket is one thread's: a client per calling thread
         self._tools: dict[str, Callable[[_Call, Args], Any]] = {
             "pohunek_hosts": self._hosts,
             "pohunek_sessions": self._sessions,
@@ -88,20 +93,6 @@ class Toolbox:
             "pohunek_session_stop": self._stop,
             "pohunek_session_remove": self._remove,
         }
-
-    def client(self) -> DaemonClient:
-        """This thread's client, kept between calls: a connection per call would cost more
-        than most calls."""
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = self._local.client = DaemonClient(self.policy.daemon_endpoint, window=self.window)
-        return client
-
-    def drop_client(self) -> None:
-        client = getattr(self._local, "client", None)
-        if client is not None:
-            client.close()
-            self._local.client = None
 
     def handler(self, name: str) -> Callable[..., str]:
         tool = self._tools[name]
@@ -123,7 +114,7 @@ class Toolbox:
             return failure(exc)
         except Exception as exc:  # never into the turn; never with the arguments in the log
             log.error("tool %s failed unexpectedly: %s", name, type(exc).__name__)
-            self.drop_client()
+            self.transport.reset()
             return failure(error("internal_error"))
 
     # --- the steps every session tool shares ----------------------------------------------
@@ -195,7 +186,7 @@ class Toolbox:
         ask: Args = {
             k: args[k] for k in ("worker_instance_id", "runtime_generation", "after_offset", "wait_ms") if k in args
         }
-        limit = None if "wait_ms" not in args else p.SESSION_OUTPUT.timeout + args["wait_ms"] / 1000
+        limit = None if "wait_ms" not in args else p.SESSION_OUTPUT_TIMEOUT + args["wait_ms"] / 1000
         page = call.daemon(
             p.SESSION_OUTPUT,
             {"host": host, "session": session["id"], **ask, "max_bytes": min(max_bytes, p.OUTPUT_MAX_BYTES)},
@@ -213,7 +204,7 @@ class Toolbox:
         waited = call.daemon(
             p.SESSION_WAIT,
             {"host": host, "session": session["id"], **ask},
-            limit=p.SESSION_WAIT.timeout + args["timeout_ms"] / 1000,
+            limit=p.SESSION_WAIT_TIMEOUT + args["timeout_ms"] / 1000,
         )
         summary = waited.get("session")
         if not isinstance(summary, dict) or not isinstance(waited.get("reason"), str):
@@ -294,9 +285,9 @@ class Toolbox:
 
     # --- changes --------------------------------------------------------------------------
 
-    def _mutate(self, call: _Call, name: str, spec: OpSpec, args: Args, extra: Args | None = None) -> Summary:
+    def _mutate(self, call: _Call, name: str, op: str, args: Args, extra: Args | None = None) -> Summary:
         host, session = self._target(call, name, args)
-        return call.daemon(spec, {"host": host, "session": session["id"], "idempotency_key": _key(), **(extra or {})})
+        return call.daemon(op, {"host": host, "session": session["id"], "idempotency_key": _key(), **(extra or {})})
 
     def _send(self, call: _Call, args: Args) -> Any:
         rules.check_text_bytes(args["input"], "input", p.INPUT_MAX_BYTES)
@@ -315,7 +306,7 @@ class Toolbox:
             return {
                 "fork_supported": False,
                 "session_id": forked.get("session_id"),
-                "error": {"code": p.Code.AGENT_FORK_UNSUPPORTED, "message": "this agent's sessions cannot be forked"},
+                "error": {"code": p.AGENT_FORK_UNSUPPORTED, "message": "this agent's sessions cannot be forked"},
             }
         child = forked.get("session")
         if not isinstance(child, dict):
