@@ -4,19 +4,22 @@ Hermes, never through a Hermes subcommand. It imports nothing but the standard l
 plugin, so it runs in a Python that has none of this project's packages.
 
 It loads the plugin from its directory with a context that records what ``register`` asks for
-(tools, hooks, skills), then calls each hook once with payload-free keywords, under an audit
-hook that records what a hook must never do (start a process, use the network, open a
-database), in a managed-looking session whose reporter cannot be reached: every report fails
-at once, and the hooks must swallow it and count it.
+(tools, hooks, skills), then calls each hook twice with payload-free keywords, in a
+managed-looking session, under an audit hook that records what a hook must never do (start a
+process, use the network, open a database). The first time a reporter of its own takes the
+reports (a Unix socket in a scratch directory that answers the intake's ZMTP handshake and
+reads what comes): how long the hooks take is measured then, as a turn meets them. The second
+time that reporter is gone: every report fails, and no hook may raise (as the operator's own
+probe judges it; the sender a Hermes without this project's packages uses fails at once).
 
-The endpoint fails *synchronously*: an ipc path longer than a Unix socket address can be makes
-the connect fail. The document holds names and counts only, never a payload; what the plugin
-prints goes to stderr, so stdout holds the one JSON document. Whether the findings are good is
-the caller's judgement (``hermes_cli.operator.registration``).
+The document holds names and counts only, never a payload; what the plugin prints goes to
+stderr, so stdout holds the one JSON document. Whether the findings are good is the caller's
+judgement (``hermes_cli.operator.registration``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -24,6 +27,7 @@ import os
 import socket
 import sys
 import tempfile
+import threading
 import time
 import types
 from collections.abc import Callable
@@ -37,7 +41,10 @@ SESSION_ENV = "POHUNEK_SESSION_ID"
 ENDPOINT_ENV = "POHUNEK_HOOK_ENDPOINT"
 DRY_RUN_SESSION = "pohunek-probe-dry-run"
 DRY_RUN_KWARGS: dict[str, dict[str, Any]] = {"on_session_start": {"resumed": False}}
-UNREACHABLE_NAME = "r" * 200 + ".in"  # longer than any Unix socket address, one path component
+# The intake's side of a ZMTP 3.0 NULL handshake: its greeting, then READY as a PULL socket.
+GREETING = b"\xff" + b"\x00" * 8 + b"\x7f\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" * 32
+_READY_BODY = b"\x05READY\x0bSocket-Type" + (4).to_bytes(4, "big") + b"PULL"
+READY = b"\x04" + bytes([len(_READY_BODY)]) + _READY_BODY
 FORBIDDEN = frozenset(
     {
         "subprocess.Popen",
@@ -56,9 +63,47 @@ NETWORK = frozenset({socket.AF_INET, socket.AF_INET6})
 SOCKET_USE = frozenset({"socket.connect", "socket.bind", "socket.sendto"})
 
 
-def unreachable_endpoint(directory: Path) -> str:
-    """An ipc address in ``directory`` that a connect refuses at once."""
-    return f"ipc://{Path(directory).resolve() / UNREACHABLE_NAME}"
+class Intake:
+    """A reporter that takes every report and keeps none, until ``close``; then every report
+    to it fails (a Unix socket knows at once that its peer is gone)."""
+
+    def __init__(self, path: Path) -> None:
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(8)
+        self.server.settimeout(0.05)
+        self.peers: list[socket.socket] = []
+        self.closing = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.closing.is_set():
+            try:
+                peer, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.peers.append(peer)
+            threading.Thread(target=self._drain, args=(peer,), daemon=True).start()
+
+    def _drain(self, peer: socket.socket) -> None:
+        try:
+            peer.sendall(GREETING + READY)
+            while peer.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.closing.set()
+        self.thread.join(timeout=1.0)
+        self.server.close()
+        for peer in self.peers:
+            with contextlib.suppress(OSError):
+                peer.shutdown(socket.SHUT_RDWR)  # wakes its reader: a close alone would not
+            peer.close()
 
 
 class Recorder:
@@ -109,12 +154,6 @@ def _call(module: types.ModuleType | None, function: str) -> Any:
         return None
 
 
-def _failures(hooks: types.ModuleType | None) -> int | None:
-    counts = _call(hooks, "counters")
-    failures = counts.get("failures") if isinstance(counts, dict) else None
-    return failures if type(failures) is int else None
-
-
 def _load(plugin: Path) -> tuple[types.ModuleType | None, str | None]:
     if not (plugin / "plugin.yaml").is_file() or not (plugin / "__init__.py").is_file():
         return None, "manifest_invalid"
@@ -136,35 +175,42 @@ def _load(plugin: Path) -> tuple[types.ModuleType | None, str | None]:
     return module, None
 
 
-def _dry_run(recorder: Recorder, hooks: types.ModuleType | None, watch: Watch) -> dict[str, Any]:
-    before = _failures(hooks)
-    escaped: list[str] = []
+def _call_hooks(recorder: Recorder, escaped: set[str]) -> None:
+    for name, callback in recorder.hooks:
+        try:
+            callback(session_id=DRY_RUN_SESSION, **DRY_RUN_KWARGS.get(name, {}))
+        except (Exception, SystemExit):  # named, never its text
+            escaped.add(name)
+
+
+def _dry_run(recorder: Recorder, watch: Watch, intake: Intake) -> dict[str, Any]:
+    escaped: set[str] = set()
     watch.recording = True
-    started = time.monotonic()
     try:
-        for name, callback in recorder.hooks:
-            try:
-                callback(session_id=DRY_RUN_SESSION, **DRY_RUN_KWARGS.get(name, {}))
-            except (Exception, SystemExit):  # named, never its text
-                escaped.append(name)
-    finally:
+        started = time.monotonic()
+        _call_hooks(recorder, escaped)  # the reporter takes the reports: a turn's cost
         elapsed = time.monotonic() - started
+        intake.close()
+        served = set(escaped)
+        _call_hooks(recorder, escaped)  # the reporter is gone: every report fails
+    finally:
         watch.recording = False
-    after = _failures(hooks)
-    grew = before is not None and after is not None and after > before
     return {
         "calls": len(recorder.hooks),
         "forbidden": sorted(watch.seen),
-        "escaped": escaped,
-        "forced_failure_swallowed": grew and not escaped,
+        "escaped": sorted(escaped),
+        "forced_failure_swallowed": not escaped - served and not served,
         "latency_ms": math.ceil(elapsed * 1000),
     }
 
 
 def probe(plugin: Path, policy: str, scratch: Path) -> dict[str, Any]:
+    # The intake by a path relative to the scratch directory: short, however long TMPDIR is.
+    os.chdir(scratch)
+    intake = Intake(Path("r.in"))
     # Before the plugin is imported: its reports' client reads these once, when first used.
     os.environ[SESSION_ENV] = DRY_RUN_SESSION
-    os.environ[ENDPOINT_ENV] = unreachable_endpoint(scratch)
+    os.environ[ENDPOINT_ENV] = "ipc://r.in"
     watch = Watch()
     recorder = Recorder()
     module, error = _load(plugin)
@@ -176,8 +222,11 @@ def probe(plugin: Path, policy: str, scratch: Path) -> dict[str, Any]:
     loaded = error is None
     status = _call(module, "integration_status") if loaded else None
     state = status.get("state") if isinstance(status, dict) else None
-    hooks = sys.modules.get(f"{PACKAGE}.{PLUGIN}.hooks")
     idle = {"calls": 0, "forbidden": [], "escaped": [], "forced_failure_swallowed": False, "latency_ms": 0}
+    try:
+        dry_run = _dry_run(recorder, watch, intake) if loaded else idle
+    finally:
+        intake.close()
     return {
         "schema": SCHEMA,
         "loaded": loaded,
@@ -187,7 +236,7 @@ def probe(plugin: Path, policy: str, scratch: Path) -> dict[str, Any]:
         "tools": sorted(recorder.tools) if loaded else [],
         "skills": recorder.skills if loaded else [],
         "hooks": [name for name, _ in recorder.hooks] if loaded else [],
-        "hook_dry_run": _dry_run(recorder, hooks, watch) if loaded else idle,
+        "hook_dry_run": dry_run,
     }
 
 

@@ -6,10 +6,8 @@ what the dry run catches; fake interpreters show how a probe that misbehaves fai
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -21,12 +19,11 @@ import pytest
 from hermes_cli.operator import probe_client
 from hermes_cli.operator.hermes_bin import OUTPUT_CAP, HermesUnusable
 from hermes_cli.operator.probe_client import ProbeFailed, ProbeResult, run_probe
-from hermes_cli.operator.probe_script import unreachable_endpoint
 from hermes_cli.operator.registration import EXPECTED_HOOKS, EXPECTED_TOOLS, TOOLS_BY_MODE, checks
-from shared.hooks import ENDPOINT_ENV, NATIVE_ID_TRIES, SESSION_ENV
+from shared.hooks import ENDPOINT_ENV, SESSION_ENV
 from tests.support.hermes_wrappers import wrapper
 from tests.support.operator_plugin import PAYLOAD, TOKEN, policy_fields, write_policy
-from tests.support.processes import ROOT, python_env, wait_for
+from tests.support.processes import wait_for
 
 SECRET = "sk-live the owner's password"
 
@@ -227,23 +224,3 @@ def test_a_probe_that_exits_non_zero_fails_with_exit_and_a_missing_python_is_ref
     with pytest.raises(HermesUnusable) as refused:
         run_probe(str(lone), tmp_path, tmp_path / "policy.json")
     assert refused.value.code == "hermes_runtime_invalid" and refused.value.detail["flag"] == "--hermes-bin"
-
-
-CLAIM = "import json; from shared import hooks; hooks.claim_native_id('conv_a'); print(json.dumps(hooks.counters()))"
-
-
-def claim_counts(endpoint: str) -> dict[str, int]:
-    env = python_env(**{SESSION_ENV: "pohunek-probe-dry-run", ENDPOINT_ENV: endpoint})
-    done = subprocess.run([sys.executable, "-c", CLAIM], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-def test_the_forced_endpoint_ends_a_native_id_claim_at_its_first_try(tmp_path):
-    # A path nobody listens on makes the claim try NATIVE_ID_TRIES times, a pause between
-    # each; the forced one fails at the connect, which the claim does not retry.
-    plain = claim_counts(f"ipc://{tmp_path / 'hook_reporter.in'}")
-    forced = claim_counts(unreachable_endpoint(tmp_path))
-    assert (plain["not_accepted"], plain["error"]) == (NATIVE_ID_TRIES, 0)
-    assert (forced["not_accepted"], forced["error"], forced["sent"]) == (0, 1, 0)
-    assert sorted(os.listdir(tmp_path)) == []

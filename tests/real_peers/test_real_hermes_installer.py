@@ -33,7 +33,8 @@ READ_TOOLS = [
     "pohunek_session_wait",
     "pohunek_session_diff",
 ]
-# The real Hermes discovering and loading the installed plugin as a chat would.
+# The real Hermes discovering and loading the installed plugin as a chat would (not -I: the
+# environment's PYTHONDONTWRITEBYTECODE keeps compiled files out of the checked plugin).
 LOADED = """
 import json
 from hermes_cli.plugins import PluginManager
@@ -91,7 +92,7 @@ def test_the_locked_lifecycle_with_the_real_hermes_and_its_own_python(real_herme
 
     def installed() -> None:
         done = real_hermes_agent.run(
-            ["-I", "-c", LOADED], home=tmp_path, hermes_home=home, program=hermes_bin.parent / "python3"
+            ["-c", LOADED], home=tmp_path, hermes_home=home, program=hermes_bin.parent / "python3"
         )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {
