@@ -61,6 +61,7 @@ REFUSAL_CODES = frozenset(
         "hermes_invalid_policy",
         "hermes_target_invalid",
         "hermes_not_executable",
+        "hermes_runtime_invalid",
         "hermes_version_unreadable",
         "hermes_version_unsupported",
         "agent_not_served",

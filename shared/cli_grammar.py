@@ -574,13 +574,6 @@ def _operator_commands(operator: argparse.ArgumentParser) -> None:
         _operator_target,
     )
     _command(actions, "operator uninstall", "remove the managed plugin and its policy", uninstall)
-    _command(
-        actions,
-        "operator probe",
-        "load a rendered operator plugin and dry-run its hooks (run by install and doctor)",
-        lambda p: p.add_argument("--plugin-dir", required=True, metavar="DIR", help="the plugin's directory"),
-        hidden=True,
-    )
     _group(actions, "package", "the runtime package registry", _package_commands)
 
 

@@ -52,7 +52,6 @@ TARGETS = {
     "operator package select": "hermes_cli.commands.operator_package:cmd_select",
     "operator package uninstall": "hermes_cli.commands.operator_package:cmd_uninstall",
     "operator package doctor": "hermes_cli.commands.operator_package:cmd_doctor",
-    "operator probe": "hermes_cli.commands.operator:cmd_probe",
     "plugins install": "hermes_cli.commands.plugins:cmd_install",
     "plugins update": "hermes_cli.commands.plugins:cmd_update",
     "plugins remove": "hermes_cli.commands.plugins:cmd_remove",

@@ -7,17 +7,12 @@ whether the daemon it forwards to is reachable. Nothing is sent to the daemon bu
 A run dir that is not private is a ``permissions`` finding (``unsafe_run_dir``): no socket in
 it is asked.
 The integration doctor folds them into its checks (``mesh_checks``).
-
-``hermes operator probe`` (hidden: the installer and doctor run it) loads a rendered plugin
-and dry-runs its hooks (``hermes_cli.operator.probe``). Exit 0 when it ran, whatever it found;
-1 when it could not run.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
@@ -113,26 +108,3 @@ def findings_text(data: dict[str, Any]) -> str:
         for f in data["findings"]
     ]
     return output.table(("", "CHECK", "FINDING", "DETAIL"), rows)
-
-
-def cmd_probe(args) -> int:
-    from hermes_cli.operator.probe import probe
-
-    output.emit(args, probe(Path(args.plugin_dir)), _probe_text)
-    return 0
-
-
-def _probe_text(data: dict[str, Any]) -> str:
-    dry = data["hook_dry_run"]
-    rows = [
-        ("loaded", data["loaded"] if data["error"] is None else data["error"]),
-        ("state", data["state"]),
-        ("tools", len(data["tools"])),
-        ("skills", len(data["skills"])),
-        ("hooks", len(data["hooks"])),
-        ("forbidden", ", ".join(dry["forbidden"]) or "none"),
-        ("escaped", ", ".join(dry["escaped"]) or "none"),
-        ("forced failure swallowed", dry["forced_failure_swallowed"]),
-        ("latency ms", dry["latency_ms"]),
-    ]
-    return output.table(("PROBE", "FOUND"), rows)

@@ -37,9 +37,14 @@ def _agent(args, action: str) -> None:
     raise AgentNotServed(f"this mesh serves the hermes agent only, not {args.agent}", detail={"agent": args.agent})
 
 
-def _change(args) -> lifecycle.Change:
+def _change(args, *, judge_bin: bool = True) -> lifecycle.Change:
+    """The target and the Hermes executable: judged before anything runs, except where a
+    report says what is wrong with it (status, doctor)."""
     target = resolve(args.hermes_profile, args.hermes_home)
-    return lifecycle.Change(target, paths.pohunek_state(), args.hermes_bin or hermes_bin.default_bin())
+    path = args.hermes_bin or hermes_bin.default_bin()
+    if judge_bin:
+        hermes_bin.check_bin(path)
+    return lifecycle.Change(target, paths.pohunek_state(), path)
 
 
 def _apply(args, *, installing: bool) -> int:
@@ -63,9 +68,11 @@ def _apply(args, *, installing: bool) -> int:
         policy_over(None)  # install judges its flags before its source
     chosen = source.resolve(change.state)
     version = hermes_bin.version(change.bin, chosen.runtime.probe, change.target.home)
+    hermes_bin.sibling_python(change.bin)  # the probe's interpreter, judged before anything changes
     # Update inherits from the policy as it is once an interrupted change is finished.
     recovered = lifecycle.apply(change, chosen, policy_over, confirm_modified=getattr(args, "confirm_modified", False))
-    data = {**status.report(change.target, change.state, hermes=version, source=(chosen, None)), "recovered": recovered}
+    report = status.report(change.target, change.state, change.bin, hermes=version, source=(chosen, None))
+    data = {**report, "recovered": recovered}
     output.emit(args, data, _text)
     return 0
 
@@ -94,9 +101,9 @@ def _hermes(change: lifecycle.Change, chosen: source.Source | None) -> dict[str,
 
 def cmd_status(args) -> int:
     _agent(args, "status")
-    change = _change(args)
+    change = _change(args, judge_bin=False)
     found = status.source_or_error(change.state)
-    data = status.report(change.target, change.state, hermes=_hermes(change, found[0]), source=found)
+    data = status.report(change.target, change.state, change.bin, hermes=_hermes(change, found[0]), source=found)
     output.emit(args, data, _text)
     return 0
 
@@ -105,7 +112,7 @@ def cmd_uninstall(args) -> int:
     _agent(args, "uninstall")
     change = _change(args)
     removed, recovered = lifecycle.uninstall(change, confirm_modified=args.confirm_modified)
-    data = {**status.report(change.target, change.state), "removed": removed, "recovered": recovered}
+    data = {**status.report(change.target, change.state, change.bin), "removed": removed, "recovered": recovered}
     output.emit(args, data, _text)
     return 0
 
@@ -122,7 +129,7 @@ def cmd_doctor(args) -> int:
         data: dict[str, Any] = {"ok": ok, "findings": findings, "checks": checks}
         output.emit(args, data, hooks_doctor.findings_text)
         return 0 if ok else 1
-    change = _change(args)
+    change = _change(args, judge_bin=False)
     target_checks, extra = doctor.target_checks(change.target, change.state, change.bin)
     checks = target_checks + mesh
     ok = all(c["status"] != "fail" for c in checks)

@@ -2,7 +2,8 @@
 
 Each check is ``{code, status: pass | fail | not_run, recovery_hint}``, in a fixed order, and
 holds nothing of the policy, the plugin's files or a payload. Only the registration checks
-launch Hermes (``hermes operator probe`` on the installed plugin); the others read files.
+run Hermes's Python (the probe script on the installed plugin), and ``plugin_enabled`` asks
+``hermes plugins list --json``; the others read files.
 A check whose premise failed is ``not_run``, never a guess.
 """
 
@@ -12,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared import plugin_host
 from shared.errors import HermesError
 from shared.operator.manifests import DEFAULT_PROBE
 from shared.operator.policy import ACCESS_MODES, Policy, overlap, valid_host
@@ -20,12 +20,15 @@ from shared.operator.protocol import CLIENT_WINDOW
 
 from . import assets, hermes_bin, lifecycle, probe_client, registration, settings
 from .source import HINTS
-from .status import outdated, source_or_error
-from .target import PLUGIN_NAME, Target, policy_inside_home, policy_path
+from .status import enabled, outdated, source_or_error
+from .target import Target, policy_inside_home, policy_path
 
 _UPDATE = "Run `hermes operator update` with the same target flags."
 HINT = {
-    "hermes_executable": "Give the Hermes executable with --hermes-bin ABS (an executable file).",
+    "hermes_executable": (
+        "Give the Hermes executable with --hermes-bin ABS: its real path, an executable file of yours "
+        "that no one else can write, with its python3 beside it."
+    ),
     "hermes_version": "Install a Hermes Agent release the package accepts (see `hermes --version`).",
     "target_safety": "Use an owner-private Hermes home; the policy must stay outside it.",
     "plugin_ownership": "Run `hermes operator install` for this target, or move a foreign plugin away.",
@@ -98,7 +101,7 @@ def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict
     """The target's checks, and the source error and provenance the document carries."""
     source, error = source_or_error(state)
     probe = source.runtime.probe if source is not None else DEFAULT_PROBE
-    _, executable = _attempt(lambda: hermes_bin.check_bin(bin_path))
+    _, executable = _attempt(lambda: (hermes_bin.check_bin(bin_path), hermes_bin.sibling_python(bin_path)))
     _, version_ok = _attempt(lambda: hermes_bin.version(bin_path, probe, target.home)) if executable else (None, None)
     policy_file = policy_path(state, target)
     # The policy must be out of the home's reach, and every directory the installer goes through real.
@@ -109,20 +112,21 @@ def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict
         _verdict("target_safety", safe),
     ]
     checks.append(_check("asset_source", "fail", HINTS[error.code]) if error else _check("asset_source", "pass", ""))
-    marker: assets.Marker | None
-    marker, readable = _attempt(lambda: lifecycle.installed_marker(target))
+    found: lifecycle.Installed | None
+    found, readable = _attempt(lambda: lifecycle.installed(target))
+    marker = found.marker if found is not None else None
     owned = readable and marker is not None and marker.hermes_home == str(target.home)
     owned = owned and marker is not None and marker.policy_path == str(policy_file)
     checks.append(_verdict("plugin_ownership", owned))
-    installed = marker if owned else None
+    installed = found if owned else None
     checks.append(
-        _verdict("asset_integrity", None if installed is None else not assets.modified(target.plugin_root, installed))
+        _verdict(
+            "asset_integrity", None if installed is None else not assets.modified(installed.root, installed.marker)
+        )
     )
-    current = None if installed is None or source is None else not outdated(installed, source)
+    current = None if installed is None or source is None else not outdated(installed.marker, source)
     checks.append(_verdict("asset_current", current))
-    checks.append(
-        _verdict("plugin_enabled", None if installed is None else PLUGIN_NAME in plugin_host.enabled_names(target.home))
-    )
+    checks.append(_verdict("plugin_enabled", None if installed is None else enabled(target, bin_path)[0]))
     policy: Policy | None
     policy, policy_ok = _attempt(lambda: settings.read(policy_file)) if installed is not None else (None, None)
     checks.append(_policy_check(policy_file, policy_ok))
@@ -131,9 +135,7 @@ def target_checks(target: Target, state: Path, bin_path: str) -> tuple[list[dict
     )
     result = None
     if installed is not None and executable:
-        result, _ = _attempt(
-            lambda: probe_client.run_probe(bin_path, target.plugin_root, env=hermes_bin.env_for(target.home))
-        )
+        result, _ = _attempt(lambda: probe_client.run_probe(bin_path, installed.root, policy_file))
     checks.extend(registration.checks(result, policy.access_mode if policy is not None else None))
     hosts_ok = None if policy is None else all(valid_host(h, allow_wildcard=True) for h in policy.allowed_hosts)
     checks.append(_verdict("host_allowlist_syntax", hosts_ok))

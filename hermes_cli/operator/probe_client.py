@@ -1,43 +1,37 @@
-"""Running ``<hermes-bin> operator probe`` as a bounded subprocess and reading its document.
+"""Running the probe script (``hermes_cli.operator.probe_script``) in the Python beside the
+target Hermes, and reading its document.
 
 The installer checks a staged plugin with it before the swap, and doctor checks the installed
-one: in a fresh process of the target Hermes, so what loads is what that Hermes would load.
-The child runs in a session of its own: on a timeout or an overlong output the whole group
-is killed (a plugin may have started something). Its stdout is read up to ``OUTPUT_MAX_BYTES``, its stderr is not
-kept, and the document is validated field by field into a ``ProbeResult``: anything else is
-``ProbeFailed`` with the reason ``timeout``, ``exit`` or ``malformed``, never what the child
-printed.
+one: in a fresh process of the interpreter Hermes runs in, with ``-I`` (no environment, no
+user site, no current directory on its path), so what loads is what that Python would load
+and nothing of this project's. The child is bounded as every Hermes command is
+(``hermes_cli.operator.hermes_bin.run``): its whole group is killed on a timeout or an
+overlong output. The document is validated field by field into a ``ProbeResult``: anything
+else is ``ProbeFailed`` with the reason ``timeout``, ``exit`` or ``malformed``, never what the
+child printed.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
 import re
-import selectors
-import signal
-import subprocess
 import tempfile
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_cli.operator.probe import FORBIDDEN, SCHEMA, SOCKET_USE
+from hermes_cli.operator import hermes_bin, probe_script
+from hermes_cli.operator.probe_script import FORBIDDEN, SCHEMA, SOCKET_USE
 from shared.errors import HermesError
 from shared.plugin_host import HERMES_HOOKS
 
-OUTPUT_MAX_BYTES = 64 * 1024
-KILL_WAIT = 5.0  # seconds for a killed child to be reaped
 MAX_NAMES = 64
 MAX_LATENCY_MS = 3_600_000
 EVENTS = FORBIDDEN | SOCKET_USE | {"socket.__new__"}
 LOAD_ERRORS = frozenset({"manifest_invalid", "import_failed", "register_failed"})  # the host's
 _CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a state code, and a tool name by the host's rule
 _SKILL = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-_KEYS = frozenset({"schema", "loaded", "error", "state", "tools", "skills", "hooks", "hook_dry_run"})
+_KEYS = frozenset({"schema", "loaded", "error", "state", "policy_bound", "tools", "skills", "hooks", "hook_dry_run"})
 _DRY_RUN_KEYS = frozenset({"calls", "forbidden", "escaped", "forced_failure_swallowed", "latency_ms"})
 
 
@@ -61,6 +55,7 @@ class ProbeResult:
     loaded: bool
     error: str | None
     state: str | None
+    policy_bound: bool
     tools: tuple[str, ...]
     skills: tuple[str, ...]
     hooks: tuple[str, ...]
@@ -130,6 +125,7 @@ def parse_result(raw: bytes) -> ProbeResult:
         loaded=_bool(top["loaded"], "loaded"),
         error=_error(top["error"]),
         state=_state(top["state"]),
+        policy_bound=_bool(top["policy_bound"], "policy_bound"),
         tools=tools,
         skills=_names(top["skills"], "skills", _SKILL),
         hooks=_names(top["hooks"], "hooks", HERMES_HOOKS),
@@ -143,76 +139,26 @@ def parse_result(raw: bytes) -> ProbeResult:
     )
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    """Kill the child's whole group; only before it is reaped, while its pid is still its own."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # its own session: the group is its pid
-    except (ProcessLookupError, PermissionError):
-        pass  # gone already
-    try:
-        process.wait(timeout=KILL_WAIT)
-    except subprocess.TimeoutExpired:
-        pass  # unkillable (stuck in the kernel): nothing more to do
-
-
-def _read(process: subprocess.Popen[bytes], deadline: float) -> bytes:
-    """The child's stdout up to its end; ``ProbeFailed`` on the deadline or past the cap."""
-    assert process.stdout is not None
-    chunks: list[bytes] = []
-    size = 0
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not selector.select(left):
-                raise ProbeFailed("the probe did not finish in time", detail={"reason": "timeout"})
-            chunk = os.read(process.stdout.fileno(), 65536)
-            if not chunk:
-                return b"".join(chunks)
-            size += len(chunk)
-            if size > OUTPUT_MAX_BYTES:
-                raise _malformed(f"more than {OUTPUT_MAX_BYTES} bytes")
-            chunks.append(chunk)
+SCRIPT = Path(probe_script.__file__).read_text(encoding="utf-8")
+_REASONS = {"hermes_timeout": "timeout", "hermes_output_limit": "malformed"}
 
 
 def run_probe(
-    hermes_bin: str, plugin_dir: Path, *, env: Mapping[str, str] | None = None, timeout: float = 20.0
+    bin_path: str, plugin_dir: Path, policy_file: Path, *, timeout: float = hermes_bin.COMMAND_TIMEOUT
 ) -> ProbeResult:
-    """Run ``hermes_bin operator probe --plugin-dir PLUGIN_DIR --json`` (``env``: default this
-    process's) for at most ``timeout`` seconds; its validated result."""
-    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
-        raise ValueError("timeout must be a positive number of seconds")
+    """Run the probe on ``plugin_dir`` (which must be bound to ``policy_file``) in the Python
+    beside ``bin_path``; its validated result. ``HermesUnusable`` when that Python is unsafe."""
+    python = hermes_bin.sibling_python(bin_path)
     # The probe's scratch files go in a directory this process removes, also when it kills it.
     with tempfile.TemporaryDirectory(prefix="pohunek-probe-") as scratch:
-        return _run(hermes_bin, plugin_dir, {**(os.environ if env is None else env), "TMPDIR": scratch}, timeout)
-
-
-def _run(hermes_bin: str, plugin_dir: Path, env: dict[str, str], timeout: float) -> ProbeResult:
-    argv = [hermes_bin, "operator", "probe", "--plugin-dir", str(plugin_dir), "--json"]
-    deadline = time.monotonic() + timeout
-    try:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError:
-        raise ProbeFailed("the probe could not be started", detail={"reason": "exit"}) from None
-    try:
-        raw = _read(process, deadline)
-        code = process.wait(timeout=max(deadline - time.monotonic(), 0.001))
-    except subprocess.TimeoutExpired:
-        _kill(process)
-        raise ProbeFailed("the probe did not finish in time", detail={"reason": "timeout"}) from None
-    except ProbeFailed:
-        _kill(process)
-        raise
-    finally:
-        assert process.stdout is not None
-        process.stdout.close()
-    if code != 0:
-        raise ProbeFailed(f"the probe exited with {code}", detail={"reason": "exit", "exit_code": code})
+        argv = [python, "-I", "-c", SCRIPT, "--", str(plugin_dir), str(policy_file)]
+        try:
+            raw = hermes_bin.run(
+                argv, {**hermes_bin.child_env(None), "TMPDIR": scratch}, what="the plugin probe", timeout=timeout
+            )
+        except hermes_bin.HermesUnusable as exc:
+            detail = {"reason": _REASONS.get(exc.code, "exit")}
+            if exc.detail and "exit" in exc.detail:
+                detail["exit_code"] = exc.detail["exit"]
+            raise ProbeFailed(f"the probe gave no result: {exc.message}", detail=detail) from None
     return parse_result(raw)

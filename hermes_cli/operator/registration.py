@@ -53,8 +53,8 @@ MAX_HOOK_LATENCY_MS = 1000
 CHECKS = ("tool_registration", "skill_registration", "hook_registration")
 RECOVERY_HINTS = {
     "tool_registration": (
-        "the plugin did not register exactly its access mode's tools: check the policy file and "
-        "its protocol range, then run 'hermes operator install' again"
+        "the plugin did not register exactly its access mode's tools, or is not bound to its "
+        "policy: check the policy file and its protocol range, then run 'hermes operator install' again"
     ),
     "skill_registration": (
         "the plugin did not register its skill: every read tool must register; reinstall with 'hermes operator install'"
@@ -75,7 +75,7 @@ def _check(code: str, passed: bool | None) -> dict[str, Any]:
 def _tools_pass(result: ProbeResult, access_mode: str | None) -> bool:
     # An unknown mode expects no tool list at all: nothing the plugin did can pass.
     expected = TOOLS_BY_MODE.get(access_mode) if isinstance(access_mode, str) else None
-    return expected is not None and result.loaded and frozenset(result.tools) == expected
+    return expected is not None and result.loaded and result.policy_bound and frozenset(result.tools) == expected
 
 
 def _hooks_pass(result: ProbeResult) -> bool:

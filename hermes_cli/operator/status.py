@@ -4,6 +4,8 @@
 ``outdated`` compares the install with the selected package, and is never true while that
 source is unusable (no update could apply): then ``package_source_error`` names why, and
 ``package_source_missing`` says the install records a package that is no longer usable.
+``enabled`` is what ``hermes plugins list --json`` says; when it cannot say,
+``plugin_state_error`` holds the code.
 """
 
 from __future__ import annotations
@@ -11,13 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from shared import plugin_host
 from shared.errors import HermesError
 from shared.operator import manifests
 
-from . import assets, lifecycle, settings
+from . import assets, hermes_bin, lifecycle, settings
 from .source import Source, SourceError, resolve
-from .target import PLUGIN_NAME, Target, policy_path
+from .target import Target, policy_path
 
 
 def source_or_error(state: Path) -> tuple[Source | None, SourceError | None]:
@@ -36,20 +37,33 @@ def outdated(marker: assets.Marker, source: Source | None) -> bool:
     return assets.asset_digests(rendered) != marker.assets
 
 
+def enabled(target: Target, bin_path: str) -> tuple[bool, str | None]:
+    """Whether Hermes lists the plugin as enabled, and why it could not tell (a code) if so."""
+    if not lifecycle.found_roots(target):
+        return False, None
+    try:
+        hermes_bin.check_bin(bin_path)  # status and doctor run only an executable install would
+        return hermes_bin.plugin_state(bin_path, target.home) == hermes_bin.ENABLED, None
+    except hermes_bin.HermesUnusable as exc:
+        return False, exc.code
+
+
 def report(
     target: Target,
     state: Path,
+    bin_path: str,
     *,
     hermes: dict[str, Any] | None = None,
     source: tuple[Source | None, SourceError | None] | None = None,
 ) -> dict[str, Any]:
     selected, error = source if source is not None else source_or_error(state)
-    marker: assets.Marker | None
+    found: lifecycle.Installed | None
     try:
-        marker = lifecycle.installed_marker(target)
+        found = lifecycle.installed(target)
         marker_error = None
     except (lifecycle.PluginRootUnmanaged, assets.MarkerInvalid) as exc:
-        marker, marker_error = None, exc.code
+        found, marker_error = None, exc.code
+    marker = found.marker if found is not None else None
     policy_file = policy_path(state, target)
     policy: dict[str, Any] | None = None
     if marker is not None:
@@ -58,12 +72,15 @@ def report(
         except HermesError:
             policy = None
     recorded_package = marker is not None and marker.provenance.get("source") == "package"
+    is_enabled, state_error = enabled(target, bin_path)
     return {
         "agent": "hermes",
         "target": target.to_dict(),
         "installed": marker is not None,
-        "enabled": PLUGIN_NAME in plugin_host.enabled_names(target.home),
-        "modified": marker is not None and lifecycle.is_modified(target, marker),
+        "enabled": is_enabled,
+        "plugin_state_error": state_error,
+        "plugin_root": str(found.root) if found is not None else None,
+        "modified": found is not None and lifecycle.is_modified(target, found),
         "outdated": marker is not None and outdated(marker, selected),
         "package_source_missing": recorded_package and selected is None,
         "package_source_error": error.code if error is not None else None,

@@ -6,7 +6,8 @@ private), and neither ``/`` nor your home, judged by identity (device and inode)
 spelling (``//home/me``, a symlinked parent) reaches either. The target records the home's
 real path: every spelling of one home names one target, one policy and one marker.
 
-The policy lives outside the home, under the integration state, in a directory named by a
+The plugin lives in ``<home>/plugins/operators/pohunek``, as the operator installs it; an
+earlier installer's ``<home>/plugins/pohunek`` is still found. The policy lives outside the home, under the integration state, in a directory named by a
 digest of the home's real path, so no file of the home can reach it. Install and update refuse
 a home that holds that directory (the state under the home, or the home its ancestor).
 """
@@ -27,6 +28,8 @@ from shared.operator import paths
 from shared.plugin_host import PLUGINS_DIR
 
 PLUGIN_NAME = "pohunek"
+# Where the operator installs it: Hermes's category directory, the plugin's key operators/pohunek.
+CATEGORY = "operators"
 POLICY_FILE = "policy.json"
 
 
@@ -44,6 +47,11 @@ class Target:
 
     @property
     def plugin_root(self) -> Path:
+        return self.home / PLUGINS_DIR / CATEGORY / PLUGIN_NAME
+
+    @property
+    def legacy_root(self) -> Path:
+        """Where an earlier installer put it; the next install or update moves it."""
         return self.home / PLUGINS_DIR / PLUGIN_NAME
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_cli.operator import hermes_bin
 from shared import plugin_host
 from tests.support.runtime_package import PackageKit
 
@@ -55,12 +56,12 @@ def test_the_seeds_first_install_targets_the_default_profile_explicitly(kit, hom
     assert data["policy"]["access_mode"] == "manage" and data["policy"]["allowed_hosts"] == ["local"]
     assert data["policy"]["bounds"]["request_timeout_ms"] == 45_000
     assert data["hermes"] == {"bin": data["hermes"]["bin"], "version": "0.20.0", "accepted": True}
-    plugin = home / "plugins" / "pohunek"
+    plugin = home / "plugins" / "operators" / "pohunek"
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in plugin.rglob("*") if p.is_file())
     policy = Path(data["policy"]["path"])
     assert not policy.is_relative_to(home) and stat.S_IMODE(policy.stat().st_mode) == 0o600
     assert str(policy) in (plugin / "__init__.py").read_text()
-    assert plugin_host.enabled_names(home) == ["pohunek"]
+    assert hermes_bin.plugin_state(hermes_bin.default_bin(), home) == "enabled"
     loaded = plugin_host.PluginHost.load(home)
     assert len(loaded.tools) == 14 and len(loaded.hooks) == 7
 
@@ -97,7 +98,7 @@ def test_the_seeds_third_install_needs_the_wildcard_confirmed_separately(kit, tm
     assert code == 2 and data["error"]["code"] == "confirmation_required"
     code, data = kit.cli_json(*args, "--allow-host", "local", "--confirm-wildcard")
     assert code == 2 and data["error"]["code"] == "hermes_invalid_policy"
-    assert not (custom / "plugins" / "pohunek").exists()
+    assert not (custom / "plugins" / "operators" / "pohunek").exists()
     code, data = kit.cli_json(*args, "--allow-host", "*", "--confirm-wildcard")
     assert code == 0, data
     assert data["target"] == {"kind": "home", "hermes_home": str(custom)}
@@ -106,7 +107,7 @@ def test_the_seeds_third_install_needs_the_wildcard_confirmed_separately(kit, tm
     for verb in ("status", "doctor", "update", "uninstall"):
         code, data = kit.cli_json("operator", verb, "--agent", "hermes", "--hermes-home", str(custom))
         assert code in (0, 1) and "error" not in data, (verb, data)
-    assert data["provenance"] is None and not (custom / "plugins" / "pohunek").exists()
+    assert data["provenance"] is None and not (custom / "plugins" / "operators" / "pohunek").exists()
 
 
 @pytest.mark.parametrize(
@@ -210,4 +211,4 @@ def test_install_makes_the_access_mode_and_the_allowlist_explicit(kit, home):
         code, data = kit.cli_json("operator", "install", "--hermes-profile", "work", *flags, home=home)
         assert code == 2 and data["error"]["code"] == "hermes_invalid_policy", data
         assert data["error"]["detail"]["field"] == field
-    assert not (home / "profiles" / "work" / "plugins" / "pohunek").exists()
+    assert not (home / "profiles" / "work" / "plugins" / "operators" / "pohunek").exists()

@@ -70,7 +70,8 @@ def test_kill_9_at_each_step_is_reported_then_recovered_by_the_next_update(insta
     assert data["provenance"]["package_digest"] == newer
     assert not data["modified"] and not data["outdated"] and data["enabled"]
     assert data["stale"] == {"stage": [], "backup": [], "journal": []}
-    assert sorted(p.name for p in (work / "plugins").iterdir()) == ["pohunek"]
+    assert sorted(p.name for p in (work / "plugins").iterdir()) == ["operators"]
+    assert sorted(p.name for p in (work / "plugins" / "operators").iterdir()) == ["pohunek"]
     assert len(plugin_host.PluginHost.load(work).tools) == 14
 
 
@@ -81,7 +82,8 @@ def test_a_failing_enable_puts_the_old_plugin_and_policy_back_byte_for_byte(inst
     blocker.unlink(missing_ok=True)
     blocker.mkdir()  # the config still reads, but Hermes cannot take its lock to switch a plugin
     code, data = kit.cli_json("operator", "update", *WORK, home=root)
-    assert code == 1 and data["error"]["code"] == "plugin_switch_failed", data
+    assert code == 1 and data["error"]["code"] == "hermes_command_failed", data
+    assert data["error"]["detail"]["command"] == "hermes plugins enable"
     assert tree_bytes(work / "plugins", kit.state / "integrations") == before
     blocker.rmdir()
     assert kit.cli_json("operator", "status", *WORK, home=root)[1]["outdated"]
@@ -109,7 +111,7 @@ def test_kill_9_during_a_first_install_leaves_nothing_half_installed(tmp_path, r
     killed_at(kit, root, step, "install", *MANAGE)
     code, data = kit.cli_json("operator", "uninstall", *WORK, home=root)  # recovers, then finds nothing
     assert code == 0 and data["removed"] is False and data["provenance"] is None, data
-    assert sorted(p.name for p in (work / "plugins").iterdir()) == []
+    assert [p for p in (work / "plugins").rglob("*") if not p.is_dir()] == []
     assert plugin_host.enabled_names(work) == []
     assert not list((kit.state / "integrations").rglob("policy.json*"))
     code, data = kit.cli_json("operator", "install", *WORK, *MANAGE, home=root)

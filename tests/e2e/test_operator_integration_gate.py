@@ -4,6 +4,7 @@ commands' selectors, as an operator meets them."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -12,10 +13,11 @@ import pytest
 from hermes_cli.operator.doctor import MESH_CHECKS, TARGET_CHECKS
 from shared.operator import manifests
 from tests.e2e.test_operator_integration import MANAGE, tree_bytes
+from tests.support.hermes_wrappers import speaking
 from tests.support.runtime_package import PackageKit
 
 WORK = ("--hermes-profile", "work")
-REAL_HERMES = Path(sys.executable).parent / "hermes"
+VENV = Path(sys.executable).parent.parent  # whose Python has the payload's imports
 
 
 @pytest.fixture
@@ -32,14 +34,11 @@ def work(root):
     return path
 
 
-def fake_hermes(directory: Path, version_output: str) -> Path:
-    """A Hermes whose ``--version`` prints ``version_output`` (or hangs) and which is the real
-    one for everything else."""
-    path = directory / "hermes"
-    answer = "exec sleep 30" if version_output == "hang" else f"printf '%s\\n' '{version_output}'; exit 0"
-    path.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then {answer}; fi\nexec {REAL_HERMES} "$@"\n')
-    path.chmod(0o755)
-    return path
+def fake_hermes(directory: Path, version_output: str, state: Path | None = None) -> Path:
+    """A Hermes whose ``--version`` prints ``version_output`` (or hangs) and which speaks the
+    real shapes for the rest, beside this checkout's Python; its enablement kept in ``state``."""
+    answer = "exec sleep 30" if version_output == "hang" else f"printf '%s\\n' {shlex.quote(version_output)}"
+    return speaking(directory / "fake-hermes", VENV, state or directory / "fake-hermes-enabled", version=answer)
 
 
 @pytest.mark.parametrize(
@@ -67,8 +66,10 @@ def test_the_last_release_below_the_next_major_is_accepted_and_a_non_executable_
     os.chmod(fake, 0o644)
     code, data = kit.cli_json("operator", "update", *WORK, "--hermes-bin", str(fake), home=root)
     assert code == 2 and data["error"]["code"] == "hermes_not_executable"
+    assert data["error"]["detail"] == {"flag": "--hermes-bin", "reason": "not_executable"}
     code, data = kit.cli_json("operator", "status", *WORK, "--hermes-bin", str(fake), home=root)
-    assert code == 0 and data["hermes"]["accepted"] is False
+    assert code == 0 and data["hermes"]["accepted"] is False and data["installed"]
+    assert (data["enabled"], data["plugin_state_error"]) == (False, "hermes_not_executable"), "it is not run"
 
 
 def test_doctor_lists_the_whole_inventory_in_order_and_a_healthy_install_passes_it(kit, root, work):

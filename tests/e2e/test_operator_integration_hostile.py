@@ -70,7 +70,8 @@ def template(tmp_path_factory) -> Iterator[tuple[Path, Scene]]:
     base = tmp_path_factory.mktemp("hostile")
     kit = PackageKit(base)
     kit.install_package()
-    scene = Scene(kit, base / "home", base / "outside", str(fake_hermes(base, "Hermes Agent v0.20.0 (2026.8.1)")))
+    fake = fake_hermes(base, "Hermes Agent v0.20.0 (2026.8.1)", kit.state / "fake-hermes-enabled")
+    scene = Scene(kit, base / "home", base / "outside", str(fake))
     scene.work.mkdir(parents=True)
     saved = base / "saved"
     shutil.copytree(base / "home", saved / "fresh" / "home", symlinks=True)
@@ -122,12 +123,14 @@ def plant(path: Path, outside: Path, *, directory: bool) -> None:
     path.symlink_to(there, target_is_directory=directory)
 
 
-def journal_naming(scene: Scene, sibling: str, phase: str, *, installed: bool) -> Path:
+def journal_naming(scene: Scene, sibling: str, phase: str, *, installed: bool, earlier: bool = False) -> Path:
     """A journal a killed install left (its owner long gone), naming ``sibling`` as its stage
-    or backup; returns the sibling's path, for a link to be planted there."""
+    or backup (its holder in the category directory; ``earlier``: the plugin itself, beside
+    ``plugins/pohunek``, as an installer before categories wrote it); returns the sibling's
+    path, for a link to be planted there."""
     plugins = scene.work / "plugins"
     plugins.mkdir(exist_ok=True, mode=0o700)
-    journal = {
+    journal: dict[str, object] = {
         "action": "install",
         "phase": phase,
         "owner": {"pid": 4_000_000, "start_time": 1},
@@ -138,12 +141,18 @@ def journal_naming(scene: Scene, sibling: str, phase: str, *, installed: bool) -
         "was_enabled": installed,
         "policy_path": str(scene.policy),
     }
+    if earlier:
+        (plugins / JOURNAL).write_text(json.dumps(journal))
+        return plugins / str(journal[sibling])
+    journal["from"] = "operators/pohunek" if installed else None
     (plugins / JOURNAL).write_text(json.dumps(journal))
-    return plugins / journal[sibling]
+    return plugins / "operators" / str(journal[sibling])
 
 
 def _in_plugin(*rels: str, directory: bool) -> Callable[[Scene, bool], list[tuple[Path, bool]]]:
-    return lambda scene, installed: [(scene.work / "plugins" / "pohunek" / rel, directory) for rel in rels]
+    return lambda scene, installed: [
+        (scene.work / "plugins" / "operators" / "pohunek" / rel, directory) for rel in rels
+    ]
 
 
 def _one(locate: Callable[[Scene, bool], Path], *, directory: bool) -> Callable[[Scene, bool], list[tuple[Path, bool]]]:
@@ -153,7 +162,9 @@ def _one(locate: Callable[[Scene, bool], Path], *, directory: bool) -> Callable[
 # Where a link is planted: each a list of (path, whether a directory is expected there).
 PLACES: dict[str, Callable[[Scene, bool], list[tuple[Path, bool]]]] = {
     "plugins_dir": _one(lambda scene, installed: scene.work / "plugins", directory=True),
-    "plugin_root": _one(lambda scene, installed: scene.work / "plugins" / "pohunek", directory=True),
+    "category_dir": _one(lambda scene, installed: scene.work / "plugins" / "operators", directory=True),
+    "plugin_root": _one(lambda scene, installed: scene.work / "plugins" / "operators" / "pohunek", directory=True),
+    "earlier_plugin_root": _one(lambda scene, installed: scene.work / "plugins" / "pohunek", directory=True),
     "skills_dir": _in_plugin("skills", directory=True),
     "skill_dir": _in_plugin("skills/pohunek", directory=True),
     "every_asset": _in_plugin(*ASSETS, directory=False),  # each one a link of its own
@@ -166,6 +177,14 @@ PLACES: dict[str, Callable[[Scene, bool], list[tuple[Path, bool]]]] = {
     ),
     "committed_backup": _one(
         lambda scene, installed: journal_naming(scene, "backup", "committed", installed=installed), directory=True
+    ),
+    "earlier_stage": _one(
+        lambda scene, installed: journal_naming(scene, "stage", "prepared", installed=installed, earlier=True),
+        directory=True,
+    ),
+    "earlier_backup": _one(
+        lambda scene, installed: journal_naming(scene, "backup", "prepared", installed=installed, earlier=True),
+        directory=True,
     ),
     "journal": _one(lambda scene, installed: scene.work / "plugins" / JOURNAL, directory=False),
     "policy": _one(lambda scene, installed: scene.policy, directory=False),
@@ -221,13 +240,13 @@ def test_a_linked_plugins_directory_is_refused_and_doctor_fails_target_safety(te
 
 def test_uninstall_through_a_linked_skills_directory_removes_the_link_not_the_files_behind_it(template):
     scene = restored(template, "installed")
-    plant(scene.work / "plugins" / "pohunek" / "skills", scene.outside, directory=True)
+    plant(scene.work / "plugins" / "operators" / "pohunek" / "skills", scene.outside, directory=True)
     skill = scene.outside / "skills" / "pohunek" / "SKILL.md"
     kept = skill.read_bytes()
     code, data = scene.operator("uninstall", "--confirm-modified")
     assert code == 0 and data["removed"], data
     assert skill.read_bytes() == kept
-    assert not (scene.work / "plugins" / "pohunek").exists()
+    assert not (scene.work / "plugins" / "operators" / "pohunek").exists()
 
 
 def test_every_directory_the_installer_makes_is_owner_private(template):

@@ -141,7 +141,8 @@ def test_the_high_water_mark_is_kept_only_after_an_install_commits(kit):
 
 
 def embedded_install(kit, root, work) -> Path:
-    """What an older renderer left: the payload from the copy it carried, a version-1 marker."""
+    """What an older renderer left: the payload from the copy it carried, a version-1 marker,
+    where it put it (``plugins/pohunek``)."""
     target = Target("profile", "work", work)
     policy = policy_path(kit.state, target)
     write_policy(policy, policy_fields("ipc:///tmp/pohunekd.ctl"))
@@ -182,6 +183,8 @@ def test_the_provenance_walk_from_embedded_to_package_to_outdated_to_null(kit, r
     assert code == 0, data
     assert data["provenance"]["source"] == "package" and data["provenance"]["package_digest"] == first["digest"]
     assert not data["outdated"] and data["policy"]["access_mode"] == "manage"
+    assert data["plugin_root"] == str(work / "plugins" / "operators" / "pohunek")
+    assert not (work / "plugins" / "pohunek").exists(), "moved to the category directory"
     newer = kit.build(kit.tree(version="1.0.1"))
     kit.install_package(newer, sequence=2)
     assert kit.cli("operator", "package", "select", manifests.PACKAGE_ID, "--version", "1.0.1").returncode == 0
@@ -199,7 +202,7 @@ def test_the_provenance_walk_from_embedded_to_package_to_outdated_to_null(kit, r
 def test_a_modified_install_needs_confirmation_and_unmanaged_files_are_left(kit, root, work):
     kit.install_package()
     assert kit.cli("operator", "install", *WORK, *MANAGE, home=root).returncode == 0
-    plugin = work / "plugins" / "pohunek"
+    plugin = work / "plugins" / "operators" / "pohunek"
     tools = plugin / "tools.py"
     tools.write_bytes(tools.read_bytes() + b"# local edit\n")
     assert status(kit, root)["modified"]
@@ -226,4 +229,4 @@ def test_uninstall_needs_no_package(kit, root, work):
     (kit.state / "plugins" / "registry.json").write_text("corrupt")
     code, data = kit.cli_json("operator", "uninstall", *WORK, home=root)
     assert code == 0 and data["provenance"] is None, data
-    assert not (work / "plugins" / "pohunek").exists() and not policy.exists()
+    assert not (work / "plugins" / "operators" / "pohunek").exists() and not policy.exists()

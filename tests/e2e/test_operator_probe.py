@@ -1,15 +1,13 @@
-"""``hermes operator probe`` as the installer and doctor run it: a real subprocess of the CLI
-on a plugin rendered into a stage directory, read through ``run_probe``, and judged by the
-registration checks. Fake plugins show what the dry run catches; fake ``hermes`` binaries
-show how a probe that misbehaves fails."""
+"""The probe as the installer and doctor run it: the fixed script in the Python beside the
+target ``hermes`` (``python3 -I -c SCRIPT -- PLUGIN POLICY``), on a plugin rendered into a stage
+directory, read through ``run_probe``, and judged by the registration checks. Fake plugins show
+what the dry run catches; fake interpreters show how a probe that misbehaves fails."""
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -18,42 +16,52 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hermes_cli.operator.probe import unreachable_endpoint
-from hermes_cli.operator.probe_client import OUTPUT_MAX_BYTES, ProbeFailed, ProbeResult, run_probe
+from hermes_cli.operator import probe_client
+from hermes_cli.operator.hermes_bin import OUTPUT_CAP, HermesUnusable
+from hermes_cli.operator.probe_client import ProbeFailed, ProbeResult, run_probe
 from hermes_cli.operator.registration import EXPECTED_HOOKS, EXPECTED_TOOLS, TOOLS_BY_MODE, checks
-from shared.hooks import ENDPOINT_ENV, NATIVE_ID_TRIES, SESSION_ENV
-from tests.support.cli import HERMES, hermes, hermes_json
+from shared.hooks import ENDPOINT_ENV, SESSION_ENV
+from tests.support.hermes_wrappers import wrapper
 from tests.support.operator_plugin import PAYLOAD, TOKEN, policy_fields, write_policy
-from tests.support.processes import ROOT, python_env, wait_for
+from tests.support.processes import wait_for
 
 SECRET = "sk-live the owner's password"
 
 
-def executable(path: Path, script: str) -> str:
-    path.write_text("#!/bin/sh\n" + script)
-    path.chmod(0o755)
+VENV = Path(sys.executable).parent.parent  # this checkout's, whose Python has the payload's imports
+
+
+def fake_python(tmp_path: Path, script: str) -> str:
+    """A ``hermes`` whose sibling ``python3`` is the shell ``script``."""
+    path = wrapper(tmp_path / "fake", VENV, "exit 0")
+    (path.parent / "python3").unlink()
+    (path.parent / "python3").write_text("#!/bin/sh\n" + script)
+    (path.parent / "python3").chmod(0o700)
     return str(path)
 
 
 @pytest.fixture
 def hermes_bin(tmp_path: Path) -> str:
-    """``hermes`` of this checkout, as one executable (what the installer is given)."""
-    argv = " ".join(f"'{part}'" for part in HERMES)
-    return executable(tmp_path / "hermes", f'exec {argv} "$@"\n')
+    """A ``hermes`` beside this checkout's Python (what the installer is given)."""
+    return str(wrapper(tmp_path / "venv", VENV, "exit 0"))
+
+
+def policy_file(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "policy.json"
 
 
 def probe(hermes_bin: str, plugin_dir: Path, **options) -> ProbeResult:
-    return run_probe(hermes_bin, plugin_dir, env=python_env(), **options)
+    return run_probe(hermes_bin, plugin_dir, policy_file(plugin_dir.parents[4]), **options)
 
 
 def stage_dir(tmp_path: Path) -> Path:
-    return tmp_path / "home" / "plugins" / ".pohunek-stage-k3x9"
+    return tmp_path / "home" / "plugins" / "operators" / ".pohunek-stage-k3x9" / "pohunek"
 
 
 def render(tmp_path: Path, **policy) -> Path:
     """The payload rendered into a stage directory, its token the path of a policy written
     with ``policy`` over the defaults (what the installer stages)."""
-    policy_path = write_policy(tmp_path / "state" / "policy.json", policy_fields("ipc:///nowhere", **policy))
+    policy_path = write_policy(policy_file(tmp_path), policy_fields("ipc:///nowhere", **policy))
     stage = stage_dir(tmp_path)
     shutil.copytree(PAYLOAD, stage, ignore=shutil.ignore_patterns("__pycache__"))
     init = stage / "__init__.py"
@@ -92,12 +100,38 @@ def test_a_policy_that_fails_its_rules_registers_hooks_and_no_tools(tmp_path, he
     assert statuses(result, "manage")[:2] == ["fail", "fail"]
 
 
-def test_the_callers_session_and_endpoint_are_replaced_so_no_report_leaves(tmp_path, hermes_bin):
+def test_the_callers_session_and_endpoint_never_reach_the_probe(tmp_path, hermes_bin, monkeypatch):
     # A caller inside a managed session with a reporter endpoint of its own: still the forced failure.
-    env = python_env(**{SESSION_ENV: "a-real-session", ENDPOINT_ENV: f"ipc://{tmp_path / 'reporter.in'}"})
-    result = run_probe(hermes_bin, render(tmp_path), env=env)
+    monkeypatch.setenv(SESSION_ENV, "a-real-session")
+    monkeypatch.setenv(ENDPOINT_ENV, f"ipc://{tmp_path / 'reporter.in'}")
+    result = probe(hermes_bin, render(tmp_path))
     assert result.hook_dry_run.forced_failure_swallowed and result.hook_dry_run.calls == 7
     assert not (tmp_path / "reporter.in").exists()
+
+
+def test_a_plugin_bound_to_another_policy_is_found_out(tmp_path, hermes_bin):
+    stage = render(tmp_path)
+    result = run_probe(hermes_bin, stage, tmp_path / "elsewhere.json")
+    assert result.loaded and not result.policy_bound
+    assert statuses(result, "manage")[0] == "fail"
+
+
+def test_the_probe_runs_isolated_with_only_its_fixed_arguments_and_environment(tmp_path):
+    seen = tmp_path / "seen"
+    bin_path = fake_python(
+        tmp_path, f'printf "%s\\n" "$@" > {seen}.args; cat /proc/$$/environ > {seen}.env; pwd > {seen}.cwd; exit 3\n'
+    )
+    with pytest.raises(ProbeFailed):
+        run_probe(bin_path, tmp_path / "plugin", tmp_path / "policy.json")
+    args = Path(f"{seen}.args").read_text().split("\n")[:-1]
+    script_lines = probe_client.SCRIPT.count("\n")
+    assert args[:2] == ["-I", "-c"] and "\n".join(args[2 : 3 + script_lines]) == probe_client.SCRIPT
+    assert args[3 + script_lines :] == ["--", str(tmp_path / "plugin"), str(tmp_path / "policy.json")]
+    env = dict(item.split("=", 1) for item in Path(f"{seen}.env").read_text().split("\0") if item)
+    assert set(env) == {"NO_COLOR", "TERM", "LANG", "PYTHONDONTWRITEBYTECODE", "TMPDIR"}
+    assert (env["NO_COLOR"], env["TERM"], env["LANG"], env["PYTHONDONTWRITEBYTECODE"]) == ("1", "dumb", "C", "1")
+    assert Path(f"{seen}.cwd").read_text() == "/\n"
+    assert not Path(env["TMPDIR"]).exists(), "the probe's scratch directory is removed"
 
 
 def test_a_hook_that_starts_a_process_is_forbidden_and_fails_hook_registration(tmp_path, hermes_bin):
@@ -130,8 +164,6 @@ def test_a_hook_that_raises_has_escaped_and_its_text_is_never_printed(tmp_path, 
     assert result.hook_dry_run.escaped == ("pre_llm_call",) and result.hook_dry_run.calls == 2
     assert not result.hook_dry_run.forced_failure_swallowed
     assert statuses(result, "manage")[2] == "fail"
-    done = hermes("operator", "probe", "--plugin-dir", str(stage), "--json")
-    assert done.returncode == 0 and SECRET not in done.stdout and json.loads(done.stdout)["hooks"]
 
 
 def test_a_plugin_that_does_not_import_is_reported_and_dry_runs_nothing(tmp_path, hermes_bin):
@@ -143,8 +175,7 @@ def test_a_plugin_that_does_not_import_is_reported_and_dry_runs_nothing(tmp_path
 def test_a_plugin_whose_import_hangs_times_out_and_its_process_group_is_killed(tmp_path, hermes_bin, monkeypatch):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))  # the probe child's, as the parent passes it on
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the parent makes the child's TMPDIR
     pids = tmp_path / "pids"
     body = f"""
     import os, subprocess, time
@@ -162,12 +193,10 @@ def test_a_plugin_whose_import_hangs_times_out_and_its_process_group_is_killed(t
     assert list(scratch.iterdir()) == [], "a killed probe leaves no scratch directory"
 
 
-def test_a_plugin_dir_with_no_plugin_is_a_probe_that_could_not_run(tmp_path, hermes_bin):
-    code, doc = hermes_json("operator", "probe", "--plugin-dir", str(tmp_path / "missing"))
-    assert (code, doc["error"]["code"]) == (1, "plugin_probe_not_run")
-    with pytest.raises(ProbeFailed) as failed:
-        probe(hermes_bin, tmp_path / "missing")
-    assert failed.value.detail == {"reason": "exit", "exit_code": 1}
+def test_a_plugin_dir_with_no_plugin_is_a_plugin_that_did_not_load(tmp_path, hermes_bin):
+    result = run_probe(hermes_bin, tmp_path / "missing", tmp_path / "policy.json")
+    assert (result.loaded, result.error) == (False, "manifest_invalid")
+    assert statuses(result, "manage") == ["fail", "fail", "fail"]
 
 
 @pytest.mark.parametrize(
@@ -175,39 +204,23 @@ def test_a_plugin_dir_with_no_plugin_is_a_probe_that_could_not_run(tmp_path, her
     [
         f"echo {shlex.quote('not a document ' + SECRET)}\n",
         "echo '{\"schema\": 1}'\n",
-        f"head -c {OUTPUT_MAX_BYTES + 1} /dev/zero | tr '\\\\0' x\n",
+        f"head -c {OUTPUT_CAP + 1} /dev/zero | tr '\\\\0' x\n",
     ],
 )
 def test_a_probe_printing_anything_but_its_document_is_malformed(tmp_path, script):
     with pytest.raises(ProbeFailed) as failed:
-        run_probe(executable(tmp_path / "fake-hermes", script), tmp_path)
+        run_probe(fake_python(tmp_path, script), tmp_path, tmp_path / "policy.json")
     assert failed.value.detail == {"reason": "malformed"} and SECRET not in failed.value.message
 
 
-def test_a_probe_that_cannot_start_or_exits_non_zero_fails_with_exit(tmp_path):
+def test_a_probe_that_exits_non_zero_fails_with_exit_and_a_missing_python_is_refused(tmp_path):
     with pytest.raises(ProbeFailed) as failed:
-        run_probe(executable(tmp_path / "fake-hermes", "exit 3\n"), tmp_path)
+        run_probe(fake_python(tmp_path, "exit 3\n"), tmp_path, tmp_path / "policy.json")
     assert failed.value.detail == {"reason": "exit", "exit_code": 3}
-    with pytest.raises(ProbeFailed) as failed:
-        run_probe(str(tmp_path / "no-such-hermes"), tmp_path)
-    assert failed.value.detail == {"reason": "exit"}
-
-
-CLAIM = "import json; from shared import hooks; hooks.claim_native_id('conv_a'); print(json.dumps(hooks.counters()))"
-
-
-def claim_counts(endpoint: str) -> dict[str, int]:
-    env = python_env(**{SESSION_ENV: "pohunek-probe-dry-run", ENDPOINT_ENV: endpoint})
-    done = subprocess.run([sys.executable, "-c", CLAIM], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-def test_the_forced_endpoint_ends_a_native_id_claim_at_its_first_try(tmp_path):
-    # A path nobody listens on makes the claim try NATIVE_ID_TRIES times, a pause between
-    # each; the forced one fails at the connect, which the claim does not retry.
-    plain = claim_counts(f"ipc://{tmp_path / 'hook_reporter.in'}")
-    forced = claim_counts(unreachable_endpoint(tmp_path))
-    assert (plain["not_accepted"], plain["error"]) == (NATIVE_ID_TRIES, 0)
-    assert (forced["not_accepted"], forced["error"], forced["sent"]) == (0, 1, 0)
-    assert sorted(os.listdir(tmp_path)) == []
+    lone = tmp_path / "lone" / "hermes"
+    lone.parent.mkdir()
+    lone.write_text("#!/bin/sh\n")
+    lone.chmod(0o700)
+    with pytest.raises(HermesUnusable) as refused:
+        run_probe(str(lone), tmp_path, tmp_path / "policy.json")
+    assert refused.value.code == "hermes_runtime_invalid" and refused.value.detail["flag"] == "--hermes-bin"

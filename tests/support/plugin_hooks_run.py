@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from hermes_cli.operator.probe import FORBIDDEN, NETWORK
+from hermes_cli.operator.probe_script import FORBIDDEN, NETWORK
 from tests.support.operator_plugin import payload
 
 SECRET = "sk-live-7f3a9c-the-owners-password"

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_cli.operator.probe_client import OUTPUT_MAX_BYTES, ProbeFailed, parse_result
+from hermes_cli.operator.hermes_bin import OUTPUT_CAP
+from hermes_cli.operator.probe_client import ProbeFailed, parse_result
 from hermes_cli.operator.registration import EXPECTED_HOOKS, FULL_TOOLS
 
 SECRET = "sk-live the owner's password"
@@ -20,6 +21,7 @@ GOOD: dict[str, Any] = {
     "loaded": True,
     "error": None,
     "state": "ready",
+    "policy_bound": True,
     "tools": sorted(FULL_TOOLS),
     "skills": ["pohunek"],
     "hooks": list(EXPECTED_HOOKS),
@@ -74,6 +76,8 @@ def test_findings_of_a_bad_plugin_are_read_not_refused():
         (("error",), 3),
         (("error",), "not_a_load_error"),
         (("state",), ["ready"]),
+        (("policy_bound",), "yes"),
+        (("policy_bound",), None),
         (("tools",), "pohunek_hosts"),
         (("tools",), ["pohunek_sessions", "pohunek_hosts"]),  # not sorted
         (("tools",), ["pohunek_hosts", "pohunek_hosts"]),
@@ -117,7 +121,7 @@ def test_a_missing_or_an_extra_field_is_malformed(where):
 
 
 @pytest.mark.parametrize(
-    "junk", [b"", b"not json", b"\xff\xfe", b"[" * 100_000, raw(GOOD) + b"\n{}", b"NaN", b"x" * OUTPUT_MAX_BYTES]
+    "junk", [b"", b"not json", b"\xff\xfe", b"[" * 100_000, raw(GOOD) + b"\n{}", b"NaN", b"x" * OUTPUT_CAP]
 )
 def test_what_is_no_single_document_is_malformed(junk):
     with pytest.raises(ProbeFailed) as failed:

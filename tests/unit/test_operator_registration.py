@@ -21,6 +21,7 @@ def result(mode: str = "manage", **changes) -> ProbeResult:
         loaded=True,
         error=None,
         state="ready",
+        policy_bound=True,
         tools=tuple(sorted(TOOLS_BY_MODE[mode])),
         skills=("pohunek",),
         hooks=EXPECTED_HOOKS,
@@ -106,3 +107,7 @@ def test_each_hook_defect_alone_fails_hook_registration(spoil):
 def test_hooks_in_another_order_and_latency_at_the_bound_pass():
     spoil = {"hooks": EXPECTED_HOOKS[::-1], "hook_dry_run": dataclasses.replace(CLEAN, latency_ms=1000)}
     assert statuses(checks(result(**spoil), "manage")) == ["pass"] * 3
+
+
+def test_a_plugin_bound_to_another_policy_fails_tool_registration():
+    assert statuses(checks(result(policy_bound=False), "manage")) == ["fail", "pass", "pass"]
