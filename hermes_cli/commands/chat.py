@@ -444,8 +444,8 @@ class _Chat:
             self._say(INTERRUPTING)
             self._say("interrupted")
         self.hooks.fire("post_llm_call", lambda: hooks.report_activity("idle"))
+        self._save()  # before the idle prompt: a turn the screen shows done is on disk
         self._paint(IDLE)  # the working prompt is erased
-        self._save()
 
     def _turn(self, word: str, rest: str, text: str) -> None:
         if not _COMMAND.fullmatch(word):
