@@ -206,7 +206,7 @@ def load_skin(name: str, home: Path) -> Skin:
     path = skins_dir(home) / f"{name}.yaml"
     try:
         raw = path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no skins directory on the way: no user skin
         if name in _BUILTIN_SKINS:
             return _builtin(name)
         known = ", ".join([*_BUILTIN_SKINS, *user_names(home)])
