@@ -28,6 +28,8 @@ from shared.redaction import redact
 from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 30.0
+# How long a finished update's updater has to exit (dropping the update lock) before its report.
+EXIT_WAIT = 30.0
 # What the updater catches as "stop" once it runs; one that dies of them began nothing.
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 # A follower asks for progress in slices this long, checking between them that the updater lives.
@@ -215,7 +217,20 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
                 continue
             if update_id is not None and terminal.get("update_id") != update_id:
                 continue  # another run took the socket between the two calls
+            _let_go(updater)
             return _report(args, terminal)
+
+
+def _let_go(updater: subprocess.Popen | None) -> None:
+    """Wait, bounded, for the updater this command started to exit after its last word: it
+    drops the update lock on its way out, and a command run right after this one (a rollback)
+    must not find the lock still held by an update that has ended."""
+    if updater is None:
+        return
+    try:
+        updater.wait(timeout=EXIT_WAIT)
+    except subprocess.TimeoutExpired:
+        pass  # its report is written; a lingering updater is the next command's to name
 
 
 def _finished(args, root: Path, updater: subprocess.Popen | None, update_id: str | None) -> int:

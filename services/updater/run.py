@@ -22,7 +22,7 @@ import trio
 from services.updater import ops
 from services.updater.lock import UpdateLock
 from services.updater.pipeline import Pipeline
-from shared import curve, homes
+from shared import curve, faults, homes
 from shared.errors import HermesError
 from shared.service import Call, Service
 
@@ -135,4 +135,5 @@ def run_update(root: Path, install_root: Path, update_id: str, options: dict[str
     try:
         return trio.run(UpdateRun(root, install_root, update_id, options, lock, stop).main)
     finally:
+        faults.pause_at("updater:release")  # its last word said, the lock still held
         lock.release()

@@ -4,13 +4,15 @@ install, real gateways (supervisord's, and one unmanaged), and kills."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from services.updater import obligations
 from tests.support.installs import Install, git, kill_updater_in_completion
-from tests.support.processes import ROOT, python_env
+from tests.support.processes import ROOT, python_env, wait_for
 
 
 def updated(install: Install, *flags: str) -> dict:
@@ -185,3 +187,31 @@ def test_a_restore_killed_midway_is_done_again_by_the_next_update(install):
     for name in ("a", "b", "c"):
         assert (install.root / "cron" / f"{name}.json").read_text() == f"{name} before\n"
     assert obligations.read_restore(install.root) is None
+
+
+def test_an_update_returns_only_once_its_updater_let_go_of_the_lock_so_a_rollback_right_after_runs(install):
+    """The updater says its last word, then drops the update lock on its way out: a command
+    run the moment ``hermes update`` returns must not be refused by an update that has ended."""
+    install.release("release 2")
+    log = install.root / "logs" / "update.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hermes_cli.main", "update", "--yes", "--json"],
+        cwd=install.path,
+        env=install.env(HERMES_FAULT_PAUSE_AT="updater:release"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: log.exists() and "paused updater:release" in log.read_text(), timeout=120, what="the pause")
+        held_on = proc.poll() is None  # the updater holds the lock: the command must still wait for it
+        updater = json.loads((install.root / "update.lock.json").read_text())["pid"]
+        os.kill(updater, signal.SIGUSR1)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert held_on, "hermes update returned while its updater still held the update lock"
+    assert proc.returncode == 0, out + err
+    refused = install.hermes("update", "--rollback", "0123456789ab", "--yes", "--json")
+    assert json.loads(refused.stdout)["error"]["code"] == "rollback_unknown_update"
