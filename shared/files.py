@@ -80,7 +80,7 @@ def write_bytes_atomic(path: Path, data: bytes, *, mode: int = PUBLIC_MODE) -> N
     except BaseException:
         _unlink_quietly(tmp)
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def write_json_atomic(path: Path, data: Any, *, secret: bool = False) -> None:
@@ -120,7 +120,8 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or a new entry in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)

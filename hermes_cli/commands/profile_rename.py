@@ -13,7 +13,6 @@ serve as NEW. A gateway no supervisor runs (nothing would start it again) or a m
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import stat
@@ -27,7 +26,7 @@ from hermes_cli.commands.profile import ProfileBusy, ProfileExists
 from hermes_cli.liveness import service_states
 from shared import faults, homes
 from shared import profile_rename as rules
-from shared.files import StateFileCorrupt, read_json, write_bytes_atomic, write_json_atomic
+from shared.files import StateFileCorrupt, fsync_dir, read_json, write_bytes_atomic, write_json_atomic
 from shared.locks import FileLock, LockHeld, probe
 from shared.supervisors import Unit, kind_module
 
@@ -272,21 +271,10 @@ def _move_home(root: Path, journal: rules.Journal) -> None:
             held.append(lock)
         faults.step()
         os.rename(old_home, new_home)
-        _fsync_dir(homes.profiles_dir(root))
+        fsync_dir(homes.profiles_dir(root))
     finally:
         for lock in held:
             lock.release()
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
 
 
 def _move_units(root: Path, journal: rules.Journal) -> dict[str, Any] | None:

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 from services.updater.update_id import validate_update_id
 from shared import homes, layout
 from shared.errors import HermesError
-from shared.files import write_json_atomic
+from shared.files import fsync_dir, write_json_atomic
 
 # The one definition of what a quick snapshot holds, relative to a profile home.
 # A trailing "/" marks a directory, copied recursively.
@@ -150,7 +150,7 @@ def _snapshot_profile(profile: str, home: Path, name: str, update_id: str, creat
         }
         write_json_atomic(tmp / MANIFEST, manifest)
         os.rename(tmp, final)
-        _fsync_dir(base)
+        fsync_dir(base)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -268,14 +268,6 @@ def _prune(keep: Path) -> tuple[list[str], list[str]]:
     return pruned, errors
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # --- the full archive -------------------------------------------------------------------------
 
 
@@ -333,7 +325,7 @@ def full_backup(root: Path, update_id: str) -> dict[str, Any]:
             raw.flush()
             os.fsync(raw.fileno())
         os.replace(tmp, final)
-        _fsync_dir(directory)
+        fsync_dir(directory)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):

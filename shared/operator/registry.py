@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.faults import pause_at
-from shared.files import rename_noreplace, write_bytes_atomic
+from shared.files import fsync_dir, rename_noreplace, write_bytes_atomic
 from shared.operator import catalog_state as catalog_state_rules
 from shared.operator.catalog_state import CatalogState
 from shared.operator.package_root import (
@@ -311,7 +311,7 @@ class Registry:
         except BaseException:
             _remove(staging)
             raise
-        _fsync_dir(self.packages)
+        fsync_dir(self.packages)
         pause_at("registry:published")
 
     def _delete_root(self, hex_name: str) -> None:
@@ -321,7 +321,7 @@ class Registry:
         # Renamed first, so a crash mid-delete leaves residue the next mutation collects, not a half root.
         doomed = self.packages / f"{_RESIDUE[1]}{hex_name}-{secrets.token_hex(8)}"
         os.rename(target, doomed)
-        _fsync_dir(self.packages)
+        fsync_dir(self.packages)
         _remove(doomed)
 
     def _collect_residue(self) -> None:
@@ -385,11 +385,3 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)  # the fd-based rmtree never follows a symlink inside
     else:
         os.unlink(path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
