@@ -453,12 +453,14 @@ def test_odd_escape_sequences_run_no_stray_turn_and_the_chat_goes_on(home, manag
 def test_a_paste_past_the_bound_is_refused_whole(home, managed, chats):
     env, reports = managed
     chat = chats(home, "chat", env=env)
+    ref = chat.ref()
     chat.until(chat.at_idle_prompt, "the idle prompt")
     reports.next("native_id")
     chat.paste("x" * (70 * 1024))
     chat.until(lambda: any("at most 65536 bytes" in line for line in chat.lines()), "the refusal")
     chat.turn("ok", "ok")
     reports.activity("working", "idle")  # the refused paste was no turn
+    assert [line for line in record(home, ref)["transcript"] if line.startswith("> ")] == ["> ok"]
 
 
 def test_a_paste_that_never_ends_is_no_turn_at_the_end_of_input(home):
@@ -518,6 +520,7 @@ def test_backspace_edits_the_line(home, chats):
 
 def test_sigwinch_repaints_the_prompt_with_the_line_typed_so_far(home, chats):
     chat = chats(home, "chat")
+    ref = chat.ref()
     chat.until(chat.at_idle_prompt, "the idle prompt")
     chat.send(b"half a li")
     chat.until(lambda: chat.bottom() == f"{IDLE} half a li", "the echo")
@@ -528,6 +531,8 @@ def test_sigwinch_repaints_the_prompt_with_the_line_typed_so_far(home, chats):
     chat.until(lambda: repaint in chat.output[before:], "the repaint")
     chat.send(b"ne\r")
     chat.until(lambda: "half a line" in chat.lines() and chat.at_idle_prompt(), "the line")
+    # One turn of the whole line: the repaint neither lost what was typed nor submitted it early.
+    assert [line for line in record(home, ref)["transcript"] if line.startswith("> ")] == ["> half a line"]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
