@@ -16,7 +16,7 @@ import psutil
 from shared import homes
 from shared.gateways import ops
 from shared.protocol import RemoteError
-from shared.sync_client import SyncClient
+from shared.transport.sync_client import SyncClient
 from tests.support.cli import HERMES
 from tests.support.installs import Install
 

@@ -13,11 +13,11 @@ import psutil
 import trio
 
 from bench.fleet_install import WARM_UP_TIMEOUT, FleetInstall
-from shared.call_rules import NO_RETRY
-from shared.client import open_client
 from shared.gateways import ops
 from shared.protocol import Code, RemoteError
-from shared.pubsub import open_subscriber
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.pubsub import open_subscriber
+from tests.support.async_client import open_client
 
 NOT_ACCEPTED = frozenset({ops.DRAINING, Code.SHUTTING_DOWN, Code.BUSY, Code.UNAVAILABLE})
 

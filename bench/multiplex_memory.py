@@ -31,7 +31,7 @@ import psutil  # noqa: E402
 
 from shared import homes  # noqa: E402
 from shared.gateways import ops  # noqa: E402
-from shared.sync_client import call_all  # noqa: E402
+from shared.transport.sync_client import call_all  # noqa: E402
 from tests.support.homes import make_profile  # noqa: E402
 from tests.support.processes import GatewayProcess, python_env  # noqa: E402
 

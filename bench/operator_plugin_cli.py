@@ -49,7 +49,7 @@ def main() -> int:
         address = f"ipc://{directory}/daemon.ctl"
         env = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": str(ROOT)}
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "services.operator_sim", address, "--work-dir", str(home)],
+            [sys.executable, "-m", "simulators.operator_sim", address, "--work-dir", str(home)],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

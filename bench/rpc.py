@@ -44,8 +44,8 @@ import zmq  # noqa: E402
 import zmq.asyncio  # noqa: E402
 
 from shared import protocol  # noqa: E402
-from shared.call_rules import request_ids  # noqa: E402
-from shared.client import open_client  # noqa: E402
+from shared.transport.call_rules import request_ids  # noqa: E402
+from tests.support.async_client import open_client  # noqa: E402
 from tests.support.peers.echo_service import ECHO, build_service  # noqa: E402
 
 try:

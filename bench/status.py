@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
+from fleet.discovery import GatewayRecord, discover, scan_gateways  # noqa: E402
 from shared import homes  # noqa: E402
 from shared.files import read_json  # noqa: E402
-from shared.gateways.discovery import GatewayRecord, discover, scan_gateways  # noqa: E402
 from shared.layout import GATEWAY_STATE_FILE  # noqa: E402
 
 

@@ -14,7 +14,7 @@ medians, against which the targets are judged.
 Load: ``--clients`` tasks per gateway, each with its own client, one turn in flight at a
 time (``turn {text, seconds}``), each turn's text a unique tag that the result must echo.
 
-What happens to a turn, from ``services/gateway/ops.py``, ``app.py`` and ``shared/service.py``:
+What happens to a turn, from ``services/gateway/ops.py``, ``app.py`` and ``shared/transport/service.py``:
 
 - completed: a result that echoes the tag;
 - refused, not accepted: ``draining`` (the gateway's own refusal: nothing was started),
@@ -42,7 +42,7 @@ Where the time goes, per gateway: when it was seen draining, when the old proces
 when supervisord reaped it and spawned the new one (its log), when the new process had done its
 imports (its ``started_at``) and when it started its first turn. Between ``exit`` and
 ``spawned`` is the restart's own ask: it watches the drained process and, the moment it has
-ended, asks supervisord to start the program (``shared.supervisors.supervisord.respawn``), so
+ended, asks supervisord to start the program (``fleet.supervisors.supervisord.respawn``), so
 supervisord's 1 s poll never decides. The receipt's note says who started it: supervisord
 when asked, or its autorestart, which the ask woke first.
 

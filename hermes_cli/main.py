@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shared.cli_grammar import UsageError
+    from fleet.cli_grammar import UsageError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -162,8 +162,8 @@ def _main(argv: list[str], run: _Run) -> int:
         _print_version(json_document="--json" in argv)
         warn_owed_restarts()
         return EXIT_OK
+    from fleet import cli_grammar  # parsers built as parsing needs them
     from hermes_cli.commands import TARGETS
-    from shared import cli_grammar  # parsers built as parsing needs them
 
     parser = cli_grammar.build_top_level_parser()
     try:
@@ -214,8 +214,8 @@ def _usage_error(argv: list[str], refused: UsageError) -> int:
 
 def _finish_interrupted_rename() -> None:
     """A profile rename a kill interrupted is finished (or undone) before any command reads a home."""
+    from hermes_cli.profile_rename import journal_path
     from shared import homes
-    from shared.profile_rename import journal_path
 
     root = homes.root_home()
     if os.path.lexists(journal_path(root)):

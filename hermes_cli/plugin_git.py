@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from shared import faults, files, homes, plugin_host
+from hermes_cli import plugin_host
+from shared import faults, files, homes
 from shared.errors import HermesError
 
 GIT_TIMEOUT = 60.0

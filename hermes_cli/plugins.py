@@ -4,7 +4,7 @@ A plugin, or a script that checks one the way Hermes tooling does, may use the n
 gives: ``PluginManager().discover_and_load(force=True)``, then ``_plugins`` (by key:
 ``operators/pohunek``) of ``LoadedPlugin`` records with their ``manifest``, ``enabled``,
 ``error``, ``tools_registered`` and ``hooks_registered``, and ``_plugin_skills`` (by
-``plugin:skill``). Discovery, enablement and registration are ``shared.plugin_host``'s: this
+``plugin:skill``). Discovery, enablement and registration are ``hermes_cli.plugin_host``'s: this
 module only names what it found as Hermes names it.
 """
 
@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared import homes, plugin_host
-from shared.plugin_host import PluginContext, PluginHost, PluginInfo
+from hermes_cli import plugin_host
+from hermes_cli.plugin_host import PluginContext, PluginHost, PluginInfo
+from shared import homes
 
 __all__ = [
     "LoadedPlugin",

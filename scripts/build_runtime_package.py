@@ -19,11 +19,11 @@ import tomllib
 from pathlib import Path
 from typing import NoReturn
 
+from runtime_package import manifests
+from runtime_package.archive import Entry, build, digest
+from runtime_package.archive_dir import entries_from_dir
 from shared.errors import HermesError
 from shared.files import write_bytes_atomic
-from shared.operator import manifests
-from shared.operator.archive import Entry, build, digest
-from shared.operator.archive_dir import entries_from_dir
 
 PROG = "build_runtime_package"
 FAILED = 2

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from runtime_package import catalog, ed25519
 from shared.files import SECRET_MODE, file_sha256, write_bytes_atomic
-from shared.operator import catalog, ed25519
 
 USAGE_EXIT = 2
 DAY = 86400

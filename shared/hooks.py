@@ -36,10 +36,10 @@ import zmq
 
 from shared import homes
 from shared import hook_vocabulary as vocabulary
-from shared.call_rules import ipc_unreachable
 from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.protocol import pack
+from shared.transport import ipc_unreachable
 
 SESSION_ENV = "POHUNEK_SESSION_ID"
 ENDPOINT_ENV = "POHUNEK_HOOK_ENDPOINT"

@@ -2,7 +2,7 @@
 
 A pid alone is not an identity (pids are recycled), so every lock and state file records a
 ``ProcessIdentity``: the pid plus the kernel's start time for it. What a command line runs
-is for ``shared.command_lines`` to say.
+is for ``fleet.command_lines`` to say.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from shared.service import Service
+from shared.transport import Service
 from shared.version import code_sha
 
 log = logging.getLogger(__name__)

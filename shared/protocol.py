@@ -174,7 +174,7 @@ class OpSpec:
         return checked
 
 
-# Served by every service (``shared.service``): who it is and which protocol versions it
+# Served by every service (``shared.transport.service``): who it is and which protocol versions it
 # speaks. Defined here so a client can ask any service without importing the service side.
 HELLO = OpSpec("hello", idempotent=True, timeout=5.0)
 
@@ -246,7 +246,7 @@ def one_frame(parts: Sequence[bytes], *, kind: str) -> bytes:
     Any other count raises ``ProtocolError`` (``malformed_frame``), and each role has one
     answer to it: a service, which can address the peer by its routing id, answers the typed
     error and keeps serving; a client, which has nobody to answer, drops the message and logs
-    it (``shared.call_rules.reply_frame``); the hook reporter's intake, which never answers
+    it (``shared.transport.call_rules.reply_frame``); the hook reporter's intake, which never answers
     and must not log a flood, drops it and counts it as ``malformed``.
     """
     if len(parts) != 1:

@@ -24,12 +24,11 @@ import time
 from pathlib import Path
 
 from shared import exit_codes, homes
-from shared.call_rules import ipc_unreachable
 from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
 from shared.identity import is_alive
 from shared.locks import probe
-from shared.sync_client import answers
+from shared.transport import answers, ipc_unreachable
 from shared.version import INSTALL_ROOT
 
 START_TIMEOUT = 15.0

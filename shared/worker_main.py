@@ -19,13 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shared import curve, exit_codes, homes, ids, logs
+from shared import exit_codes, homes, ids, logs
 from shared.errors import HermesError
 from shared.faults import pause_at
 from shared.locks import FileLock, take_or_report
+from shared.transport import curve
 
 if TYPE_CHECKING:
-    from shared.service import Service
+    from shared.transport import Service
 
 
 def worker_main(service: str, factory: str, description: str, what: str) -> int:
@@ -94,7 +95,7 @@ def install_service(
 ) -> Service:
     """An install-wide worker's control service: bound where its endpoint says (CURVE on TCP),
     holding the lock ``run_install_worker`` took, its ``hello`` naming the install and process."""
-    from shared.service import Service  # trio comes with it: only once the lock is held
+    from shared.transport import Service  # trio comes with it: only once the lock is held
 
     said = ids.describe(root)  # built before the event loop runs: a blocking read is fine
     return Service(

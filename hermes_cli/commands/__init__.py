@@ -1,7 +1,7 @@
 """One module per command group; each exposes ``cmd_*(args) -> exit code``.
 
 ``TARGETS`` names the function that runs each command of the grammar
-(``shared.cli_grammar``) as ``"module:function"``; the module is imported only on dispatch,
+(``fleet.cli_grammar``) as ``"module:function"``; the module is imported only on dispatch,
 so a light command never pays for a heavy one's imports.
 """
 

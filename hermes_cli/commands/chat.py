@@ -31,7 +31,7 @@ with replacement; a line over 64 KiB is refused. Ctrl-C (or SIGINT) ends a turn 
 nothing at the prompt; SIGWINCH repaints the prompt; SIGHUP, SIGTERM or a terminal gone
 release the session (``agent_exit``) and end it, exit 0 (141 when stdout is a closed pipe).
 
-Plugins (``shared.plugin_host``) load at start. The chat fires the Hermes hook points
+Plugins (``hermes_cli.plugin_host``) load at start. The chat fires the Hermes hook points
 (``on_session_start``, ``pre_llm_call`` and ``post_llm_call`` around each turn, the approval
 pair, ``on_session_end`` and ``on_session_finalize``) with ids only; a plugin that takes one
 makes its lifecycle report, else the chat makes it itself.
@@ -62,10 +62,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from hermes_cli import plugin_host
 from hermes_cli.commands import chat_sessions
 from hermes_cli.commands.chat_keys import END, SUBMIT, LineKeys
 from hermes_cli.commands.chat_sessions import ChatSession
-from shared import homes, hooks, plugin_host
+from shared import homes, hooks
 from shared.errors import HermesError
 
 IDLE, WORKING, APPROVAL = "❯ ", "⚕ ❯ ", "⚠ ❯ "  # the prompts, as Hermes 0.20.0 paints them

@@ -209,7 +209,7 @@ def _receipt_path(demo: DemoInstall, receipt: dict[str, Any]) -> str | None:
 def _send_turns(demo: DemoInstall) -> list[dict[str, Any]]:
     from shared import homes
     from shared.gateways import ops
-    from shared.sync_client import SyncClient
+    from shared.transport import SyncClient
 
     turns = []
     for name in PROFILES:

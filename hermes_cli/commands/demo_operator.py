@@ -21,7 +21,7 @@ class OperatorDaemon:
     def __init__(self, install: Path, env: dict[str, str], address: str, packages: Path):
         self.address = address
         # Its hermes sessions launch from the selected runtime package of the demo's integration.
-        argv = [sys.executable, "-m", "services.operator_sim", address, "--packages", str(packages)]
+        argv = [sys.executable, "-m", "simulators.operator_sim", address, "--packages", str(packages)]
         self.proc, line = demo_child.start(argv, install, env)
         if not line.startswith("ready"):
             self.stop()
@@ -36,8 +36,8 @@ class OperatorDaemon:
 
     def summary(self) -> dict[str, int]:
         """The reports received, counted by kind and state ("activity:working": 3)."""
-        from services.operator_sim import ops
         from shared.operator.client import DaemonClient
+        from simulators.operator_sim import ops
 
         with DaemonClient(self.address) as client:
             records = client.call(ops.SIM_RECORDS, timeout=10)["records"]

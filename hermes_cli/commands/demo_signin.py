@@ -32,10 +32,10 @@ class DemoSignInFailed(HermesError):
 
 
 class PortalSimulator:
-    """``python -m services.portal_sim`` of the demo install, on a free local port."""
+    """``python -m simulators.portal_sim`` of the demo install, on a free local port."""
 
     def __init__(self, install: Path, env: dict[str, str], state: Path):
-        argv = [sys.executable, "-m", "services.portal_sim", "--port", "0", "--state", str(state)]
+        argv = [sys.executable, "-m", "simulators.portal_sim", "--port", "0", "--state", str(state)]
         self.proc, self.url = demo_child.start(argv, install, env)
         if not self.url.startswith("http"):
             self.stop()

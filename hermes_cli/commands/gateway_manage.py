@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fleet.supervisors import KINDS, Unit, kind_module
 from hermes_cli import output
 from shared import homes
 from shared.errors import HermesError
-from shared.supervisors import KINDS, Unit, kind_module
 
 # The order owners are looked for: the embedded mesh first, then the system supervisors.
 OWNER_ORDER: tuple[str, ...] = KINDS
@@ -148,10 +148,9 @@ def _clear_owed_restart_if_on_expected_code(profile: str, home: Path) -> dict[st
 
 def _running_code(home: Path) -> str | None:
     """The code the gateway at ``home`` runs, once it answers as running (bounded), else None."""
-    from shared.call_rules import NO_RETRY
     from shared.gateways import ops
     from shared.protocol import RemoteError
-    from shared.sync_client import connect
+    from shared.transport import NO_RETRY, connect
 
     endpoint = homes.endpoint(home, ops.SERVICE, create=False)
     deadline = time.monotonic() + ANSWER_SECONDS

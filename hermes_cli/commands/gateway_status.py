@@ -1,5 +1,5 @@
 """``hermes gateway status|list|drain``: the install's gateways, found through their control
-sockets first (``shared.gateways.discovery``), and a drain of the active profile's gateway."""
+sockets first (``fleet.discovery``), and a drain of the active profile's gateway."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fleet import discovery
 from hermes_cli import output
 from shared import exit_codes, homes
-from shared.call_rules import NO_RETRY
 from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
-from shared.gateways import discovery, ops
+from shared.gateways import ops
 from shared.locks import probe
 from shared.protocol import Code, RemoteError
-from shared.sync_client import answers, connect
+from shared.transport import NO_RETRY, answers, connect
 
 # The drain answer can only come after the deadline; this much more is allowed for the reply.
 DRAIN_REPLY_MARGIN = 10.0

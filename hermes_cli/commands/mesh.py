@@ -10,9 +10,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from fleet.supervisors import supervisord
 from hermes_cli import output
 from shared import homes
-from shared.supervisors import supervisord
 
 
 def _served(raw: str | None) -> tuple[str, ...]:

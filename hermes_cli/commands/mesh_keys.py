@@ -12,9 +12,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from hermes_cli import output
-from shared import curve_import, curve_keys, homes
+from hermes_cli import curve_import, output
+from shared import homes
 from shared.errors import HermesError
+from shared.transport import curve_keys
 
 
 class KeysUsage(HermesError):

@@ -26,13 +26,12 @@ def _finding(check: str, ok: bool, code: str, detail: Any = None) -> dict[str, A
 def findings() -> list[dict[str, Any]]:
     from services.hook_reporter import ops
     from shared import hook_vocabulary, protocol
-    from shared.call_rules import NO_RETRY
     from shared.hook_reports import ReportRefused, parse_report
     from shared.hooks import SESSION_ENV
     from shared.identity import process_identity
     from shared.operator.protocol import ENDPOINT_ENV
     from shared.protocol import RemoteError
-    from shared.sync_client import connect
+    from shared.transport import NO_RETRY, connect
 
     found: list[dict[str, Any]] = []
     session = os.environ.get(SESSION_ENV)

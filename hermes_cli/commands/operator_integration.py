@@ -15,8 +15,8 @@ from typing import Any
 from hermes_cli import output
 from hermes_cli.operator import doctor, hermes_bin, lifecycle, settings, source, status
 from hermes_cli.operator.target import require_policy_outside, resolve
+from runtime_package import paths
 from shared.errors import HermesError
-from shared.operator import paths
 from shared.operator.policy import BOUNDS, Policy
 from shared.operator.protocol import ENDPOINT_ENV
 
@@ -90,7 +90,7 @@ def cmd_update(args) -> int:
 
 
 def _hermes(change: lifecycle.Change, chosen: source.Source | None) -> dict[str, Any]:
-    from shared.operator.manifests import DEFAULT_PROBE
+    from runtime_package.manifests import DEFAULT_PROBE
 
     probe = chosen.runtime.probe if chosen else DEFAULT_PROBE
     try:

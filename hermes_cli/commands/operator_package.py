@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
+from runtime_package import archive, catalog, manifests, paths
+from runtime_package import registry as store
+from runtime_package.canonical_json import MAX_JSON_BYTES
+from runtime_package.store_json import FileRefused, read_fd
 from shared.errors import HermesError
-from shared.operator import archive, catalog, manifests, paths
-from shared.operator import registry as store
-from shared.operator.canonical_json import MAX_JSON_BYTES
-from shared.operator.store_json import FileRefused, read_fd
 from shared.version import __version__ as core_version
 
 # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer.

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hermes_cli import output, plugin_git
-from shared import homes, plugin_host
+from hermes_cli import output, plugin_git, plugin_host
+from shared import homes
 
 NEXT_SESSION = "Takes effect on next session."
 

@@ -1,6 +1,6 @@
 """``hermes profile list|create|show|delete``: anchored on the root home, whichever
 profile is active. ``create --clone-from SOURCE`` starts the new profile with the source's
-settings and identity (``shared.profile_clone``), and the home appears whole or not at all."""
+settings and identity (``hermes_cli.profile_clone``), and the home appears whole or not at all."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 
 from hermes_cli import output
 from hermes_cli.liveness import service_states
+from hermes_cli.profile_clone import copy_profile_files
 from shared import homes
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json
 from shared.layout import GATEWAY_STATE_FILE
 from shared.locks import FileLock, LockHeld
-from shared.profile_clone import copy_profile_files
 
 
 class ProfileExists(HermesError):
@@ -160,8 +160,8 @@ def cmd_show(args) -> int:
 def _gateway_state(path: Path) -> dict[str, Any]:
     """What the state file says, and whether the gateway it names still runs: a file a killed
     gateway left says it runs, and is never shown as running."""
-    from shared.gateways.discovery import LIVE_STATES
-    from shared.gateways.state_record import names_live_gateway
+    from fleet.discovery import LIVE_STATES
+    from fleet.state_record import names_live_gateway
 
     try:
         state = read_json(path, default=None)
@@ -264,10 +264,9 @@ def _take(path: Path) -> FileLock:
 def _released_by_multiplex(endpoint: homes.Endpoint) -> dict[str, Any] | None:
     """The answer of the multiplex gateway at ``endpoint`` letting its profile go, or None when
     what holds the lock is not one (a per-profile gateway) or did not answer."""
-    from shared.call_rules import NO_RETRY
     from shared.gateways import ops
     from shared.protocol import RemoteError
-    from shared.sync_client import connect
+    from shared.transport import NO_RETRY, connect
 
     try:
         with connect(endpoint, retry=NO_RETRY) as client:

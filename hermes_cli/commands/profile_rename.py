@@ -1,7 +1,7 @@
 """``hermes profile rename OLD NEW``: the profile's home and everything named after it move
 to NEW, its running gateway carried over; and the completion of a rename a kill interrupted.
 
-The steps and what an interrupted rename does next are ``shared.profile_rename``'s; this module
+The steps and what an interrupted rename does next are ``hermes_cli.profile_rename``'s; this module
 takes them. A rename holds the install's rename lock from start to end, and OLD's endpoint
 locks while its home moves, and writes its journal before every step. A gateway of OLD is
 drained (its turns in flight finish; new ones are refused as ``draining``, never dropped) and
@@ -21,14 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fleet.supervisors import Unit, kind_module
 from hermes_cli import output
+from hermes_cli import profile_rename as rules
 from hermes_cli.commands.profile import ProfileBusy, ProfileExists
 from hermes_cli.liveness import service_states
 from shared import faults, homes
-from shared import profile_rename as rules
 from shared.files import StateFileCorrupt, fsync_dir, read_json, write_bytes_atomic, write_json_atomic
 from shared.locks import FileLock, LockHeld, probe
-from shared.supervisors import Unit, kind_module
 
 # Hermes Agent's sticky active profile, one name in the root home.
 ACTIVE_POINTER_FILE = "active_profile"
@@ -163,7 +163,7 @@ def _refuse_taken(root: Path, new: str) -> None:
 
 
 def _multiplex_program() -> str:
-    from shared.supervisors.supervisord import MULTIPLEX_PROGRAM
+    from fleet.supervisors.supervisord import MULTIPLEX_PROGRAM
 
     return MULTIPLEX_PROGRAM
 
@@ -234,10 +234,9 @@ def _drain(root: Path, journal: rules.Journal) -> None:
 
 
 def _ask_drain(home: Path) -> None:
-    from shared.call_rules import NO_RETRY
     from shared.gateways import ops
     from shared.protocol import RemoteError
-    from shared.sync_client import connect
+    from shared.transport import NO_RETRY, connect
 
     try:
         with connect(homes.endpoint(home, ops.SERVICE, create=False), retry=NO_RETRY) as client:
@@ -341,10 +340,9 @@ def _start(unit: Unit) -> dict[str, Any]:
 
 def _answering(home: Path) -> int | None:
     """The pid of the gateway at ``home`` once it answers as running (bounded), else None."""
-    from shared.call_rules import NO_RETRY
     from shared.gateways import ops
     from shared.protocol import RemoteError
-    from shared.sync_client import connect
+    from shared.transport import NO_RETRY, connect
 
     deadline = time.monotonic() + ANSWER_SECONDS
     while time.monotonic() < deadline:

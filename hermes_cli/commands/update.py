@@ -176,9 +176,8 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
     short slices: between slices the updater's liveness is checked, so a follower never waits
     on an updater that is gone."""
     from services.updater import holder, ops
-    from shared.call_rules import NO_RETRY
     from shared.protocol import Code, RemoteError
-    from shared.sync_client import connect
+    from shared.transport import NO_RETRY, connect
 
     def updater_alive() -> bool:
         return updater.poll() is None if updater is not None else holder(root) is not None

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runtime_package.manifests import sha256_hex
 from shared import files
 from shared.errors import HermesError
-from shared.operator.manifests import sha256_hex
 
 from .dirfd import Dir, descend
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runtime_package.manifests import DEFAULT_PROBE
 from shared.errors import HermesError
-from shared.operator.manifests import DEFAULT_PROBE
 from shared.operator.policy import ACCESS_MODES, Policy, overlap, valid_host
 from shared.operator.protocol import CLIENT_WINDOW
 

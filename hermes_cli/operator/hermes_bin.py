@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from runtime_package.manifests import VersionRange
 from shared.errors import HermesError
 from shared.operator import version_probe
-from shared.operator.manifests import VersionRange
 
 COMMAND_TIMEOUT = 20.0  # a cold Hermes start on a shared runner takes seconds
 OUTPUT_CAP = 64 * 1024  # per stream; a real plugin list is about 27 KiB

@@ -38,14 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.plugin_host import PLUGINS_DIR
+from runtime_package import manifests
 from shared import faults, files, homes
 from shared.errors import HermesError
 from shared.faults import pause_at
 from shared.identity import ProcessIdentity, current_identity
 from shared.locks import FileLock, LockHeld
-from shared.operator import manifests
 from shared.operator.policy import Policy
-from shared.plugin_host import PLUGINS_DIR
 from shared.version import version_line
 
 from . import assets, hermes_bin, probe_client, registration, settings

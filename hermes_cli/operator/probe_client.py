@@ -22,8 +22,8 @@ from typing import Any
 
 from hermes_cli.operator import hermes_bin, probe_script
 from hermes_cli.operator.probe_script import FORBIDDEN, SCHEMA, SOCKET_USE
+from hermes_cli.plugin_host import HERMES_HOOKS
 from shared.errors import HermesError
-from shared.plugin_host import HERMES_HOOKS
 
 MAX_NAMES = 64
 MAX_LATENCY_MS = 3_600_000

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runtime_package import manifests, paths
+from runtime_package import registry as store
 from shared.errors import HermesError
-from shared.operator import manifests, paths
-from shared.operator import registry as store
 
 REGISTRY_UNREADABLE = "hermes_package_registry_unreadable"
 NOT_INSTALLED = "hermes_package_not_installed"

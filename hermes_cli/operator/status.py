@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from runtime_package import manifests
 from shared.errors import HermesError
-from shared.operator import manifests
 
 from . import assets, hermes_bin, lifecycle, settings
 from .source import Source, SourceError, resolve

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.plugin_host import PLUGINS_DIR
+from runtime_package import paths
 from shared import homes
 from shared.errors import HermesError
-from shared.operator import paths
-from shared.plugin_host import PLUGINS_DIR
 
 PLUGIN_NAME = "pohunek"
 # Where the operator installs it: Hermes's category directory, the plugin's key operators/pohunek.

@@ -32,8 +32,8 @@ from shared.errors import HermesError
 from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
-from shared.service import Call
 from shared.spawn import ServiceStartCancelled, ensure_service
+from shared.transport import Call
 from shared.worker_main import install_service
 
 log = logging.getLogger(__name__)

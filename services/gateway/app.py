@@ -9,7 +9,7 @@ registration happen with no checkpoint between them, so a drain that starts whil
 is being accepted either sees that turn (and waits for it) or the turn sees the drain.
 
 Every call on this profile's socket runs as an activity of this profile
-(``shared.profile_scope``): a turn reads its home, config and secrets from the scope bound
+(``services.gateway.profile_scope``): a turn reads its home, config and secrets from the scope bound
 for it, never from the process's environment, which a multiplex process shares. What belongs
 to the process (its exit, its signals, draining, turn ids) is ``services.gateway.process``'s.
 """
@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from services.gateway import profile_scope
+from services.gateway.profile_scope import ProfileScope
 from services.gateway.state import GatewayState, utc_now
-from shared import curve, exit_codes, profile_scope
+from shared import exit_codes
 from shared.config import get as config_get
 from shared.errors import HermesError
 from shared.faults import pause_at
 from shared.gateways import ops
 from shared.homes import Endpoint
 from shared.locks import FileLock
-from shared.profile_scope import ProfileScope
-from shared.pubsub import Publisher, open_publisher
-from shared.service import Call, Service
+from shared.transport import Call, Publisher, Service, curve, open_publisher
 
 if TYPE_CHECKING:
     from services.gateway.process import GatewayProcess

@@ -25,16 +25,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.gateway import storm
+from fleet.supervisors import detect_supervisor
+from services.gateway import profile_scope, storm
 from services.gateway.state import GatewayState
-from shared import curve, exit_codes, homes, ids, logs, profile_scope
+from shared import exit_codes, homes, ids, logs
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, write_json_atomic
 from shared.gateways import ops
 from shared.identity import current_identity
 from shared.layout import GATEWAY_STARTS_FILE
 from shared.locks import FileLock, take_or_report
-from shared.supervisors import detect_supervisor
+from shared.transport import curve
 
 log = logging.getLogger("services.gateway")
 

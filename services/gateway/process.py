@@ -30,8 +30,9 @@ from typing import Any
 
 import trio
 
+from services.gateway import sd_notify
 from services.gateway.app import Gateway
-from shared import exit_codes, hooks, sd_notify
+from shared import exit_codes, hooks
 from shared.errors import HermesError
 from shared.gateways import ops
 

@@ -5,7 +5,7 @@ The code identity (``code_sha``, ``code_version``) is taken once, when the proce
 it describes the code this interpreter imported, so a later ``git pull`` of the tree does
 not change what a running gateway reports. The updater compares it with the new checkout.
 
-The file carries the Hermes Agent's own fields too (``shared.gateways.state_record``), so its
+The file carries the Hermes Agent's own fields too (``fleet.state_record``), so its
 readers and ours read each other's files: ``kind`` vouches for the record where a reader cannot
 read the process's command line. This gateway serves no messaging platform: ``platforms`` is
 empty.
@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fleet.state_record import KIND
 from shared.files import write_json_atomic
-from shared.gateways.state_record import KIND
 from shared.identity import ProcessIdentity
 from shared.layout import GATEWAY_STATE_FILE
 from shared.version import __version__, code_sha

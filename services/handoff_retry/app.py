@@ -21,7 +21,7 @@ from services.handoff_retry import ops
 from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
-from shared.service import Call
+from shared.transport import Call
 from shared.worker_main import install_service
 
 log = logging.getLogger(__name__)

@@ -28,9 +28,8 @@ from shared.locks import FileLock
 from shared.operator import protocol as daemon_protocol
 from shared.operator.client import DaemonClient
 from shared.protocol import ProtocolError, RemoteError
-from shared.service import HELLO, Call
+from shared.transport import HELLO, Call, open_socket
 from shared.worker_main import install_service
-from shared.zmq_trio import open_socket
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from fleet import discovery
 from services.updater.git import GitFailed
 from services.updater.git_target import GIT_TIMEOUT, git_target
 from services.updater.install_kind import SYSTEM_PROBES, InstallKind, Probes, detect_install_kind, refusal
@@ -23,7 +24,6 @@ from services.updater.rollback import local_target
 from services.updater.rollback import target as rollback_target
 from shared import homes
 from shared.errors import HermesError
-from shared.gateways import discovery
 from shared.redaction import redact_text
 from shared.version import __version__, code_sha
 

@@ -22,9 +22,9 @@ import trio
 from services.updater import ops
 from services.updater.lock import UpdateLock
 from services.updater.pipeline import Pipeline
-from shared import curve, faults, homes
+from shared import faults, homes
 from shared.errors import HermesError
-from shared.service import Call, Service
+from shared.transport import Call, Service, curve
 
 MAX_EVENTS = 2000
 FOLLOWER_GRACE = 2.0

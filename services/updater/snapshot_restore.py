@@ -20,11 +20,11 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from fleet import discovery
 from services.updater.snapshot import MANIFEST, SNAPSHOT_SET, SNAPSHOTS_DIR
 from shared import homes
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, file_sha256, make_parents_within, read_json
-from shared.gateways import discovery
 
 _NAME = re.compile(r"^\d{8}_\d{6}_.+$")  # as the snapshot writer names them
 _CHUNK = 1 << 20

@@ -12,8 +12,8 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from fleet.discovery import GatewayRecord, discover
 from shared import homes
-from shared.gateways.discovery import GatewayRecord, discover
 
 CURRENT, STALE, UNKNOWN, DOWN = "current", "stale", "unknown", "down"
 

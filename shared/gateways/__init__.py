@@ -1,4 +1,4 @@
-"""What every process knows of the install's gateways: their control protocol (``ops``) and
-how to find every one of them (``discovery``). The gateway process itself is
-``services.gateway``; the updater, the CLI and the demo talk to gateways through this package.
+"""The gateway's control contract (``ops``): its ops, states and answers, as every process
+that talks to a gateway reads them. The gateway process itself is ``services.gateway``;
+finding and driving gateways is ``fleet``.
 """

@@ -15,10 +15,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shared.call_rules import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from shared.operator.protocol import CLIENT_WINDOW, MUTATIONS
 from shared.protocol import OpSpec
-from shared.sync_client import SyncClient
+from shared.transport import DEFAULT_RETRY, NO_RETRY, RetryPolicy, SyncClient
 
 ONE_RETRY = RetryPolicy(retries=1)
 

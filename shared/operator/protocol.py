@@ -5,7 +5,7 @@ What the hook reporter, the operator plugin, the CLI and the daemon simulator sh
 - **Window.** The daemon answers ``v`` in ``3..=4``; a request outside it is refused with
   ``protocol_incompatible`` and ``{got, min, max}``. v3 is the bridged release: its requests may
   say ``runtime_id`` for ``worker_instance_id``, and its session summaries carry both
-  (``shared.operator.bridge``). Every other result has one shape in both.
+  (``simulators.operator_sim.bridge``). Every other result has one shape in both.
 - **Coordinates.** Offsets, watermarks and runtime generations are canonical u64 decimal
   strings (``shared.operator.u64``). A runtime is named by the pair ``worker_instance_id`` and
   ``runtime_generation``; one without the other is refused.

@@ -16,8 +16,8 @@ import re
 
 import pytest
 
-from services.operator_sim.detect import activity, load_rules
-from services.operator_sim.screen import Screen
+from simulators.operator_sim.detect import activity, load_rules
+from simulators.operator_sim.screen import Screen
 from tests.support import hermes_contract
 from tests.support.processes import ROOT
 

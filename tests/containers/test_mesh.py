@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from shared import homes
-from shared.call_rules import NO_RETRY
 from shared.gateways import ops
 from shared.protocol import HELLO, RemoteError
-from shared.sync_client import connect
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import connect
 from tests.support.cli import HERMES
 from tests.support.podman_sandbox import refuse_bridges
 from tests.support.processes import ROOT, python_env, wait_for

@@ -18,11 +18,11 @@ import zmq
 from nous import store
 from services.auth_worker import ops
 from shared import homes
-from shared.call_rules import NO_RETRY
 from shared.identity import all_pids, read_cmdline, read_environ
 from shared.locks import probe
 from shared.spawn import stop_service
-from shared.sync_client import SyncClient, connect
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import SyncClient, connect
 from tests.support.cli import HERMES
 from tests.support.cli import hermes as run_hermes
 from tests.support.installs import release

@@ -16,10 +16,10 @@ import pytest
 from nous import store
 from services.auth_worker import TERMINAL_STATES, ops, settle
 from shared import config, homes
-from shared.call_rules import NO_RETRY
 from shared.locks import probe
 from shared.protocol import RemoteError
-from shared.sync_client import SyncClient
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import SyncClient
 from tests.support.logins import Hermes
 from tests.support.processes import wait_for
 

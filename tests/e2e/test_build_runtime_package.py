@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.operator.archive import digest, read
-from shared.operator.archive_dir import entries_from_dir
+from runtime_package.archive import digest, read
+from runtime_package.archive_dir import entries_from_dir
 from tests.support.processes import ROOT, python_env
 
 SCRIPT = ROOT / "scripts" / "build_runtime_package.py"

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import zmq
 
-from services.operator_sim.detect import activity, load_rules
-from services.operator_sim.screen import Screen
 from shared.hook_reports import Report, parse_report
+from simulators.operator_sim.detect import activity, load_rules
+from simulators.operator_sim.screen import Screen
 from tests.support.cli import HERMES
 from tests.support.processes import ROOT, python_env
 
@@ -736,7 +736,7 @@ def register(ctx):
 
 
 def add_plugin(home: Path, name: str, body: str) -> Path:
-    from shared import plugin_host
+    from hermes_cli import plugin_host
 
     directory = home / "plugins" / name
     directory.mkdir(parents=True)

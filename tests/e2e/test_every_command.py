@@ -28,9 +28,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from shared.cli_grammar import build_top_level_parser
+from fleet.cli_grammar import build_top_level_parser
+from fleet.supervisors import supervisord as sv
 from shared.spawn import stop_workers
-from shared.supervisors import supervisord as sv
 from tests.support.cli import DASHED_PUBLIC_KEY, HERMES
 from tests.support.installs import Install
 

@@ -13,14 +13,14 @@ import threading
 import pytest
 import zmq
 
+from fleet.supervisors import detect_supervisor
 from shared import exit_codes, protocol
-from shared.call_rules import NO_RETRY
 from shared.files import StateFileCorrupt, read_json
 from shared.gateways import ops
 from shared.identity import process_identity
 from shared.protocol import Code, RemoteError
-from shared.supervisors import detect_supervisor
-from shared.sync_client import SyncClient
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import SyncClient
 from shared.version import code_sha
 from tests.support.cli import HERMES, hermes
 from tests.support.processes import ROOT, GatewayProcess, parallel, python_env, read_state, wait_for

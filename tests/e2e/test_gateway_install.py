@@ -8,12 +8,12 @@ import plistlib
 import stat
 from pathlib import Path
 
-from hermes_cli.commands import gateway_manage
-from shared.supervisors import (
+from fleet.supervisors import (
     Unit,
     launchd,
     systemd,
 )
+from hermes_cli.commands import gateway_manage
 from tests.support.cli import hermes
 from tests.support.supervisors import KINDS_HERE, SYSTEMD_RUNNING
 

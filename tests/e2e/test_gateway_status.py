@@ -13,11 +13,12 @@ import threading
 import psutil
 import pytest
 
+from fleet import discovery
+from fleet.supervisors import detect_supervisor
 from shared import homes, ids
-from shared.gateways import discovery, ops
+from shared.gateways import ops
 from shared.identity import process_identity, read_cmdline
-from shared.supervisors import detect_supervisor
-from shared.sync_client import SyncClient, call_all
+from shared.transport.sync_client import SyncClient, call_all
 from shared.version import code_sha
 from tests.support.cli import hermes
 from tests.support.processes import ROOT, python_env, read_state, wait_for
@@ -371,7 +372,7 @@ import json, sys, trio
 from shared import homes
 from shared.gateways import ops
 from shared.identity import current_identity
-from shared.service import Service
+from shared.transport.service import Service
 
 home, said = sys.argv[1], json.loads(sys.argv[2])
 endpoint = homes.endpoint(home, ops.SERVICE)

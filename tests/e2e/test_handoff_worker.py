@@ -18,8 +18,8 @@ from nous.guest_handoff import records
 from services.handoff_retry import ops
 from services.handoff_retry.app import TICK_MIN
 from shared import homes
-from shared.call_rules import NO_RETRY
-from shared.sync_client import SyncClient
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import SyncClient
 from tests.support.cli import hermes
 from tests.support.processes import ROOT, python_env, wait_for
 from tests.support.sign_ins import account_from_grant, request, sign_in

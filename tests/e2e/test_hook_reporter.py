@@ -14,15 +14,15 @@ import pytest
 import zmq
 
 from services.hook_reporter import ops
-from services.operator_sim.ops import SIM_CONFIGURE, SIM_RECORDS
 from shared import homes
-from shared.call_rules import NO_RETRY
 from shared.gateways import ops as gateway_ops
 from shared.hooks import intake_address
 from shared.identity import process_identity
 from shared.operator.client import DaemonClient
 from shared.spawn import stop_service
-from shared.sync_client import SyncClient
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import SyncClient
+from simulators.operator_sim.ops import SIM_CONFIGURE, SIM_RECORDS
 from tests.support.cli import hermes
 from tests.support.processes import ROOT, python_env, wait_for
 from tests.support.session_daemon import SessionDaemon, start_reporter

@@ -15,11 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from shared.command_lines import (
+from fleet import discovery
+from fleet.command_lines import (
     holder_subcommand,
     looks_like_gateway_command_line,
 )
-from shared.gateways import discovery
 from shared.identity import current_identity, is_alive, process_identity, read_cmdline
 from tests.support.processes import ROOT, python_env
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.processes import ROOT, python_env
 
-WATCHED = ("asyncio", "trio", "zmq", "zmq.utils.monitor", "argparse", "psutil", "shared.cli_grammar")
+WATCHED = ("asyncio", "trio", "zmq", "zmq.utils.monitor", "argparse", "psutil", "fleet.cli_grammar")
 
 
 def imported_by(argv: list[str], home) -> set[str]:

@@ -8,9 +8,9 @@ import sys
 
 from services.hook_reporter import ops as reporter_ops
 from shared import homes, ids
-from shared.call_rules import NO_RETRY
-from shared.service import HELLO
-from shared.sync_client import SyncClient
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.service import HELLO
+from shared.transport.sync_client import SyncClient
 from tests.support.processes import ROOT, python_env, read_state, wait_for
 
 

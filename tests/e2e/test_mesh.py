@@ -22,14 +22,14 @@ from typing import Any
 import psutil
 import pytest
 
+from fleet.supervisors import supervisord as sv
+from fleet.supervisors.errors import SupervisorUnavailable
 from shared import homes
 from shared.files import read_json, write_json_atomic
 from shared.gateways import ops
 from shared.identity import ProcessIdentity, is_alive, process_identity, read_cmdline
 from shared.layout import GATEWAY_STARTS_FILE
-from shared.supervisors import supervisord as sv
-from shared.supervisors.errors import SupervisorUnavailable
-from shared.sync_client import connect
+from shared.transport.sync_client import connect
 from tests.support import mesh_roots, processes
 from tests.support.cli import hermes
 from tests.support.homes import make_profile

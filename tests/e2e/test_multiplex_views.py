@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 
+from fleet import discovery
 from shared import homes
-from shared.gateways import discovery, ops
+from shared.gateways import ops
 from shared.identity import process_identity
-from shared.sync_client import SyncClient
+from shared.transport.sync_client import SyncClient
 from tests.support.cli import hermes, hermes_json
 from tests.support.homes import make_profile
 from tests.support.processes import read_state, wait_for

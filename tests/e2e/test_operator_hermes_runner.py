@@ -11,7 +11,7 @@ import pytest
 
 from hermes_cli.operator import hermes_bin
 from hermes_cli.operator.hermes_bin import HermesUnusable
-from shared.operator.manifests import DEFAULT_PROBE
+from runtime_package.manifests import DEFAULT_PROBE
 from tests.support.processes import wait_for
 from tests.unit.test_operator_hermes_runner import SECRET, fake
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hermes_cli import plugin_host
 from hermes_cli.operator import hermes_bin
-from shared import plugin_host
 from tests.support.runtime_package import PackageKit
 
 MANAGE = ("--access-mode", "manage", "--allow-host", "local")

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from shared import plugin_host
-from shared.operator import manifests
+from hermes_cli import plugin_host
+from runtime_package import manifests
 from tests.e2e.test_operator_integration import MANAGE, tree_bytes
 from tests.support.cli import HERMES
 from tests.support.processes import ROOT, python_env

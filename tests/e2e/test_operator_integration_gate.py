@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hermes_cli.operator.doctor import MESH_CHECKS, TARGET_CHECKS
-from shared.operator import manifests
+from runtime_package import manifests
 from tests.e2e.test_operator_integration import MANAGE, tree_bytes
 from tests.support.hermes_wrappers import speaking
 from tests.support.runtime_package import PackageKit

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from hermes_cli import plugin_host
 from hermes_cli.operator.target import Target, policy_path
-from shared import plugin_host
-from shared.operator import manifests
+from runtime_package import manifests
 from tests.e2e.test_operator_integration import MANAGE, tree_bytes
 from tests.support.operator_plugin import policy_fields, write_policy
 from tests.support.runtime_package import SOURCE, PackageKit

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from hermes_cli import plugin_host
 from hermes_cli.operator.lifecycle import JOURNAL
 from hermes_cli.operator.target import Target, policy_path
-from shared import plugin_host
+from runtime_package import manifests
 from shared.faults import KILL_ENV
-from shared.operator import manifests
 from tests.e2e.test_operator_integration import MANAGE
 from tests.e2e.test_operator_integration_gate import fake_hermes
 from tests.support.runtime_package import PackageKit

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.operator import manifests
+from runtime_package import manifests
 from shared.operator import protocol as p
 from tests.support.processes import python_env
 from tests.support.runtime_package import PackageKit

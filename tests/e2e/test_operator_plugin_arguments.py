@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
+from hermes_cli.plugin_host import PluginHost
 from shared.operator import protocol as p
-from shared.plugin_host import PluginHost
 from tests.support.operator_plugin import (
     argument_fields,
     arguments_around,

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from services.operator_sim.ops import SIM_RECORDS
 from shared.hooks import ENDPOINT_ENV, SESSION_ENV, intake_address
+from simulators.operator_sim.ops import SIM_RECORDS
 from tests.support.hook_reports import counts, first_received_is_the_sentinel
 from tests.support.plugin_hooks_run import SECRET, STANDALONE_ENV
 from tests.support.processes import ROOT, python_env, wait_for

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from services.operator_sim.runtime import InputStalled, Runtime, SpawnFailed
+from simulators.operator_sim.runtime import InputStalled, Runtime, SpawnFailed
 
 WAIT = 20.0  # a bound for a step that happens, never a speed expectation
 

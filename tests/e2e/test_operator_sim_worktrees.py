@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from services.operator_sim import worktrees
-from services.operator_sim.worktrees import (
+from simulators.operator_sim import worktrees
+from simulators.operator_sim.worktrees import (
     BranchExists,
     GitTimeout,
     InvalidBranch,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from services.operator_sim.ops import SIM_CONFIGURE
 from shared.operator import protocol as p
+from simulators.operator_sim.ops import SIM_CONFIGURE
 from tests.support.operator_tools import Tools, changes, code, ops, result, simulator
 from tests.support.processes import wait_for
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.operator_sim.ops import SIM_CONFIGURE, SIM_COUNTERS
 from shared.operator import protocol as p
+from simulators.operator_sim.ops import SIM_CONFIGURE, SIM_COUNTERS
 from tests.support.operator_plugin import payload
 from tests.support.operator_tools import MAPPING_ONLY, PRODUCED, Tools, code, result, simulator
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.operator.registry import CATALOG_STATE, RECORD, Registry, RegistryBusy
+from runtime_package.registry import CATALOG_STATE, RECORD, Registry, RegistryBusy
 from shared.spawn import first_line
 from tests.support.processes import ROOT, python_env
 from tests.support.registry_packages import PACKAGE_ID, digest, install, root_of

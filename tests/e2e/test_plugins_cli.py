@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from shared import plugin_host
+from hermes_cli import plugin_host
 from tests.support.cli import hermes
 
 

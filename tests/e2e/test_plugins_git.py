@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from shared import plugin_host
+from hermes_cli import plugin_host
 from tests.support.cli import hermes
 from tests.support.git_repos import commit, git
 

@@ -76,7 +76,7 @@ def test_tls_with_a_test_ca(tmp_path: Path) -> None:
 
 def _run_sim(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.portal_sim", *argv],
+        [sys.executable, "-m", "simulators.portal_sim", *argv],
         cwd=ROOT,
         env=python_env(),
         capture_output=True,

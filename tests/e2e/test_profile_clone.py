@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.profile_clone import CLONED
+from hermes_cli.profile_clone import CLONED
 from tests.support.cli import hermes, hermes_json
 
 SECRET = "sk-clone-test-0123456789abcdef"

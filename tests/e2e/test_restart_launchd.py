@@ -14,13 +14,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from fleet.discovery import discover
+from fleet.supervisors import launchd
 from services.updater.restart.base import unit_targets
 from services.updater.restart.launchd import LaunchdKind
 from shared import exit_codes, homes
 from shared.gateways import ops
-from shared.gateways.discovery import discover
-from shared.supervisors import launchd
-from shared.sync_client import SyncClient
+from shared.transport.sync_client import SyncClient
 from tests.support.launchd import SHA, SHORT, UID, mixed_fleet, target, write_job
 from tests.support.processes import GatewayProcess, read_state, wait_for
 

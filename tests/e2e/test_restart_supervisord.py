@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from fleet.supervisors import supervisord as sv
+from fleet.supervisors.errors import SupervisorFailed, SupervisorTimeout
+from fleet.supervisors.supervisord.mesh import ProgramStatus
 from services.updater.restart import restart_fleet
 from shared import homes
 from shared.errors import HermesError
 from shared.identity import ProcessIdentity, process_identity
-from shared.supervisors import supervisord as sv
-from shared.supervisors.errors import SupervisorFailed, SupervisorTimeout
-from shared.supervisors.supervisord.mesh import ProgramStatus
 from shared.version import code_sha
 from tests.support import mesh_roots
 from tests.support.processes import ROOT

@@ -20,16 +20,16 @@ from pathlib import Path
 
 import pytest
 
+from fleet.discovery import discover
+from fleet.supervisors import gateway_environment, systemd
+from fleet.supervisors.systemd import manager as systemd_manager
 from services.updater.restart import restart_fleet, systemd_budget
 from services.updater.restart.base import unit_targets
 from services.updater.restart.systemd import CLIENT_GAVE_UP, SystemdKind
 from services.updater.restart.systemd_budget import restart_budget
 from shared import homes
 from shared.gateways import ops
-from shared.gateways.discovery import discover
-from shared.supervisors import gateway_environment, systemd
-from shared.supervisors.systemd import manager as systemd_manager
-from shared.sync_client import SyncClient
+from shared.transport.sync_client import SyncClient
 from tests.support import DOUBLES
 from tests.support.installs import release
 from tests.support.systemd_captures import transcript

@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from services.operator_sim.ops import SIM_CONFIGURE, SIM_COUNTERS, SIM_RECORDS
 from shared.operator import protocol as p
+from simulators.operator_sim.ops import SIM_CONFIGURE, SIM_COUNTERS, SIM_RECORDS
 from tests.support.processes import wait_for
 from tests.support.session_daemon import HOST, SessionDaemon, start_reporter
 

@@ -16,10 +16,10 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.operator_sim.ops import SIM_RECORDS
 from shared import protocol
 from shared.operator import protocol as p
 from shared.protocol import RemoteError
+from simulators.operator_sim.ops import SIM_RECORDS
 from tests.support.processes import python_env, wait_for
 from tests.support.session_daemon import HOST, SessionDaemon
 

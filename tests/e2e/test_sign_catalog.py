@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from shared.operator.catalog import host_platform, parse_anchor, verify
+from runtime_package.catalog import host_platform, parse_anchor, verify
 from tests.support.processes import ROOT, python_env
 
 SCRIPT = ROOT / "scripts" / "sign_catalog.py"

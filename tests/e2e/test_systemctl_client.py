@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.supervisors import (
+from fleet.supervisors import (
     commands,
     errors,
     systemd,
 )
-from shared.supervisors.systemd import manager as systemd_manager
+from fleet.supervisors.systemd import manager as systemd_manager
 from tests.support.supervisors import SYSTEMD_RUNNING
 
 

@@ -13,10 +13,10 @@ import trio
 import zmq
 
 from shared import protocol
-from shared.call_rules import NO_RETRY
-from shared.client import open_client
 from shared.protocol import Code, RemoteError
-from shared.sync_client import SyncClient
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import SyncClient
+from tests.support.async_client import open_client
 from tests.support.peers.echo_service import ECHO, ECHO_ASYNC, SLOW, STREAM
 
 # --- faults with real processes -----------------------------------------------------------
@@ -26,7 +26,7 @@ async def test_client_killed_mid_request_leaves_the_service_serving(spawn, endpo
     address, lock = endpoint
     service = await trio.to_thread.run_sync(lambda: spawn("-m", "tests.support.peers.echo_service", address, str(lock)))
     program = (
-        "import sys; from shared.sync_client import SyncClient; from tests.support.peers.echo_service import SLOW;"
+        "import sys; from shared.transport.sync_client import SyncClient; from tests.support.peers.echo_service import SLOW;"
         "print('ready', flush=True); SyncClient(sys.argv[1]).call(SLOW, {'seconds': 3})"
     )
     doomed = await trio.to_thread.run_sync(lambda: spawn("-c", program, address))
@@ -144,7 +144,7 @@ def test_sync_client_sees_a_service_leave_and_keeps_what_it_sent(spawn, endpoint
 
 
 def test_call_all_asks_many_services_at_once(spawn, short_dir):
-    from shared.sync_client import call_all
+    from shared.transport.sync_client import call_all
 
     addresses = [f"ipc://{short_dir}/s{i}.ctl" for i in range(3)]
     peers = [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared import curve_keys
+from shared.transport import curve_keys
 from tests.support import netns
 from tests.support.cli import HERMES, hermes
 from tests.support.processes import ROOT, python_env, read_state, wait_for
@@ -26,7 +26,7 @@ import json, sys, time
 from shared import homes
 from shared.gateways import ops
 from shared.protocol import RemoteError
-from shared.sync_client import connect
+from shared.transport.sync_client import connect
 started = time.monotonic()
 try:
     with connect(homes.endpoint(homes.root_home(), "gateway", create=False)) as client:

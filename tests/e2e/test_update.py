@@ -19,7 +19,7 @@ from services.updater import obligations
 from services.updater.completion_contract import dependency_digest
 from services.updater.snapshot import SNAPSHOTS_DIR
 from shared.gateways import ops
-from shared.sync_client import SyncClient
+from shared.transport.sync_client import SyncClient
 from tests.support.cli import HERMES, hermes
 from tests.support.installs import Install, git, kill_updater_in_completion, start_update, updater_pid
 from tests.support.processes import ROOT, python_env, read_state, wait_for

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-PACKAGES = ("services", "shared", "hermes_cli")
+from tests.support.processes import PACKAGES
+
 MARKER = (
     "\nimport os as _marker_os\n"
     "if _marker_os.environ.get('HERMES_IMPORT_MARKERS'):\n"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from fleet.supervisors import supervisord as sv
 from services.updater.restart import restart_fleet
 from shared import homes
 from shared.gateways import ops
-from shared.supervisors import supervisord as sv
-from shared.sync_client import SyncClient
+from shared.transport.sync_client import SyncClient
 from shared.version import code_sha
 from tests.support.homes import make_profile
 from tests.support.processes import ROOT, parallel, read_state, wait_for

@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 from shared.gateways import ops
-from shared.sync_client import SyncClient
+from shared.transport.sync_client import SyncClient
 from tests.support.installs import owed_warnings, start_update, updater_pid
 from tests.support.processes import read_state, wait_for
 from tests.support.releases import before_completion_runs, hold_completion, mark_completion

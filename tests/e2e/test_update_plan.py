@@ -15,13 +15,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from fleet.supervisors import detect_supervisor
 from services.updater import obligations
 from services.updater.git import GitFailed
 from services.updater.git_target import git_target
 from services.updater.install_kind import Probes, detect_install_kind
 from services.updater.plan import make_plan
 from services.updater.plan_text import render_plan
-from shared.supervisors import detect_supervisor
 from tests.support.installs import git
 from tests.support.processes import ROOT, python_env
 from tests.support.updater import neutral_probes
@@ -289,7 +289,7 @@ def test_a_sibling_install_gateway_is_named_foreign_and_a_gateways_child_still_s
         f"#!{sys.executable}\n"
         "import json, os, subprocess, sys\n"
         "child = subprocess.run([sys.executable, '-c', 'import json, sys; from pathlib import Path; "
-        "from shared.gateways.discovery import scan_gateways; "
+        "from fleet.discovery import scan_gateways; "
         "print(json.dumps([r.pid for r in scan_gateways(Path(sys.argv[1]))]))', os.environ['ROOT']],\n"
         "                       capture_output=True, text=True, timeout=60)\n"
         "print(json.dumps({'me': os.getpid(), 'seen': json.loads(child.stdout or 'null'), 'err': child.stderr}))\n"

@@ -12,10 +12,10 @@ import psutil
 
 from services.handoff_retry import ops
 from shared import faults, homes
-from shared.call_rules import NO_RETRY
 from shared.errors import HermesError
 from shared.spawn import stop_service, stop_workers
-from shared.sync_client import SyncClient
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import SyncClient
 from tests.support.installs import release
 from tests.support.processes import ROOT, gone, python_env, wait_for
 

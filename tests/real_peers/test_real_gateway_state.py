@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.gateways import discovery, state_record
+from fleet import discovery, state_record
 from tests.support.cli import hermes_json
 from tests.support.gateway_states import real_gateway_record
 

@@ -9,14 +9,15 @@ import pytest
 import trio
 import zmq
 
-from shared import curve, curve_keys, homes, zap
-from shared.client import open_client
-from shared.curve import PlaintextRefused
+from shared import homes
 from shared.protocol import Code, RemoteError
-from shared.pubsub import open_publisher, open_subscriber
-from shared.service import HELLO, Service
-from shared.sync_client import SyncClient, call_all
-from shared.zmq_trio import open_socket
+from shared.transport import curve, curve_keys, zap
+from shared.transport.curve import PlaintextRefused
+from shared.transport.pubsub import open_publisher, open_subscriber
+from shared.transport.service import HELLO, Service
+from shared.transport.sync_client import SyncClient, call_all
+from shared.transport.zmq_trio import open_socket
+from tests.support.async_client import open_client
 from tests.support.peers.echo_service import ECHO, build_service
 from tests.support.tcp import free_port_pair, keyed_install, tcp_env
 

@@ -8,8 +8,8 @@ import msgpack
 import trio
 import zmq
 
-from shared.client import open_client
-from shared.service import HELLO
+from shared.transport.service import HELLO
+from tests.support.async_client import open_client
 from tests.support.peers.echo_service import build_service
 from tests.support.processes import ROOT
 

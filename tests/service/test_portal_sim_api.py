@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from services.portal_sim import routes
-from services.portal_sim.server import PortalServer
-from services.portal_sim.state import State
+from simulators.portal_sim import routes
+from simulators.portal_sim.server import PortalServer
+from simulators.portal_sim.state import State
 from tests.support.portal import PortalSim, SimControlError
 from tests.support.portal_api import (
     CLAIM,

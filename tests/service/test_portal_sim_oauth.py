@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from services.portal_sim import tokens
+from simulators.portal_sim import tokens
 from tests.support.portal import PortalSim, SimControlError
 from tests.support.portal_api import (
     CLIENT,

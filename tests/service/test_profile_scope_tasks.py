@@ -6,8 +6,8 @@ from pathlib import Path
 
 import trio
 
-from shared import profile_scope
-from shared.profile_scope import ProfileScope
+from services.gateway import profile_scope
+from services.gateway.profile_scope import ProfileScope
 
 
 def _home(tmp_path: Path, name: str, key: str) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from shared import protocol
-from shared.pubsub import open_publisher, open_subscriber
+from shared.transport.pubsub import open_publisher, open_subscriber
 
 
 async def test_subscriber_gets_events_in_order_for_its_topics(short_dir):
@@ -48,7 +48,7 @@ async def test_publisher_never_waits_for_subscribers(short_dir):
 async def test_subscriber_skips_junk_from_the_wire_and_keeps_reading(short_dir):
     import zmq
 
-    from shared.zmq_trio import open_socket
+    from shared.transport.zmq_trio import open_socket
 
     address = f"ipc://{short_dir}/raw.pub"
     hello = protocol.pack({"v": 1, "topic": "state", "seq": 1, "event": "hello"})

@@ -14,13 +14,13 @@ import trio
 import zmq
 
 from shared import protocol
-from shared.call_rules import NO_RETRY, RetryPolicy
-from shared.client import open_client
 from shared.locks import LockHeld
 from shared.protocol import Code, OpSpec, RemoteError
-from shared.service import HELLO
-from shared.sync_client import SyncClient
-from shared.zmq_trio import open_socket
+from shared.transport.call_rules import NO_RETRY, RetryPolicy
+from shared.transport.service import HELLO
+from shared.transport.sync_client import SyncClient
+from shared.transport.zmq_trio import open_socket
+from tests.support.async_client import open_client
 from tests.support.peers.echo_service import BIG, ECHO, ECHO_ASYNC, FAIL, SLOW, STREAM, build_service
 
 
@@ -369,7 +369,7 @@ def test_sync_client_drops_a_multipart_reply_and_logs_it(short_dir, caplog):
 
 
 def test_call_all_drops_a_multipart_reply_and_logs_it(short_dir, caplog):
-    from shared.sync_client import call_all
+    from shared.transport.sync_client import call_all
 
     address = f"ipc://{short_dir}/junk-all.ctl"
     with junk_before_each_answer(address):

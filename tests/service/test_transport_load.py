@@ -10,10 +10,10 @@ import trio.testing
 import zmq
 
 from shared import protocol
-from shared.call_rules import NO_RETRY
-from shared.client import open_client
 from shared.protocol import Code, OpSpec, RemoteError
-from shared.service import Call, Service
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.service import Call, Service
+from tests.support.async_client import open_client
 from tests.support.peers.echo_service import BIG, ECHO, ECHO_ASYNC, FAIL_NOW, SLOW, STREAM, build_service
 
 

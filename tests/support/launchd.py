@@ -10,9 +10,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from fleet.supervisors import launchd
 from services.updater.restart.base import Waits
 from shared import exit_codes
-from shared.supervisors import launchd
 from shared.version import code_sha
 from tests.support.processes import ROOT, GatewayProcess, python_env
 

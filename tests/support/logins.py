@@ -13,8 +13,8 @@ from pathlib import Path
 from nous import store
 from services.auth_worker import ops
 from shared import homes
-from shared.call_rules import NO_RETRY
-from shared.sync_client import SyncClient
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import SyncClient
 from tests.support.cli import HERMES
 from tests.support.cli import hermes as run_hermes
 from tests.support.portal import PortalSim

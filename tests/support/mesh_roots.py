@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from shared.supervisors import supervisord as sv
+from fleet.supervisors import supervisord as sv
 from tests.support.homes import make_profile
 from tests.support.workers import stop_and_check_workers
 

@@ -63,7 +63,7 @@ def write_policy(path: Path, fields: dict[str, Any], *, mode: int = 0o600) -> Pa
 def package_payload(archive_bytes: bytes) -> dict[str, bytes]:
     """The operator payload a built package carries: its files under ``operator/pohunek/``,
     by their path inside the plugin."""
-    from shared.operator import archive
+    from runtime_package import archive
 
     prefix = "operator/pohunek/"
     return {e.path[len(prefix) :]: e.data for e in archive.read(archive_bytes) if e.path.startswith(prefix)}
@@ -98,7 +98,7 @@ def install(home: Path, policy: Path, *, enable: bool = True) -> Path:
     token, and enable it the supported way."""
     target = render(source_payload(), home / "plugins" / "pohunek", policy)
     if enable:
-        from shared import plugin_host  # only what enables it needs the host
+        from hermes_cli import plugin_host  # only what enables it needs the host
 
         plugin_host.set_enabled(home, "pohunek", True)
     return target

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.operator_sim.ops import SIM_COUNTERS
 from shared.operator import protocol as p
 from shared.operator.policy import Policy
+from simulators.operator_sim.ops import SIM_COUNTERS
 from tests.support.git_repos import make_repo
 from tests.support.operator_plugin import OPERATOR_CLI, payload, policy_fields, write_policy
 from tests.support.processes import python_env

@@ -1,4 +1,4 @@
-"""The portal simulator (``python -m services.portal_sim``) as a real child process, or its
+"""The portal simulator (``python -m simulators.portal_sim``) as a real child process, or its
 server in this process (``in_process=True``), with a small synchronous client for its
 ``/_sim/`` control API.
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
-from services.portal_sim.server import PortalServer
 from shared.spawn import end_child, first_line
+from simulators.portal_sim.server import PortalServer
 from tests.support.processes import ROOT, python_env
 
 START_TIMEOUT = 20.0
@@ -60,7 +60,7 @@ class PortalSim:
     # --- process ---------------------------------------------------------------------------------
 
     def argv(self) -> list[str]:
-        argv = [sys.executable, "-m", "services.portal_sim", "--port", "0"]
+        argv = [sys.executable, "-m", "simulators.portal_sim", "--port", "0"]
         if self.state_file is not None:
             argv += ["--state", str(self.state_file)]
         if self.tls is not None:

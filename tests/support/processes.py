@@ -20,6 +20,8 @@ from shared.errors import HermesError
 from shared.spawn import first_line
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+# The product's top-level packages: the code an update swaps and the layer test reads.
+PACKAGES = ("shared", "fleet", "runtime_package", "nous", "services", "simulators", "hermes_cli")
 
 T = TypeVar("T")
 

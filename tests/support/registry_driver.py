@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from shared.operator.registry import LOCK, Registry
+from runtime_package.registry import LOCK, Registry
 from tests.support.registry_packages import install
 
 HOLD_SECONDS = 60

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from shared.operator.registry import Package, Registry
+from runtime_package.registry import Package, Registry
 
 PACKAGE_ID = "pohunek.runtime.hermes"
 # Sorted by path, so these are the manifest positions 0, 1, 2.

@@ -13,8 +13,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from shared.operator import archive, catalog, manifests
-from shared.operator.archive_dir import entries_from_dir
+from runtime_package import archive, catalog, manifests
+from runtime_package.archive_dir import entries_from_dir
 from tests.support.cli import hermes, hermes_json
 from tests.support.processes import ROOT
 

@@ -13,18 +13,18 @@ from shared import homes
 from shared.operator.client import DaemonClient
 from shared.operator.protocol import CLIENT_WINDOW, ENDPOINT_ENV
 from shared.protocol import OpSpec, RemoteError
-from shared.sync_client import SyncClient
+from shared.transport.sync_client import SyncClient
 from tests.support.processes import ROOT, Peer, python_env, wait_for
 
 HOST = "local"
 
 
 class SessionDaemon:
-    """``python -m services.operator_sim`` on an ipc address in ``directory``."""
+    """``python -m simulators.operator_sim`` on an ipc address in ``directory``."""
 
     def __init__(self, directory: Path, *args: str, env: dict[str, str] | None = None, name: str = "daemon"):
         self.address = f"ipc://{directory}/{name}.ctl"
-        self.argv = ["-m", "services.operator_sim", self.address, *args]
+        self.argv = ["-m", "simulators.operator_sim", self.address, *args]
         self.env = env
         self.peer = Peer(self.argv, env=env)
 

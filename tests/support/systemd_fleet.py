@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from shared.mesh_tcp import TCP_ENV
-from shared.supervisors.systemd import unit_name
+from fleet.supervisors.systemd import unit_name
+from shared.transport.mesh_tcp import TCP_ENV
 from tests.support.cli import HERMES
 from tests.support.installs import Install
 from tests.support.systemd_sandbox import Sandbox

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.supervisors.systemd import unit_name
+from fleet.supervisors.systemd import unit_name
 from tests.support.systemd_fleet import BROKEN_TCP_SETTING
 
 pytestmark = pytest.mark.systemd

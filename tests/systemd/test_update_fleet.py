@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.supervisors.systemd import unit_name
 from services.updater.restart.systemd_budget import restart_budget
-from shared.supervisors.systemd import unit_name
 
 pytestmark = pytest.mark.systemd
 

@@ -8,8 +8,8 @@ import importlib
 
 import pytest
 
+from fleet.cli_grammar import FOLLOW_WAIT, MAX_FOLLOW_WAIT, build_top_level_parser, implied_command
 from hermes_cli.commands import TARGETS
-from shared.cli_grammar import FOLLOW_WAIT, MAX_FOLLOW_WAIT, build_top_level_parser, implied_command
 
 
 def grammar_commands(parser: argparse.ArgumentParser) -> set[str]:

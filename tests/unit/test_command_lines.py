@@ -1,4 +1,4 @@
-"""The canonical argv matchers built on the CLI grammar (``shared.command_lines``)."""
+"""The canonical argv matchers built on the CLI grammar (``fleet.command_lines``)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import cli_grammar, homes
-from shared.command_lines import (
+from fleet import cli_grammar
+from fleet.command_lines import (
     gateway_served_profiles,
     holder_subcommand,
     looks_like_gateway_command_line,
     looks_like_gateway_runtime_command_line,
     value_flags,
 )
+from shared import homes
 
 # --- argv matchers ---------------------------------------------------------------------------
 

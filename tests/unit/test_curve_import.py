@@ -10,8 +10,8 @@ import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.curve_import import MAX_DOCUMENT_BYTES, services_of
-from shared.curve_keys import CurveKeyInvalid
+from hermes_cli.curve_import import MAX_DOCUMENT_BYTES, services_of
+from shared.transport.curve_keys import CurveKeyInvalid
 
 
 def _key() -> str:

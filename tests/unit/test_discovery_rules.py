@@ -1,4 +1,4 @@
-"""The pure parts of the gateway scan (``shared.gateways.discovery``): which profiles a process
+"""The pure parts of the gateway scan (``fleet.discovery``): which profiles a process
 named by state files still serves, and how scanned records join the ones sockets and state
 files found, once per profile for a multiplex gateway."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleet.discovery import GatewayRecord, merge_scanned, served_profiles, still_served
 from shared.gateways import ops
-from shared.gateways.discovery import GatewayRecord, merge_scanned, served_profiles, still_served
 from shared.identity import ProcessIdentity
 
 INNER = ProcessIdentity(7, 1000)  # as the process knows itself

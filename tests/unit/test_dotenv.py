@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import dotenv
+from services.gateway import dotenv
 
 
 def test_the_common_forms_are_read():

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from fleet import discovery, state_record
 from services.gateway.state import GatewayState
 from shared.files import write_json_atomic
-from shared.gateways import discovery, state_record
 from shared.identity import current_identity
 from tests.support.gateway_states import REAL_RECORD
 

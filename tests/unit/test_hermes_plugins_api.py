@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from hermes_cli import plugin_host
 from hermes_cli.plugins import PluginManager
-from shared import plugin_host
 
 KEYWORDS = """
 from pathlib import Path

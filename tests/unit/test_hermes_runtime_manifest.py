@@ -7,11 +7,11 @@ import tomllib
 
 import pytest
 
-from services.operator_sim import agents
+from fleet.cli_grammar import build_top_level_parser, implied_command
 from shared import version
-from shared.cli_grammar import build_top_level_parser, implied_command
 from shared.operator import version_probe
 from shared.protocol import RemoteError
+from simulators.operator_sim import agents
 from tests.support.processes import ROOT
 
 MANIFEST = tomllib.loads((ROOT / "runtime-packages" / "hermes" / "runtime.toml").read_text())

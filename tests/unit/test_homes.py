@@ -241,13 +241,13 @@ def test_ensure_home_makes_every_missing_directory_0700_and_leaves_existing_ones
 
 
 def _curve_keys(root: Path) -> None:
-    from shared import curve_keys
+    from shared.transport import curve_keys
 
     curve_keys.init(root, [])
 
 
 def _mesh_dirs(root: Path) -> None:
-    from shared.supervisors.supervisord.paths import mesh_paths, prepare
+    from fleet.supervisors.supervisord.paths import mesh_paths, prepare
 
     prepare(mesh_paths(root))
 

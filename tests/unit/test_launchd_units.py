@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.supervisors import (
+from fleet.supervisors import (
     Unit,
     errors,
     gateway_command,

@@ -1,37 +1,55 @@
 """The dependency graph between packages, read statically from every module's imports.
 
-The layers, bottom up (an arrow is "may import"):
+``ARROWS`` is the house: each layer and the layers it may import (every layer may import
+itself). ``services.*`` stands for each service package and ``simulators.*`` for each
+simulator: one service never imports another. The operator plugin's payload
+(``runtime-packages/hermes/operator/pohunek``), loaded by Hermes from its own directory, is the
+layer ``pohunek``. docs/architecture.md draws this table (``render_arrows``), checked here.
 
-    hermes_cli ──► services.<name> ──► nous ──► shared
-        └──────────────────────────────┴────────┘
-
-- ``shared`` imports nothing of this project but itself.
-- ``nous`` (the Nous account domain, used by both workers) imports only ``shared``.
-- A service imports ``shared``, ``nous`` and itself; never another service, never the CLI.
-- The CLI imports anything below it, but only through a package's public face.
-- The operator plugin's payload (``runtime-packages/hermes/operator/pohunek``), loaded by Hermes
-  from its own directory, imports only ``shared`` and itself.
-
-Every service package, and any other package whose ``__init__`` defines ``__all__``, has a public face: from outside the package
-only the package itself and the names in its ``__all__`` may be imported; its modules are
-private. Tests and benchmarks may read any module.
+Every service and simulator package, and any other package whose ``__init__`` defines
+``__all__``, has a public face: from outside the package only the package itself and the names
+in its ``__all__`` may be imported; its modules are private. Tests and benchmarks may read any
+module.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import ROOT
+from tests.compat.test_pinned_imports import PINNED
+from tests.support.docs_blocks import block
+from tests.support.processes import PACKAGES, ROOT
 
-CHECKED = ("shared", "nous", "services", "hermes_cli")
+ARROWS: dict[str, tuple[str, ...]] = {
+    "hermes_cli": ("services.*", "simulators.*", "nous", "fleet", "runtime_package", "shared"),
+    "services.*": ("nous", "fleet", "shared"),
+    "simulators.*": ("runtime_package", "shared"),
+    "nous": ("shared",),
+    "fleet": ("shared",),
+    "runtime_package": ("shared",),
+    "pohunek": ("shared",),
+    "shared": (),
+}
+WHAT = {
+    "hermes_cli": "the `hermes` command line: a client of every process",
+    "services.*": "one package per mesh process: gateway, updater, auth_worker, handoff_retry, hook_reporter",
+    "simulators.*": "stand-ins for outside peers: the operator daemon, the Nous portal",
+    "nous": "the Nous account domain: store, tokens, portal client, guest handoff",
+    "fleet": "finding and driving gateways: discovery, argv matchers, supervisors",
+    "runtime_package": "the signed runtime package: archive, catalog, registry",
+    "pohunek": "the operator plugin's payload, loaded by Hermes from a home",
+    "shared": "the kernel, with the transport behind one face (`shared.transport`)",
+}
+CHECKED = PACKAGES
 OURS = frozenset(CHECKED)
 PLUGIN_ROOT = Path("runtime-packages/hermes/operator")  # holds the payload package ``pohunek``
 PLUGIN = "pohunek"
+FAMILIES = ("services", "simulators")  # a package of packages: each member is a layer of its own
 
 
 @dataclass(frozen=True, order=True)
@@ -74,29 +92,41 @@ def imports_of(root: Path, path: Path) -> Iterator[Import]:
 
 
 def layer(module: str) -> str:
-    """``shared``, ``nous``, ``hermes_cli``, or the service package (``services.<name>``)."""
+    """The layer ``module`` is in: a top-level package, or one member of a family
+    (``services.gateway``)."""
     parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "services" else parts[0]
+    return ".".join(parts[:2]) if parts[0] in FAMILIES and len(parts) > 1 else parts[0]
 
 
-def allowed_layers(importer: str) -> set[str] | None:
-    """The layers ``importer``'s layer may import; None: every layer."""
-    own = layer(importer)
-    if own == PLUGIN:
-        return {PLUGIN, "shared"}
-    if own == "shared":
-        return {"shared"}
-    if own == "nous":
-        return {"nous", "shared"}
-    if own.startswith("services."):
-        return {own, "nous", "shared"}
-    return None
+def kind(layer_name: str) -> str:
+    """The row of ``ARROWS`` a layer follows: ``services.gateway`` follows ``services.*``."""
+    top = layer_name.split(".")[0]
+    return f"{top}.*" if top in FAMILIES else layer_name
+
+
+def may_import(importer: str, imported: str) -> bool:
+    own, other = layer(importer), layer(imported)
+    return own == other or kind(other) in ARROWS[kind(own)]
+
+
+def render_arrows() -> str:
+    """The house as docs/architecture.md draws it: every layer, what it is, what it may import."""
+    width = max(map(len, ARROWS))
+    lines = []
+    for name, targets in ARROWS.items():
+        lines.append(f"{name:<{width}}  ──► {', '.join(targets) if targets else '(nothing of ours)'}")
+        lines.append(f"{'':<{width}}      {WHAT[name]}")
+    return "\n".join(lines) + "\n"
 
 
 def faces(root: Path) -> dict[str, frozenset[str]]:
     """Package -> the names of its public face: every package whose ``__init__`` has ``__all__``,
-    and every service package (one without ``__all__`` shows nothing)."""
-    found = {module_name(root, init): frozenset() for init in sorted(root.glob("services/*/__init__.py"))}
+    and every service and simulator package (one without ``__all__`` shows nothing)."""
+    found = {
+        module_name(root, init): frozenset()
+        for family in FAMILIES
+        for init in sorted(root.glob(f"{family}/*/__init__.py"))
+    }
     for init in sorted(root.glob("**/__init__.py")):
         if init.relative_to(root).parts[0] not in OURS:
             continue
@@ -138,13 +168,13 @@ def violations(root: Path) -> list[Violation]:
     for base, tree in trees:
         for path in sorted(tree.rglob("*.py")):
             importer = module_name(base, path)
-            allowed = allowed_layers(importer)
             for target in imports_of(base, path):
                 if target.module.split(".")[0] not in OURS | {PLUGIN}:
                     continue
                 imported = target.module
-                if allowed is not None and layer(imported) not in allowed:
-                    found.add(Violation(importer, imported, f"{layer(importer)} may import only {sorted(allowed)}"))
+                if not may_import(importer, imported):
+                    rule = f"{layer(importer)} may import only {[layer(importer), *ARROWS[kind(layer(importer))]]}"
+                    found.add(Violation(importer, imported, rule))
                 elif why := face_violation(importer, target, public):
                     found.add(Violation(importer, imported, why))
     return sorted(found)
@@ -168,56 +198,178 @@ def plant(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-@pytest.mark.parametrize(
-    "files, expected",
-    [
-        ({"shared/a.py": "from hermes_cli import parser\n"}, ("shared.a", "hermes_cli")),
-        (
-            {f"{PLUGIN_ROOT}/pohunek/tools.py": "from services.operator_sim import app\n"},
-            ("pohunek.tools", "services.operator_sim"),
-        ),
-        ({"shared/a.py": "def f():\n    import services.gateway.ops\n"}, ("shared.a", "services.gateway.ops")),
-        ({"nous/a.py": "from services.updater import plan\n"}, ("nous.a", "services.updater")),
-        ({"services/a/x.py": "from services.b.y import z\n"}, ("services.a.x", "services.b.y")),
-        ({"services/a/x.py": "from hermes_cli.output import table\n"}, ("services.a.x", "hermes_cli.output")),
-        (
-            {"services/a/__init__.py": "__all__ = ['run']\n", "hermes_cli/c.py": "from services.a.impl import run\n"},
-            ("hermes_cli.c", "services.a.impl"),
-        ),
-        (
-            {"services/a/__init__.py": "__all__ = ['run']\n", "hermes_cli/c.py": "from services.a import impl\n"},
-            ("hermes_cli.c", "services.a"),
-        ),
-        (
-            {"shared/k/__init__.py": "__all__: list[str] = ['f']\n", "shared/m.py": "from shared.k.rpc import f\n"},
-            ("shared.m", "shared.k.rpc"),
-        ),
-    ],
-    ids=[
-        "shared-to-cli",
-        "plugin-to-service",
-        "lazy-shared-to-service",
-        "nous-to-service",
-        "service-to-service",
-        "service-to-cli",
-        "cli-to-private-module",
-        "cli-to-name-not-in-face",
-        "shared-past-a-face",
-    ],
-)
-def test_a_planted_violation_is_found(tmp_path, files, expected):
+PLANTED = {
+    "shared-to-cli": ({"shared/a.py": "from hermes_cli import parser\n"}, ("shared.a", "hermes_cli")),
+    "shared-to-fleet": ({"shared/a.py": "from fleet import discovery\n"}, ("shared.a", "fleet")),
+    "shared-to-runtime-package": (
+        {"shared/a.py": "from runtime_package.archive import x\n"},
+        ("shared.a", "runtime_package.archive"),
+    ),
+    "lazy-shared-to-service": (
+        {"shared/a.py": "def f():\n    import services.gateway.ops\n"},
+        ("shared.a", "services.gateway.ops"),
+    ),
+    "shared-to-simulator": (
+        {"shared/a.py": "from simulators.portal_sim import x\n"},
+        ("shared.a", "simulators.portal_sim"),
+    ),
+    "plugin-to-simulator": (
+        {f"{PLUGIN_ROOT}/pohunek/tools.py": "from simulators.operator_sim import app\n"},
+        ("pohunek.tools", "simulators.operator_sim"),
+    ),
+    "plugin-to-runtime-package": (
+        {f"{PLUGIN_ROOT}/pohunek/tools.py": "from runtime_package import registry\n"},
+        ("pohunek.tools", "runtime_package"),
+    ),
+    "nous-to-service": ({"nous/a.py": "from services.updater import plan\n"}, ("nous.a", "services.updater")),
+    "nous-to-fleet": ({"nous/a.py": "from fleet.discovery import x\n"}, ("nous.a", "fleet.discovery")),
+    "fleet-to-service": ({"fleet/a.py": "from services.updater import plan\n"}, ("fleet.a", "services.updater")),
+    "fleet-to-runtime-package": ({"fleet/a.py": "from runtime_package import x\n"}, ("fleet.a", "runtime_package")),
+    "runtime-package-to-fleet": ({"runtime_package/a.py": "from fleet import x\n"}, ("runtime_package.a", "fleet")),
+    "runtime-package-to-nous": ({"runtime_package/a.py": "from nous import x\n"}, ("runtime_package.a", "nous")),
+    "service-to-service": ({"services/a/x.py": "from services.b.y import z\n"}, ("services.a.x", "services.b.y")),
+    "service-to-cli": (
+        {"services/a/x.py": "from hermes_cli.output import table\n"},
+        ("services.a.x", "hermes_cli.output"),
+    ),
+    "service-to-simulator": ({"services/a/x.py": "from simulators.b import y\n"}, ("services.a.x", "simulators.b")),
+    "service-to-runtime-package": (
+        {"services/a/x.py": "from runtime_package import y\n"},
+        ("services.a.x", "runtime_package"),
+    ),
+    "simulator-to-service": ({"simulators/a/x.py": "from services.b import y\n"}, ("simulators.a.x", "services.b")),
+    "simulator-to-simulator": (
+        {"simulators/a/x.py": "from simulators.b import y\n"},
+        ("simulators.a.x", "simulators.b"),
+    ),
+    "simulator-to-fleet": ({"simulators/a/x.py": "from fleet import y\n"}, ("simulators.a.x", "fleet")),
+    "simulator-to-cli": ({"simulators/a/x.py": "import hermes_cli.main\n"}, ("simulators.a.x", "hermes_cli.main")),
+    "cli-to-private-module": (
+        {"services/a/__init__.py": "__all__ = ['run']\n", "hermes_cli/c.py": "from services.a.impl import run\n"},
+        ("hermes_cli.c", "services.a.impl"),
+    ),
+    "cli-to-name-not-in-face": (
+        {"services/a/__init__.py": "__all__ = ['run']\n", "hermes_cli/c.py": "from services.a import impl\n"},
+        ("hermes_cli.c", "services.a"),
+    ),
+    "cli-to-private-simulator-module": (
+        {"simulators/a/__init__.py": "__all__ = ['ops']\n", "hermes_cli/c.py": "from simulators.a.app import run\n"},
+        ("hermes_cli.c", "simulators.a.app"),
+    ),
+    "cli-past-the-transport-face": (
+        {
+            "shared/transport/__init__.py": "__all__ = ['connect']\n",
+            "hermes_cli/c.py": "from shared.transport.sync_client import connect\n",
+        },
+        ("hermes_cli.c", "shared.transport.sync_client"),
+    ),
+    "shared-past-a-face": (
+        {"shared/k/__init__.py": "__all__: list[str] = ['f']\n", "shared/m.py": "from shared.k.rpc import f\n"},
+        ("shared.m", "shared.k.rpc"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", PLANTED)
+def test_a_planted_violation_is_found(tmp_path, name):
+    files, expected = PLANTED[name]
     found = violations(plant(tmp_path, files))
     assert [(v.importer, v.imported) for v in found] == [expected]
 
 
+def test_every_arrow_has_a_planted_violation_of_its_absence():
+    """Each pair of layers the table does not join is tried by at least one planted tree."""
+    tried = {(kind(layer(v[1][0])), kind(layer(v[1][1]))) for v in PLANTED.values()}
+    for own in ("shared", "fleet", "runtime_package", "nous", "services.*", "simulators.*", "pohunek"):
+        refused = [other for other in ARROWS if other != own and other not in ARROWS[own] and other != "pohunek"]
+        assert any((own, other) in tried for other in refused), f"no planted violation for {own}"
+
+
 def test_what_the_layers_allow_is_not_flagged(tmp_path):
     files = {
-        "shared/a.py": "from shared import b\nfrom . import b\n",
+        "shared/a.py": "from shared import b\nfrom . import b\nfrom shared.transport import connect\n",
         "shared/b.py": "import os\nimport zmq\n",
+        "shared/transport/__init__.py": "__all__ = ['connect']\n",
+        "shared/transport/sync_client.py": "from shared.transport.call_rules import x\nfrom shared import b\n",
+        "fleet/d.py": "from shared.transport import connect\nfrom shared import b\n",
+        "runtime_package/r.py": "from shared import b\n",
         "nous/store.py": "from shared.files import write_json_atomic\n",
         "services/a/__init__.py": "from services.a.impl import run\n__all__ = ['run']\n",
-        "services/a/impl.py": "from .rules import decide\nfrom nous.store import x\nfrom shared import b\n",
+        "services/a/impl.py": "from .rules import decide\nfrom nous.store import x\nfrom shared import b\nfrom fleet import d\n",
         "services/a/rules.py": "",
-        "hermes_cli/c.py": "from services.a import run\nimport services.a\nfrom shared.a import f\n",
+        "simulators/s/__init__.py": "__all__ = ['ops']\n",
+        "simulators/s/app.py": "from runtime_package import r\nfrom shared import b\n",
+        "hermes_cli/c.py": (
+            "from services.a import run\nimport services.a\nfrom shared.a import f\n"
+            "from simulators.s import ops\nfrom fleet import d\nfrom runtime_package import r\n"
+        ),
     }
     assert violations(plant(tmp_path, files)) == []
+
+
+def test_the_architecture_page_draws_the_table():
+    page = ROOT / "docs" / "architecture.md"
+    assert block(page.read_text(), "layers") == render_arrows(), (
+        "docs/architecture.md's layer drawing differs from test_layers.ARROWS: run scripts/render_docs.py"
+    )
+
+
+# --- the kernel holds only what two or more layers need -----------------------------------
+
+
+def kernel_users(root: Path) -> dict[str, set[str]]:
+    """Kernel module -> the other layers that use it, directly or through other kernel modules."""
+    modules = {module_name(root, p): p for p in sorted((root / "shared").rglob("*.py"))}
+    direct: dict[str, set[str]] = {m: set() for m in modules}
+    inside: dict[str, set[str]] = {m: set() for m in modules}  # kernel module -> its kernel importers
+    trees = [(root, root / top) for top in CHECKED] + [(root / PLUGIN_ROOT, root / PLUGIN_ROOT / PLUGIN)]
+    for base, tree in trees:
+        for path in sorted(tree.rglob("*.py")):
+            importer = module_name(base, path)
+            for target in imports_of(base, path):
+                for name in (target.module, *(f"{target.module}.{n}" for n in target.names)):
+                    if name not in modules or name == importer:
+                        continue
+                    if layer(importer) == "shared":
+                        inside[name].add(importer)
+                    else:
+                        direct[name].add(layer(importer))
+    users = {m: set(direct[m]) for m in modules}
+    changed = True
+    while changed:  # a kernel module serves whoever its kernel importers serve
+        changed = False
+        for m in modules:
+            grown = users[m].union(*(users[k] for k in inside[m]))
+            if grown != users[m]:
+                users[m], changed = grown, True
+    return users
+
+
+def single_user_modules(root: Path, pinned: Collection[str] = PINNED) -> list[str]:
+    """Kernel modules fewer than two layers use. A path the operator plugin's payload is pinned
+    to counts the payload as a user: an installed payload of an older release imports it."""
+    found = []
+    for module, users in kernel_users(root).items():
+        if module in pinned:
+            users = users | {PLUGIN}
+        if len(users) < 2 and module not in {"shared", "shared.transport"}:
+            found.append(f"{module} serves only {sorted(users)}")
+    return found
+
+
+def test_the_kernel_holds_no_module_only_one_layer_uses():
+    found = single_user_modules(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_a_planted_single_user_kernel_module_is_found(tmp_path):
+    files = {
+        "shared/only_cli.py": "",
+        "shared/both.py": "",
+        "shared/through.py": "from shared import both\n",
+        "services/a/x.py": "from shared import both\n",
+        "hermes_cli/c.py": "from shared import only_cli\nfrom shared.through import f\n",
+        "nous/n.py": "from shared import through\n",
+    }
+    found = single_user_modules(plant(tmp_path, files), pinned=())
+    assert found == ["shared.only_cli serves only ['hermes_cli']"]

@@ -14,9 +14,9 @@ import pytest
 from supervisor.datatypes import RestartWhenExitUnexpected
 from supervisor.options import ServerOptions
 
+from fleet.supervisors import gateway_command, working_directory
+from fleet.supervisors import supervisord as sv
 from shared import homes
-from shared.supervisors import gateway_command, working_directory
-from shared.supervisors import supervisord as sv
 from tests.support.homes import make_profile
 
 # --- names and config, no processes -------------------------------------------------------------
@@ -123,8 +123,8 @@ def test_the_multiplex_program_is_nobodys_profile_program():
 
 
 def test_a_served_set_is_written_as_one_program_and_read_back_by_supervisord(short_dir):
-    from shared.supervisors.supervisord import config
-    from shared.supervisors.supervisord.paths import prepare
+    from fleet.supervisors.supervisord import config
+    from fleet.supervisors.supervisord.paths import prepare
 
     root = short_dir / "100% a"
     for profile in ("a", "b", "c", "d"):
@@ -178,14 +178,14 @@ def test_a_served_set_is_written_as_one_program_and_read_back_by_supervisord(sho
     ],
 )
 def test_a_mesh_that_names_a_profile_twice_or_a_set_of_one_is_refused(profiles, served, error):
-    from shared.supervisors.supervisord import config
+    from fleet.supervisors.supervisord import config
 
     with pytest.raises(error):
         config.mesh_programs(profiles, served)
 
 
 def test_a_multiplex_command_line_that_is_not_a_set_is_no_program_of_ours(short_dir):
-    from shared.supervisors.supervisord.paths import prepare
+    from fleet.supervisors.supervisord.paths import prepare
 
     root = short_dir / "r"
     paths = sv.mesh_paths(root)

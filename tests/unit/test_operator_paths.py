@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime_package.paths import integrations_dir, plugins_dir, pohunek_state, trust_anchor_path
 from shared.faults import pause_at
-from shared.operator.paths import integrations_dir, plugins_dir, pohunek_state, trust_anchor_path
 
 
 @pytest.mark.parametrize(

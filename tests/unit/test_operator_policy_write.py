@@ -12,7 +12,7 @@ import pytest
 
 from hermes_cli.operator import lifecycle
 from hermes_cli.operator.target import Target, policy_path
-from shared.operator import paths
+from runtime_package import paths
 
 
 @pytest.fixture

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from services.operator_sim.registry import Registry, guard
-from services.operator_sim.sessions import Clock, Session
-from shared.call_rules import NO_RETRY
-from shared.operator import bridge
 from shared.operator import protocol as p
 from shared.operator.client import ONE_RETRY, call_rule
 from shared.protocol import RemoteError
+from shared.transport.call_rules import NO_RETRY
+from simulators.operator_sim import bridge
+from simulators.operator_sim.registry import Registry, guard
+from simulators.operator_sim.sessions import Clock, Session
 
 DAEMON = "d-1"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.operator_sim.detect import DetectRulesInvalid, activity, choose_activity, load_rules
+from simulators.operator_sim.detect import DetectRulesInvalid, activity, choose_activity, load_rules
 
 RULES_FILE = Path(__file__).resolve().parents[2] / "runtime-packages" / "hermes" / "detect.toml"
 HERMES = load_rules(RULES_FILE.read_text(encoding="utf-8"))

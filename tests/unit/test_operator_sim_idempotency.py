@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.operator_sim.idempotency import Idempotency, args_digest
 from shared.protocol import RemoteError
+from simulators.operator_sim.idempotency import Idempotency, args_digest
 
 OP = "session.input"
 ARGS = {"host": "local", "session": "s-1", "text": "hello", "submit": True, "idempotency_key": "k-1"}

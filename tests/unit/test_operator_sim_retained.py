@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.operator_sim.retained import CursorAhead, Page, Retained
+from simulators.operator_sim.retained import CursorAhead, Page, Retained
 
 
 def filled(limit: int, data: bytes) -> Retained:

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wcwidth import wcwidth
 
-from services.operator_sim import screen as screen_module
-from services.operator_sim.screen import MAX_CELL_BYTES, MAX_COLS, MAX_SEQUENCE_CHARS, InvalidGeometry, Screen
+from simulators.operator_sim import screen as screen_module
+from simulators.operator_sim.screen import MAX_CELL_BYTES, MAX_COLS, MAX_SEQUENCE_CHARS, InvalidGeometry, Screen
 
 
 def test_the_hermes_prompt_renders_with_the_cursor_after_it():

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from services.operator_sim import waits
-from services.operator_sim.waits import Snapshot, Waiters, wait_params, wait_reason
 from shared.protocol import RemoteError
+from simulators.operator_sim import waits
+from simulators.operator_sim.waits import Snapshot, Waiters, wait_params, wait_reason
 
 T0 = "2026-08-03T12:00:00.000000001Z"
 T1 = "2026-08-03T12:00:00.000000002Z"

@@ -9,8 +9,8 @@ import tarfile
 import pytest
 import zstandard
 
-from shared.operator import archive
-from shared.operator.archive import ArchiveInvalid, Entry, build, check_path, digest, read
+from runtime_package import archive
+from runtime_package.archive import ArchiveInvalid, Entry, build, check_path, digest, read
 
 SAMPLE = [
     Entry("runtime.toml", b'schema = 1\nid = "sample"\n', False),

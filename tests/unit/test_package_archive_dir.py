@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.operator import archive
-from shared.operator.archive_dir import PackageDirInvalid, entries_from_dir
+from runtime_package import archive
+from runtime_package.archive_dir import PackageDirInvalid, entries_from_dir
 
 
 def test_every_file_becomes_an_entry_with_its_relative_path(tmp_path):

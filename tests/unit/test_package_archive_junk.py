@@ -7,7 +7,7 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.operator.archive import ArchiveInvalid, Entry, build, read
+from runtime_package.archive import ArchiveInvalid, Entry, build, read
 from tests.unit.test_package_archive import SAMPLE, zst
 
 _VALID = build(SAMPLE)

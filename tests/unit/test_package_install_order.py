@@ -9,7 +9,7 @@ import os
 import pytest
 
 from hermes_cli.commands import operator_package
-from shared.operator import archive, catalog
+from runtime_package import archive, catalog
 from tests.support.runtime_package import PackageKit
 
 

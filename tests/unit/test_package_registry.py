@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.errors import HermesError
-from shared.operator.registry import (
+from runtime_package.registry import (
     LOCK,
     RECORD,
     PackageConflict,
@@ -31,6 +30,7 @@ from shared.operator.registry import (
     SelectorAmbiguous,
     StoreUnsafe,
 )
+from shared.errors import HermesError
 from tests.support.registry_packages import FILES, PACKAGE_ID, digest, install, root_of, tree_bytes
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.operator.registry import Registry, RootInvalid
+from runtime_package.registry import Registry, RootInvalid
 from tests.support.registry_packages import BIN_RUN, FILES, OPERATOR_INIT, RUNTIME_TOML, digest, install, root_of
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime_package.registry import CATALOG_STATE, RECORD, Registry, RegistryUnreadable
 from shared.errors import HermesError
-from shared.operator.registry import CATALOG_STATE, RECORD, Registry, RegistryUnreadable
 from tests.support.registry_packages import PACKAGE_ID, digest, install, root_of
 
 

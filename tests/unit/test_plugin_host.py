@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared import plugin_host
-from shared.plugin_host import PluginHost
+from hermes_cli import plugin_host
+from hermes_cli.plugin_host import PluginHost
 
 SCHEMA = {"name": "echo", "description": "echo", "parameters": {"type": "object", "properties": {}}}
 

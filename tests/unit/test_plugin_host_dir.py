@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.plugin_host import PluginHost, PluginNotFound
+from hermes_cli.plugin_host import PluginHost, PluginNotFound
 
 BODY = """
 SCHEMA = {"name": "echo", "description": "echo", "parameters": {"type": "object", "properties": {}}}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.portal_sim.state import REQUEST_LOG_CAP, State
+from simulators.portal_sim.state import REQUEST_LOG_CAP, State
 
 
 def test_request_log_keeps_the_newest() -> None:

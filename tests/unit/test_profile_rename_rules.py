@@ -7,12 +7,13 @@ import subprocess
 
 import pytest
 
+from fleet.supervisors import launchd
+from fleet.supervisors.supervisord.kind import rename_in
+from fleet.supervisors.systemd import manager as systemd
+from hermes_cli import profile_rename as rename
 from nous.guest_handoff import rules as handoff_rules
 from services.updater import obligations
 from shared import homes
-from shared import profile_rename as rename
-from shared.supervisors import launchd
-from shared.supervisors.systemd import manager as systemd
 from tests.support.supervisors import SYSTEMD_RUNNING
 
 
@@ -96,9 +97,9 @@ def test_only_steps_after_the_move_count_as_moved():
 
 
 def test_a_list_of_profiles_follows_a_rename():
-    assert rename.rename_in(["default", "a", "c"], "a", "b") == ["default", "b", "c"]
-    assert rename.rename_in(["default", "c"], "a", "b") == ["default", "c"]
-    assert rename.rename_in(["a", "b"], "a", "b") == ["b"]
+    assert rename_in(["default", "a", "c"], "a", "b") == ["default", "b", "c"]
+    assert rename_in(["default", "c"], "a", "b") == ["default", "c"]
+    assert rename_in(["a", "b"], "a", "b") == ["b"]
 
 
 def test_handoffs_owed_to_the_old_name_are_owed_to_the_new_one():

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from shared import dotenv, profile_scope
+from services.gateway import dotenv, profile_scope
+from services.gateway.profile_scope import Unscoped
 from shared.config import ConfigError
-from shared.profile_scope import Unscoped
 
 
 def _home(tmp_path: Path, name: str, *, config: str = "", env: str | None = None) -> Path:

@@ -9,10 +9,11 @@ import struct
 import msgpack
 import pytest
 
-from shared import protocol, pubsub
+from shared import protocol
 from shared.errors import HermesError
 from shared.protocol import Code, Field, OpSpec, ProtocolError
-from tests.support.processes import ROOT
+from shared.transport import pubsub
+from tests.support.processes import PACKAGES, ROOT
 
 PING = OpSpec("ping", idempotent=True)
 SET = OpSpec(
@@ -133,11 +134,7 @@ def test_replies_and_events_refuse_a_timestamp(width):
 
 def test_frames_are_decoded_by_protocol_unpack_alone():
     decoders = re.compile(r"\bunpackb\b|\bUnpacker\b|msgpack\.unpack\b|msgpack\.loads?\b")
-    sources = [
-        p
-        for top in ("shared", "nous", "services", "hermes_cli", "runtime-packages")
-        for p in (ROOT / top).rglob("*.py")
-    ]
+    sources = [p for top in (*PACKAGES, "runtime-packages") for p in (ROOT / top).rglob("*.py")]
     assert len(sources) > 100
     found = sorted(str(p.relative_to(ROOT)) for p in sources if decoders.search(p.read_text()))
     assert found == ["shared/protocol.py"]

@@ -26,7 +26,7 @@ OP_TABLES = {
     "handoff_retry": ["services.handoff_retry.ops"],
     "hook_reporter": ["services.hook_reporter.ops"],
     "operator session daemon": ["shared.operator.protocol"],
-    "operator simulator": ["services.operator_sim.ops"],
+    "operator simulator": ["simulators.operator_sim.ops"],
 }
 
 

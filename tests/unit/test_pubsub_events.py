@@ -7,11 +7,11 @@ import pytest
 
 from shared import protocol
 from shared.protocol import ProtocolError
-from shared.pubsub import decode_event
+from shared.transport.pubsub import decode_event
 
 
 def test_topic_bounds():
-    from shared.pubsub import Publisher
+    from shared.transport.pubsub import Publisher
 
     class Sink:
         def send_nowait(self, parts):

@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
+from fleet.supervisors import Unit, launchd
+from fleet.supervisors.systemd import manager as systemd_manager
 from services.updater.restart.base import unit_targets
 from services.updater.restart.launchd import LaunchdKind, is_ours
 from services.updater.restart.systemd import SystemdKind
-from shared.supervisors import Unit, launchd
-from shared.supervisors.systemd import manager as systemd_manager
 from tests.support.launchd import SHA, SHORT, UID, mixed_fleet, write_job, write_plist
 
 # --- which jobs are ours ----------------------------------------------------------------------

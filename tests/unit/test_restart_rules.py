@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from fleet.discovery import GatewayRecord
+from fleet.supervisors import Unit
 from services.updater.restart import KINDS
 from services.updater.restart.base import WAITS, Found, RestartOutcome, Target
 from services.updater.restart.fleet import plan_fleet
 from services.updater.restart.freshness import FRESH, OLD, SILENT, STALE, STARTING, OldProcess, judge
 from services.updater.restart.multiplex import served
 from shared.gateways import ops
-from shared.gateways.discovery import GatewayRecord
-from shared.supervisors import Unit
 
 NEW, OTHER = "n" * 40, "o" * 40
 ROOT = Path("/srv/hermes")

@@ -1,5 +1,5 @@
 """The signed runtime catalog: signatures, the key chain, revocation, expiry, anti-rollback,
-entry rules and authorization (shared/operator/catalog.py)."""
+entry rules and authorization (runtime_package/catalog.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from shared.operator import ed25519
-from shared.operator.catalog import (
+from runtime_package import ed25519
+from runtime_package.catalog import (
     CatalogError,
     CatalogExpired,
     CatalogInvalid,

@@ -1,5 +1,5 @@
 """The catalog's bytes: the strict JSON subset, canonical JSON, the strict Ed25519 key rules,
-the trust anchor file, and junk or mutated documents (shared/operator/catalog.py and the
+the trust anchor file, and junk or mutated documents (runtime_package/catalog.py and the
 modules it re-exports)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.operator import ed25519
-from shared.operator.catalog import (
+from runtime_package import ed25519
+from runtime_package.catalog import (
     MAX_CATALOG_BYTES,
     CatalogError,
     CatalogInvalid,

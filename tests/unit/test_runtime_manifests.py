@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from shared.operator import manifests
+from runtime_package import manifests
 from tests.support.processes import ROOT
 
 SOURCE = ROOT / "runtime-packages" / "hermes"

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_cli.commands import gateway_manage
-from shared import homes, supervisors
-from shared.supervisors import (
+from fleet import supervisors
+from fleet.supervisors import (
     KINDS,
     detect_supervisor,
     errors,
@@ -18,6 +17,8 @@ from shared.supervisors import (
     launchd,
     systemd,
 )
+from hermes_cli.commands import gateway_manage
+from shared import homes
 from tests.support.supervisors import KINDS_HERE, SYSTEMD_RUNNING
 
 
@@ -54,7 +55,7 @@ def test_acting_goes_through_the_owner(user_dirs, profile, tmp_path):
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_kind_is_one_module_with_the_one_interface(kind):
     module = kind_module(kind)
-    assert module.__name__ == f"shared.supervisors.{kind}"
+    assert module.__name__ == f"fleet.supervisors.{kind}"
     for name in ("unit_name", "profile_of", "install", "find", "start", "stop", "restart"):
         assert callable(getattr(module, name)), name
     assert module.profile_of(module.unit_name("work")) == "work"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.supervisors.supervisord.respawn import FAILED, LOOK, START, STARTED, after_exit, gave_up
+from fleet.supervisors.supervisord.respawn import FAILED, LOOK, START, STARTED, after_exit, gave_up
 
 OLD = 100
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fleet.supervisors import systemd
 from services.updater.restart import systemd_budget
 from services.updater.restart.systemd_budget import MAX_BUDGET, PHASE_FALLBACK, parse_span, restart_budget
-from shared.supervisors import systemd
 from tests.support.systemd_captures import CAPTURES
 
 SLACK = systemd.CLIENT_SLACK

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.supervisors import (
+from fleet.supervisors import (
     errors,
     gateway_command,
     gateway_environment,
@@ -19,7 +19,7 @@ from shared.supervisors import (
     systemd,
     working_directory,
 )
-from shared.supervisors.systemd import units as systemd_units
+from fleet.supervisors.systemd import units as systemd_units
 from tests.support.supervisors import SYSTEMD_RUNNING
 from tests.support.systemd_captures import transcript
 

@@ -21,15 +21,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
 
+from fleet.discovery import GatewayRecord
+from fleet.supervisors import Unit
 from services.updater.restart.freshness import FRESH, STALE, OldProcess, judge
 from shared import homes
-from shared.call_rules import NO_RETRY
 from shared.errors import HermesError, failure_reason
 from shared.gateways import ops
-from shared.gateways.discovery import GatewayRecord
 from shared.protocol import Code, RemoteError
-from shared.supervisors import Unit
-from shared.sync_client import connect
+from shared.transport import NO_RETRY, connect
 
 MAX_PARALLEL = 8
 T = TypeVar("T")

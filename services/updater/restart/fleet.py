@@ -32,6 +32,8 @@ from pathlib import Path
 
 import psutil
 
+from fleet.discovery import GatewayRecord, discover
+from fleet.supervisors import Unit
 from services.updater.restart.base import (
     MAX_PARALLEL,
     Found,
@@ -48,8 +50,6 @@ from services.updater.restart.systemd import SystemdKind
 from services.updater.restart.unmanaged import UnmanagedKind
 from shared import homes
 from shared.gateways import ops
-from shared.gateways.discovery import GatewayRecord, discover
-from shared.supervisors import Unit
 
 # In the order their units are claimed: the kinds whose units can be listed first.
 KINDS: dict[str, RestartKind] = {

@@ -23,6 +23,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleet.discovery import GatewayRecord
+from fleet.supervisors import Unit, launchd
+from fleet.supervisors.commands import command_failed
+from fleet.supervisors.scopes import SCOPES
 from services.updater.restart.base import (
     WAITS,
     Found,
@@ -40,11 +44,7 @@ from services.updater.restart.freshness import FRESH, OLD, SILENT, STARTING, Old
 from shared import homes
 from shared.errors import HermesError, failure_reason
 from shared.gateways import ops
-from shared.gateways.discovery import GatewayRecord
 from shared.protocol import RemoteError
-from shared.supervisors import Unit, launchd
-from shared.supervisors.commands import command_failed
-from shared.supervisors.scopes import SCOPES
 
 # A gateway in one of these states is drained; any other is restarted by launchctl alone.
 DRAINABLE = frozenset({ops.STARTING, ops.RUNNING, ops.DRAINING})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from fleet.discovery import GatewayRecord
 from services.updater.restart.base import (
     RestartOutcome,
     Target,
@@ -23,7 +24,6 @@ from services.updater.restart.base import (
     status,
     wait_for_fresh,
 )
-from shared.gateways.discovery import GatewayRecord
 
 
 def served(outcome: RestartOutcome, target: Target, expected_sha: str | None, waits: Waits) -> list[RestartOutcome]:

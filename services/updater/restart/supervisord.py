@@ -2,7 +2,7 @@
 
 A gateway of the mesh is drained over its control socket and exits 75; the moment its process
 has ended, supervisord is asked to start the program (its own ``autorestart`` would come only
-at its loop's next wake-up, 1-2 s later; ``shared.supervisors.supervisord.respawn`` says why),
+at its loop's next wake-up, 1-2 s later; ``fleet.supervisors.supervisord.respawn`` says why),
 and an answer that its autorestart got there first is as good. The wait for the fresh process
 ends early once supervisord gives the gateway up (its retries used up, or an exit that means
 "do not restart"). A gateway whose control socket
@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+from fleet.discovery import GatewayRecord
+from fleet.supervisors import supervisord
 from services.updater.restart.base import (
     WAITS,
     Found,
@@ -36,9 +38,7 @@ from services.updater.restart.base import (
     wait_for_fresh,
 )
 from shared.errors import HermesError
-from shared.gateways.discovery import GatewayRecord
 from shared.identity import ProcessIdentity
-from shared.supervisors import supervisord
 
 
 class SupervisordKind:

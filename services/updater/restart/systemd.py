@@ -27,6 +27,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from fleet.discovery import GatewayRecord
+from fleet.supervisors import Unit, systemd
+from fleet.supervisors.errors import SupervisorFailed, SupervisorTimeout
+from fleet.supervisors.scopes import SCOPES
 from services.updater.restart.base import (
     WAITS,
     Found,
@@ -48,11 +52,7 @@ from services.updater.restart.systemd_state import DOWN, FAILED, describe, failu
 from services.updater.restart.systemd_state import PROPERTIES as STATE_PROPERTIES
 from shared import homes
 from shared.errors import HermesError, failure_reason
-from shared.gateways.discovery import GatewayRecord
 from shared.protocol import RemoteError
-from shared.supervisors import Unit, systemd
-from shared.supervisors.errors import SupervisorFailed, SupervisorTimeout
-from shared.supervisors.scopes import SCOPES
 
 KIND = systemd.KIND
 PROPERTIES = (

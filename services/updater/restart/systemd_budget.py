@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-from shared.supervisors.systemd import CLIENT_SLACK
+from fleet.supervisors.systemd import CLIENT_SLACK
 
 # systemd's DefaultTimeoutStartSec/DefaultTimeoutStopSec: what a phase without a usable limit gets.
 PHASE_FALLBACK = 90.0

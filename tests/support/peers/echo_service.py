@@ -15,7 +15,7 @@ import trio
 
 from shared.errors import HermesError
 from shared.protocol import Field, OpSpec
-from shared.service import Call, Service
+from shared.transport.service import Call, Service
 
 ECHO = OpSpec("echo", {"text": Field(str, max_len=1 << 21)}, idempotent=True)
 ECHO_ASYNC = OpSpec("echo_async", {"text": Field(str, max_len=1 << 21)}, idempotent=True)

@@ -1,0 +1,81 @@
+"""The mesh's transport, behind one face: a ROUTER service and its calls, the blocking client
+the CLI uses, the retry and reply rules both sides keep, the lossy publisher, the TCP
+addresses, and CURVE (``curve`` the socket options and the no-plaintext rule, ``curve_keys``
+the key store).
+
+Only the names in ``__all__`` (with the two CURVE modules) are public; every other module
+here is private. A name is imported on first use, not with the package: the CLI's calls must
+not pay for trio, which only a service needs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shared.transport.call_rules import (
+        DEFAULT_RETRY,
+        HANDSHAKE_REFUSALS,
+        NO_RETRY,
+        RetryPolicy,
+        ipc_unreachable,
+    )
+    from shared.transport.mesh_tcp import TcpAddress, TcpConfigInvalid, tcp_address
+    from shared.transport.pubsub import Publisher, open_publisher
+    from shared.transport.service import HELLO, Call, Service
+    from shared.transport.sync_client import SyncClient, answers, call_all, connect
+    from shared.transport.zmq_trio import open_socket
+
+_HOME = {
+    "DEFAULT_RETRY": "call_rules",
+    "HANDSHAKE_REFUSALS": "call_rules",
+    "NO_RETRY": "call_rules",
+    "RetryPolicy": "call_rules",
+    "ipc_unreachable": "call_rules",
+    "TcpAddress": "mesh_tcp",
+    "TcpConfigInvalid": "mesh_tcp",
+    "tcp_address": "mesh_tcp",
+    "Publisher": "pubsub",
+    "open_publisher": "pubsub",
+    "HELLO": "service",
+    "Call": "service",
+    "Service": "service",
+    "SyncClient": "sync_client",
+    "answers": "sync_client",
+    "call_all": "sync_client",
+    "connect": "sync_client",
+    "open_socket": "zmq_trio",
+}
+
+__all__ = [
+    "DEFAULT_RETRY",
+    "HANDSHAKE_REFUSALS",
+    "HELLO",
+    "NO_RETRY",
+    "Call",
+    "Publisher",
+    "RetryPolicy",
+    "Service",
+    "SyncClient",
+    "TcpAddress",
+    "TcpConfigInvalid",
+    "answers",
+    "call_all",
+    "connect",
+    "curve",
+    "curve_keys",
+    "ipc_unreachable",
+    "open_publisher",
+    "open_socket",
+    "tcp_address",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,364 @@
+"""A blocking client for the CLI: same protocol and retry rules, no trio import.
+
+The CLI makes one or two calls per run and must start fast, so it talks to services with
+plain pyzmq and a poller instead of starting an event loop. Like the async client, it fails a
+call at once when the service goes away before answering it (the socket's monitor reports
+the disconnect), after reading every answer the service did send.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import zmq
+
+from shared import protocol
+from shared.errors import HermesError
+from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
+from shared.transport import zmq_monitor
+from shared.transport.call_rules import (
+    DEFAULT_RETRY,
+    HANDSHAKE_EVENTS,
+    HANDSHAKE_REFUSALS,
+    NO_RETRY,
+    REPLY_GRACE,
+    RetryPolicy,
+    encode_call,
+    handshake_failure,
+    ipc_unreachable,
+    reply_frame,
+    request_ids,
+    watched_events,
+)
+from shared.transport.curve import client_options, refuse_plaintext
+
+if TYPE_CHECKING:
+    from shared.homes import Endpoint
+
+
+@dataclass(frozen=True)
+class _Connection:
+    sock: zmq.Socket[Any]
+    monitor: zmq.Socket[Any]  # reports the service's disconnects and failed handshakes
+
+
+def _peer_left(monitor: zmq.Socket[Any], address: str) -> bool:
+    """Whether the monitor reported a disconnect (reading what it reported); a failed
+    handshake raises its typed error at once, since libzmq would retry it for ever."""
+    left = False
+    while monitor.poll(0):
+        try:
+            event, _, _ = zmq_monitor.parse(monitor.recv_multipart())
+        except zmq_monitor.BadMonitorFrame:
+            continue
+        failure = handshake_failure(event, address)
+        if failure is not None:
+            raise failure
+        left |= event == zmq.EVENT_DISCONNECTED
+    return left
+
+
+def connect(endpoint: Endpoint, **options: Any) -> SyncClient:
+    """A client of ``endpoint``'s control socket, with the CURVE options a TCP endpoint needs."""
+    return SyncClient(endpoint.control, options=client_options(endpoint), **options)
+
+
+_SILENT = frozenset({Code.UNAVAILABLE, Code.TIMEOUT, Code.CONNECTION_RESET})
+
+
+def answers(endpoint: Endpoint, timeout: float = 1.0) -> bool:
+    """Whether a service answers a HELLO at ``endpoint`` within ``timeout``, asked once: for a
+    service whose lock cannot be seen from here, since over TCP nobody refuses a connection
+    for a service that is not there. A refused handshake is raised: a service is there."""
+    try:
+        with connect(endpoint, retry=NO_RETRY) as client:
+            client.call(protocol.HELLO, timeout=timeout)
+    except RemoteError as exc:
+        if exc.code in HANDSHAKE_REFUSALS:
+            raise
+        return exc.code not in _SILENT
+    return True
+
+
+class SyncClient:
+    def __init__(
+        self,
+        address: str,
+        *,
+        window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
+        max_frame: int = protocol.MAX_FRAME_BYTES,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        options: Iterable[tuple[int, Any]] = (),
+    ):
+        """``options`` are ``(zmq option, value)`` pairs set before the connect: the CURVE
+        options a tcp:// address must have (``shared.transport.curve.client_options``)."""
+        self._options = list(options)
+        refuse_plaintext([address], self._options)
+        self.address = address
+        self._window = window
+        self._max_frame = max_frame
+        self._retry = retry
+        self._next_id = request_ids()
+        self._conn: _Connection | None = None
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.sock.disable_monitor()
+            self._conn.monitor.close(linger=0)
+            self._conn.sock.close(linger=0)
+            self._conn = None
+
+    def call(
+        self,
+        spec: OpSpec,
+        args: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        on_event: Callable[[Any], None] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Any:
+        """Like ``tests.support.async_client.Client.call``, blocking."""
+        policy = retry or self._retry
+        budget = spec.timeout if timeout is None else timeout
+        attempt = 0
+        while True:
+            try:
+                return self._attempt(spec, dict(args or {}), budget, on_event)
+            except RemoteError as exc:
+                if not policy.should_retry(spec, exc.code, attempt):
+                    raise
+                time.sleep(policy.delay(attempt))
+                attempt += 1
+
+    def _connection(self) -> _Connection:
+        if self._conn is None:
+            sock: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
+            for option, value in self._options:
+                sock.setsockopt(option, value)
+            monitor = sock.get_monitor_socket(watched_events(self._options))
+            sock.connect(self.address)
+            self._conn = _Connection(sock, monitor)
+        return self._conn
+
+    def _peer_left(self, conn: _Connection) -> bool:
+        try:
+            return _peer_left(conn.monitor, self.address)
+        except RemoteError:
+            self.close()  # never let libzmq go on retrying a handshake that cannot succeed
+            raise
+
+    def _attempt(
+        self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None
+    ) -> Any:
+        if self._conn is None and ipc_unreachable(self.address):  # probed once per connection
+            raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
+        request_id = self._next_id()
+        raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
+        conn = self._connection()
+        sock = conn.sock
+        self._peer_left(conn)  # a disconnect before this request is not this request's
+        deadline = time.monotonic() + budget + REPLY_GRACE
+        try:
+            if not _wait(sock, zmq.POLLOUT, deadline):
+                raise zmq.Again
+            sock.send(raw, zmq.NOBLOCK)
+        except zmq.Again:  # the pipe to the service is full: it is not reading
+            self.close()
+            raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}") from None
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(conn.monitor, zmq.POLLIN)
+        gone = False  # the service left: only the answers it sent before are still to read
+        while True:
+            if gone:
+                if not sock.poll(0):
+                    self.close()
+                    raise RemoteError(
+                        Code.CONNECTION_RESET,
+                        f"the service at {self.address} went away before answering {spec.name!r}",
+                        detail={"op": spec.name},
+                    )
+            else:
+                ready = _wait_any(poller, deadline)
+                if not ready:
+                    self.close()  # the request may still be queued: never let it arrive late
+                    raise RemoteError(
+                        Code.TIMEOUT,
+                        f"no answer to {spec.name!r} from {self.address} within {budget:g}s",
+                        detail={"op": spec.name},
+                    )
+                if sock not in ready:
+                    gone = self._peer_left(conn)
+                    continue
+            frame = reply_frame(sock.recv_multipart(zmq.NOBLOCK), self.address)
+            if frame is None:
+                continue
+            try:
+                reply = protocol.decode_reply(frame, window=self._window, max_bytes=self._max_frame)
+            except ProtocolError as exc:
+                if exc.request_id == request_id:
+                    raise RemoteError(exc.code, exc.message, detail=exc.detail) from None
+                continue
+            if reply.id != request_id:
+                continue  # a late answer to an earlier attempt
+            if reply.kind == "event":
+                if on_event is not None:
+                    on_event(reply.payload)
+                continue
+            return reply.raise_for_error()
+
+
+def _wait(sock: zmq.Socket, event: int, deadline: float) -> bool:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return False
+    return bool(sock.poll(timeout=int(remaining * 1000) + 1, flags=event))
+
+
+def _wait_any(poller: zmq.Poller, deadline: float) -> dict:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return {}
+    return dict(poller.poll(timeout=int(remaining * 1000) + 1))
+
+
+def call_all(
+    addresses: list[str],
+    spec: OpSpec,
+    args: Mapping[str, Any] | None = None,
+    *,
+    timeout: float,
+    window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
+    max_frame: int = protocol.MAX_FRAME_BYTES,
+    options: Mapping[str, Iterable[tuple[int, Any]]] | None = None,
+    probe: bool = True,
+    sockets: dict[str, zmq.Socket] | None = None,
+) -> dict[str, Any]:
+    """The same call to many services at once, from one thread: every request goes out
+    first, then the answers are taken as they arrive, all within one deadline. Each
+    address maps to its result or to the ``RemoteError`` it ended with. No retries.
+
+    ``options`` maps an address to its socket options (CURVE, for tcp:// addresses).
+    ``probe=False`` skips the ipc probe, for a caller that already knows someone listens.
+    ``sockets``, kept by the caller between calls, holds the connected sockets: a second call
+    to the same services does not reconnect. A socket that timed out or failed its handshake
+    is closed and dropped from it; the caller closes the rest."""
+    context: zmq.Context[zmq.Socket[Any]] = zmq.Context.instance()
+    next_id = request_ids()
+    outcomes: dict[str, Any] = {}
+    pool: dict[str, zmq.Socket] = {} if sockets is None else sockets
+    waiting: dict[zmq.Socket, tuple[str, str]] = {}
+    monitors: dict[zmq.Socket, zmq.Socket] = {}  # a monitor -> the socket whose handshakes it watches
+    poller = zmq.Poller()
+    try:
+        for address in addresses:
+            socket_options = list((options or {}).get(address, ()))
+            try:
+                refuse_plaintext([address], socket_options)
+            except HermesError as exc:
+                outcomes[address] = RemoteError(exc.code, exc.message)
+                continue
+            if address not in pool and probe and ipc_unreachable(address):
+                outcomes[address] = RemoteError(Code.UNAVAILABLE, f"no service is listening at {address}")
+                continue
+            request_id = next_id()
+            try:
+                raw = encode_call(request_id, spec, dict(args or {}), timeout, max_frame, window)
+            except RemoteError as exc:
+                outcomes[address] = exc
+                continue
+            sock = pool.get(address)
+            if sock is None:
+                sock = pool[address] = context.socket(zmq.DEALER)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.MAXMSGSIZE, max_frame * protocol.TRANSPORT_SIZE_FACTOR)
+                for option, value in socket_options:
+                    sock.setsockopt(option, value)
+                if socket_options:  # a new CURVE connection: watch its handshake
+                    monitor = sock.get_monitor_socket(HANDSHAKE_EVENTS)
+                    monitors[monitor] = sock
+                    poller.register(monitor, zmq.POLLIN)
+                sock.connect(address)
+            sock.send(raw, zmq.NOBLOCK)  # the request waits in the pipe for the connection
+            waiting[sock] = (address, request_id)
+            poller.register(sock, zmq.POLLIN)
+        deadline = time.monotonic() + timeout + REPLY_GRACE
+        while waiting:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for ready, _ in poller.poll(int(remaining * 1000) + 1):
+                sock = monitors.get(ready, ready)
+                if sock not in waiting:
+                    poller.unregister(ready)
+                    continue
+                address, request_id = waiting[sock]
+                if ready is not sock:
+                    try:
+                        _peer_left(ready, address)
+                    except RemoteError as exc:
+                        outcomes[address] = exc
+                        poller.unregister(sock)
+                        poller.unregister(ready)  # a closed socket left in the poller fails every poll
+                        del waiting[sock]
+                        pool.pop(address, None)  # a failed handshake is retried for ever: never reuse it
+                        _close(sock, monitors)
+                    continue
+                answer = _take_answer(sock, address, request_id, window, max_frame)
+                if answer is _NO_ANSWER:
+                    continue
+                outcomes[address] = answer
+                poller.unregister(sock)
+                del waiting[sock]
+        for sock, (address, _) in waiting.items():
+            outcomes[address] = RemoteError(Code.TIMEOUT, f"no answer to {spec.name!r} from {address} in time")
+            pool.pop(address, None)  # its request may still be queued: never reuse it
+            _close(sock, monitors)
+    finally:
+        for monitor, sock in list(monitors.items()):
+            sock.disable_monitor()
+            monitor.close(linger=0)
+        if sockets is None:
+            for sock in pool.values():
+                sock.close(linger=0)
+    return outcomes
+
+
+def _close(sock: zmq.Socket, monitors: dict[zmq.Socket, zmq.Socket]) -> None:
+    for monitor, watched in list(monitors.items()):
+        if watched is sock:
+            sock.disable_monitor()
+            monitor.close(linger=0)
+            del monitors[monitor]
+    sock.close(linger=0)
+
+
+# An event, a stray answer to another request, or a dropped message: keep waiting.
+_NO_ANSWER = object()
+
+
+def _take_answer(sock: zmq.Socket, address: str, request_id: str, window: tuple[int, int], max_frame: int) -> Any:
+    raw = reply_frame(sock.recv_multipart(zmq.NOBLOCK), address)
+    if raw is None:
+        return _NO_ANSWER
+    try:
+        reply = protocol.decode_reply(raw, window=window, max_bytes=max_frame)
+    except ProtocolError as exc:
+        return RemoteError(exc.code, exc.message, detail=exc.detail)
+    if reply.id != request_id or reply.kind == "event":
+        return _NO_ANSWER
+    try:
+        return reply.raise_for_error()
+    except RemoteError as exc:
+        return exc
