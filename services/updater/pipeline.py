@@ -286,7 +286,7 @@ class Pipeline:
             receipt.step("plan", False, f"cannot read the update target: {why}")
             self.emit(PLAN, "fail", why)
             raise _Finish("failed")
-        self.debts.read([g.profile for g in plan.gateways])
+        self.debts.read([g["profile"] for g in plan.gateways])
         return settings, plan
 
     def _snapshot(self, plan: Plan) -> None:
