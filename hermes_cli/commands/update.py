@@ -96,7 +96,7 @@ def _plan(args, root: Path) -> int:
     data = plan.to_dict()
     owed = _owed(root)
     if args.check:
-        available, why = availability(data)
+        available, why = availability(plan)
         output.emit(
             args,
             {

@@ -24,6 +24,7 @@ from urllib.request import url2pathname
 
 from services.updater.completion_contract import RESULT_SCHEMA, UNKNOWN_SPEC, Request, dependency_digest
 from services.updater.restart import restart_fleet
+from services.updater.stages import DEPENDENCIES, MIGRATIONS, NEW_RESTART, NEW_VERIFY
 from services.updater.verify import fleet_matrix, followups_for
 from shared.errors import HermesError, failure_reason
 from shared.files import write_json_atomic
@@ -65,10 +66,10 @@ class Completion:
             self.sync_dependencies(install_root)
             self.migrate_configs(root)
             restart = [outcome.to_dict() for outcome in restart_fleet(root, request.after)]
-            self.step("restart", all(r["ok"] for r in restart), {"gateways": len(restart)})
+            self.step(NEW_RESTART.name, all(r["ok"] for r in restart), {"gateways": len(restart)})
             matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles)
             self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
-            self.step("verify", not self.followups, {"current": sum(r["verdict"] == "current" for r in matrix)})
+            self.step(NEW_VERIFY.name, not self.followups, {"current": sum(r["verdict"] == "current" for r in matrix)})
         except Exception as exc:  # still answer: what broke is owed, not lost
             self.step("completion", False, failure_reason(exc))
             self.followups.append({"step": "completion", "reason": failure_reason(exc)})
@@ -100,25 +101,25 @@ class Completion:
 
             outcomes = migrate_all(root)
         except Exception as exc:  # e.g. the dependency did not install, profiles/ unreadable: still restart
-            self.step("migrations", False, failure_reason(exc))
-            self.followups.append({"step": "migrations", "reason": failure_reason(exc)})
+            self.step(MIGRATIONS.name, False, failure_reason(exc))
+            self.followups.append({"step": MIGRATIONS.name, "reason": failure_reason(exc)})
             return
         for outcome in outcomes:
             if outcome.status == NEWER:
-                self.skip("migrations", f"{outcome.home}: {outcome.reason}")
+                self.skip(MIGRATIONS.name, f"{outcome.home}: {outcome.reason}")
             elif outcome.status == FAILED:
-                self.followups.append({"step": "migrations", "reason": f"{outcome.home}: {outcome.reason}"})
+                self.followups.append({"step": MIGRATIONS.name, "reason": f"{outcome.home}: {outcome.reason}"})
         done = [o for o in outcomes if o.status in (MIGRATED, FAILED)]
         if not done:
-            self.skip("migrations", "no home's config.yaml needed migrating")
+            self.skip(MIGRATIONS.name, "no home's config.yaml needed migrating")
             return
         failed = sum(o.status == FAILED for o in done)
         detail = {"migrated": len(done) - failed, "failed": failed, "homes": [o.to_dict() for o in done]}
-        self.step("migrations", not failed, detail)
+        self.step(MIGRATIONS.name, not failed, detail)
 
     def sync_dependencies(self, install_root: Path) -> None:
         if not spec_changed(self.request, install_root):
-            self.skip("dependencies", "the dependency spec did not change")
+            self.skip(DEPENDENCIES.name, "the dependency spec did not change")
             return
         owner = environment_owner()
         if owner is None or os.path.realpath(owner) != os.path.realpath(install_root):
@@ -149,11 +150,11 @@ class Completion:
         if done.returncode != 0:
             self._dependency_failed(done.stderr.strip()[-500:] or f"pip exited {done.returncode}")
             return
-        self.step("dependencies", True, {"synced": True})
+        self.step(DEPENDENCIES.name, True, {"synced": True})
 
     def _dependency_failed(self, why: str) -> None:
-        self.step("dependencies", False, why)
-        self.followups.append({"step": "dependencies", "reason": why})
+        self.step(DEPENDENCIES.name, False, why)
+        self.followups.append({"step": DEPENDENCIES.name, "reason": why})
 
 
 def environment_owner() -> Path | None:

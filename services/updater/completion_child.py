@@ -26,6 +26,7 @@ from services.updater.completion_contract import ENTRY_MODULE, BadResult, Reques
 from services.updater.debts import Debts
 from services.updater.lock import UpdateLock
 from services.updater.receipt import Receipt
+from services.updater.stages import COMPLETION, Stage
 from shared.errors import HermesError
 
 TIMEOUT = 1800.0
@@ -33,7 +34,7 @@ TIMEOUT = 1800.0
 STOP_GRACE = 10.0
 POLL_INTERVAL = 0.1
 
-Emit = Callable[[str, str, Any], None]
+Emit = Callable[[Stage, str, Any], None]
 
 
 class CompletionChild:
@@ -66,7 +67,7 @@ class CompletionChild:
         except OSError as exc:
             self.debts.unfinished(f"the completion could not be started: {exc}")
             return None, False
-        self.emit("completion", "started", {"pid": child.pid})
+        self.emit(COMPLETION, "started", {"pid": child.pid})
         stopped = self._wait(child)
         try:
             result = read_result(Path(request.result_path), request)
@@ -122,7 +123,7 @@ class CompletionChild:
             {"owed": "completion", "update_id": pending["update_id"], "how": "adopted", "result": attempt["result"]},
         )
         self.emit(
-            "completion", "adopted", f"the completion of update {attempt['update_id']} finished after its updater died"
+            COMPLETION, "adopted", f"the completion of update {attempt['update_id']} finished after its updater died"
         )
         self.accept(result, verified=False)
 

@@ -18,9 +18,10 @@ from typing import Any
 from services.updater import ledger, obligations
 from services.updater.obligations import UNKNOWN_SPEC
 from services.updater.receipt import Receipt
+from services.updater.stages import PLAN, Stage
 from shared.errors import HermesError
 
-Emit = Callable[[str, str, Any], None]
+Emit = Callable[[Stage, str, Any], None]
 # What an obligation that cannot be read stands for: owed, of unknown code (the retry then
 # syncs the dependencies regardless).
 UNREADABLE_COMPLETION = {"update_id": "unknown", "before": None, "after": None, "attempt": None}
@@ -66,7 +67,7 @@ class Debts:
             owed.append(f"a restart of {', '.join(self.fleet)}")
         if stash:
             owed.append(f"the local changes in stash {stash[:12]}")
-        self.emit("plan", "owed", "; ".join(owed))
+        self.emit(PLAN, "owed", "; ".join(owed))
 
     def _read_stash(self) -> None:
         try:

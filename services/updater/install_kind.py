@@ -41,10 +41,10 @@ class InstallKind:
         }
 
 
-def refusal(install: Mapping[str, Any]) -> str:
-    """Why an install (``InstallKind.to_dict()``) is not updated here, and what to run instead."""
-    instead = f": run `{install['external_command']}`" if install["external_command"] else f" ({install['reason']})"
-    return f"{install['kind']} installs are not updated in place{instead}"
+def refusal(install: InstallKind) -> str:
+    """Why an install is not updated here, and what to run instead."""
+    instead = f": run `{install.external_command}`" if install.external_command else f" ({install.reason})"
+    return f"{install.kind} installs are not updated in place{instead}"
 
 
 @dataclass(frozen=True)

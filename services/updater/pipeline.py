@@ -35,7 +35,7 @@ from services.updater.git_target import DEFAULT_BRANCH
 from services.updater.install_kind import refusal
 from services.updater.ledger import wanting_restart
 from services.updater.lock import UpdateLock
-from services.updater.plan import plan_update
+from services.updater.plan import Plan, plan_update
 from services.updater.receipt import Receipt, exit_code_for
 from services.updater.receipt_store import ReceiptStore
 from services.updater.restart import restart_fleet
@@ -43,6 +43,18 @@ from services.updater.restore_owed import RestoreOwed
 from services.updater.rollback import RollbackRefused
 from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
+from services.updater.stages import (
+    APPLY,
+    COMPLETION,
+    PLAN,
+    RECOVER,
+    RESTART,
+    RESTORE,
+    SNAPSHOT,
+    STARTING,
+    VERIFY,
+    Stage,
+)
 from services.updater.swap import SwapFailed, SwapRecoveryNeeded, recover_interrupted_swap
 from services.updater.verify import CURRENT, fleet_matrix
 from shared.errors import HermesError, failure_reason
@@ -98,15 +110,15 @@ class Pipeline:
         self.debts = Debts(root, update_id, self.receipt, self.emit)
         self.completion = CompletionChild(install_root, self.receipt, self.debts, self.emit, lock, stop)
         self.restore = RestoreOwed(root, install_root, update_id, self.receipt, self.emit)
-        self.stage = "starting"
+        self.stage = STARTING
         self.committed = False
         self.outcome: str | None = None
         self.exit_code: int | None = None
 
-    def emit(self, stage: str, status: str, detail: Any = None) -> None:
+    def emit(self, stage: Stage, status: str, detail: Any = None) -> None:
         """A progress event; its stage is the run's stage from now on."""
         self.stage = stage
-        event: dict[str, Any] = {"stage": stage, "status": status}
+        event: dict[str, Any] = {"stage": stage.name, "status": status}
         if detail is not None:
             event["detail"] = detail
         self.publish(event)
@@ -141,10 +153,10 @@ class Pipeline:
             outcome = finish.outcome
         except Exception as exc:  # the receipt must still say what happened
             log.exception("update %s failed", self.update_id)
-            receipt.step(self.stage, False, failure_reason(exc))
+            receipt.step(self.stage.name, False, failure_reason(exc))
             outcome = "success" if self.committed else "failed"
             if self.committed:
-                receipt.followup(self.stage, failure_reason(exc))
+                receipt.followup(self.stage.name, failure_reason(exc))
         code = exit_code_for(outcome, committed=self.committed)
         receipt.set("after", self._after())
         receipt.finish(outcome, code)
@@ -164,10 +176,10 @@ class Pipeline:
         self.receipt.step("found-interrupted", True, {"updates": ids, "lock": recovered})
         for receipt in found:
             gone = f"update {receipt.update_id} (pid {receipt.identity.pid}) was interrupted"
-            self.emit("recover", "interrupted", f"{gone}: its receipt now says so; what it owes is retried")
+            self.emit(RECOVER, "interrupted", f"{gone}: its receipt now says so; what it owes is retried")
         if recovered is not None and recovered["update_id"] not in ids:
             gone = f"update {recovered['update_id']} (pid {recovered['pid']}) died holding the lock"
-            self.emit("recover", "interrupted", f"{gone}; what it owes is retried")
+            self.emit(RECOVER, "interrupted", f"{gone}; what it owes is retried")
 
     def _code(self) -> dict[str, Any]:
         """The code this interpreter runs: the tree's, before anything moves it."""
@@ -187,44 +199,45 @@ class Pipeline:
     def write(self) -> None:
         self.receipt_path = self.store.write(self.receipt)
 
-    def _boundary(self, stage: str) -> None:
-        """Between stages: the receipt is rewritten and a stop request is honoured."""
+    def _boundary(self, stage: Stage) -> None:
+        """Between stages: the receipt is rewritten and, where the table says so, a stop
+        request is honoured."""
         self.write()
-        if self.stop.is_set():
+        if stage.stops and self.stop.is_set():
             raise Interrupted
         self.emit(stage, "start")
 
     # --- the stages -----------------------------------------------------------------------
 
     def _stages(self) -> None:
-        self._boundary("plan")
+        self._boundary(PLAN)
         settings, plan = self._plan()
         self.restore.repair()
-        self._boundary("snapshot")
+        self._boundary(SNAPSHOT)
         self._snapshot(plan)
-        self._boundary("apply")
-        branch = (plan["git"] or {}).get("branch") or self.options.get("branch") or settings.branch
+        self._boundary(APPLY)
+        branch = (plan.git or {}).get("branch") or self.options.get("branch") or settings.branch
         branch = branch or current_branch(self.install_root) or DEFAULT_BRANCH
-        rollback = plan.get("rollback")
+        rollback = plan.rollback
         try:
             result = self._rewind(rollback) if rollback else self._apply(branch, settings)
         except APPLY_FAILURES as exc:
             message = getattr(exc, "message", str(exc))
             self.receipt.step("apply", False, exc.to_dict() if isinstance(exc, HermesError) else str(exc))
-            self.emit("apply", "fail", message)
+            self.emit(APPLY, "fail", message)
             if not self.committed:
                 raise _Finish("failed") from None
             # The tree moved before the failure (a stash restore that broke): the rest of the
             # update still runs, and what broke is owed.
             self.receipt.followup("apply", message)
-            self._boundary("completion")
-            before = plan["code"]["code_sha"]
+            self._boundary(COMPLETION)
+            before = plan.code_sha
             self.report_completion(self.complete(self.debts.owed_before(before), self._code()["code_sha"]))
             return
         self.receipt.set("apply", result.to_dict())
         applied = {"before": result.before, "after": result.after, "moved": result.moved, "via": result.via}
         self.receipt.step("apply", True, applied)
-        self.emit("apply", "done", applied)
+        self.emit(APPLY, "done", applied)
         if result.user_action:
             self.receipt.user_action(result.user_action)
         if result.stash == "parked":
@@ -234,59 +247,58 @@ class Pipeline:
             self._retry_owed(result.after)
             return
         if rollback and rollback["backup"]:
-            self._boundary("restore")
+            self._boundary(RESTORE)
             self.restore.run()
-        self._boundary("completion")
+        self._boundary(COMPLETION)
         completion = self.complete(self.debts.owed_before(result.before), result.after)
         if result.stash == "parked":
             self.outcome = "partial"  # committed, but only the user can re-apply their changes
         self.report_completion(completion)
 
-    def _plan(self) -> tuple[UpdateSettings, dict[str, Any]]:
+    def _plan(self) -> tuple[UpdateSettings, Plan]:
         receipt = self.receipt
         try:
             settings = load_settings(self.root)
         except HermesError as exc:  # a broken config.yaml: refuse before touching anything
             receipt.step("plan", False, exc.to_dict())
-            self.emit("plan", "fail", exc.message)
+            self.emit(PLAN, "fail", exc.message)
             raise _Finish("failed") from None
         try:
-            plan = plan_update(self.root, self.install_root, self.options, settings).to_dict()
+            plan = plan_update(self.root, self.install_root, self.options, settings)
         except RollbackRefused as exc:
             receipt.step("plan", False, exc.to_dict())
             receipt.skip("apply", exc.message)
-            self.emit("plan", "refused", exc.message)
+            self.emit(PLAN, "refused", exc.message)
             raise _Finish("refused") from None
-        receipt.set("plan", plan)
-        if plan["rollback"]:
-            receipt.step("rollback", True, {"of": plan["rollback"]["of"], "target": plan["rollback"]["target"]})
+        receipt.set("plan", plan.to_dict())
+        if plan.rollback:
+            receipt.step("rollback", True, {"of": plan.rollback["of"], "target": plan.rollback["target"]})
         self.debts.dependency_spec = self.spec_digest()
         receipt.step("plan", True)
-        self.emit("plan", "done", _plan_summary(plan))
-        install = plan["install"]
-        if not install["in_place"]:
-            receipt.skip("apply", refusal(install))
-            self.emit("plan", "refused", install)
+        self.emit(PLAN, "done", _plan_summary(plan))
+        if plan.refused:
+            receipt.skip("apply", refusal(plan.install))
+            self.emit(PLAN, "refused", plan.install.to_dict())
             raise _Finish("refused")
-        git_failed = plan["git"] is None
-        if (git_failed and not settings.archive_url) or (not git_failed and plan["git"].get("remote_sha") is None):
-            why = (plan.get("git_error") or {}).get("message") or "origin has no such branch"
+        git_failed = plan.git is None
+        if (git_failed and not settings.archive_url) or (plan.git is not None and plan.git.get("remote_sha") is None):
+            why = (plan.git_error or {}).get("message") or "origin has no such branch"
             receipt.step("plan", False, f"cannot read the update target: {why}")
-            self.emit("plan", "fail", why)
+            self.emit(PLAN, "fail", why)
             raise _Finish("failed")
-        self.debts.read([g["profile"] for g in plan.get("gateways", [])])
+        self.debts.read([g["profile"] for g in plan.gateways])
         return settings, plan
 
-    def _snapshot(self, plan: dict[str, Any]) -> None:
+    def _snapshot(self, plan: Plan) -> None:
         receipt = self.receipt
-        if not plan["snapshot"]:  # the plan's rule, so that --plan and the run agree
+        if not plan.snapshot:  # the plan's rule, so that --plan and the run agree
             why = "nothing will change: the code does not move and no completion is owed"
             receipt.skip("snapshot", why)
-            self.emit("snapshot", "skip", why)
+            self.emit(SNAPSHOT, "skip", why)
             return
         if self.options.get("no_backup"):
             receipt.skip("snapshot", "--no-backup: no snapshot and no backup were taken")
-            self.emit("snapshot", "skip")
+            self.emit(SNAPSHOT, "skip")
             return
         try:
             snapshots = snapshot_all(self.root, self.update_id)
@@ -295,10 +307,10 @@ class Pipeline:
                 receipt.set("backup", full_backup(self.root, self.update_id))
         except (SnapshotFailed, BackupFailed) as exc:
             receipt.step("snapshot", False, exc.message)
-            self.emit("snapshot", "fail", exc.message)
+            self.emit(SNAPSHOT, "fail", exc.message)
             raise _Finish("failed") from None
         receipt.step("snapshot", True, {"profiles": len(snapshots)})
-        self.emit("snapshot", "done", {"profiles": len(snapshots)})
+        self.emit(SNAPSHOT, "done", {"profiles": len(snapshots)})
 
     def spec_digest(self) -> str | None:
         """The dependency spec's digest, taken at plan time: before every way the tree can move
@@ -329,7 +341,7 @@ class Pipeline:
             ):
                 raise
             self.receipt.step("apply", False, exc.to_dict())
-            self.emit("apply", "fallback", f"{exc.message}; installing the release archive instead")
+            self.emit(APPLY, "fallback", f"{exc.message}; installing the release archive instead")
             self.write()
         try:
             return apply_archive(
@@ -370,11 +382,11 @@ class Pipeline:
         except SwapRecoveryNeeded as exc:
             self.receipt.step("recover", False, exc.to_dict())
             self.receipt.user_action(exc.message)
-            self.emit("apply", "fail", exc.message)
+            self.emit(APPLY, "fail", exc.message)
             raise _Finish("failed") from None
         if done:
             self.receipt.step("recover", True, {"done": done})
-            self.emit("recover", "done", "; ".join(done))
+            self.emit(RECOVER, "done", "; ".join(done))
             self.write()
 
     def _restore_owed_stash(self) -> None:
@@ -389,11 +401,11 @@ class Pipeline:
             back = restore_owed(self.install_root, owed["sha"], owed["before"])
         except GitFailed as exc:  # still owed: the next update tries again
             self.receipt.step("retry", False, {**detail, "how": "failed", "error": exc.to_dict()})
-            self.emit("recover", "fail", exc.message)
+            self.emit(RECOVER, "fail", exc.message)
             return
         how = "gone" if back is None else back.state
         self.receipt.step("retry", True, {**detail, "how": how, "paths": owed["paths"]})
-        self.emit("recover", how, {"stash": owed["sha"]})
+        self.emit(RECOVER, how, {"stash": owed["sha"]})
         if back is not None and back.user_action is not None:
             self.receipt.user_action(back.user_action)
             self.outcome = "partial"
@@ -414,7 +426,7 @@ class Pipeline:
             self.receipt.step("moved", True, detail)
             self.debts.moved(detail["before"], detail["after"])
             self.write()
-        self.emit("apply", name, detail)
+        self.emit(APPLY, name, detail)
 
     # --- after apply: the completion, or a retry of what is owed --------------------------
 
@@ -442,11 +454,11 @@ class Pipeline:
 
     def report_completion(self, completion: dict[str, Any] | None) -> None:
         if completion is None:
-            self.emit("completion", "fail", "owed: see the receipt's follow-ups")
+            self.emit(COMPLETION, "fail", "owed: see the receipt's follow-ups")
             return
         restarted = completion.get("restart", [])
         self.emit(
-            "completion",
+            COMPLETION,
             "done",
             {
                 "restarted": sum(r["ok"] for r in restarted),
@@ -461,36 +473,37 @@ class Pipeline:
         receipt, debts = self.receipt, self.debts
         pending = debts.pending
         if pending is not None:
-            self._boundary("completion")
+            self._boundary(COMPLETION)
             self.completion.adopt(pending)
             if debts.pending is not None:  # nothing to adopt, or what was adopted still owes the tail
                 receipt.step("retry", True, {"owed": "completion", "update_id": pending["update_id"], "how": "re-run"})
-                self.emit("completion", "retry", f"the completion of update {pending['update_id']} is owed: running it")
+                self.emit(COMPLETION, "retry", f"the completion of update {pending['update_id']} is owed: running it")
                 self.report_completion(self.complete(pending["before"], code))
                 return  # the completion restarted and verified the fleet, or is owed again
         else:
             receipt.skip("completion", "already up to date: the code did not change")
-        self._boundary("verify")
+        self._boundary(VERIFY)
         matrix = fleet_matrix(self.root, code, expected_profiles=debts.expected)
         wanting = wanting_restart(matrix, debts.fleet)
         if wanting:
             receipt.step("retry", True, {"owed": "fleet-restart", "gateways": sorted(wanting)})
-            self._boundary("restart")
+            self._boundary(RESTART)
             outcomes = [o.to_dict() for o in restart_fleet(self.root, code, only=wanting)]
             receipt.set("restart", outcomes)
             receipt.step("restart", all(o["ok"] for o in outcomes), {"gateways": len(outcomes)})
-            self.emit("restart", "done", {"restarted": sum(o["ok"] for o in outcomes), "gateways": len(outcomes)})
-            self._boundary("verify")
+            self.emit(RESTART, "done", {"restarted": sum(o["ok"] for o in outcomes), "gateways": len(outcomes)})
+            self._boundary(VERIFY)
             matrix = fleet_matrix(self.root, code, expected_profiles=debts.expected)
         receipt.set("fleet", matrix)
         debts.after_verify(matrix)
-        self.emit("verify", "done", {"fleet": matrix})
+        self.emit(VERIFY, "done", {"fleet": matrix})
 
 
-def _plan_summary(plan: dict[str, Any]) -> dict[str, Any]:
+def _plan_summary(plan: Plan) -> dict[str, Any]:
+    """The plan's progress event: its detail, at the event boundary."""
     return {
-        "install": plan["install"]["kind"],
-        "profiles": len(plan.get("profiles", [])),
-        "gateways": len(plan.get("gateways", [])),
-        "target": (plan.get("git") or {}).get("remote_sha"),
+        "install": plan.install.kind,
+        "profiles": len(plan.profiles),
+        "gateways": len(plan.gateways),
+        "target": (plan.git or {}).get("remote_sha"),
     }

@@ -89,15 +89,14 @@ def plan_update(root: Path, install_root: Path, options: Mapping[str, Any], sett
     return make_plan(root, install_root, branch=branch, backup=backup, archive_url=settings.archive_url)
 
 
-def availability(plan: dict[str, Any]) -> tuple[bool | None, str]:
+def availability(plan: Plan) -> tuple[bool | None, str]:
     """Whether ``plan`` finds newer code to install: True, False, or None when it cannot tell;
     and why, in words."""
-    install = plan["install"]
-    if not install["in_place"]:
-        return None, refusal(install)
-    git = plan.get("git")
+    if not plan.install.in_place:
+        return None, refusal(plan.install)
+    git = plan.git
     if git is None:
-        error = plan.get("git_error") or {}
+        error = plan.git_error or {}
         return None, f"cannot read the update target: {error.get('message', 'git failed')}"
     if git["remote_sha"] is None:
         return None, f"origin has no branch {git['branch']}"

@@ -19,10 +19,11 @@ from services.updater import obligations
 from services.updater.home_restore import restore_home
 from services.updater.receipt import Receipt
 from services.updater.rollback import ArchiveUnusable
+from services.updater.stages import RESTORE, Stage
 from shared.errors import HermesError, failure_reason
 from shared.version import code_sha
 
-Emit = Callable[[str, str, Any], None]
+Emit = Callable[[Stage, str, Any], None]
 
 
 class RestoreOwed:
@@ -76,11 +77,11 @@ class RestoreOwed:
         if code_sha(self.install_root) != owed["target"]:
             why = f"rollback {of} never moved the tree to {owed['target'][:12]}: the home was not restored"
             self.receipt.step("retry", True, {"owed": "home-restore", "update_id": of, "how": "dropped", "why": why})
-            self.emit("restore", "skip", why)
+            self.emit(RESTORE, "skip", why)
             self._clear()
             return
         self.receipt.step("retry", True, {"owed": "home-restore", "update_id": of, "how": "re-run"})
-        self.emit("restore", "retry", f"the restore of the root home by rollback {of} was cut short: restoring again")
+        self.emit(RESTORE, "retry", f"the restore of the root home by rollback {of} was cut short: restoring again")
         self._restore(owed["backup"], "restore")
 
     def _restore(self, backup: dict[str, Any], step: str) -> None:
@@ -89,17 +90,17 @@ class RestoreOwed:
         except ArchiveUnusable as exc:  # no run can do it now: the user is told, nothing stays owed
             self.receipt.step(step, False, exc.to_dict())
             self.receipt.user_action(f"the root home was not restored: {exc.message}")
-            self.emit("restore", "fail", exc.message)
+            self.emit(RESTORE, "fail", exc.message)
             self._clear()
             return
         except OSError as exc:  # a disk problem: owed, the next update restores again
             reason = failure_reason(exc)
             self.receipt.step(step, False, reason)
             self.receipt.followup("restore", f"the root home is not fully restored ({reason}); the next update retries")
-            self.emit("restore", "fail", reason)
+            self.emit(RESTORE, "fail", reason)
             return
         self.receipt.step(step, True, done)
-        self.emit("restore", "done", {"restored": done["restored"]})
+        self.emit(RESTORE, "done", {"restored": done["restored"]})
         self._clear()
 
     def _clear(self) -> None:

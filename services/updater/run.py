@@ -22,6 +22,7 @@ import trio
 from services.updater import ops
 from services.updater.lock import UpdateLock
 from services.updater.pipeline import Pipeline
+from services.updater.stages import DONE
 from shared import faults, homes
 from shared.errors import HermesError
 from shared.transport import Call, Service, curve
@@ -66,7 +67,7 @@ class UpdateRun:
         async with trio.open_nursery() as nursery:
             await nursery.start(service.serve)
             code = await trio.to_thread.run_sync(self.pipeline.run)
-            self._publish({"stage": "done", "status": self.pipeline.outcome, "detail": {"exit_code": code}})
+            self._publish({"stage": DONE.name, "status": self.pipeline.outcome, "detail": {"exit_code": code}})
             with trio.move_on_after(FOLLOWER_GRACE):  # let followers read the end
                 while service.in_flight:
                     await trio.sleep(0.05)
@@ -87,7 +88,7 @@ class UpdateRun:
 
     async def _status(self, call: Call) -> dict[str, Any]:
         run = self.pipeline
-        return {"update_id": self.update_id, "pid": os.getpid(), "stage": run.stage, "outcome": run.outcome}
+        return {"update_id": self.update_id, "pid": os.getpid(), "stage": run.stage.name, "outcome": run.outcome}
 
     def _terminal(self) -> dict[str, Any]:
         run = self.pipeline

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from tests.compat.test_pinned_imports import PINNED
-from tests.support.docs_blocks import block
 from tests.support.processes import PACKAGES, ROOT
 
 ARROWS: dict[str, tuple[str, ...]] = {
@@ -305,13 +304,6 @@ def test_what_the_layers_allow_is_not_flagged(tmp_path):
         ),
     }
     assert violations(plant(tmp_path, files)) == []
-
-
-def test_the_architecture_page_draws_the_table():
-    page = ROOT / "docs" / "architecture.md"
-    assert block(page.read_text(), "layers") == render_arrows(), (
-        "docs/architecture.md's layer drawing differs from test_layers.ARROWS: run scripts/render_docs.py"
-    )
 
 
 # --- the kernel holds only what two or more layers need -----------------------------------
