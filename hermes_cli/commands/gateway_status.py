@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
+from hermes_cli.service_client import answers, connect
 from shared import exit_codes, homes
 from shared.call_rules import NO_RETRY
 from shared.endpoint_lock import lock_says
@@ -15,7 +16,6 @@ from shared.errors import HermesError
 from shared.gateways import discovery, ops
 from shared.locks import probe
 from shared.protocol import Code, RemoteError
-from shared.sync_client import answers, connect
 
 # The drain answer can only come after the deadline; this much more is allowed for the reply.
 DRAIN_REPLY_MARGIN = 10.0
