@@ -161,4 +161,3 @@ def fake_launchd(root):
     fake = FakeLaunchd(root)
     yield fake
     fake.close()
-
