@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.support.in_process import in_process as in_process  # the fixture, for every tier
+
 # Hypothesis's per-example deadline is a timing assertion, and these machines are shared and noisy.
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")

@@ -89,9 +89,10 @@ def _interrupt_once(signum: int, frame: Any) -> None:
 
 def _sign_in(endpoint, request: dict[str, Any], view: _LoginView, root, before) -> dict[str, Any]:
     """The sign-in's terminal state, as the worker answers it; what the store holds if it stops."""
+    from hermes_cli.service_client import connect
     from services.auth_worker import ops
     from shared.protocol import RemoteError
-    from shared.transport import NO_RETRY, connect
+    from shared.transport import NO_RETRY
 
     try:
         with connect(endpoint, retry=NO_RETRY) as client:
@@ -107,9 +108,10 @@ def _after_ctrl_c(endpoint, sign_in_id: str, view: _LoginView, root, before) -> 
     worker has none (it never got the sign-in, which now never starts, or it restarted) or
     stops answering: ``Cancelled`` if nothing was saved and the cancel won, else what the
     store holds."""
+    from hermes_cli.service_client import connect
     from services.auth_worker import Cancelled, ops
     from shared.protocol import RemoteError
-    from shared.transport import NO_RETRY, connect
+    from shared.transport import NO_RETRY
 
     try:
         with connect(endpoint, retry=NO_RETRY) as client:

@@ -148,9 +148,10 @@ def _clear_owed_restart_if_on_expected_code(profile: str, home: Path) -> dict[st
 
 def _running_code(home: Path) -> str | None:
     """The code the gateway at ``home`` runs, once it answers as running (bounded), else None."""
+    from hermes_cli.service_client import connect
     from shared.gateways import ops
     from shared.protocol import RemoteError
-    from shared.transport import NO_RETRY, connect
+    from shared.transport import NO_RETRY
 
     endpoint = homes.endpoint(home, ops.SERVICE, create=False)
     deadline = time.monotonic() + ANSWER_SECONDS

@@ -9,13 +9,14 @@ from typing import Any
 
 from fleet import discovery
 from hermes_cli import output
+from hermes_cli.service_client import answers, connect
 from shared import exit_codes, homes
 from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
 from shared.gateways import ops
 from shared.locks import probe
 from shared.protocol import Code, RemoteError
-from shared.transport import NO_RETRY, answers, connect
+from shared.transport import NO_RETRY
 
 # The drain answer can only come after the deadline; this much more is allowed for the reply.
 DRAIN_REPLY_MARGIN = 10.0

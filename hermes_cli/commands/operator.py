@@ -24,6 +24,7 @@ def _finding(check: str, ok: bool, code: str, detail: Any = None) -> dict[str, A
 
 
 def findings() -> list[dict[str, Any]]:
+    from hermes_cli.service_client import connect
     from services.hook_reporter import ops
     from shared import hook_vocabulary, protocol
     from shared.hook_reports import ReportRefused, parse_report
@@ -31,7 +32,7 @@ def findings() -> list[dict[str, Any]]:
     from shared.identity import process_identity
     from shared.operator.protocol import ENDPOINT_ENV
     from shared.protocol import RemoteError
-    from shared.transport import NO_RETRY, connect
+    from shared.transport import NO_RETRY
 
     found: list[dict[str, Any]] = []
     session = os.environ.get(SESSION_ENV)

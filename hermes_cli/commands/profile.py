@@ -264,9 +264,10 @@ def _take(path: Path) -> FileLock:
 def _released_by_multiplex(endpoint: homes.Endpoint) -> dict[str, Any] | None:
     """The answer of the multiplex gateway at ``endpoint`` letting its profile go, or None when
     what holds the lock is not one (a per-profile gateway) or did not answer."""
+    from hermes_cli.service_client import connect
     from shared.gateways import ops
     from shared.protocol import RemoteError
-    from shared.transport import NO_RETRY, connect
+    from shared.transport import NO_RETRY
 
     try:
         with connect(endpoint, retry=NO_RETRY) as client:

@@ -234,9 +234,10 @@ def _drain(root: Path, journal: rules.Journal) -> None:
 
 
 def _ask_drain(home: Path) -> None:
+    from hermes_cli.service_client import connect
     from shared.gateways import ops
     from shared.protocol import RemoteError
-    from shared.transport import NO_RETRY, connect
+    from shared.transport import NO_RETRY
 
     try:
         with connect(homes.endpoint(home, ops.SERVICE, create=False), retry=NO_RETRY) as client:
@@ -340,9 +341,10 @@ def _start(unit: Unit) -> dict[str, Any]:
 
 def _answering(home: Path) -> int | None:
     """The pid of the gateway at ``home`` once it answers as running (bounded), else None."""
+    from hermes_cli.service_client import connect
     from shared.gateways import ops
     from shared.protocol import RemoteError
-    from shared.transport import NO_RETRY, connect
+    from shared.transport import NO_RETRY
 
     deadline = time.monotonic() + ANSWER_SECONDS
     while time.monotonic() < deadline:

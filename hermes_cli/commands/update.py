@@ -175,9 +175,10 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
     """Follow the running update (``update_id``, when this command started it) to its end, in
     short slices: between slices the updater's liveness is checked, so a follower never waits
     on an updater that is gone."""
+    from hermes_cli.service_client import connect
     from services.updater import holder, ops
     from shared.protocol import Code, RemoteError
-    from shared.transport import NO_RETRY, connect
+    from shared.transport import NO_RETRY
 
     def updater_alive() -> bool:
         return updater.poll() is None if updater is not None else holder(root) is not None

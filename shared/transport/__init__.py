@@ -21,10 +21,11 @@ if TYPE_CHECKING:
         RetryPolicy,
         ipc_unreachable,
     )
+    from shared.transport.in_process import InProcessTransport
     from shared.transport.mesh_tcp import TcpAddress, TcpConfigInvalid, tcp_address
     from shared.transport.pubsub import Publisher, open_publisher
     from shared.transport.service import HELLO, Call, Service
-    from shared.transport.sync_client import SyncClient, answers, call_all, connect
+    from shared.transport.sync_client import SyncClient, answers, call_all, connect, says_hello
     from shared.transport.zmq_trio import open_socket
 
 _HOME = {
@@ -45,6 +46,8 @@ _HOME = {
     "answers": "sync_client",
     "call_all": "sync_client",
     "connect": "sync_client",
+    "says_hello": "sync_client",
+    "InProcessTransport": "in_process",
     "open_socket": "zmq_trio",
 }
 
@@ -52,6 +55,7 @@ __all__ = [
     "DEFAULT_RETRY",
     "HANDSHAKE_REFUSALS",
     "HELLO",
+    "InProcessTransport",
     "NO_RETRY",
     "Call",
     "Publisher",
@@ -68,6 +72,7 @@ __all__ = [
     "ipc_unreachable",
     "open_publisher",
     "open_socket",
+    "says_hello",
     "tcp_address",
 ]
 

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 import zmq
@@ -30,7 +30,7 @@ from shared.identity import current_identity
 from shared.locks import FileLock
 from shared.protocol import HELLO, Code, OpSpec, ProtocolError, RemoteError
 from shared.transport.curve import refuse_plaintext
-from shared.transport.zmq_trio import Conduit, Message, open_conduit
+from shared.transport.zmq_trio import Message, open_conduit
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,35 @@ class Call:
         if not self.op.streaming:
             raise RuntimeError(f"op {self.op.name!r} is not a streaming op")
         await self._emit(event)
+
+
+class _Outlet(Protocol):
+    """Where a service's answers go: its socket (a ``Conduit``), or an ``_Outbox``."""
+
+    dropped: int
+
+    def send_nowait(self, parts: Message) -> bool: ...
+
+    async def send(self, parts: Message) -> None: ...
+
+
+class _Outbox:
+    """The answers to one request taken in process (``Service.answer``), in the order sent."""
+
+    def __init__(self) -> None:
+        self.dropped = 0
+        self.sent: list[Message] = []
+
+    def send_nowait(self, parts: Message) -> bool:
+        self.sent.append(parts)
+        return True
+
+    async def send(self, parts: Message) -> None:
+        self.sent.append(parts)
+
+
+# The routing id an in-process caller has, as a ROUTER names each peer.
+_IN_PROCESS_PEER = b"in-process"
 
 
 async def _no_events(event: Any) -> None:
@@ -115,7 +144,7 @@ class Service:
         self._stop_requested = trio.Event()
         self._stopped = trio.Event()
         self._grace = 0.0
-        self._conduit: Conduit | None = None
+        self._conduit: _Outlet | None = None
         self._nursery: trio.Nursery | None = None
         self.add(HELLO, self._hello)
 
@@ -142,6 +171,10 @@ class Service:
     @property
     def window(self) -> tuple[int, int]:
         return self._window
+
+    @property
+    def max_frame(self) -> int:
+        return self._max_frame
 
     @property
     def dropped(self) -> int:
@@ -206,6 +239,22 @@ class Service:
             if self._lock is not None:
                 self._lock.release()
             self._stopped.set()
+
+    async def answer(self, request: bytes) -> list[Message]:
+        """Every message this service sends back for one ``request`` frame, in order (each
+        as the caller's DEALER receives it), with no socket: the request is decoded, checked,
+        handled and answered by the same code and under the same deadline as one off the
+        socket. For an in-process transport (``shared.transport.in_process``)."""
+        if self._conduit is not None:
+            raise RuntimeError(f"{self.name} is serving its socket")
+        outbox = _Outbox()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery, self._conduit = nursery, outbox
+                self._on_message([_IN_PROCESS_PEER, request])
+        finally:
+            self._nursery = self._conduit = None
+        return [body for _peer, *body in outbox.sent]  # a ROUTER's routing id never reaches the peer
 
     async def _shutdown(self) -> None:
         with trio.move_on_after(self._grace):
@@ -329,7 +378,7 @@ class Service:
             peer, protocol.encode_error(request_id, error, version=self._window[1] if version is None else version)
         )
 
-    async def _send_paced(self, conduit: Conduit, peer: bytes, payload: bytes) -> None:
+    async def _send_paced(self, conduit: _Outlet, peer: bytes, payload: bytes) -> None:
         """Send to ``peer`` from a call's task, waiting while its pipe is full: a caller
         that reads late slows the call down (within its deadline) instead of losing frames."""
         try:

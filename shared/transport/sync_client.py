@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import zmq
 
@@ -39,6 +39,24 @@ if TYPE_CHECKING:
     from shared.homes import Endpoint
 
 
+class Transport(Protocol):
+    """How a ``SyncClient``'s frames reach a service and its answers come back: a real
+    DEALER socket (``DealerTransport``), or a service's own handlers in this process
+    (``shared.transport.in_process.InProcessTransport``). The client encodes, decodes, retries and
+    times out the same over either."""
+
+    def send(self, raw: bytes, deadline: float) -> None:
+        """Hand over one request frame by ``deadline`` (``time.monotonic``); a ``RemoteError``
+        (``unavailable``, or a refused handshake) when nobody takes it."""
+
+    def receive(self, deadline: float) -> list[bytes]:
+        """The next message from the service. ``TimeoutError`` when none came by ``deadline``;
+        ``ConnectionResetError`` once the service left and all it sent before was read."""
+
+    def close(self) -> None:
+        """Let go of the connection: a request still queued never arrives late."""
+
+
 @dataclass(frozen=True)
 class _Connection:
     sock: zmq.Socket[Any]
@@ -61,6 +79,83 @@ def _peer_left(monitor: zmq.Socket[Any], address: str) -> bool:
     return left
 
 
+class DealerTransport:
+    """The real one: a zmq DEALER connected to ``address``, with a monitor that tells when
+    the service goes away before answering."""
+
+    def __init__(
+        self, address: str, *, max_frame: int = protocol.MAX_FRAME_BYTES, options: Iterable[tuple[int, Any]] = ()
+    ):
+        """``options`` are ``(zmq option, value)`` pairs set before the connect: the CURVE
+        options a tcp:// address must have (``shared.transport.curve.client_options``)."""
+        self._options = list(options)
+        refuse_plaintext([address], self._options)
+        self.address = address
+        self._max_frame = max_frame
+        self._conn: _Connection | None = None
+        self._gone = False  # the service left: only the answers it sent before are still to read
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.sock.disable_monitor()
+            self._conn.monitor.close(linger=0)
+            self._conn.sock.close(linger=0)
+            self._conn = None
+
+    def _connection(self) -> _Connection:
+        if self._conn is None:
+            sock: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
+            for option, value in self._options:
+                sock.setsockopt(option, value)
+            monitor = sock.get_monitor_socket(watched_events(self._options))
+            sock.connect(self.address)
+            self._conn = _Connection(sock, monitor)
+        return self._conn
+
+    def _peer_left(self, conn: _Connection) -> bool:
+        try:
+            return _peer_left(conn.monitor, self.address)
+        except RemoteError:
+            self.close()  # never let libzmq go on retrying a handshake that cannot succeed
+            raise
+
+    def send(self, raw: bytes, deadline: float) -> None:
+        if self._conn is None and ipc_unreachable(self.address):  # probed once per connection
+            raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
+        conn = self._connection()
+        self._peer_left(conn)  # a disconnect before this request is not this request's
+        self._gone = False
+        try:
+            if not _wait(conn.sock, zmq.POLLOUT, deadline):
+                raise zmq.Again
+            conn.sock.send(raw, zmq.NOBLOCK)
+        except zmq.Again:  # the pipe to the service is full: it is not reading
+            self.close()
+            raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}") from None
+
+    def receive(self, deadline: float) -> list[bytes]:
+        conn = self._connection()
+        poller = zmq.Poller()
+        poller.register(conn.sock, zmq.POLLIN)
+        poller.register(conn.monitor, zmq.POLLIN)
+        while True:
+            if self._gone:
+                if not conn.sock.poll(0):
+                    self.close()
+                    raise ConnectionResetError
+            else:
+                ready = _wait_any(poller, deadline)
+                if not ready:
+                    self.close()  # the request may still be queued: never let it arrive late
+                    raise TimeoutError
+                if conn.sock not in ready:
+                    self._gone = self._peer_left(conn)
+                    continue
+            return conn.sock.recv_multipart(zmq.NOBLOCK)
+
+
 def connect(endpoint: Endpoint, **options: Any) -> SyncClient:
     """A client of ``endpoint``'s control socket, with the CURVE options a TCP endpoint needs."""
     return SyncClient(endpoint.control, options=client_options(endpoint), **options)
@@ -73,8 +168,13 @@ def answers(endpoint: Endpoint, timeout: float = 1.0) -> bool:
     """Whether a service answers a HELLO at ``endpoint`` within ``timeout``, asked once: for a
     service whose lock cannot be seen from here, since over TCP nobody refuses a connection
     for a service that is not there. A refused handshake is raised: a service is there."""
+    return says_hello(connect(endpoint, retry=NO_RETRY), timeout)
+
+
+def says_hello(client: SyncClient, timeout: float = 1.0) -> bool:
+    """``answers``, asked through ``client`` (which it closes)."""
     try:
-        with connect(endpoint, retry=NO_RETRY) as client:
+        with client:
             client.call(protocol.HELLO, timeout=timeout)
     except RemoteError as exc:
         if exc.code in HANDSHAKE_REFUSALS:
@@ -92,17 +192,15 @@ class SyncClient:
         max_frame: int = protocol.MAX_FRAME_BYTES,
         retry: RetryPolicy = DEFAULT_RETRY,
         options: Iterable[tuple[int, Any]] = (),
+        transport: Transport | None = None,
     ):
-        """``options`` are ``(zmq option, value)`` pairs set before the connect: the CURVE
-        options a tcp:// address must have (``shared.transport.curve.client_options``)."""
-        self._options = list(options)
-        refuse_plaintext([address], self._options)
+        """``options`` are the ``DealerTransport``'s, used when no ``transport`` is given."""
+        self._transport = transport or DealerTransport(address, max_frame=max_frame, options=options)
         self.address = address
         self._window = window
         self._max_frame = max_frame
         self._retry = retry
         self._next_id = request_ids()
-        self._conn: _Connection | None = None
 
     def __enter__(self) -> SyncClient:
         return self
@@ -111,11 +209,7 @@ class SyncClient:
         self.close()
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.sock.disable_monitor()
-            self._conn.monitor.close(linger=0)
-            self._conn.sock.close(linger=0)
-            self._conn = None
+        self._transport.close()
 
     def call(
         self,
@@ -139,69 +233,29 @@ class SyncClient:
                 time.sleep(policy.delay(attempt))
                 attempt += 1
 
-    def _connection(self) -> _Connection:
-        if self._conn is None:
-            sock: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.MAXMSGSIZE, self._max_frame * protocol.TRANSPORT_SIZE_FACTOR)
-            for option, value in self._options:
-                sock.setsockopt(option, value)
-            monitor = sock.get_monitor_socket(watched_events(self._options))
-            sock.connect(self.address)
-            self._conn = _Connection(sock, monitor)
-        return self._conn
-
-    def _peer_left(self, conn: _Connection) -> bool:
-        try:
-            return _peer_left(conn.monitor, self.address)
-        except RemoteError:
-            self.close()  # never let libzmq go on retrying a handshake that cannot succeed
-            raise
-
     def _attempt(
         self, spec: OpSpec, args: dict[str, Any], budget: float, on_event: Callable[[Any], None] | None
     ) -> Any:
-        if self._conn is None and ipc_unreachable(self.address):  # probed once per connection
-            raise RemoteError(Code.UNAVAILABLE, f"no service is listening at {self.address}")
         request_id = self._next_id()
         raw = encode_call(request_id, spec, args, budget, self._max_frame, self._window)
-        conn = self._connection()
-        sock = conn.sock
-        self._peer_left(conn)  # a disconnect before this request is not this request's
         deadline = time.monotonic() + budget + REPLY_GRACE
-        try:
-            if not _wait(sock, zmq.POLLOUT, deadline):
-                raise zmq.Again
-            sock.send(raw, zmq.NOBLOCK)
-        except zmq.Again:  # the pipe to the service is full: it is not reading
-            self.close()
-            raise RemoteError(Code.UNAVAILABLE, f"no service accepted the request at {self.address}") from None
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        poller.register(conn.monitor, zmq.POLLIN)
-        gone = False  # the service left: only the answers it sent before are still to read
+        self._transport.send(raw, deadline)
         while True:
-            if gone:
-                if not sock.poll(0):
-                    self.close()
-                    raise RemoteError(
-                        Code.CONNECTION_RESET,
-                        f"the service at {self.address} went away before answering {spec.name!r}",
-                        detail={"op": spec.name},
-                    )
-            else:
-                ready = _wait_any(poller, deadline)
-                if not ready:
-                    self.close()  # the request may still be queued: never let it arrive late
-                    raise RemoteError(
-                        Code.TIMEOUT,
-                        f"no answer to {spec.name!r} from {self.address} within {budget:g}s",
-                        detail={"op": spec.name},
-                    )
-                if sock not in ready:
-                    gone = self._peer_left(conn)
-                    continue
-            frame = reply_frame(sock.recv_multipart(zmq.NOBLOCK), self.address)
+            try:
+                message = self._transport.receive(deadline)
+            except TimeoutError:
+                raise RemoteError(
+                    Code.TIMEOUT,
+                    f"no answer to {spec.name!r} from {self.address} within {budget:g}s",
+                    detail={"op": spec.name},
+                ) from None
+            except ConnectionResetError:
+                raise RemoteError(
+                    Code.CONNECTION_RESET,
+                    f"the service at {self.address} went away before answering {spec.name!r}",
+                    detail={"op": spec.name},
+                ) from None
+            frame = reply_frame(message, self.address)
             if frame is None:
                 continue
             try:

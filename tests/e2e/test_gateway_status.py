@@ -232,13 +232,6 @@ def test_drain_drains_the_active_profiles_gateway_which_exits_75(root, gateways)
     assert other.proc.poll() is None  # only the active profile's gateway was drained
 
 
-def test_drain_without_a_gateway_is_a_typed_error(root):
-    make_profile(root, "coder")
-    result = hermes("-p", "coder", "gateway", "drain", "--json", "--deadline", "1", home=root)
-    assert result.returncode == 2  # refused: there is nothing to drain
-    assert json.loads(result.stdout)["error"]["code"] == "gateway_not_running"
-
-
 def test_status_text_names_the_columns_and_an_empty_install(root, gateways):
     empty = hermes("gateway", "status", home=root)
     assert (empty.returncode, empty.stdout.strip()) == (0, f"no gateway is running for {root}")

@@ -1,11 +1,15 @@
-"""One way to run the ``hermes`` CLI as a real process."""
+"""One way to run the ``hermes`` CLI: as a real process (``hermes``), or in this process
+(``hermes_in_process``) with the same output, for a test that has no process to start."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,9 +51,65 @@ def hermes(
     )
 
 
-def hermes_json(*args: str, **options: Any) -> tuple[int, Any]:
-    """``hermes ARGS --json`` (the options are ``hermes``'s): its exit code and document."""
-    done = hermes(*args, "--json", **options)
+def hermes_in_process(
+    *args: str,
+    home: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    env_extra: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
+) -> subprocess.CompletedProcess[str]:
+    """``hermes ARGS`` run by ``hermes_cli.main.main`` in this process, as ``hermes`` runs it
+    (the same environment, working directory, and nothing on standard input): its exit code,
+    stdout and stderr. The process's environment, working directory and standard streams are
+    its own again afterwards."""
+    environment = dict(python_env() if env is None else env)
+    if home is not None:
+        environment["HERMES_HOME"] = str(home)
+    environment.update(env_extra or {})
+    from hermes_cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        _environment(environment),
+        contextlib.chdir(cwd),
+        open(os.devnull) as nothing,
+        _stdin(nothing),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            code = main(list(args))
+        except SystemExit as ended:  # the parser answered (--help), as the interpreter exits
+            code = ended.code if isinstance(ended.code, int) else 0 if ended.code is None else 1
+    return subprocess.CompletedProcess([*HERMES, *args], code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _environment(environment: Mapping[str, str]) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(environment)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _stdin(stream: IO[str]) -> Iterator[None]:
+    saved, sys.stdin = sys.stdin, stream
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+def hermes_json(
+    *args: str, run: Callable[..., subprocess.CompletedProcess[str]] = hermes, **options: Any
+) -> tuple[int, Any]:
+    """``hermes ARGS --json`` (the options are ``hermes``'s), run by ``run``: its exit code and document."""
+    done = run(*args, "--json", **options)
     try:
         return done.returncode, json.loads(done.stdout)
     except json.JSONDecodeError:
