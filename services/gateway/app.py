@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
@@ -33,9 +33,6 @@ from shared.locks import FileLock
 from shared.profile_scope import ProfileScope
 from shared.pubsub import Publisher, open_publisher
 from shared.service import Call, Service
-
-if TYPE_CHECKING:
-    from services.gateway.process import GatewayProcess
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +50,25 @@ class TurnCut(HermesError):
     code = "turn_cut"
 
 
+class ServingProcess(Protocol):
+    """What a served profile asks of the process that serves it
+    (``services.gateway.process.GatewayProcess``, which imports this module, not the reverse)."""
+
+    def next_turn_id(self) -> str: ...
+    def turn_started(self) -> None: ...
+    def turn_finished(self) -> None: ...
+    async def drain(self, deadline: float) -> dict[str, Any]: ...
+    def request_exit(self, code: int, reason: str, *, reexec: bool = False) -> None: ...
+    async def release(self, gateway: Gateway, deadline: float) -> dict[str, Any]: ...
+
+
 class Gateway:
     def __init__(self, state: GatewayState, endpoint: Endpoint, lock: FileLock, scope: ProfileScope):
         self.state = state
         self.endpoint = endpoint
         self.scope = scope
         self.lock = lock
-        self.process: GatewayProcess | None = None
+        self.process: ServingProcess | None = None
         self._turns: dict[str, trio.CancelScope] = {}
         self._turns_changed = trio.Event()
         self._finished_while_draining: list[str] = []
@@ -105,7 +114,7 @@ class Gateway:
 
         return scoped
 
-    def _process(self) -> GatewayProcess:
+    def _process(self) -> ServingProcess:
         if self.process is None:
             raise RuntimeError("a served profile runs only inside its gateway process")
         return self.process
@@ -113,7 +122,7 @@ class Gateway:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def run(
-        self, process: GatewayProcess, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self, process: ServingProcess, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve this profile: started once its sockets answer (its state file still says
         starting), returned once they are closed (when its process exits, or it is let go alone)."""
