@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import trio
 
+from services.gateway import transitions
 from services.gateway.state import GatewayState, utc_now
 from shared import curve, exit_codes, profile_scope
 from shared.config import get as config_get
@@ -162,8 +163,9 @@ class Gateway:
         self.state.served_profiles = served
         self.state.status_message = ""
         if self.state.state == ops.STARTING:
-            self.state.state = ops.DRAINING if self._draining else ops.RUNNING
-        await self._write_state()
+            await self._transition(ops.DRAINING if self._draining else ops.RUNNING)
+        else:
+            await self._write_state()
 
     async def withdraw(self, reason: str, *, restart: bool = False) -> None:
         """Say stopping, for ``reason``: from now on the state file claims no socket that
@@ -182,10 +184,18 @@ class Gateway:
     # --- state ----------------------------------------------------------------------------
 
     async def starting(self, message: str = "") -> None:
+        """Write its first state file: starting, where every state begins."""
         self.state.status_message = message
-        await self._transition(ops.STARTING)
+        await self._write_state()
 
     async def _transition(self, new_state: str) -> None:
+        """Move to ``new_state`` and write it out. A move the table lacks is a bug: it is logged
+        and raised, the state and its file left as they were."""
+        try:
+            transitions.check(self.state.state, new_state)
+        except transitions.IllegalTransition as exc:
+            log.error("gateway %s: %s", self.profile, exc.message)
+            raise
         self.state.state = new_state
         await self._write_state()
 
