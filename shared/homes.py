@@ -23,7 +23,7 @@ from pathlib import Path
 from shared.errors import HermesError
 from shared.files import rename_noreplace
 from shared.home_env import DEFAULT_PROFILE, HOME_ENV, PROFILE_NAME, is_named_profile, resolve, root_home
-from shared.transport import TcpAddress, tcp_address
+from shared.mesh_tcp import TcpAddress, tcp_address
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -351,7 +351,7 @@ def endpoint(
     """Where ``service`` of ``home`` binds. With ``create`` the directory is made and checked;
     without, a directory that is there is checked all the same (UnsafeRunDir if not private).
 
-    A service named in the TCP settings (``shared.transport.mesh_tcp``) binds there instead of its ipc
+    A service named in the TCP settings (``shared.mesh_tcp``) binds there instead of its ipc
     sockets; its lock stays in the run directory."""
     found = _ipc_endpoint(Path(home).absolute(), service, create=create, env=env)
     root, profile = _root_and_profile(Path(home).absolute())

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
-from services.gateway import profile_scope
+from services.gateway import profile_scope, transitions
 from services.gateway.profile_scope import ProfileScope
 from services.gateway.state import GatewayState, utc_now
 from shared import exit_codes
@@ -33,9 +33,6 @@ from shared.gateways import ops
 from shared.homes import Endpoint
 from shared.locks import FileLock
 from shared.transport import Call, Publisher, Service, curve, open_publisher
-
-if TYPE_CHECKING:
-    from services.gateway.process import GatewayProcess
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +50,25 @@ class TurnCut(HermesError):
     code = "turn_cut"
 
 
+class ServingProcess(Protocol):
+    """What a served profile asks of the process that serves it
+    (``services.gateway.process.GatewayProcess``, which imports this module, not the reverse)."""
+
+    def next_turn_id(self) -> str: ...
+    def turn_started(self) -> None: ...
+    def turn_finished(self) -> None: ...
+    async def drain(self, deadline: float) -> dict[str, Any]: ...
+    def request_exit(self, code: int, reason: str, *, reexec: bool = False) -> None: ...
+    async def release(self, gateway: Gateway, deadline: float) -> dict[str, Any]: ...
+
+
 class Gateway:
     def __init__(self, state: GatewayState, endpoint: Endpoint, lock: FileLock, scope: ProfileScope):
         self.state = state
         self.endpoint = endpoint
         self.scope = scope
         self.lock = lock
-        self.process: GatewayProcess | None = None
+        self.process: ServingProcess | None = None
         self._turns: dict[str, trio.CancelScope] = {}
         self._turns_changed = trio.Event()
         self._finished_while_draining: list[str] = []
@@ -105,7 +114,7 @@ class Gateway:
 
         return scoped
 
-    def _process(self) -> GatewayProcess:
+    def _process(self) -> ServingProcess:
         if self.process is None:
             raise RuntimeError("a served profile runs only inside its gateway process")
         return self.process
@@ -113,7 +122,7 @@ class Gateway:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def run(
-        self, process: GatewayProcess, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self, process: ServingProcess, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve this profile: started once its sockets answer (its state file still says
         starting), returned once they are closed (when its process exits, or it is let go alone)."""
@@ -153,8 +162,9 @@ class Gateway:
         self.state.served_profiles = served
         self.state.status_message = ""
         if self.state.state == ops.STARTING:
-            self.state.state = ops.DRAINING if self._draining else ops.RUNNING
-        await self._write_state()
+            await self._transition(ops.DRAINING if self._draining else ops.RUNNING)
+        else:
+            await self._write_state()
 
     async def withdraw(self, reason: str, *, restart: bool = False) -> None:
         """Say stopping, for ``reason``: from now on the state file claims no socket that
@@ -173,10 +183,18 @@ class Gateway:
     # --- state ----------------------------------------------------------------------------
 
     async def starting(self, message: str = "") -> None:
+        """Write its first state file: starting, where every state begins."""
         self.state.status_message = message
-        await self._transition(ops.STARTING)
+        await self._write_state()
 
     async def _transition(self, new_state: str) -> None:
+        """Move to ``new_state`` and write it out. A move the table lacks is a bug: it is logged
+        and raised, the state and its file left as they were."""
+        try:
+            transitions.check(self.state.state, new_state)
+        except transitions.IllegalTransition as exc:
+            log.error("gateway %s: %s", self.profile, exc.message)
+            raise
         self.state.state = new_state
         await self._write_state()
 

@@ -85,7 +85,7 @@ class GatewayProcess:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             for gateway in list(self.gateways):  # one let go meanwhile leaves the list
-                await nursery.start(gateway.run, self)
+                await nursery.start(partial(gateway.run, self))  # typed: this process is a ServingProcess
             await nursery.start(self._watch)  # a signal sent once it says running is handled
             if not self._exit.is_set():  # a drain asked meanwhile leaves nothing to announce
                 self._announced = True

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.state_record import KIND
+from services.gateway.transitions import START
 from shared.files import write_json_atomic
 from shared.identity import ProcessIdentity
 from shared.layout import GATEWAY_STATE_FILE
@@ -46,7 +47,7 @@ class GatewayState:
     served_profiles: tuple[str, ...] = ()
     argv: list[str] = field(default_factory=lambda: list(sys.orig_argv))  # as the OS started us
     started_at: str = field(default_factory=utc_now)
-    state: str = "starting"
+    state: str = START
     exit_reason: str | None = None
     restart_requested: bool = False
     active_turns: int = 0

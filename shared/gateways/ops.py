@@ -31,11 +31,10 @@ from shared.protocol import Field, OpSpec
 
 SERVICE = "gateway"
 
-# gateway_state values
+# gateway_state values (how a gateway moves between them: services/gateway/transitions.py)
 STARTING = "starting"
 RUNNING = "running"
-DRAINING = "draining"
-NOT_MULTIPLEX = "not_multiplex"
+DRAINING = "draining"  # also the error code of a turn refused while draining
 STOPPING = "stopping"
 STOPPED = "stopped"
 STARTUP_FAILED = "startup_failed"
@@ -59,6 +58,5 @@ DRAIN = OpSpec(
 REEXEC = OpSpec("reexec", {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS)}, timeout=MAX_DRAIN_SECONDS + 5)
 RELEASE = OpSpec("release", {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS)}, timeout=MAX_DRAIN_SECONDS + 5)
 
-# Typed error codes of this service.
-DRAINING = "draining"
+# Typed error codes of this service (and DRAINING, above).
 NOT_MULTIPLEX = "not_multiplex"

@@ -1,7 +1,7 @@
 """The mesh's transport, behind one face: a ROUTER service and its calls, the blocking client
-the CLI uses, the retry and reply rules both sides keep, the lossy publisher, the TCP
-addresses, and CURVE (``curve`` the socket options and the no-plaintext rule, ``curve_keys``
-the key store).
+the CLI uses (over a zmq DEALER, or in process for tests), the retry and reply rules both sides
+keep, the lossy publisher, and CURVE (``curve`` the socket options and the no-plaintext rule,
+``curve_keys`` the key store).
 
 Only the names in ``__all__`` (with the two CURVE modules) are public; every other module
 here is private. A name is imported on first use, not with the package: the CLI's calls must
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
         ipc_unreachable,
     )
     from shared.transport.in_process import InProcessTransport
-    from shared.transport.mesh_tcp import TcpAddress, TcpConfigInvalid, tcp_address
     from shared.transport.pubsub import Publisher, open_publisher
     from shared.transport.service import HELLO, Call, Service
     from shared.transport.sync_client import SyncClient, answers, call_all, connect, says_hello
@@ -34,9 +33,6 @@ _HOME = {
     "NO_RETRY": "call_rules",
     "RetryPolicy": "call_rules",
     "ipc_unreachable": "call_rules",
-    "TcpAddress": "mesh_tcp",
-    "TcpConfigInvalid": "mesh_tcp",
-    "tcp_address": "mesh_tcp",
     "Publisher": "pubsub",
     "open_publisher": "pubsub",
     "HELLO": "service",
@@ -62,8 +58,6 @@ __all__ = [
     "RetryPolicy",
     "Service",
     "SyncClient",
-    "TcpAddress",
-    "TcpConfigInvalid",
     "answers",
     "call_all",
     "connect",
@@ -73,7 +67,6 @@ __all__ = [
     "open_publisher",
     "open_socket",
     "says_hello",
-    "tcp_address",
 ]
 
 

@@ -15,9 +15,9 @@ import zmq
 
 from shared import homes
 from shared.gateways import ops
+from shared.mesh_tcp import TCP_ENV
 from shared.protocol import Code, RemoteError
 from shared.transport import curve, curve_keys
-from shared.transport.mesh_tcp import TCP_ENV
 from shared.transport.sync_client import SyncClient, connect
 from tests.support.cli import DASHED_PUBLIC_KEY, HERMES, hermes, hermes_json
 from tests.support.processes import GatewayProcess, python_env

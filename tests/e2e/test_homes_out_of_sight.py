@@ -15,9 +15,9 @@ import pytest
 
 from services.handoff_retry import ops as handoff_ops
 from shared import homes
+from shared.mesh_tcp import TCP_ENV
 from shared.protocol import HELLO, Code, RemoteError
 from shared.spawn import ServiceNotLocal, ensure_service, stop_service
-from shared.transport.mesh_tcp import TCP_ENV
 from shared.transport.sync_client import connect
 from tests.support.cli import hermes, hermes_json
 from tests.support.processes import ROOT, GatewayProcess, python_env, wait_for

@@ -12,8 +12,8 @@ import pytest
 
 from shared import exit_codes, homes
 from shared.gateways import ops
+from shared.mesh_tcp import TCP_ENV
 from shared.protocol import RemoteError
-from shared.transport.mesh_tcp import TCP_ENV
 from shared.transport.sync_client import SyncClient, connect
 from tests.support.cli import hermes, hermes_json
 from tests.support.homes import make_profile

@@ -14,6 +14,7 @@ BLOCKS: tuple[tuple[str, str, str], ...] = (
     ("docs/architecture.md", "layers", "tests.unit.test_layers:render_arrows"),
     ("docs/updates.md", "stages", "services.updater.stages:timeline"),
     ("README.md", "stages", "services.updater.stages:short_timeline"),
+    ("docs/gateways.md", "states", "services.gateway.transitions:render"),
 )
 
 

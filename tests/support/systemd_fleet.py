@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.supervisors.systemd import unit_name
-from shared.transport.mesh_tcp import TCP_ENV
+from shared.mesh_tcp import TCP_ENV
 from tests.support.cli import HERMES
 from tests.support.installs import Install
 from tests.support.systemd_sandbox import Sandbox

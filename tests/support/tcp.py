@@ -7,8 +7,8 @@ import socket
 from pathlib import Path
 
 from shared import homes
+from shared.mesh_tcp import TCP_ENV
 from shared.transport import curve_keys
-from shared.transport.mesh_tcp import TCP_ENV
 
 
 def free_port_pair(host: str = "127.0.0.1") -> int:

@@ -11,11 +11,11 @@ import zmq
 from zmq.utils import z85
 
 from shared import homes
+from shared.mesh_tcp import TCP_ENV, TcpConfigInvalid, parse_address, tcp_address
 from shared.protocol import Code
 from shared.transport import curve, curve_keys, zap, zmq_monitor
 from shared.transport.call_rules import RETRYABLE, handshake_failure, watched_events
 from shared.transport.curve import PlaintextRefused
-from shared.transport.mesh_tcp import TCP_ENV, TcpConfigInvalid, parse_address, tcp_address
 
 
 def test_addresses_bind_where_named_and_connect_locally_for_a_wildcard():

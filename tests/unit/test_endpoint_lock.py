@@ -11,7 +11,7 @@ import pytest
 from shared import homes
 from shared.endpoint_lock import lock_says
 from shared.locks import FileLock
-from shared.transport.mesh_tcp import TCP_ENV
+from shared.mesh_tcp import TCP_ENV
 
 
 @pytest.fixture
