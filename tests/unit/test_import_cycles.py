@@ -14,14 +14,10 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.module_graph import imports_in, module_name
 from tests.support.processes import PACKAGES, ROOT
 
 CHECKED = PACKAGES
-
-
-def module_name(root: Path, path: Path) -> str:
-    parts = path.relative_to(root).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
@@ -36,21 +32,12 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]
 def imported_modules(root: Path, path: Path, modules: frozenset[str]) -> set[str]:
     """The modules of ``modules`` that ``path`` imports at module level (``from package import
     name`` imports the module ``package.name`` when there is one, else the package)."""
-    package = module_name(root, path).split(".")
-    if path.name != "__init__.py":
-        package = package[:-1]
     found = set()
-    for node in _module_level(ast.parse(path.read_text(), str(path)).body):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-            continue
-        if node.level:
-            base = package[: len(package) - node.level + 1]
-            source = ".".join([*base, node.module] if node.module else base)
-        else:
-            source = node.module or ""
-        for alias in node.names:
-            found.add(f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source)
+    for source, names in imports_in(root, path, _module_level(ast.parse(path.read_text(), str(path)).body)):
+        if not names:
+            found.add(source)
+        for name in names:
+            found.add(f"{source}.{name}" if f"{source}.{name}" in modules else source)
     return found & modules
 
 

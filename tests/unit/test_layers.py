@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.compat.test_pinned_imports import PINNED
+from tests.support.module_graph import imports_in, module_name
 from tests.support.processes import PACKAGES, ROOT
 
 ARROWS: dict[str, tuple[str, ...]] = {
@@ -67,27 +68,10 @@ class Import:
     names: tuple[str, ...]  # what ``from module import ...`` takes; () for a plain import
 
 
-def module_name(root: Path, path: Path) -> str:
-    parts = path.relative_to(root).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def imports_of(root: Path, path: Path) -> Iterator[Import]:
     """Every import in the module, at any depth (a lazy import inside a function counts too)."""
-    package = module_name(root, path).split(".")
-    if path.name != "__init__.py":
-        package = package[:-1]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield Import(alias.name, ())
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - node.level + 1]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            yield Import(module, tuple(alias.name for alias in node.names))
+    for module, names in imports_in(root, path, ast.walk(ast.parse(path.read_text(), str(path)))):
+        yield Import(module, names)
 
 
 def layer(module: str) -> str:
