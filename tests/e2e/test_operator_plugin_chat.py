@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from hermes_cli.operator.registration import FULL_TOOLS, MANAGE_TOOLS, READ_TOOLS
 from services.operator_sim.ops import SIM_COUNTERS
 from shared.operator import protocol as p
+from shared.operator.policy import FULL_TOOLS, MANAGE_TOOLS, READ_TOOLS
 from tests.support.operator_plugin import install, policy_fields, write_policy
 from tests.support.operator_tools import make_repo
 from tests.support.processes import python_env

@@ -64,6 +64,25 @@ SESSION_OUTPUT_TIMEOUT = 15.0
 SESSION_WAIT_TIMEOUT = 15.0
 
 # shared.operator.policy and shared.operator.policy_file
+READ_TOOLS = (
+    "pohunek_hosts",
+    "pohunek_sessions",
+    "pohunek_session_get",
+    "pohunek_session_screen",
+    "pohunek_session_output",
+    "pohunek_session_wait",
+    "pohunek_session_diff",
+)
+MANAGE_TOOLS = READ_TOOLS + (
+    "pohunek_session_start",
+    "pohunek_session_send",
+    "pohunek_session_resume",
+    "pohunek_session_fork",
+    "pohunek_session_resize",
+    "pohunek_session_rename",
+    "pohunek_session_set_metadata",
+)
+FULL_TOOLS = MANAGE_TOOLS + ("pohunek_session_stop", "pohunek_session_remove")
 MAX_OUTPUT_BYTES = 1_048_576
 MAX_POLICY_BYTES = 64 * 1024
 OPEN_TO_OTHERS = 0o077
