@@ -22,7 +22,7 @@ import trio
 from services.updater import ops
 from services.updater.lock import UpdateLock
 from services.updater.pipeline import Pipeline
-from shared import curve, faults, homes
+from shared import curve, exit_codes, faults, homes
 from shared.errors import HermesError
 from shared.service import Call, Service
 
@@ -125,13 +125,13 @@ def run_update(root: Path, install_root: Path, update_id: str, options: dict[str
         curve.server_options(homes.endpoint(root, ops.SERVICE))  # a TCP endpoint without its keys never starts
     except HermesError as exc:
         print(f"updater: {exc.message}", file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     lock = UpdateLock(root)
     try:
         lock.acquire(update_id)
     except HermesError as exc:  # another update holds it
         print(f"updater: {exc.message}", file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     try:
         return trio.run(UpdateRun(root, install_root, update_id, options, lock, stop).main)
     finally:

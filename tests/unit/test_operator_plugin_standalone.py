@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 
 from hermes_cli import operator_call
 from hermes_cli.operator.registration import EXPECTED_HOOKS
-from shared import hook_vocabulary, hooks
+from shared import exit_codes, hook_vocabulary, hooks
 from shared import protocol as wire
 from shared.operator import policy, policy_file, tool_calls, u64
 from shared.operator import protocol as p
@@ -60,6 +60,7 @@ def test_every_copied_value_equals_its_source_of_truth():
         "UNKNOWN_FIELD": wire.Code.UNKNOWN_FIELD,
         "SESSION_OUTPUT_TIMEOUT": p.SESSION_OUTPUT.timeout,
         "SESSION_WAIT_TIMEOUT": p.SESSION_WAIT.timeout,
+        "CALL_EXIT_CODES": exit_codes.CALL_CODES,
         "READ_TOOLS": policy.READ_TOOLS,
         "MANAGE_TOOLS": policy.MANAGE_TOOLS,
         "FULL_TOOLS": policy.FULL_TOOLS,

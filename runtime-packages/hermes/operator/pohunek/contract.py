@@ -3,8 +3,9 @@ here so that it runs inside a Hermes without this project's packages.
 
 Each value is a copy of the one its source of truth defines (``shared.operator.protocol``,
 ``shared.operator.policy``, ``shared.operator.policy_file``, ``shared.operator.u64``,
-``shared.protocol``, ``shared.hook_vocabulary``); the test suite asserts every copy equals its
-source, so a rule still lives in one place and drift fails the suite. Standard library only.
+``shared.protocol``, ``shared.hook_vocabulary``, ``shared.exit_codes``); the test suite
+asserts every copy equals its source, so a rule still lives in one place and drift fails the
+suite. Standard library only.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ SESSION_REMOVE = "session.remove"
 # What a wait or an output read may take beyond its own timeout (their specs' timeout).
 SESSION_OUTPUT_TIMEOUT = 15.0
 SESSION_WAIT_TIMEOUT = 15.0
+
+# shared.exit_codes: the operator CLI's call answered, refused by the daemon or the transport,
+# malformed, or its policy unusable.
+CALL_EXIT_CODES = frozenset({0, 1, 2, 3})
 
 # shared.operator.policy and shared.operator.policy_file
 READ_TOOLS = (
