@@ -17,7 +17,7 @@ from shared.call_rules import NO_RETRY
 from shared.client import open_client
 from shared.gateways import ops
 from shared.protocol import Code, RemoteError
-from shared.pubsub import open_subscriber
+from tests.support.subscriber import open_subscriber
 
 NOT_ACCEPTED = frozenset({ops.DRAINING, Code.SHUTTING_DOWN, Code.BUSY, Code.UNAVAILABLE})
 

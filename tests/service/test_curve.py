@@ -13,11 +13,12 @@ from shared import curve, curve_keys, homes, zap
 from shared.client import open_client
 from shared.curve import PlaintextRefused
 from shared.protocol import Code, RemoteError
-from shared.pubsub import open_publisher, open_subscriber
+from shared.pubsub import open_publisher
 from shared.service import HELLO, Service
 from shared.sync_client import SyncClient, call_all
 from shared.zmq_trio import open_socket
 from tests.support.peers.echo_service import ECHO, build_service
+from tests.support.subscriber import open_subscriber
 from tests.support.tcp import free_port_pair, keyed_install, tcp_env
 
 # Far longer than a handshake takes: failing "fast" means well within it.
