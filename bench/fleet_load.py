@@ -16,8 +16,8 @@ from bench.fleet_install import WARM_UP_TIMEOUT, FleetInstall
 from shared.gateways import ops
 from shared.protocol import Code, RemoteError
 from shared.transport.call_rules import NO_RETRY
-from shared.transport.pubsub import open_subscriber
 from tests.support.async_client import open_client
+from tests.support.subscriber import open_subscriber
 
 NOT_ACCEPTED = frozenset({ops.DRAINING, Code.SHUTTING_DOWN, Code.BUSY, Code.UNAVAILABLE})
 

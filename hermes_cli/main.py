@@ -1,9 +1,10 @@
 """``hermes``: parse, apply the profile, dispatch, map errors to exit codes, and warn while
 gateways are owed a restart onto new code.
 
-Exit codes: 0 success, 1 failure, 2 usage error or refused, 130 interrupted, 141 stdout
-closed (a reader such as ``head`` went away: the command stops quietly, with the code a shell
-gives a writer killed by SIGPIPE, so a ``pipefail`` script still sees the output was cut).
+Exit codes (``shared.exit_codes``): 0 success, 1 failure, 2 usage error or refused, 130
+interrupted, 141 stdout closed (a reader such as ``head`` went away: the command stops
+quietly, with the code a shell gives a writer killed by SIGPIPE, so a ``pipefail`` script
+still sees the output was cut).
 
 SIGTERM interrupts a command as Ctrl-C does (its clean-up runs, exit 130), so a supervisor or
 a timeout that stops ``hermes demo`` leaves nothing running; a SIGTERM during the clean-up is
@@ -29,14 +30,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from shared import exit_codes
+
 if TYPE_CHECKING:
     from fleet.cli_grammar import UsageError
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_REFUSED = 2
-EXIT_INTERRUPTED = 130
-EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
 # Commands that report owed restarts themselves, or whose stderr is a log.
 NO_RESTART_WARNING = frozenset({"hermes_cli.commands.update:cmd_update", "hermes_cli.commands.gateway:cmd_run"})
 
@@ -94,10 +92,10 @@ def _guarded(argv: list[str], run: _Run) -> int:
         if not _stdout_closed():
             return _unexpected(run, exc)
         _silence_stdout()
-        return EXIT_STDOUT_CLOSED
+        return exit_codes.STDOUT_CLOSED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exit_codes.INTERRUPTED
     except Exception as exc:  # the one place an error nobody expected ends: one line, no traceback
         return _unexpected(run, exc)
 
@@ -124,7 +122,7 @@ def _unexpected(run: _Run, exc: BaseException) -> int:
         output.error(run.args, error)
     except BrokenPipeError:
         _silence_stdout()
-    return EXIT_FAILED
+    return exit_codes.FAILED
 
 
 def _flush_stdout() -> None:
@@ -135,7 +133,7 @@ def _flush_stdout() -> None:
         if not _stdout_closed():
             raise
         _silence_stdout()
-        raise SystemExit(EXIT_STDOUT_CLOSED) from None
+        raise SystemExit(exit_codes.STDOUT_CLOSED) from None
 
 
 def _stdout_closed() -> bool:
@@ -161,7 +159,7 @@ def _main(argv: list[str], run: _Run) -> int:
     if argv[:1] == ["--version"]:  # the commonest probe of all answers before any parser is built
         _print_version(json_document="--json" in argv)
         warn_owed_restarts()
-        return EXIT_OK
+        return exit_codes.OK
     from fleet import cli_grammar  # parsers built as parsing needs them
     from hermes_cli.commands import TARGETS
 
@@ -208,7 +206,7 @@ def _usage_error(argv: list[str], refused: UsageError) -> int:
     words = argv[: argv.index("--")] if "--" in argv else argv
     if "--json" not in words:
         sys.stderr.write(refused.text())
-        return EXIT_REFUSED
+        return exit_codes.REFUSED
     return output.error(SimpleNamespace(json=True), output.UsageRefused(f"{refused.prog}: {refused.message}"))
 
 
@@ -227,14 +225,14 @@ def _finish_interrupted_rename() -> None:
 def _dispatch(parser, args, target: str | None) -> int:
     if target is None:
         parser.print_help(sys.stderr)
-        return EXIT_REFUSED
+        return exit_codes.REFUSED
     from hermes_cli import output
     from shared.errors import HermesError
 
     try:
         _finish_interrupted_rename()
         apply_profile(args.profile, args.model, creates=getattr(args, "create_profile", False))
-        return _load(target)(args) or EXIT_OK
+        return _load(target)(args) or exit_codes.OK
     except HermesError as exc:
         return output.error(args, exc)
 

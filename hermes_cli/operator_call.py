@@ -10,7 +10,8 @@ Two fixed forms; every answer is one JSON line on stdout, nothing else is printe
 the policy as ``shared.operator.policy`` judged it. ``call`` sends ``OP`` (one of the tools' ops,
 ``shared.operator.tool_calls.TOOL_OPS``) with the request ``{"args": {...}, "budget_ms": N,
 "limit_ms": N | null, "origin": {...} | null}`` and answers ``{"ok": true, "result": ...}``, bytes
-spelled ``{"$bytes": "<base64>"}``, or ``{"ok": false, "error": {"code", ...}}``. Exit codes:
+spelled ``{"$bytes": "<base64>"}``, or ``{"ok": false, "error": {"code", ...}}``. Exit codes
+(``shared.exit_codes``):
 
 - 0: the daemon answered;
 - 1: the daemon or the transport refused (``code`` is the daemon's or the client's, with
@@ -29,12 +30,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from shared import exit_codes
 from shared.operator import tool_calls
 from shared.operator.client import DaemonClient
 from shared.operator.policy import MAX_TOOL_TIMEOUT_MS, InvalidPolicy, Policy, to_fields
 from shared.operator.policy_file import load_policy
 
-OK, FAILED, USAGE, POLICY = 0, 1, 2, 3
 MAX_REQUEST_BYTES = 1024 * 1024  # a tool's largest argument is 64 KiB of text
 MAX_LIMIT_MS = 120_000  # a wait's own limit: its timeout plus the op's
 REQUEST_KEYS = frozenset({"args", "budget_ms", "limit_ms", "origin"})
@@ -49,14 +50,16 @@ class _Refused(Exception):
 
 
 def _usage(field: str) -> _Refused:
-    return _Refused(USAGE, {"code": "invalid_request", "field": field})
+    return _Refused(exit_codes.REFUSED, {"code": "invalid_request", "field": field})
 
 
 def _policy(path: str) -> tuple[Policy, tuple[int, int] | None]:
     try:
         policy = load_policy(path)
     except InvalidPolicy as exc:
-        raise _Refused(POLICY, {"code": exc.code, "field": (exc.detail or {}).get("field", "policy")}) from None
+        raise _Refused(
+            exit_codes.POLICY_UNUSABLE, {"code": exc.code, "field": (exc.detail or {}).get("field", "policy")}
+        ) from None
     return policy, tool_calls.window(policy)
 
 
@@ -105,7 +108,7 @@ def _call(path: str, op: str, raw: bytes) -> Any:
     request = _request(raw)
     policy, window = _policy(path)
     if window is None:
-        raise _Refused(POLICY, {"code": "cli_incompatible"})
+        raise _Refused(exit_codes.POLICY_UNUSABLE, {"code": "cli_incompatible"})
     limit = request.get("limit_ms")
     with DaemonClient(policy.daemon_endpoint, window=window) as client:
         try:
@@ -118,7 +121,7 @@ def _call(path: str, op: str, raw: bytes) -> Any:
                 origin=request.get("origin"),
             )
         except tool_calls.CallFailed as exc:
-            raise _Refused(FAILED, {"code": exc.code, "budget_spent": exc.budget_spent}) from None
+            raise _Refused(exit_codes.FAILED, {"code": exc.code, "budget_spent": exc.budget_spent}) from None
 
 
 def run(argv: Sequence[str], stdin: bytes) -> tuple[int, dict[str, Any]]:
@@ -126,9 +129,12 @@ def run(argv: Sequence[str], stdin: bytes) -> tuple[int, dict[str, Any]]:
     try:
         if len(argv) == 3 and argv[0] == "settings" and argv[1] == "--policy":
             policy, window = _policy(argv[2])
-            return OK, {"ok": True, "result": {"policy": to_fields(policy), "window": window and list(window)}}
+            return exit_codes.OK, {
+                "ok": True,
+                "result": {"policy": to_fields(policy), "window": window and list(window)},
+            }
         if len(argv) == 4 and argv[0] == "call" and argv[1] == "--policy":
-            return OK, {"ok": True, "result": jsonable(_call(argv[2], argv[3], stdin))}
+            return exit_codes.OK, {"ok": True, "result": jsonable(_call(argv[2], argv[3], stdin))}
         raise _usage("argv")
     except _Refused as exc:
         return exc.exit_code, {"ok": False, "error": exc.error}

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from shared import exit_codes
 from shared.errors import HermesError
 
 # Errors that mean "the request was refused" (bad input, wrong state), not "it failed".
@@ -121,7 +122,7 @@ def error(args: Any, exc: HermesError) -> int:
         hint = (exc.detail or {}).get("hint")
         if isinstance(hint, str) and hint:
             print(f"hermes: {hint}", file=sys.stderr)  # what to do about it, where an error says
-    return 2 if exc.code in REFUSAL_CODES else 1
+    return exit_codes.REFUSED if exc.code in REFUSAL_CODES else exit_codes.FAILED
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -89,7 +89,6 @@ HERMES_HOOKS = frozenset(
 )
 PLUGINS_DIR = "plugins"
 MANIFESTS = ("plugin.yaml", "plugin.yml")  # the first that exists is the manifest, as Hermes reads it
-MANIFEST = MANIFESTS[0]
 MANIFEST_MAX_BYTES = 64 * 1024
 RESULT_MAX_BYTES = 1_048_576 + 4096  # a tool bounds its own result; this only catches one that does not
 PACKAGE = "hermes_plugins"  # the private parent of every loaded plugin's module

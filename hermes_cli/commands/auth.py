@@ -33,15 +33,15 @@ import time
 from typing import Any
 
 from hermes_cli import output
-from shared import homes
+from shared import exit_codes, homes
 
 EXIT_BY_STATE = {
-    "Completed": 0,
-    "AlreadySignedIn": 2,
-    "Cancelled": 130,
-    "TimedOut": 1,
-    "Failed": 1,
-    "WorkerLost": 1,
+    "Completed": exit_codes.OK,
+    "AlreadySignedIn": exit_codes.REFUSED,
+    "Cancelled": exit_codes.INTERRUPTED,
+    "TimedOut": exit_codes.FAILED,
+    "Failed": exit_codes.FAILED,
+    "WorkerLost": exit_codes.FAILED,
 }
 # How long a Ctrl-C waits for a sign-in whose save had begun to end (its save, handoff and settle
 # are bounded by the worker; this bounds the worker not answering).
@@ -79,7 +79,7 @@ def cmd_login(args) -> int:
         terminal = _after_ctrl_c(endpoint, sign_in_id, view, root, before)
     view.stop()
     view.state(terminal)
-    return EXIT_BY_STATE.get(str(terminal.get("state")), 1)
+    return EXIT_BY_STATE.get(str(terminal.get("state")), exit_codes.FAILED)
 
 
 def _interrupt_once(signum: int, frame: Any) -> None:

@@ -66,7 +66,7 @@ from hermes_cli import plugin_host
 from hermes_cli.commands import chat_sessions
 from hermes_cli.commands.chat_keys import END, SUBMIT, LineKeys
 from hermes_cli.commands.chat_sessions import ChatSession
-from shared import homes, hooks
+from shared import exit_codes, homes, hooks
 from shared.errors import HermesError
 
 IDLE, WORKING, APPROVAL = "❯ ", "⚕ ❯ ", "⚠ ❯ "  # the prompts, as Hermes 0.20.0 paints them
@@ -79,8 +79,6 @@ MAX_SLEEP = 60.0
 MAX_SPAM = 1_000_000
 SPAM_CHUNK = 4096  # lines per write: a million lines in a few hundred writes
 READ_BYTES = 64 * 1024
-EXIT_FAILED_TURN = 3
-EXIT_STDOUT_CLOSED = 141  # as the CLI gives a command whose reader went away
 CTRL_C = 0x03
 BAD_BYTES = b"bytes: ab\xff\xfecd"  # /bytes: invalid UTF-8 between ASCII
 APPROVAL_COMMAND = "rm -rf ./build"
@@ -257,7 +255,7 @@ class _Terminal:
             while view:
                 view = view[os.write(self.fd_out, view) :]
         except OSError as exc:
-            raise _End("agent_exit", EXIT_STDOUT_CLOSED if exc.errno == errno.EPIPE else 0) from None
+            raise _End("agent_exit", exit_codes.STDOUT_CLOSED if exc.errno == errno.EPIPE else 0) from None
         finally:
             self.signals.stop_now = False
 
@@ -434,7 +432,7 @@ class _Chat:
         if word in ("/exit", "/fail"):
             self.session.note(f"> {word}")
             self._paint(IDLE, f"⚙️  {word}".encode() + NEWLINE)
-            raise _End("session_end", 0) if word == "/exit" else _End(None, EXIT_FAILED_TURN)
+            raise _End("session_end", 0) if word == "/exit" else _End(None, exit_codes.FAILED_TURN)
         self._paint(WORKING, _printed(["● " + line for line in text.split("\n")[:1]] + text.split("\n")[1:]))
         self.turns += 1
         self.hooks.fire("pre_llm_call", lambda: hooks.report_activity("working"), is_first_turn=self.turns == 1)

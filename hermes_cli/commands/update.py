@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
-from shared import homes
+from shared import exit_codes, homes
 from shared.errors import HermesError
 from shared.files import read_json
 from shared.redaction import redact
@@ -83,7 +83,7 @@ def cmd_update(args) -> int:
             "`hermes logs update --follow` re-attaches; `kill -INT` on that pid stops it, recorded as interrupted.",
             file=sys.stderr,
         )
-        return 130
+        return exit_codes.INTERRUPTED
 
 
 def _plan(args, root: Path) -> int:
@@ -108,7 +108,7 @@ def _plan(args, root: Path) -> int:
             },
             lambda d: _with_owed(why, owed),
         )
-        return 0 if available is not None else 2 if plan.refused else 1
+        return exit_codes.OK if available is not None else exit_codes.REFUSED if plan.refused else exit_codes.FAILED
     output.emit(args, {**data, "owed": owed}, lambda d: _with_owed(render_plan(plan), owed))
     return 0
 
@@ -257,7 +257,7 @@ def _finished(args, root: Path, updater: subprocess.Popen | None, update_id: str
         "receipt": str(store.path_for(receipt)),
     }
     if not receipt.finished:  # its updater died mid-run: the next update marks it and retries what it owes
-        terminal.update(outcome="interrupted", exit_code=130)
+        terminal.update(outcome="interrupted", exit_code=exit_codes.INTERRUPTED)
     return _report(args, terminal)
 
 

@@ -56,10 +56,6 @@ class Marker:
         return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
 
 
-def package_provenance(package_id: str, digest: str) -> dict[str, Any]:
-    return {"source": "package", "package_id": package_id, "package_digest": digest}
-
-
 def read_marker(plugin_root: Path) -> Marker | None:
     """The marker, or None when the plugin root has none; ``MarkerInvalid`` when it is not one."""
     path = plugin_root / MARKER

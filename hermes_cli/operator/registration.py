@@ -2,8 +2,9 @@
 probe's result against it: ``tool_registration``, ``skill_registration``, ``hook_registration``.
 
 Pure: the caller runs the probe (``hermes_cli.operator.probe_client``) and passes its result.
-The expected names are written out here, not read from the plugin's payload: the CLI never
-imports the payload it judges (a test holds the two lists equal).
+The expected tools are the access policy's (``shared.operator.policy``), never read from the
+plugin's payload: the CLI never imports the payload it judges (a test holds the payload's copy
+equal).
 """
 
 from __future__ import annotations
@@ -11,31 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_cli.operator.probe_client import ProbeResult
+from shared.operator import policy
 
-READ_TOOLS = (
-    "pohunek_hosts",
-    "pohunek_sessions",
-    "pohunek_session_get",
-    "pohunek_session_screen",
-    "pohunek_session_output",
-    "pohunek_session_wait",
-    "pohunek_session_diff",
-)
-MANAGE_TOOLS = READ_TOOLS + (
-    "pohunek_session_start",
-    "pohunek_session_send",
-    "pohunek_session_resume",
-    "pohunek_session_fork",
-    "pohunek_session_resize",
-    "pohunek_session_rename",
-    "pohunek_session_set_metadata",
-)
-FULL_TOOLS = MANAGE_TOOLS + ("pohunek_session_stop", "pohunek_session_remove")
-TOOLS_BY_MODE: dict[str, frozenset[str]] = {
-    "read_only": frozenset(READ_TOOLS),
-    "manage": frozenset(MANAGE_TOOLS),
-    "full": frozenset(FULL_TOOLS),
-}
+TOOLS_BY_MODE: dict[str, frozenset[str]] = {mode: frozenset(names) for mode, names in policy.TOOLS_BY_MODE.items()}
 EXPECTED_TOOLS = {mode: len(names) for mode, names in TOOLS_BY_MODE.items()}
 EXPECTED_HOOKS = (
     "on_session_start",

@@ -26,6 +26,7 @@ from services.updater.completion_contract import RESULT_SCHEMA, UNKNOWN_SPEC, Re
 from services.updater.restart import restart_fleet
 from services.updater.stages import DEPENDENCIES, MIGRATIONS, NEW_RESTART, NEW_VERIFY
 from services.updater.verify import fleet_matrix, followups_for
+from shared import exit_codes
 from shared.errors import HermesError, failure_reason
 from shared.files import write_json_atomic
 from shared.identity import current_identity
@@ -209,10 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         request = Request.read(args.request)
     except FileNotFoundError:
         print(f"completion: no request at {args.request}", file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     except HermesError as exc:  # a corrupt file or a schema this release does not read
         print(f"completion: {exc.message}", file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     if args.check:
         return 0
     result = Completion(request).run()

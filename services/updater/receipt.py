@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from services.updater.update_id import InvalidUpdateId, validate_update_id
+from shared import exit_codes
 from shared.identity import ProcessIdentity
 
 SCHEMA = 1
@@ -36,7 +37,13 @@ class ReceiptError(ValueError):
 # --- exit codes -----------------------------------------------------------------------------
 
 
-_EXIT_CODES = {SUCCESS: 0, PARTIAL: 1, FAILED: 1, REFUSED: 2, INTERRUPTED: 130}
+_EXIT_CODES = {
+    SUCCESS: exit_codes.OK,
+    PARTIAL: exit_codes.FAILED,
+    FAILED: exit_codes.FAILED,
+    REFUSED: exit_codes.REFUSED,
+    INTERRUPTED: exit_codes.INTERRUPTED,
+}
 
 
 def exit_code_for(outcome: str, *, committed: bool) -> int:

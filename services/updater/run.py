@@ -23,7 +23,7 @@ from services.updater import ops
 from services.updater.lock import UpdateLock
 from services.updater.pipeline import Pipeline
 from services.updater.stages import DONE
-from shared import faults, homes
+from shared import exit_codes, faults, homes
 from shared.errors import HermesError
 from shared.transport import Call, Service, curve
 
@@ -126,13 +126,13 @@ def run_update(root: Path, install_root: Path, update_id: str, options: dict[str
         curve.server_options(homes.endpoint(root, ops.SERVICE))  # a TCP endpoint without its keys never starts
     except HermesError as exc:
         print(f"updater: {exc.message}", file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     lock = UpdateLock(root)
     try:
         lock.acquire(update_id)
     except HermesError as exc:  # another update holds it
         print(f"updater: {exc.message}", file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     try:
         return trio.run(UpdateRun(root, install_root, update_id, options, lock, stop).main)
     finally:

@@ -19,6 +19,28 @@ from shared.operator.hosts import host_allowed as _listed
 
 SCHEMA_VERSION = 1
 ACCESS_MODES = ("read_only", "manage", "full")
+# The tools each access mode registers, in the order a host lists them; a mode has every tool
+# of the one before it.
+READ_TOOLS = (
+    "pohunek_hosts",
+    "pohunek_sessions",
+    "pohunek_session_get",
+    "pohunek_session_screen",
+    "pohunek_session_output",
+    "pohunek_session_wait",
+    "pohunek_session_diff",
+)
+MANAGE_TOOLS = READ_TOOLS + (
+    "pohunek_session_start",
+    "pohunek_session_send",
+    "pohunek_session_resume",
+    "pohunek_session_fork",
+    "pohunek_session_resize",
+    "pohunek_session_rename",
+    "pohunek_session_set_metadata",
+)
+FULL_TOOLS = MANAGE_TOOLS + ("pohunek_session_stop", "pohunek_session_remove")
+TOOLS_BY_MODE = dict(zip(ACCESS_MODES, (READ_TOOLS, MANAGE_TOOLS, FULL_TOOLS), strict=True))
 
 MAX_TOOL_TIMEOUT_MS = 60_000
 DEFAULT_REQUEST_TIMEOUT_MS = 45_000

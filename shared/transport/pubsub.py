@@ -1,4 +1,4 @@
-"""Broadcast events on a PUB socket, and a subscriber to read them.
+"""Broadcast events on a PUB socket, and the rule a subscriber reads them by (``decode_event``).
 
 Lossy by design: a publisher never waits for a slow subscriber, and a subscriber that
 joins late misses what went before. Anything that must not be missed is state, and state
@@ -11,20 +11,16 @@ tell that it missed something.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import trio
 import zmq
 
 from shared import protocol
 from shared.protocol import ProtocolError
 from shared.transport.zmq_trio import Socket, open_socket
-
-log = logging.getLogger(__name__)
 
 MAX_TOPIC_LENGTH = 128
 
@@ -79,40 +75,3 @@ def decode_event(parts: list[bytes], *, window: tuple[int, int] = protocol.PROTO
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
         raise ProtocolError(protocol.Code.MALFORMED_FRAME, "event seq must be a positive integer")
     return Event(topic, seq, frame["event"])
-
-
-class Subscriber:
-    """Valid events from a publisher, in order; bad ones are logged and skipped."""
-
-    def __init__(self, sock: Socket):
-        self._sock = sock
-        self.skipped = 0
-
-    async def receive(self) -> Event:
-        while True:
-            parts = await self._sock.receive()
-            try:
-                return decode_event(parts)
-            except ProtocolError as exc:
-                self.skipped += 1
-                log.warning("skipping a bad event: %s", exc.message)
-                await trio.lowlevel.checkpoint()
-
-    def __aiter__(self) -> Subscriber:
-        return self
-
-    async def __anext__(self) -> Event:
-        try:
-            return await self.receive()
-        except trio.ClosedResourceError:
-            raise StopAsyncIteration from None
-
-
-@asynccontextmanager
-async def open_subscriber(
-    address: str, topics: Iterable[str] = ("",), *, queue: int = 256, options: Iterable[tuple[int, Any]] = ()
-) -> AsyncIterator[Subscriber]:
-    """Connect to a publisher and subscribe to ``topics`` (prefixes; "" is everything)."""
-    options = [*options, *((zmq.SUBSCRIBE, topic.encode()) for topic in topics)]
-    async with open_socket(zmq.SUB, connect=[address], inbound=queue, outbound=1, options=options) as sock:
-        yield Subscriber(sock)

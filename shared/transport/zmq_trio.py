@@ -161,10 +161,6 @@ class Socket:
             self._wake()
         return True
 
-    def pending_output(self) -> int:
-        """Messages queued but not yet handed to zmq."""
-        return self._queued + (self._head is not None)
-
     async def wait_input_consumed(self) -> None:
         """Return once every message zmq holds for this socket now has been taken by a
         receiver. The pump is woken to re-read ``EVENTS``, which is where zmq takes in what
@@ -628,12 +624,3 @@ async def open_socket(
             zsock.disable_monitor()
             sock.events._close(0)
         sock._close(close_linger_ms)
-
-
-async def drain_output(sock: Socket, timeout: float) -> bool:
-    """Wait until everything queued on ``sock`` was handed to zmq; ``False`` on timeout."""
-    with trio.move_on_after(timeout):
-        while sock.pending_output():
-            await trio.sleep(0.005)
-        return True
-    return False

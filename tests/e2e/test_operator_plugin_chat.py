@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from hermes_cli.operator.registration import FULL_TOOLS, MANAGE_TOOLS, READ_TOOLS
 from shared.operator import protocol as p
+from shared.operator.policy import FULL_TOOLS, MANAGE_TOOLS, READ_TOOLS
 from simulators.operator_sim.ops import SIM_COUNTERS
 from tests.support.operator_plugin import install, policy_fields, write_policy
 from tests.support.operator_tools import make_repo

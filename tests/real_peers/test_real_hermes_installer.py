@@ -18,21 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from shared.operator.policy import READ_TOOLS
 from tests.support.hermes_wrappers import answering_version
 from tests.support.operator_lifecycle import contract, expected, run_lifecycle
 from tests.support.runtime_package import PackageKit
 
 VENV = Path(sys.executable).parent.parent
 PROFILE = contract()["target_value"]
-READ_TOOLS = [
-    "pohunek_hosts",
-    "pohunek_sessions",
-    "pohunek_session_get",
-    "pohunek_session_screen",
-    "pohunek_session_output",
-    "pohunek_session_wait",
-    "pohunek_session_diff",
-]
 # The real Hermes discovering and loading the installed plugin as a chat would (not -I: the
 # environment's PYTHONDONTWRITEBYTECODE keeps compiled files out of the checked plugin).
 LOADED = """

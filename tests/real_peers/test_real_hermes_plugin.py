@@ -12,7 +12,9 @@ import subprocess
 
 import pytest
 
+from hermes_cli.operator.registration import EXPECTED_HOOKS
 from shared.operator import protocol as p
+from shared.operator.policy import FULL_TOOLS, MANAGE_TOOLS, READ_TOOLS
 from tests.support import real_hermes
 from tests.support.operator_plugin import OPERATOR_CLI, package_payload, policy_fields, render, write_policy
 from tests.support.operator_tools import simulator
@@ -20,36 +22,10 @@ from tests.support.processes import ROOT
 from tests.support.runtime_package import PackageKit
 
 DRIVER = ROOT / "tests" / "support" / "real_hermes_plugin_run.py"
-READ = {
-    "pohunek_hosts",
-    "pohunek_sessions",
-    "pohunek_session_get",
-    "pohunek_session_screen",
-    "pohunek_session_output",
-    "pohunek_session_wait",
-    "pohunek_session_diff",
-}
-MANAGE = READ | {
-    "pohunek_session_start",
-    "pohunek_session_send",
-    "pohunek_session_resume",
-    "pohunek_session_fork",
-    "pohunek_session_resize",
-    "pohunek_session_rename",
-    "pohunek_session_set_metadata",
-}
-FULL = MANAGE | {"pohunek_session_stop", "pohunek_session_remove"}
-HOOKS = sorted(
-    {
-        "on_session_start",
-        "pre_llm_call",
-        "post_llm_call",
-        "pre_approval_request",
-        "post_approval_response",
-        "on_session_end",
-        "on_session_finalize",
-    }
-)
+READ = set(READ_TOOLS)
+MANAGE = set(MANAGE_TOOLS)
+FULL = set(FULL_TOOLS)
+HOOKS = sorted(EXPECTED_HOOKS)
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,13 @@ from shared import homes
 from shared.protocol import Code, RemoteError
 from shared.transport import curve, curve_keys, zap
 from shared.transport.curve import PlaintextRefused
-from shared.transport.pubsub import open_publisher, open_subscriber
+from shared.transport.pubsub import open_publisher
 from shared.transport.service import HELLO, Service
 from shared.transport.sync_client import SyncClient, call_all
 from shared.transport.zmq_trio import open_socket
 from tests.support.async_client import open_client
 from tests.support.peers.echo_service import ECHO, build_service
+from tests.support.subscriber import open_subscriber
 from tests.support.tcp import free_port_pair, keyed_install, tcp_env
 
 # Far longer than a handshake takes: failing "fast" means well within it.

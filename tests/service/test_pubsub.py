@@ -5,7 +5,8 @@ from __future__ import annotations
 import trio
 
 from shared import protocol
-from shared.transport.pubsub import open_publisher, open_subscriber
+from shared.transport.pubsub import open_publisher
+from tests.support.subscriber import open_subscriber
 
 
 async def test_subscriber_gets_events_in_order_for_its_topics(short_dir):

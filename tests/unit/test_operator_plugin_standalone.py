@@ -11,9 +11,11 @@ import json
 import fastjsonschema
 import msgpack
 import pytest
+from ruamel.yaml import YAML
 
 from hermes_cli import operator_call
-from shared import hook_vocabulary, hooks
+from hermes_cli.operator.registration import EXPECTED_HOOKS
+from shared import exit_codes, hook_vocabulary, hooks
 from shared import protocol as wire
 from shared.operator import policy, policy_file, tool_calls, u64
 from shared.operator import protocol as p
@@ -58,6 +60,10 @@ def test_every_copied_value_equals_its_source_of_truth():
         "UNKNOWN_FIELD": wire.Code.UNKNOWN_FIELD,
         "SESSION_OUTPUT_TIMEOUT": p.SESSION_OUTPUT.timeout,
         "SESSION_WAIT_TIMEOUT": p.SESSION_WAIT.timeout,
+        "CALL_EXIT_CODES": exit_codes.CALL_CODES,
+        "READ_TOOLS": policy.READ_TOOLS,
+        "MANAGE_TOOLS": policy.MANAGE_TOOLS,
+        "FULL_TOOLS": policy.FULL_TOOLS,
         "MAX_OUTPUT_BYTES": policy.MAX_OUTPUT_BYTES,
         "MAX_POLICY_BYTES": policy_file.MAX_POLICY_BYTES,
         "OPEN_TO_OTHERS": policy_file.OPEN_TO_OTHERS,
@@ -82,6 +88,12 @@ def test_every_copied_value_equals_its_source_of_truth():
     assert copied == set(sources) | set(ops), "every copy has its source here"
     assert {name: getattr(contract, name) for name in sources} == sources
     assert set(ops.values()) == set(tool_calls.TOOL_OPS)  # the ops the tools send, all of them
+
+
+def test_the_manifest_names_every_tool_and_hook_the_plugin_registers():
+    manifest = YAML(typ="safe").load((PAYLOAD / "plugin.yaml").read_text())
+    assert manifest["provides_tools"] == list(policy.FULL_TOOLS)
+    assert manifest["provides_hooks"] == list(EXPECTED_HOOKS)
 
 
 def test_the_host_rule_is_the_mesh_module_byte_for_byte():

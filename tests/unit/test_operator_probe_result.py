@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from hermes_cli.operator.hermes_bin import OUTPUT_CAP
 from hermes_cli.operator.probe_client import ProbeFailed, parse_result
-from hermes_cli.operator.registration import EXPECTED_HOOKS, FULL_TOOLS
+from hermes_cli.operator.registration import EXPECTED_HOOKS
+from shared.operator.policy import FULL_TOOLS
 
 SECRET = "sk-live the owner's password"
 GOOD: dict[str, Any] = {

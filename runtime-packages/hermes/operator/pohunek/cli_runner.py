@@ -14,13 +14,13 @@ import subprocess
 import time
 from typing import Any
 
+from .contract import CALL_EXIT_CODES
+
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # 1 MiB of output as base64 and JSON escapes, and room
 MAX_STDERR_BYTES = 4096
 EXIT_GRACE = 0.5  # seconds the CLI has to exit once it has answered
 _CHUNK = 64 * 1024
 _LOCALE = ("LANG", "LC_ALL")
-# The CLI's exit codes: answered, refused by the daemon or transport, malformed call, policy.
-EXIT_CODES = frozenset({0, 1, 2, 3})
 
 
 class RunFailed(Exception):
@@ -63,7 +63,7 @@ def run(cli: str, argv: list[str], request: bytes, *, timeout: float) -> tuple[i
             raise RunFailed("plugin_tool_timeout") from None
     finally:
         _end(process)
-    if code not in EXIT_CODES:
+    if code not in CALL_EXIT_CODES:
         raise RunFailed("pohunek_cli_failed")
     try:
         answer = json.loads(stdout.decode("utf-8"))

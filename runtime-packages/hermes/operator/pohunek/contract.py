@@ -3,8 +3,9 @@ here so that it runs inside a Hermes without this project's packages.
 
 Each value is a copy of the one its source of truth defines (``shared.operator.protocol``,
 ``shared.operator.policy``, ``shared.operator.policy_file``, ``shared.operator.u64``,
-``shared.protocol``, ``shared.hook_vocabulary``); the test suite asserts every copy equals its
-source, so a rule still lives in one place and drift fails the suite. Standard library only.
+``shared.protocol``, ``shared.hook_vocabulary``, ``shared.exit_codes``); the test suite
+asserts every copy equals its source, so a rule still lives in one place and drift fails the
+suite. Standard library only.
 """
 
 from __future__ import annotations
@@ -63,7 +64,30 @@ SESSION_REMOVE = "session.remove"
 SESSION_OUTPUT_TIMEOUT = 15.0
 SESSION_WAIT_TIMEOUT = 15.0
 
+# shared.exit_codes: the operator CLI's call answered, refused by the daemon or the transport,
+# malformed, or its policy unusable.
+CALL_EXIT_CODES = frozenset({0, 1, 2, 3})
+
 # shared.operator.policy and shared.operator.policy_file
+READ_TOOLS = (
+    "pohunek_hosts",
+    "pohunek_sessions",
+    "pohunek_session_get",
+    "pohunek_session_screen",
+    "pohunek_session_output",
+    "pohunek_session_wait",
+    "pohunek_session_diff",
+)
+MANAGE_TOOLS = READ_TOOLS + (
+    "pohunek_session_start",
+    "pohunek_session_send",
+    "pohunek_session_resume",
+    "pohunek_session_fork",
+    "pohunek_session_resize",
+    "pohunek_session_rename",
+    "pohunek_session_set_metadata",
+)
+FULL_TOOLS = MANAGE_TOOLS + ("pohunek_session_stop", "pohunek_session_remove")
 MAX_OUTPUT_BYTES = 1_048_576
 MAX_POLICY_BYTES = 64 * 1024
 OPEN_TO_OTHERS = 0o077

@@ -22,28 +22,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import schema_check
-from .contract import ACTIVITIES, INPUT_MAX_BYTES, MAX_COLS, MAX_OUTPUT_BYTES, MAX_ROWS, STATES, WAIT_MAX_MS
+from .contract import (
+    ACTIVITIES,
+    FULL_TOOLS,
+    INPUT_MAX_BYTES,
+    MANAGE_TOOLS,
+    MAX_COLS,
+    MAX_OUTPUT_BYTES,
+    MAX_ROWS,
+    READ_TOOLS,
+    STATES,
+    WAIT_MAX_MS,
+)
 from .errors import error
 
-READ_TOOLS = (
-    "pohunek_hosts",
-    "pohunek_sessions",
-    "pohunek_session_get",
-    "pohunek_session_screen",
-    "pohunek_session_output",
-    "pohunek_session_wait",
-    "pohunek_session_diff",
-)
-MANAGE_TOOLS = READ_TOOLS + (
-    "pohunek_session_start",
-    "pohunek_session_send",
-    "pohunek_session_resume",
-    "pohunek_session_fork",
-    "pohunek_session_resize",
-    "pohunek_session_rename",
-    "pohunek_session_set_metadata",
-)
-FULL_TOOLS = MANAGE_TOOLS + ("pohunek_session_stop", "pohunek_session_remove")
 _BY_MODE = {"read_only": READ_TOOLS, "manage": MANAGE_TOOLS, "full": FULL_TOOLS}
 DESTRUCTIVE = frozenset({"pohunek_session_stop", "pohunek_session_remove"})
 
