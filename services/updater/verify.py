@@ -5,9 +5,9 @@ now is ``down``): the supervisor, the pid, the state, the commit the gateway run
 commit expected, and a verdict. After the commit point a ``stale`` or ``down`` row is a
 follow-up, never a failure.
 
-A row is a ``MatrixRow`` from the verify that makes it to the receipt, the event or the
-completion's result file that writes it (``to_dict``); a row read back from a result file
-is taken only whole (``from_dict``).
+A row stays a ``MatrixRow`` from the verify that makes it until it is written into the
+receipt, an event or the completion's result file (``to_dict``); a row read back from a
+result file is taken only whole (``from_dict``).
 """
 
 from __future__ import annotations
