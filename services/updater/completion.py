@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from services.updater.completion_contract import RESULT_SCHEMA, UNKNOWN_SPEC, Request, dependency_digest
-from services.updater.restart import restart_fleet
+from services.updater.restart import RestartOutcome, restart_fleet
 from services.updater.stages import DEPENDENCIES, MIGRATIONS, NEW_RESTART, NEW_VERIFY
-from services.updater.verify import fleet_matrix, followups_for
+from services.updater.verify import CURRENT, MatrixRow, fleet_matrix, followups_for
 from shared import exit_codes
 from shared.errors import HermesError, failure_reason
 from shared.files import write_json_atomic
@@ -61,16 +61,16 @@ class Completion:
     def run(self) -> dict[str, Any]:
         request = self.request
         install_root, root = Path(request.install_root), Path(request.root)
-        restart: list[dict[str, Any]] = []
-        matrix: list[dict[str, Any]] = []
+        restart: list[RestartOutcome] = []
+        matrix: list[MatrixRow] = []
         try:
             self.sync_dependencies(install_root)
             self.migrate_configs(root)
-            restart = [outcome.to_dict() for outcome in restart_fleet(root, request.after)]
-            self.step(NEW_RESTART.name, all(r["ok"] for r in restart), {"gateways": len(restart)})
+            restart = restart_fleet(root, request.after)
+            self.step(NEW_RESTART.name, all(r.ok for r in restart), {"gateways": len(restart)})
             matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles)
             self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
-            self.step(NEW_VERIFY.name, not self.followups, {"current": sum(r["verdict"] == "current" for r in matrix)})
+            self.step(NEW_VERIFY.name, not self.followups, {"current": sum(r.verdict == CURRENT for r in matrix)})
         except Exception as exc:  # still answer: what broke is owed, not lost
             self.step("completion", False, failure_reason(exc))
             self.followups.append({"step": "completion", "reason": failure_reason(exc)})
@@ -87,8 +87,8 @@ class Completion:
             },
             "steps": self.steps,
             "skips": self.skips,
-            "restart": restart,
-            "fleet": matrix,
+            "restart": [outcome.to_dict() for outcome in restart],
+            "fleet": [row.to_dict() for row in matrix],
             "followups": self.followups,
         }
 

@@ -132,6 +132,7 @@ class CompletionChild:
         verify replaces the fleet's debt only when ``verified``: the result is this moment's)."""
         receipt = self.receipt
         receipt.set("completion", result["completion"])
+        # As the completion wrote them: the new release's rows, which its own commands read.
         receipt.set("restart", result.get("restart", []))
         receipt.set("fleet", result.get("fleet", []))
         for step in result.get("steps", []):  # at the completion's own times, not this moment's

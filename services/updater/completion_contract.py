@@ -22,12 +22,14 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from services.updater.obligations import UNKNOWN_SPEC  # not a digest: nobody knows the spec before the swap
+from services.updater.verify import MalformedRow, MatrixRow
 from shared.errors import HermesError
 from shared.files import read_json, write_json_atomic
 
@@ -156,7 +158,18 @@ def check_result(result: dict[str, Any]) -> None:
     _entries(result, "skips", {"name": _text, "reason": _text}, optional={"at": _moment})
     _entries(result, "followups", {"step": _text, "reason": _text})
     _entries(result, "restart", {"ok": _bool})
-    _entries(result, "fleet", {"profile": _text, "verdict": _text, "expected": _str_or_none, "running": _str_or_none})
+    result_matrix(result)
+
+
+def result_matrix(result: Mapping[str, Any]) -> list[MatrixRow]:
+    """The fleet matrix of a result, row by row; BadResult names the first malformed field."""
+    rows = result.get("fleet", [])
+    if not isinstance(rows, list):
+        raise BadResult("result field 'fleet' must be a list")
+    try:
+        return [MatrixRow.from_dict(row, f"result fleet[{i}]") for i, row in enumerate(rows)]
+    except MalformedRow as exc:
+        raise BadResult(exc.message, detail=exc.detail) from None
 
 
 def _entries(
@@ -182,10 +195,6 @@ def _text(value: Any) -> bool:
 
 def _bool(value: Any) -> bool:
     return type(value) is bool
-
-
-def _str_or_none(value: Any) -> bool:
-    return value is None or isinstance(value, str)
 
 
 def _moment(value: Any) -> bool:

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from services.updater import ledger, obligations
+from services.updater.completion_contract import result_matrix
 from services.updater.obligations import UNKNOWN_SPEC
 from services.updater.receipt import Receipt
 from services.updater.stages import PLAN, Stage
+from services.updater.verify import MatrixRow
 from shared.errors import HermesError
 
 Emit = Callable[[Stage, str, Any], None]
@@ -204,9 +206,9 @@ class Debts:
             obligations.clear_completion(self.root)
             self.pending = None
         if verified and owed.verified:
-            self.after_verify(result.get("fleet", []), why=ledger.failed_restarts(result))
+            self.after_verify(result_matrix(result), why=ledger.failed_restarts(result))
 
-    def after_verify(self, matrix: Sequence[Mapping[str, Any]], why: Mapping[str, str] | None = None) -> None:
+    def after_verify(self, matrix: Sequence[MatrixRow], why: Mapping[str, str] | None = None) -> None:
         """A verify saw the whole fleet: owe exactly the gateways it found wanting (``why``: what
         went wrong with a profile's restart, for the follow-up)."""
         owed = ledger.owed_after_verify(matrix, self.expected, self.update_id, why)

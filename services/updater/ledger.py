@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.updater import obligations
-from services.updater.verify import DOWN, STALE, followups_for, owes_restart
+from services.updater.verify import DOWN, STALE, MatrixRow, followups_for, owes_restart
 
 COMPLETION = "completion"
 FLEET_RESTART = "fleet-restart"
@@ -46,7 +46,7 @@ def owed_at_move(profiles: Iterable[str], after: str, update_id: str) -> dict[st
 
 
 def owed_after_verify(
-    matrix: Sequence[Mapping[str, Any]],
+    matrix: Sequence[MatrixRow],
     expected: Iterable[str],
     update_id: str,
     why: Mapping[str, str] | None = None,
@@ -56,18 +56,18 @@ def owed_after_verify(
     ``why`` (``failed_restarts``) says what went wrong with a profile's restart, when known."""
     wanted = set(expected)
     owed = [row for row in matrix if owes_restart(row, wanted)]
-    parts = {row["profile"]: _part(row, update_id) for row in owed}
+    parts = {row.profile: _part(row, update_id) for row in owed}
     reasons = [entry["reason"] for entry in followups_for(owed, expected_profiles=wanted, why=why)]
     return FleetDebt(parts, "; ".join(reasons) or None)
 
 
-def _part(row: Mapping[str, Any], update_id: str) -> Part:
-    if row["verdict"] == STALE:
-        return obligations.owed_part(row["expected"], obligations.STALE, f"runs {str(row['running'])[:12]}", update_id)
-    if row["verdict"] == DOWN:
-        return obligations.owed_part(row["expected"], obligations.DOWN, "down", update_id)
+def _part(row: MatrixRow, update_id: str) -> Part:
+    if row.verdict == STALE:
+        return obligations.owed_part(row.expected, obligations.STALE, f"runs {str(row.running)[:12]}", update_id)
+    if row.verdict == DOWN:
+        return obligations.owed_part(row.expected, obligations.DOWN, "down", update_id)
     why = "alive, but what it runs could not be read"
-    return obligations.owed_part(row["expected"], obligations.NOT_RESTARTED, why, update_id)
+    return obligations.owed_part(row.expected, obligations.NOT_RESTARTED, why, update_id)
 
 
 def owed_after_result(result: Mapping[str, Any]) -> ResultDebt:
@@ -98,12 +98,8 @@ def owed_unfinished(why: str, fleet: Mapping[str, Part]) -> list[tuple[str, str]
     return followups
 
 
-def wanting_restart(matrix: Sequence[Mapping[str, Any]], fleet: Mapping[str, Part]) -> set[str]:
+def wanting_restart(matrix: Sequence[MatrixRow], fleet: Mapping[str, Part]) -> set[str]:
     """The gateways an already-up-to-date update restarts: the stale ones, and those owed a
     restart that are down, so each kind reports them (none starts a down gateway: it stays owed
     until an operator starts it)."""
-    return {
-        row["profile"]
-        for row in matrix
-        if row["verdict"] == STALE or (row["verdict"] == DOWN and row["profile"] in fleet)
-    }
+    return {row.profile for row in matrix if row.verdict == STALE or (row.verdict == DOWN and row.profile in fleet)}

@@ -29,7 +29,7 @@ from services.updater.apply_git import (
 )
 from services.updater.archive import ArchiveFailed, DownloadStopped
 from services.updater.completion_child import CompletionChild
-from services.updater.completion_contract import UNKNOWN_SPEC, Request, dependency_digest
+from services.updater.completion_contract import UNKNOWN_SPEC, Request, dependency_digest, result_matrix
 from services.updater.debts import Debts
 from services.updater.git_target import DEFAULT_BRANCH
 from services.updater.install_kind import refusal
@@ -286,7 +286,7 @@ class Pipeline:
             receipt.step("plan", False, f"cannot read the update target: {why}")
             self.emit(PLAN, "fail", why)
             raise _Finish("failed")
-        self.debts.read([g["profile"] for g in plan.gateways])
+        self.debts.read([g.profile for g in plan.gateways])
         return settings, plan
 
     def _snapshot(self, plan: Plan) -> None:
@@ -463,7 +463,7 @@ class Pipeline:
             {
                 "restarted": sum(r["ok"] for r in restarted),
                 "gateways": len(restarted),
-                "current": sum(row["verdict"] == CURRENT for row in completion.get("fleet", [])),
+                "current": sum(row.verdict == CURRENT for row in result_matrix(completion)),
                 "followups": len(completion.get("followups", [])),
             },
         )
@@ -488,15 +488,16 @@ class Pipeline:
         if wanting:
             receipt.step("retry", True, {"owed": "fleet-restart", "gateways": sorted(wanting)})
             self._boundary(RESTART)
-            outcomes = [o.to_dict() for o in restart_fleet(self.root, code, only=wanting)]
-            receipt.set("restart", outcomes)
-            receipt.step("restart", all(o["ok"] for o in outcomes), {"gateways": len(outcomes)})
-            self.emit(RESTART, "done", {"restarted": sum(o["ok"] for o in outcomes), "gateways": len(outcomes)})
+            outcomes = restart_fleet(self.root, code, only=wanting)
+            receipt.set("restart", [o.to_dict() for o in outcomes])
+            receipt.step("restart", all(o.ok for o in outcomes), {"gateways": len(outcomes)})
+            self.emit(RESTART, "done", {"restarted": sum(o.ok for o in outcomes), "gateways": len(outcomes)})
             self._boundary(VERIFY)
             matrix = fleet_matrix(self.root, code, expected_profiles=debts.expected)
-        receipt.set("fleet", matrix)
+        rows = [row.to_dict() for row in matrix]
+        receipt.set("fleet", rows)
         debts.after_verify(matrix)
-        self.emit(VERIFY, "done", {"fleet": matrix})
+        self.emit(VERIFY, "done", {"fleet": rows})
 
 
 def _plan_summary(plan: Plan) -> dict[str, Any]:

@@ -43,7 +43,7 @@ class Plan:
     git: dict[str, Any] | None  # git_target() of a git install
     git_error: dict[str, Any] | None  # GitFailed.to_dict() when the target could not be read
     profiles: list[dict[str, str]]
-    gateways: list[dict[str, Any]]
+    gateways: list[discovery.GatewayRecord]  # the live fleet, as discovery found it
     foreign: list[dict[str, Any]]  # runtimes of other homes on this machine: named, never touched
     backup: BackupMode
     owed_completion: str | None  # the update whose completion is owed (it runs even with no code change)
@@ -68,7 +68,7 @@ class Plan:
             "git": self.git,
             "git_error": self.git_error,
             "profiles": self.profiles,
-            "gateways": self.gateways,
+            "gateways": [record.to_dict() for record in self.gateways],
             "foreign": self.foreign,
             "backup": self.backup,
             "owed_completion": self.owed_completion,
@@ -137,7 +137,7 @@ def make_plan(
         except GitFailed as exc:
             target_error = exc.to_dict()
     profiles = [{"name": name, "home": str(homes.profile_home(name, root))} for name in homes.list_profiles(root)]
-    gateways = [record.to_dict() for record in discovery.discover(root)]
+    gateways = discovery.discover(root)
     foreign = discovery.scan_foreign(root) + _foreign_units(root)
     sha = code_sha(install_root)
     owed = _owed_completion(root)
@@ -196,7 +196,7 @@ def _actions(
     target: dict[str, Any] | None,
     target_error: dict[str, Any] | None,
     profiles: list[dict[str, str]],
-    gateways: list[dict[str, Any]],
+    gateways: list[discovery.GatewayRecord],
     backup: BackupMode,
     archive_url: str | None,
     owed: str | None,
@@ -222,7 +222,7 @@ def _actions(
     new = target["remote_sha"]
     moves = not target["up_to_date"]
     # After a code change every gateway is stale; without one, only those not running it.
-    stale = gateways if moves else [g for g in gateways if g.get("code_sha") != new]
+    stale = gateways if moves else [g for g in gateways if g.code_sha != new]
     if rollback is not None:
         actions = [_rollback_action(target, rollback)]
     elif moves:
@@ -238,7 +238,7 @@ def _actions(
     if owed is not None and not moves:
         actions.append(f"run the completion owed by update {owed} (dependencies, config migrations)")
     if stale:
-        listed = ", ".join(f"{g['profile']} (pid {g['pid']}, {g['supervisor']})" for g in stale)
+        listed = ", ".join(f"{g.profile} (pid {g.pid}, {g.supervisor})" for g in stale)
         actions.append(f"restart {len(stale)} gateway(s), drain first: {listed}")
         actions.append(f"verify every gateway runs {short(new)}")
     elif not gateways:

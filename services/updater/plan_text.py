@@ -24,10 +24,8 @@ def render_plan(plan: Plan) -> str:
     lines.extend(f"    {p['name']:<16} {p['home']}" for p in plan.profiles)
     lines.append(f"  gateways  {len(plan.gateways)} live")
     for g in plan.gateways:
-        version = f"{g['code_version'] or '?'} @ {short(g['code_sha'])}"
-        lines.append(
-            f"    {g['profile']:<16} pid {g['pid']:<8} {g['state']:<9} {g['supervisor']:<12} {version}  ({g['source']})"
-        )
+        version = f"{g.code_version or '?'} @ {short(g.code_sha)}"
+        lines.append(f"    {g.profile:<16} pid {g.pid:<8} {g.state:<9} {g.supervisor:<12} {version}  ({g.source})")
     if plan.foreign:
         lines.append(f"  foreign   {len(plan.foreign)} of other homes (never drained or restarted)")
         lines.extend(f"    {f['kind']:<9} {f['name']:<24} {f['home']}" for f in plan.foreign)

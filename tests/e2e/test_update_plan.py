@@ -246,15 +246,15 @@ def test_plan_lists_live_gateways_and_changes_nothing(short_dir, gateways, insta
     assert plan.install.kind == "git" and not plan.refused
     assert plan.git["remote_sha"] == new and plan.git["up_to_date"] is False
     assert [p["name"] for p in plan.profiles] == ["default", "coder", "idle"]
-    live = {g["profile"]: g for g in plan.gateways}
+    live = {g.profile: g for g in plan.gateways}
     assert set(live) == {"default", "coder"}
     for gateway in (first, second):
         record = live[gateway.profile]
-        assert record["pid"] == gateway.pid
-        assert record["supervisor"] == detect_supervisor()  # "container" where the tests run in one
-        assert record["source"] == "socket"
-        assert record["code_sha"] == gateway.wait_running()["code_sha"]
-        assert record["code_version"]
+        assert record.pid == gateway.pid
+        assert record.supervisor == detect_supervisor()  # "container" where the tests run in one
+        assert record.source == "socket"
+        assert record.code_sha == gateway.wait_running()["code_sha"]
+        assert record.code_version
     assert any("fast-forward main" in a and new[:12] in a for a in plan.actions)
     assert any("3 profile(s)" in a for a in plan.actions)
     assert any(a.startswith("restart 2 gateway(s)") for a in plan.actions)
@@ -273,7 +273,7 @@ def test_a_sibling_install_gateway_is_named_foreign_and_a_gateways_child_still_s
     mine = gateways(ours, "coder")
     theirs = gateways(sibling, "coder")
     plan = make_plan(ours, install, probes=Probes(dockerenv=short_dir / "none"), env={})
-    assert [g["pid"] for g in plan.gateways] == [mine.pid]
+    assert [g.pid for g in plan.gateways] == [mine.pid]
     foreign = [f for f in plan.foreign if f["pid"] == theirs.pid]
     assert foreign and foreign[0]["home"] == str(sibling / "profiles" / "coder")
     assert not any(f["pid"] == mine.pid for f in plan.foreign)

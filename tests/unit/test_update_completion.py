@@ -13,7 +13,15 @@ import pytest
 
 from services.updater import completion_child, obligations
 from services.updater.completion import spec_changed
-from services.updater.completion_contract import UNKNOWN_SPEC, BadResult, Request, dependency_digest, read_result
+from services.updater.completion_contract import (
+    UNKNOWN_SPEC,
+    BadResult,
+    Request,
+    dependency_digest,
+    read_result,
+    result_matrix,
+)
+from services.updater.verify import MalformedRow, MatrixRow
 from tests.support import COMPAT
 from tests.support.updater import asking, bare_run
 
@@ -119,6 +127,8 @@ MALFORMED = {
     "fleet-row-without-a-verdict": _broken(
         fleet=lambda r: [{k: v for k, v in r["fleet"][0].items() if k != "verdict"}]
     ),
+    "fleet-row-pid-not-a-number": _broken(fleet=lambda r: [{**r["fleet"][0], "pid": "4100"}]),
+    "fleet-row-not-an-object": _broken(fleet=["default"]),
     "no-pid": _broken(completion={"code_sha": NEW}),
     "another-schema": _broken(schema=99),
 }
@@ -149,6 +159,23 @@ def test_read_result_ignores_what_is_not_for_this_request_and_refuses_a_bad_shap
     path.write_text(json.dumps(MALFORMED["ok-not-a-bool"](request)))
     with pytest.raises(BadResult):
         read_result(path, request)
+
+
+def test_a_results_fleet_rows_are_read_whole_and_a_malformed_one_is_named_by_its_field():
+    pinned = json.loads((COMPAT / "completion_result_v1.json").read_text())
+    rows = result_matrix(pinned)
+    assert [row.to_dict() for row in rows] == pinned["fleet"]  # the frozen shape, key for key
+    assert [(row.profile, row.verdict) for row in rows] == [("default", "current"), ("coder", "down")]
+    # Another release's completion may leave out what only describes the gateway.
+    [bare] = result_matrix({"fleet": [{"profile": "a", "verdict": "stale", "running": OLD, "expected": NEW}]})
+    assert (bare.supervisor, bare.pid, bare.state, bare.source) == (None, None, None, None)
+    for field, value in (("verdict", None), ("profile", " "), ("expected", 7), ("pid", True), ("state", 1)):
+        row = {**pinned["fleet"][0], field: value}
+        with pytest.raises(MalformedRow) as refused:
+            MatrixRow.from_dict(row, "row")
+        assert refused.value.detail == {"field": field} and f"row.{field} " in refused.value.message
+        with pytest.raises(BadResult, match=rf"result fleet\[1\]\.{field} "):
+            result_matrix({"fleet": [pinned["fleet"][1], row]})
 
 
 def test_an_accepted_result_keeps_the_completions_own_times_and_code(tmp_path, monkeypatch):

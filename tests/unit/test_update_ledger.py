@@ -4,13 +4,23 @@ checked without files, processes or a clock."""
 from __future__ import annotations
 
 from services.updater import ledger, obligations
-from services.updater.verify import CURRENT, DOWN, STALE, UNKNOWN
+from services.updater.verify import CURRENT, DOWN, STALE, UNKNOWN, MatrixRow
 
 NEW, OLD = "b" * 40, "a" * 40
 
 
-def row(profile: str, verdict: str, *, running: str | None = OLD, expected: str | None = NEW) -> dict:
-    return {"profile": profile, "verdict": verdict, "running": running, "expected": expected}
+def row(profile: str, verdict: str, *, running: str | None = OLD, expected: str | None = NEW) -> MatrixRow:
+    alive = verdict != DOWN
+    return MatrixRow(
+        profile=profile,
+        supervisor="unmanaged" if alive else None,
+        pid=4100 if alive else None,
+        state="running" if alive else DOWN,
+        running=running,
+        expected=expected,
+        verdict=verdict,
+        source="socket" if alive else None,
+    )
 
 
 def test_a_move_owes_every_expected_gateway_a_restart_onto_the_new_code():

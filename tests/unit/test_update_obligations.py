@@ -130,11 +130,11 @@ def test_a_stash_record_of_another_shape_is_corrupt(tmp_path):
 
 def test_a_failed_multiplex_restart_is_owed_and_warned_by_profile_never_by_pid(tmp_path):
     from services.updater import ledger
+    from services.updater.verify import MatrixRow
 
     pid = 4242  # one process serves a, b and c
     matrix = [
-        {"profile": p, "supervisor": "supervisord", "pid": pid, "state": "running", "running": "o" * 40}
-        | {"expected": NEW, "verdict": "stale", "source": "socket"}
+        MatrixRow(p, "supervisord", pid, "running", running="o" * 40, expected=NEW, verdict="stale", source="socket")
         for p in ("a", "b", "c")
     ]
     why = "drain was refused: busy"

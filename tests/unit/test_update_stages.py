@@ -20,7 +20,7 @@ from services.updater.install_kind import InstallKind
 from services.updater.plan import Plan
 from services.updater.settings import UpdateSettings
 from services.updater.stages import STAGES, Side, Stage, completion_stages, updater_stages
-from services.updater.verify import STALE
+from services.updater.verify import STALE, MatrixRow
 from tests.support.docs_blocks import block, body
 from tests.support.processes import ROOT
 from tests.support.updater import bare_run
@@ -146,7 +146,7 @@ def _stages_of_a_run(tmp_path: Path, monkeypatch, *, moved: bool, **path: Any) -
     monkeypatch.setattr(run.restore, "run", lambda: None)
     monkeypatch.setattr(run, "complete", lambda before, after: None)
     run.debts.pending = path.get("pending")
-    row = {"profile": "a", "verdict": STALE, "running": OLD, "expected": OLD}
+    row = MatrixRow("a", "unmanaged", 4100, "running", running=OLD, expected=OLD, verdict=STALE, source="socket")
     monkeypatch.setattr(pipeline_module, "fleet_matrix", lambda *a, **k: [row] if path.get("stale") else [])
     monkeypatch.setattr(pipeline_module, "restart_fleet", lambda *a, **k: [])
     assert run.stage is stages.STARTING
