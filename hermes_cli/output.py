@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from hermes_cli.errors import CliError
 from shared.errors import HermesError
 
 # Errors that mean "the request was refused" (bad input, wrong state), not "it failed".
@@ -92,7 +93,7 @@ REFUSAL_CODES = frozenset(
 )
 
 
-class UsageRefused(HermesError):
+class UsageRefused(CliError):
     """A command line the grammar refuses, printed like any other refusal."""
 
     code = "usage_error"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from shared import faults, files, homes, plugin_host
-from shared.errors import HermesError
+from shared.plugin_host import PluginError
 
 GIT_TIMEOUT = 60.0
 STAGE = ".install-stage-"  # a clone not yet checked
@@ -35,23 +35,23 @@ _SHORTHAND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*"
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 
-class PluginSourceInvalid(HermesError):
+class PluginSourceInvalid(PluginError):
     code = "plugin_source_invalid"
 
 
-class PluginFetchFailed(HermesError):
+class PluginFetchFailed(PluginError):
     code = "plugin_fetch_failed"
 
 
-class PluginExists(HermesError):
+class PluginExists(PluginError):
     code = "plugin_exists"
 
 
-class PluginNotGit(HermesError):
+class PluginNotGit(PluginError):
     code = "plugin_not_git"
 
 
-class PluginPathUnsafe(HermesError):
+class PluginPathUnsafe(PluginError):
     code = "plugin_path_unsafe"
 
 

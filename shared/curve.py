@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from shared import curve_keys
-from shared.errors import HermesError
+from shared.protocol import TransportError
 
 if TYPE_CHECKING:
     from shared.homes import Endpoint
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 Options = list[tuple[int, Any]]
 
 
-class PlaintextRefused(HermesError):
+class PlaintextRefused(TransportError):
     code = "plaintext_refused"
 
 

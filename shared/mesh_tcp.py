@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from shared import config_text
-from shared.errors import HermesError
 from shared.layout import CONFIG_FILE
+from shared.protocol import TransportError
 
 TCP_ENV = "HERMES_MESH_TCP"
 _ADDRESS = re.compile(r"tcp://(\*|[A-Za-z0-9][A-Za-z0-9.-]{0,252}):([0-9]{1,5})")
 _WILDCARDS = ("*", "0.0.0.0")
 
 
-class TcpConfigInvalid(HermesError):
+class TcpConfigInvalid(TransportError):
     code = "mesh_tcp_invalid"
 
 

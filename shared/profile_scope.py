@@ -25,11 +25,11 @@ from types import MappingProxyType
 from typing import Any
 
 from shared import config, dotenv
-from shared.errors import HermesError
+from shared.homes import ProfileError
 from shared.layout import SECRETS_FILE
 
 
-class Unscoped(HermesError):
+class Unscoped(ProfileError):
     code = "profile_unscoped"
 
 

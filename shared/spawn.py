@@ -26,9 +26,9 @@ from pathlib import Path
 from shared import exit_codes, homes
 from shared.call_rules import ipc_unreachable
 from shared.endpoint_lock import lock_says
-from shared.errors import HermesError
 from shared.identity import is_alive
 from shared.locks import probe
+from shared.protocol import TransportError
 from shared.sync_client import answers
 from shared.version import INSTALL_ROOT
 
@@ -41,15 +41,15 @@ CANCEL_TIMEOUT = 2.0  # a process still starting has nothing to finish
 WORKERS = ("auth_worker", "handoff_retry", "hook_reporter")
 
 
-class ServiceStartFailed(HermesError):
+class ServiceStartFailed(TransportError):
     code = "service_start_failed"
 
 
-class ServiceNotLocal(HermesError):
+class ServiceNotLocal(TransportError):
     code = "service_not_local"
 
 
-class ServiceStartCancelled(HermesError):
+class ServiceStartCancelled(TransportError):
     code = "service_start_cancelled"
 
 

@@ -11,8 +11,8 @@ from hermes_cli import output
 from shared import exit_codes, homes
 from shared.call_rules import NO_RETRY
 from shared.endpoint_lock import lock_says
-from shared.errors import HermesError
 from shared.gateways import discovery, ops
+from shared.gateways.ops import GatewayError
 from shared.locks import probe
 from shared.protocol import Code, RemoteError
 from shared.sync_client import answers, connect
@@ -21,7 +21,7 @@ from shared.sync_client import answers, connect
 DRAIN_REPLY_MARGIN = 10.0
 
 
-class GatewayNotRunning(HermesError):
+class GatewayNotRunning(GatewayError):
     code = "gateway_not_running"
 
 

@@ -13,11 +13,11 @@ import sys
 from typing import Any
 
 from hermes_cli import output
+from hermes_cli.errors import CliError
 from shared import curve_import, curve_keys, homes
-from shared.errors import HermesError
 
 
-class KeysUsage(HermesError):
+class KeysUsage(CliError):
     code = "keys_usage"
 
 

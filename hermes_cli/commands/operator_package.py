@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
-from shared.errors import HermesError
 from shared.operator import archive, catalog, manifests, paths
 from shared.operator import registry as store
 from shared.operator.canonical_json import MAX_JSON_BYTES
+from shared.operator.package_errors import RuntimePackageError
 from shared.operator.store_json import FileRefused, read_fd
 from shared.version import __version__ as core_version
 
@@ -33,7 +33,7 @@ from shared.version import __version__ as core_version
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class InputUnreadable(HermesError):
+class InputUnreadable(RuntimePackageError):
     code = "package_input_unreadable"
 
 

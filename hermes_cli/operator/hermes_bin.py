@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.errors import HermesError
+from hermes_cli.operator.errors import IntegrationError
 from shared.operator import version_probe
 from shared.operator.manifests import VersionRange
 
@@ -46,7 +46,7 @@ FLAG = "--hermes-bin"
 _UNSAFE_WRITE = 0o022
 
 
-class HermesUnusable(HermesError):
+class HermesUnusable(IntegrationError):
     code = "hermes_command_failed"
 
     def __init__(self, code: str, message: str, *, detail: dict[str, Any] | None = None) -> None:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.operator.errors import IntegrationError
 from shared import homes
-from shared.errors import HermesError
 from shared.operator import paths
 from shared.plugin_host import PLUGINS_DIR
 
@@ -33,7 +33,7 @@ CATEGORY = "operators"
 POLICY_FILE = "policy.json"
 
 
-class TargetRefused(HermesError):
+class TargetRefused(IntegrationError):
     """The target is missing, ambiguous or unsafe; nothing was looked at inside it."""
 
     code = "hermes_target_invalid"

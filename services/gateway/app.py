@@ -25,9 +25,9 @@ import trio
 from services.gateway.state import GatewayState, utc_now
 from shared import curve, exit_codes, profile_scope
 from shared.config import get as config_get
-from shared.errors import HermesError
 from shared.faults import pause_at
 from shared.gateways import ops
+from shared.gateways.ops import GatewayError
 from shared.homes import Endpoint
 from shared.locks import FileLock
 from shared.profile_scope import ProfileScope
@@ -45,11 +45,11 @@ STATE_WRITE_INTERVAL = 0.1
 PROVIDER_KEY = "OPENROUTER_API_KEY"
 
 
-class Draining(HermesError):
+class Draining(GatewayError):
     code = ops.DRAINING
 
 
-class TurnCut(HermesError):
+class TurnCut(GatewayError):
     code = "turn_cut"
 
 

@@ -32,8 +32,8 @@ import trio
 
 from services.gateway.app import Gateway
 from shared import exit_codes, hooks, sd_notify
-from shared.errors import HermesError
 from shared.gateways import ops
+from shared.gateways.ops import GatewayError
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ STOP_DRAIN_SECONDS = 5.0
 HOME_CHECK_SECONDS = 2.0
 
 
-class NotMultiplex(HermesError):
+class NotMultiplex(GatewayError):
     code = ops.NOT_MULTIPLEX
 
 

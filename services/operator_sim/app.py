@@ -319,7 +319,7 @@ class SessionDaemonApp:
         where = session.worktree_path or (session.cwd if session.project_id else None)
         if where is None:
             raise RemoteError(
-                "session_no_repository", "the session is not in a git repository", detail={"session_id": session.id}
+                Code.SESSION_NO_REPOSITORY, "the session is not in a git repository", detail={"session_id": session.id}
             )
         found = await worktrees.diff(Path(where), session.base_branch, args.get("max_bytes", DEFAULT_OUTPUT_BYTES))
         return {"session_id": session.id, **found}

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from services.updater.errors import UpdateError
 from services.updater.obligations import UNKNOWN_SPEC  # not a digest: nobody knows the spec before the swap
 from shared.errors import HermesError
 from shared.files import read_json, write_json_atomic
@@ -40,11 +41,11 @@ DEPENDENCY_SPEC = "pyproject.toml"
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
-class BadRequest(HermesError):
+class BadRequest(UpdateError):
     code = "completion_request_invalid"
 
 
-class BadResult(HermesError):
+class BadResult(UpdateError):
     """A result correlated with its request, but not of a shape the updater can take."""
 
     code = "completion_result_invalid"

@@ -12,12 +12,12 @@ import os
 import stat
 from pathlib import Path
 
-from shared.errors import HermesError
 from shared.operator import archive
 from shared.operator.archive import ArchiveInvalid, Entry, check_path
+from shared.operator.package_errors import RuntimePackageError
 
 
-class PackageDirInvalid(HermesError):
+class PackageDirInvalid(RuntimePackageError):
     code = "package_dir_invalid"
 
     def __init__(self, rel: str, problem: str) -> None:

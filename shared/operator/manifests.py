@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import HermesError
 from shared.operator import version_probe
+from shared.operator.package_errors import RuntimePackageError
 
 PACKAGE_ID = "pohunek.runtime.hermes"
 RUNTIME_ID = "hermes"
@@ -38,7 +38,7 @@ _HEADER = (
 )
 
 
-class InvalidAsset(HermesError):
+class InvalidAsset(RuntimePackageError):
     code = "hermes_invalid_asset"
 
 

@@ -19,7 +19,6 @@ from typing import Any
 from xml.parsers.expat import ExpatError
 
 from shared import homes
-from shared.errors import HermesError
 from shared.files import PUBLIC_MODE, write_bytes_atomic
 from shared.supervisors import (
     InstalledUnit,
@@ -31,7 +30,7 @@ from shared.supervisors import (
     working_directory,
 )
 from shared.supervisors.commands import command_failed, run_client
-from shared.supervisors.errors import SupervisorUnavailable, UnitValueInvalid
+from shared.supervisors.errors import SupervisorError, SupervisorUnavailable, UnitValueInvalid
 from shared.supervisors.scopes import SCOPES, check_scope, require_scope_permission
 
 KIND = "launchd"
@@ -46,7 +45,7 @@ Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
 _NOT_LOADED_NOTE = "launchd reads the plist when the job is bootstrapped: run `hermes gateway start`"
 
 
-class PlistInvalid(HermesError):
+class PlistInvalid(SupervisorError):
     """A job's plist that cannot be read, or is not a job launchd would load."""
 
     code = "unit_file_invalid"

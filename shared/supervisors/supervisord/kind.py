@@ -10,11 +10,10 @@ import xmlrpc.client
 from pathlib import Path
 
 from shared import homes
-from shared.errors import HermesError
 from shared.files import locked
 from shared.profile_rename import rename_in
 from shared.supervisors import Unit
-from shared.supervisors.errors import SupervisorFailed, SupervisorUnavailable
+from shared.supervisors.errors import SupervisorError, SupervisorFailed, SupervisorUnavailable
 from shared.supervisors.supervisord.config import configured_programs, mesh_of, mesh_programs, write_config
 from shared.supervisors.supervisord.daemon import LOCK_TIMEOUT, live_daemon, require_supervisor
 from shared.supervisors.supervisord.names import KIND, MULTIPLEX_PROGRAM, unit_name
@@ -23,7 +22,7 @@ from shared.supervisors.supervisord.programs import START_TIMEOUT, start_program
 from shared.supervisors.supervisord.rpc import call, failure, fault_code
 
 
-class UnsupportedScope(HermesError):
+class UnsupportedScope(SupervisorError):
     code = "unsupported_scope"
 
 

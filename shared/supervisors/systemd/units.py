@@ -16,9 +16,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from shared import exit_codes
-from shared.errors import HermesError
 from shared.supervisors import gateway_command, gateway_environment, profile_for, unit_name_for, working_directory
-from shared.supervisors.errors import UnitValueInvalid
+from shared.supervisors.errors import SupervisorError, UnitValueInvalid
 from shared.supervisors.scopes import check_scope
 
 KIND = "systemd"
@@ -41,7 +40,7 @@ _WHITESPACE = " \t\n\r"
 _LINE_END = re.compile(r"\r\n|[\r\n\x00]")
 
 
-class ShowOutputInvalid(HermesError):
+class ShowOutputInvalid(SupervisorError):
     code = "supervisor_output_invalid"
 
 
