@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from shared import curve_keys
-from shared.protocol import TransportError
+from shared.errors import TransportError
 
 if TYPE_CHECKING:
     from shared.homes import Endpoint

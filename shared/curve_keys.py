@@ -23,8 +23,8 @@ from pathlib import Path
 import zmq
 
 from shared import homes
+from shared.errors import TransportError
 from shared.files import SECRET_MODE, locked, write_bytes_atomic
-from shared.protocol import TransportError
 
 DIR_MODE = 0o700
 KEY_LENGTH = 40

@@ -36,6 +36,10 @@ class HermesError(Exception):
         return out
 
 
+class TransportError(HermesError, family=True):
+    """Reaching a service: the wire, its keys and CURVE, TCP, and starting a service on demand."""
+
+
 class HomeError(HermesError, family=True):
     """The install's homes on disk: state files and their locks, config, ``.env``, ids, ``run/``."""
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from shared import config_text
+from shared.errors import TransportError
 from shared.layout import CONFIG_FILE
-from shared.protocol import TransportError
 
 TCP_ENV = "HERMES_MESH_TCP"
 _ADDRESS = re.compile(r"tcp://(\*|[A-Za-z0-9][A-Za-z0-9.-]{0,252}):([0-9]{1,5})")

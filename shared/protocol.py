@@ -25,7 +25,7 @@ from typing import Any
 
 import msgpack
 
-from shared.errors import HermesError
+from shared.errors import HermesError, TransportError
 
 PROTOCOL_VERSION = 1
 PROTOCOL_MIN = 1
@@ -69,10 +69,6 @@ class Code:
     AUTH_FAILED = "auth_failed"  # the service's ZAP handler refused our CURVE key
     SERVER_KEY_MISMATCH = "server_key_mismatch"  # the service does not hold the key we trust
     HANDSHAKE_FAILED = "handshake_failed"  # the peer broke the ZMTP/CURVE handshake
-
-
-class TransportError(HermesError, family=True):
-    """Reaching a service: the wire, its keys and CURVE, TCP, and starting a service on demand."""
 
 
 class ProtocolError(TransportError):

@@ -26,9 +26,9 @@ from pathlib import Path
 from shared import exit_codes, homes
 from shared.call_rules import ipc_unreachable
 from shared.endpoint_lock import lock_says
+from shared.errors import TransportError
 from shared.identity import is_alive
 from shared.locks import probe
-from shared.protocol import TransportError
 from shared.sync_client import answers
 from shared.version import INSTALL_ROOT
 

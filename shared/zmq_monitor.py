@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from shared.protocol import TransportError
+from shared.errors import TransportError
 
 _HEAD = struct.Struct("=HI")
 
