@@ -82,6 +82,7 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+# Not a HermesError: argparse's exit (a SystemExit, whose ``code`` is the exit status); the CLI renders it as ``usage_error``.
 class UsageError(SystemExit):
     """A command line the grammar refuses: argparse's exit 2, with what argparse prints (the
     parser's ``usage`` line and ``message``), so the CLI can print it as its ``--json`` document."""

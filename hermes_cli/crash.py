@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
+from hermes_cli.errors import CliError
 from shared import files, homes
 from shared.errors import HermesError
 from shared.redaction import redact_text
@@ -28,10 +29,9 @@ ENTRY_START = "=== "  # the first characters of every entry's header line
 LOCK_TIMEOUT = 2.0  # a crash report never waits long on another one
 
 
-class UnexpectedError(HermesError):
-    """The typed form of an unexpected failure: what ``--json`` prints, with its stable code."""
-
-    code = "internal_error"
+class UnexpectedError(CliError):
+    """The typed form of an unexpected failure: what ``--json`` prints, with the stable code
+    every error starts from (``internal_error``)."""
 
 
 def debug_wanted(env: Mapping[str, str] | None = None) -> bool:

@@ -42,6 +42,7 @@ REQUEST_KEYS = frozenset({"args", "budget_ms", "limit_ms", "origin"})
 ORIGIN_KEYS = frozenset({"origin_session_id", "origin_daemon_id"})
 
 
+# Not a HermesError: carries a ready error document and exit code to this module's own entry point.
 class _Refused(Exception):
     def __init__(self, exit_code: int, error: dict[str, Any]):
         super().__init__(error["code"])

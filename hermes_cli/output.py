@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from hermes_cli.errors import CliError
 from shared import exit_codes
 from shared.errors import HermesError
 
@@ -93,7 +94,7 @@ REFUSAL_CODES = frozenset(
 )
 
 
-class UsageRefused(HermesError):
+class UsageRefused(CliError):
     """A command line the grammar refuses, printed like any other refusal."""
 
     code = "usage_error"

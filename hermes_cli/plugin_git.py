@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import plugin_host
+from hermes_cli.plugin_host import PluginError
 from shared import faults, files, homes
-from shared.errors import HermesError
 
 GIT_TIMEOUT = 60.0
 STAGE = ".install-stage-"  # a clone not yet checked
@@ -36,23 +36,23 @@ _SHORTHAND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*"
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 
-class PluginSourceInvalid(HermesError):
+class PluginSourceInvalid(PluginError):
     code = "plugin_source_invalid"
 
 
-class PluginFetchFailed(HermesError):
+class PluginFetchFailed(PluginError):
     code = "plugin_fetch_failed"
 
 
-class PluginExists(HermesError):
+class PluginExists(PluginError):
     code = "plugin_exists"
 
 
-class PluginNotGit(HermesError):
+class PluginNotGit(PluginError):
     code = "plugin_not_git"
 
 
-class PluginPathUnsafe(HermesError):
+class PluginPathUnsafe(PluginError):
     code = "plugin_path_unsafe"
 
 

@@ -105,15 +105,19 @@ _SKILL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 Handler = Callable[..., Any]
 
 
-class PluginRegistrationError(HermesError):
+class PluginError(HermesError, family=True):
+    """A Hermes plugin of a home: installing it from git, enabling, loading and registering it."""
+
+
+class PluginRegistrationError(PluginError):
     code = "plugin_registration_refused"
 
 
-class PluginNotFound(HermesError):
+class PluginNotFound(PluginError):
     code = "plugin_not_found"
 
 
-class PluginNameAmbiguous(HermesError):
+class PluginNameAmbiguous(PluginError):
     code = "plugin_name_ambiguous"
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from shared import homes
-from shared.errors import HermesError
 from shared.home_env import is_named_profile
+from shared.homes import ProfileError
 
 SCHEMA = 1
 # Under profiles/, where no profile's name can start with a dot.
@@ -42,23 +42,19 @@ def journal_path(root: Path) -> Path:
     return homes.profiles_dir(root) / JOURNAL_FILE
 
 
-class SameProfileName(HermesError):
+class SameProfileName(ProfileError):
     code = "profile_rename_same_name"
 
 
-class RenameReserved(HermesError):
-    code = "profile_reserved"
-
-
-class RenameUnsupported(HermesError):
+class RenameUnsupported(ProfileError):
     code = "profile_rename_unsupported"
 
 
-class RenameJournalCorrupt(HermesError):
+class RenameJournalCorrupt(ProfileError):
     code = "profile_rename_journal_corrupt"
 
 
-class RenameStuck(HermesError):
+class RenameStuck(ProfileError):
     """Both homes or neither: the journal cannot tell which side of the move the rename is on."""
 
     code = "profile_rename_stuck"
@@ -75,7 +71,7 @@ def check_names(old: object, new: object) -> tuple[str, str]:
             exc.detail = {**(exc.detail or {}), "field": field}
             raise
         if name == homes.DEFAULT_PROFILE:
-            raise RenameReserved(
+            raise homes.ProfileReserved(
                 "the default profile is the root home itself: it is never renamed, and no profile is renamed to it",
                 detail={"field": field, "name": name},
             )

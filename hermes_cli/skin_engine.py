@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from hermes_cli.errors import CliError
 from shared import config_text
 from shared.errors import HermesError
 from shared.layout import SKINS_DIR
@@ -137,7 +138,7 @@ _BUILTIN_SKINS: dict[str, dict[str, Any]] = {
 }
 
 
-class SkinError(HermesError):
+class SkinError(CliError):
     code = "skin_invalid"
 
     def __init__(self, path: Path | None, key: str | None, reason: str):
@@ -146,7 +147,7 @@ class SkinError(HermesError):
         self.path, self.key, self.reason = path, key, reason
 
 
-class SkinNotFound(HermesError):
+class SkinNotFound(CliError):
     code = "skin_not_found"
 
 

@@ -13,14 +13,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import HermesError
+from nous.errors import NousError
 
 MAX_TOKEN_LENGTH = 16 * 1024
 MAX_TEXT_CLAIM = 512
 TIERS = frozenset({"free", "plus", "pro"})
 
 
-class InvalidAccessToken(HermesError):
+class InvalidAccessToken(NousError):
     code = "invalid_token"
 
 

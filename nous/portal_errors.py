@@ -9,10 +9,10 @@ device flow, the refresh) are imported and tested without one.
 
 from __future__ import annotations
 
-from shared.errors import HermesError
+from nous.errors import NousError
 
 
-class PortalError(HermesError):
+class PortalError(NousError):
     code = "portal_error"
 
 

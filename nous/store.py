@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nous.errors import NousError
 from nous.guest_handoff.records import note_replacement, wake_parked
 from nous.guest_handoff.rules import record_key
 from shared import files
@@ -47,11 +48,11 @@ PUBLIC_FIELDS = (
 SECRET_FIELDS = ("access_token", "refresh_token")
 
 
-class StoreError(HermesError):
+class StoreError(NousError):
     code = "auth_store_failed"
 
 
-class SaveAborted(HermesError):
+class SaveAborted(NousError):
     """The persist guard said no (a cancel won): nothing was written."""
 
     code = "save_aborted"

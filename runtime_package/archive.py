@@ -20,7 +20,7 @@ from typing import NoReturn
 
 import zstandard
 
-from shared.errors import HermesError
+from runtime_package.package_errors import RuntimePackageError
 
 MAX_COMPRESSED = 8 * 2**20
 MAX_TAR = 64 * 2**20
@@ -45,7 +45,7 @@ _EXTENSION = frozenset(b"xgLK")  # PAX extended (per file, global), GNU long nam
 _REGULAR = ord("0")
 
 
-class ArchiveInvalid(HermesError):
+class ArchiveInvalid(RuntimePackageError):
     """The archive (or the file set given to ``build``) breaks the format; ``detail["reason"]``
     says which rule, and ``detail["entry"]``, when present, the entry's position."""
 

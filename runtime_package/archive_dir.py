@@ -14,10 +14,10 @@ from pathlib import Path
 
 from runtime_package import archive
 from runtime_package.archive import ArchiveInvalid, Entry, check_path
-from shared.errors import HermesError
+from runtime_package.package_errors import RuntimePackageError
 
 
-class PackageDirInvalid(HermesError):
+class PackageDirInvalid(RuntimePackageError):
     code = "package_dir_invalid"
 
     def __init__(self, rel: str, problem: str) -> None:

@@ -26,6 +26,7 @@ _STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")
 
 
+# Not a HermesError: only carries a reason out of the json hooks; its caller raises the typed error.
 class _Refused(Exception):
     """Carries a refusal out of the json module's hooks, which wrap nothing they raise."""
 

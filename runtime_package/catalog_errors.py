@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import HermesError
+from runtime_package.package_errors import RuntimePackageError
 
 
-class CatalogError(HermesError):
+class CatalogError(RuntimePackageError):
     """Every catalog refusal, so a caller can catch them all; ``detail`` always has ``reason``."""
 
     code = "catalog_error"

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import HermesError
+from runtime_package.package_errors import RuntimePackageError
 from shared.operator import version_probe
 
 PACKAGE_ID = "pohunek.runtime.hermes"
@@ -38,7 +38,7 @@ _HEADER = (
 )
 
 
-class InvalidAsset(HermesError):
+class InvalidAsset(RuntimePackageError):
     code = "hermes_invalid_asset"
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import HermesError
+from runtime_package.package_errors import RuntimePackageError
 
 
-class RegistryUnreadable(HermesError):
+class RegistryUnreadable(RuntimePackageError):
     """``registry.json`` or ``catalog-state.json`` is corrupt, unsafe or of an unknown schema."""
 
     code = "package_registry_unreadable"
@@ -21,14 +21,14 @@ class RegistryUnreadable(HermesError):
         self.reason = reason
 
 
-class RegistryBusy(HermesError):
+class RegistryBusy(RuntimePackageError):
     code = "registry_busy"
 
     def __init__(self) -> None:
         super().__init__("another process is changing the package registry; try again")
 
 
-class StoreUnsafe(HermesError):
+class StoreUnsafe(RuntimePackageError):
     code = "plugin_store_unavailable"
 
     def __init__(self, reason: str) -> None:
@@ -36,7 +36,7 @@ class StoreUnsafe(HermesError):
         self.reason = reason
 
 
-class RootInvalid(HermesError):
+class RootInvalid(RuntimePackageError):
     code = "package_root_invalid"
 
     def __init__(self, reason: str, entry: int | None = None) -> None:
@@ -50,7 +50,7 @@ class RootInvalid(HermesError):
         self.entry = entry
 
 
-class PackageConflict(HermesError):
+class PackageConflict(RuntimePackageError):
     code = "package_conflict"
 
     def __init__(self, reason: str) -> None:
@@ -58,7 +58,7 @@ class PackageConflict(HermesError):
         self.reason = reason
 
 
-class SelectorAmbiguous(HermesError):
+class SelectorAmbiguous(RuntimePackageError):
     code = "plugin_selector_ambiguous"
 
     def __init__(self, count: int) -> None:
@@ -69,21 +69,21 @@ class SelectorAmbiguous(HermesError):
         self.count = count
 
 
-class PackageNotInstalled(HermesError):
+class PackageNotInstalled(RuntimePackageError):
     code = "plugin_not_installed"
 
     def __init__(self) -> None:
         super().__init__("no installed package matches the selector")
 
 
-class PackageDisabled(HermesError):
+class PackageDisabled(RuntimePackageError):
     code = "plugin_disabled"
 
     def __init__(self) -> None:
         super().__init__("the package is disabled; enable it first")
 
 
-class PackageRequestInvalid(HermesError):
+class PackageRequestInvalid(RuntimePackageError):
     """A caller passed a malformed digest, identity, source, time or catalog state."""
 
     code = "package_request_invalid"

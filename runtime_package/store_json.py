@@ -17,6 +17,7 @@ from typing import Any
 PRIVATE_FILE_MODE = 0o600
 
 
+# Not a HermesError: only carries a reason to the registry's readers, which raise the typed error.
 class FileRefused(Exception):
     """Internal: why a private file was not read; callers turn ``reason`` into their typed error."""
 

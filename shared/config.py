@@ -27,7 +27,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark, MarkedYAMLError, YAMLError
 from ruamel.yaml.tokens import CommentToken
 
-from shared.errors import HermesError
+from shared.errors import HomeError
 from shared.files import PUBLIC_MODE, write_bytes_atomic
 from shared.layout import CONFIG_FILE
 
@@ -38,7 +38,7 @@ _DOC_START = re.compile(r"---(\s+#.*)?")
 _KEY_ONLY = re.compile(r" *[^\s#-].*:(\s+#.*)?")
 
 
-class ConfigError(HermesError):
+class ConfigError(HomeError):
     code = "config_invalid"
 
     def __init__(self, path: Path, key: str | None, reason: str) -> None:

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePath
 from typing import Any
 
-from shared.errors import HermesError
+from shared.errors import HomeError
 
 SECRET_MODE = 0o600
 PUBLIC_MODE = 0o644
@@ -31,7 +31,7 @@ _LOCK_POLL_MIN = 0.005
 _LOCK_POLL_MAX = 0.05
 
 
-class StateFileCorrupt(HermesError):
+class StateFileCorrupt(HomeError):
     code = "state_file_corrupt"
 
     def __init__(self, path: Path, reason: str) -> None:
@@ -40,7 +40,7 @@ class StateFileCorrupt(HermesError):
         self.reason = reason
 
 
-class LockTimeout(HermesError):
+class LockTimeout(HomeError):
     code = "lock_timeout"
 
     def __init__(self, path: Path, timeout: float) -> None:

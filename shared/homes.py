@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from shared.errors import HermesError
+from shared.errors import HermesError, HomeError
 from shared.files import rename_noreplace
 from shared.home_env import DEFAULT_PROFILE, HOME_ENV, PROFILE_NAME, is_named_profile, resolve, root_home
 from shared.mesh_tcp import TcpAddress, tcp_address
@@ -70,23 +70,33 @@ SERVICES: dict[str, str] = {
 }
 
 
-class InvalidProfileName(HermesError):
+class ProfileError(HermesError, family=True):
+    """A profile: its name, its home, creating, renaming or deleting it, and which one runs."""
+
+
+class InvalidProfileName(ProfileError):
     code = "invalid_profile_name"
 
 
-class ProfileNotFound(HermesError):
+class ProfileNotFound(ProfileError):
     code = "profile_not_found"
 
 
-class InvalidServedSet(HermesError):
+class ProfileReserved(ProfileError):
+    """The default profile is the root home: it is never created, renamed to or from, or deleted."""
+
+    code = "profile_reserved"
+
+
+class InvalidServedSet(ProfileError):
     code = "invalid_served_profiles"
 
 
-class UnsafeRunDir(HermesError):
+class UnsafeRunDir(HomeError):
     code = "unsafe_run_dir"
 
 
-class EndpointPathTooLong(HermesError):
+class EndpointPathTooLong(HomeError):
     code = "ipc_path_too_long"
 
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from shared import hook_vocabulary as vocabulary
 from shared import protocol
-from shared.errors import HermesError
+from shared.hook_vocabulary import HookReportError
 from shared.protocol import ProtocolError
 
 
-class ReportRefused(HermesError):
+class ReportRefused(HookReportError):
     code = "report_refused"
 
     def __init__(self, reason: str, message: str):

@@ -14,6 +14,8 @@ import re
 from collections.abc import Set
 from typing import TypeGuard
 
+from shared.errors import HermesError
+
 VERSION = 1
 ENVELOPE = ("v", "kind", "session", "pid", "start_time", "at")
 MAX_REPORT_BYTES = 1024
@@ -25,6 +27,10 @@ RELEASE_REASONS = frozenset({"session_end", "agent_exit", "handoff"})
 LAUNCH_KEYS = frozenset({"exe", "script", "root_pid"})
 
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+class HookReportError(HermesError, family=True):
+    """A hook report: the client's frame, and the receiver's check of it."""
 
 
 def is_id(value: object) -> TypeGuard[str]:

@@ -36,7 +36,7 @@ import zmq
 
 from shared import homes
 from shared import hook_vocabulary as vocabulary
-from shared.errors import HermesError
+from shared.hook_vocabulary import HookReportError
 from shared.identity import current_identity
 from shared.protocol import pack
 from shared.transport import ipc_unreachable
@@ -61,7 +61,7 @@ NATIVE_ID_RETRY_DELAY = 0.05
 COUNTERS = ("sent", "unmanaged", "refused", "not_accepted", "error")
 
 
-class RefusedReport(HermesError):
+class RefusedReport(HookReportError):
     """A report broke a rule of its shape; it is dropped and counted, never raised to a caller."""
 
     code = "hook_report_refused"

@@ -18,7 +18,7 @@ import re
 import secrets
 from pathlib import Path
 
-from shared.errors import HermesError
+from shared.errors import HomeError
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ _MAX_BYTES = 256
 _INSTANCE_ID = secrets.token_hex(16)  # taken when this interpreter first imports the module
 
 
-class InstallIdCorrupt(HermesError):
+class InstallIdCorrupt(HomeError):
     code = "install_id_corrupt"
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from shared.errors import HermesError
+from shared.errors import HomeError
 from shared.identity import ProcessIdentity, current_identity
 
 LOCK_FILE_MODE = 0o600
@@ -28,7 +28,7 @@ _PROBE_GRACE = 0.05
 _PROBE_GRACE_STEP = 0.005
 
 
-class LockHeld(HermesError):
+class LockHeld(HomeError):
     code = "endpoint_busy"
 
     def __init__(self, path: Path, holder: ProcessIdentity | None) -> None:
@@ -41,7 +41,7 @@ class LockHeld(HermesError):
         self.holder = holder
 
 
-class LockNotHandedOn(HermesError):
+class LockNotHandedOn(HomeError):
     code = "lock_fd_invalid"
 
     def __init__(self, path: Path, fd: int, why: str) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from shared import config_text
-from shared.errors import HermesError
+from shared.errors import TransportError
 from shared.layout import CONFIG_FILE
 
 TCP_ENV = "HERMES_MESH_TCP"
@@ -29,7 +29,7 @@ _ADDRESS = re.compile(r"tcp://(\*|[A-Za-z0-9][A-Za-z0-9.-]{0,252}):([0-9]{1,5})"
 _WILDCARDS = ("*", "0.0.0.0")
 
 
-class TcpConfigInvalid(HermesError):
+class TcpConfigInvalid(TransportError):
     code = "mesh_tcp_invalid"
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import msgpack
 
-from shared.errors import HermesError
+from shared.errors import HermesError, TransportError
 
 PROTOCOL_VERSION = 1
 PROTOCOL_MIN = 1
@@ -60,7 +60,7 @@ class Code:
     DEADLINE_EXCEEDED = "deadline_exceeded"
     BUSY = "busy"
     SHUTTING_DOWN = "shutting_down"
-    INTERNAL_ERROR = "internal_error"
+    INTERNAL_ERROR = HermesError.code
     # Raised on the client side only.
     TIMEOUT = "timeout"
     UNAVAILABLE = "unavailable"
@@ -71,7 +71,7 @@ class Code:
     HANDSHAKE_FAILED = "handshake_failed"  # the peer broke the ZMTP/CURVE handshake
 
 
-class ProtocolError(HermesError):
+class ProtocolError(TransportError):
     """A frame broke a rule of the protocol. ``request_id`` is set when it could be read."""
 
     def __init__(self, code: str, message: str, *, detail: dict | None = None, request_id: str | None = None):
@@ -80,7 +80,7 @@ class ProtocolError(HermesError):
         self.request_id = request_id
 
 
-class RemoteError(HermesError):
+class RemoteError(TransportError):
     """A typed error answered by a service (or raised by the client for its own faults)."""
 
     def __init__(self, code: str, message: str, *, detail: dict | None = None):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from shared import exit_codes, homes
 from shared.endpoint_lock import lock_says
-from shared.errors import HermesError
+from shared.errors import TransportError
 from shared.identity import is_alive
 from shared.locks import probe
 from shared.transport import answers, ipc_unreachable
@@ -40,15 +40,15 @@ CANCEL_TIMEOUT = 2.0  # a process still starting has nothing to finish
 WORKERS = ("auth_worker", "handoff_retry", "hook_reporter")
 
 
-class ServiceStartFailed(HermesError):
+class ServiceStartFailed(TransportError):
     code = "service_start_failed"
 
 
-class ServiceNotLocal(HermesError):
+class ServiceNotLocal(TransportError):
     code = "service_not_local"
 
 
-class ServiceStartCancelled(HermesError):
+class ServiceStartCancelled(TransportError):
     code = "service_start_cancelled"
 
 

@@ -6,23 +6,27 @@ from __future__ import annotations
 from shared.errors import HermesError
 
 
-class SupervisorUnavailable(HermesError):
+class SupervisorError(HermesError, family=True):
+    """A supervisor that owns (or should own) a gateway, and the units it reads."""
+
+
+class SupervisorUnavailable(SupervisorError):
     code = "supervisor_unavailable"
 
 
-class SupervisorFailed(HermesError):
+class SupervisorFailed(SupervisorError):
     code = "supervisor_failed"
 
 
-class SupervisorTimeout(HermesError):
+class SupervisorTimeout(SupervisorError):
     code = "supervisor_timeout"
 
 
-class ScopePermissionDenied(HermesError):
+class ScopePermissionDenied(SupervisorError):
     code = "permission_denied"
 
 
-class UnitValueInvalid(HermesError):
+class UnitValueInvalid(SupervisorError):
     """A value (a home, an interpreter path) that the unit format cannot carry faithfully."""
 
     code = "unit_value_invalid"

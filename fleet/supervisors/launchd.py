@@ -28,10 +28,9 @@ from fleet.supervisors import (
     working_directory,
 )
 from fleet.supervisors.commands import command_failed, run_client
-from fleet.supervisors.errors import SupervisorUnavailable, UnitValueInvalid
+from fleet.supervisors.errors import SupervisorError, SupervisorUnavailable, UnitValueInvalid
 from fleet.supervisors.scopes import SCOPES, check_scope, require_scope_permission
 from shared import homes
-from shared.errors import HermesError
 from shared.files import PUBLIC_MODE, write_bytes_atomic
 
 KIND = "launchd"
@@ -46,7 +45,7 @@ Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
 _NOT_LOADED_NOTE = "launchd reads the plist when the job is bootstrapped: run `hermes gateway start`"
 
 
-class PlistInvalid(HermesError):
+class PlistInvalid(SupervisorError):
     """A job's plist that cannot be read, or is not a job launchd would load."""
 
     code = "unit_file_invalid"

@@ -66,6 +66,7 @@ from hermes_cli import plugin_host
 from hermes_cli.commands import chat_sessions
 from hermes_cli.commands.chat_keys import END, SUBMIT, LineKeys
 from hermes_cli.commands.chat_sessions import ChatSession
+from hermes_cli.errors import CliError
 from shared import exit_codes, homes, hooks
 from shared.errors import HermesError
 
@@ -102,14 +103,15 @@ _COUNT = re.compile(r"[1-9][0-9]{0,6}")
 _CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)])  # C0, DEL and C1: never echoed to a screen
 
 
-class ChatFlagsConflict(HermesError):
+class ChatFlagsConflict(CliError):
     code = "chat_flags_conflict"
 
 
-class ChatModeUnavailable(HermesError):
+class ChatModeUnavailable(CliError):
     code = "chat_mode_unavailable"
 
 
+# Not a HermesError: control flow inside the chat loop; the exit code it carries is not an error.
 class _End(Exception):
     """The chat ends: ``reason`` is the release to report (None: none), ``code`` the exit code."""
 
@@ -118,6 +120,7 @@ class _End(Exception):
         self.reason, self.code = reason, code
 
 
+# Not a HermesError: control flow inside the chat loop: the turn ends, the chat goes on.
 class _Interrupted(Exception):
     """Ctrl-C or SIGINT during a turn: the turn ends."""
 

@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.errors import CliError
 from shared import homes
-from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json, write_json_atomic
 from shared.hook_vocabulary import MAX_CONTINUATION_IDS, is_id
 
@@ -39,11 +39,11 @@ _REF = re.compile(r"[0-9]{8}_[0-9]{6}_[0-9a-f]{6}")
 _TOOLSETS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
-class ChatSessionNotFound(HermesError):
+class ChatSessionNotFound(CliError):
     code = "chat_session_not_found"
 
 
-class ChatSessionUnreadable(HermesError):
+class ChatSessionUnreadable(CliError):
     code = "chat_session_unreadable"
 
 

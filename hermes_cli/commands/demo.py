@@ -28,16 +28,12 @@ from typing import Any
 
 from hermes_cli import output
 from hermes_cli.commands import demo_integration, demo_operator, demo_signin
-from shared.errors import HermesError
+from hermes_cli.errors import DemoFailed
 from shared.version import INSTALL_ROOT, code_sha
 
 PROFILES = ("coder", "writer", "research")
 STEP_TIMEOUT = 300
 UPDATE_STOP_TIMEOUT = 60.0  # how long an interrupted demo waits for its update to stop
-
-
-class DemoFailed(HermesError):
-    code = "demo_failed"
 
 
 class DemoInstall:

@@ -15,16 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared.errors import HermesError
+from hermes_cli.errors import DemoFailed
 
 PROFILE = "coder"
 STEP_TIMEOUT = 120
 CHAT_TIMEOUT = 60.0
 RESULT = re.compile(rb"tool-result (\S+) (\{.*?\})\r\n")
-
-
-class IntegrationDemoFailed(HermesError):
-    code = "demo_failed"
 
 
 def state_env(base: Path) -> dict[str, str]:
@@ -35,7 +31,7 @@ def state_env(base: Path) -> dict[str, str]:
 def _run(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> str:
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT)
     if done.returncode != 0:
-        raise IntegrationDemoFailed(f"could not {what} (exit {done.returncode}): {(done.stderr or done.stdout)[-600:]}")
+        raise DemoFailed(f"could not {what} (exit {done.returncode}): {(done.stderr or done.stdout)[-600:]}")
     return done.stdout
 
 
@@ -155,4 +151,4 @@ class _Terminal:
                 timeout=10,
             )
             self.offset, self.seen = page["next_offset"], self.seen + page["data"]
-        raise IntegrationDemoFailed(f"the managed chat never answered {name}")
+        raise DemoFailed(f"the managed chat never answered {name}")

@@ -18,17 +18,13 @@ from typing import Any
 import httpx
 
 from hermes_cli.commands import demo_child
+from hermes_cli.errors import DemoFailed
 from services.auth_worker import TERMINAL_STATES
-from shared.errors import HermesError
 from shared.spawn import end_child
 
 DEMO_EMAIL = "operator@demo.invalid"
 DEMO_TIER = "plus"
 STEP_TIMEOUT = 60.0
-
-
-class DemoSignInFailed(HermesError):
-    code = "demo_failed"
 
 
 class PortalSimulator:
@@ -39,13 +35,13 @@ class PortalSimulator:
         self.proc, self.url = demo_child.start(argv, install, env)
         if not self.url.startswith("http"):
             self.stop()
-            raise DemoSignInFailed("the portal simulator did not start")
+            raise DemoFailed("the portal simulator did not start")
         self.control("/_sim/config", {"interval": 1})
 
     def control(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         answer = httpx.post(self.url + path, json=body, timeout=10)
         if answer.status_code != 200:
-            raise DemoSignInFailed(f"the portal simulator refused {path}: HTTP {answer.status_code}")
+            raise DemoFailed(f"the portal simulator refused {path}: HTTP {answer.status_code}")
         return answer.json()
 
     def stop(self) -> None:
@@ -70,12 +66,12 @@ def sign_in(install: Path, env: dict[str, str], portal: PortalSimulator, say: Ca
             try:
                 line = lines.get(timeout=STEP_TIMEOUT)
             except queue.Empty:
-                raise DemoSignInFailed("hermes auth login showed nothing for a minute") from None
+                raise DemoFailed("hermes auth login showed nothing for a minute") from None
             if line is None:
-                raise DemoSignInFailed(f"hermes auth login ended without a result (exit {login.wait(10)})")
+                raise DemoFailed(f"hermes auth login ended without a result (exit {login.wait(10)})")
             state = json.loads(line)
             if "error" in state:
-                raise DemoSignInFailed(f"hermes auth login failed: {state['error'].get('message')}")
+                raise DemoFailed(f"hermes auth login failed: {state['error'].get('message')}")
             if state["state"] == "Code":
                 say(state["copy_terminal"].replace("\n", " "))
                 say(f"(the demo approves it on the portal as {DEMO_EMAIL})")

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from fleet.supervisors import KINDS, Unit, kind_module
+from fleet.supervisors.errors import SupervisorError
 from hermes_cli import output
 from shared import homes
-from shared.errors import HermesError
 
 # The order owners are looked for: the embedded mesh first, then the system supervisors.
 OWNER_ORDER: tuple[str, ...] = KINDS
@@ -28,7 +28,7 @@ _DONE = {"start": "started", "stop": "stopped", "restart": "restarted"}
 ANSWER_SECONDS = 15.0
 
 
-class NotSupervised(HermesError):
+class NotSupervised(SupervisorError):
     code = "not_supervised"
 
 

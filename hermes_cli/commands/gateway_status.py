@@ -12,8 +12,8 @@ from hermes_cli import output
 from hermes_cli.service_client import answers, connect
 from shared import exit_codes, homes
 from shared.endpoint_lock import lock_says
-from shared.errors import HermesError
 from shared.gateways import ops
+from shared.gateways.ops import GatewayError
 from shared.locks import probe
 from shared.protocol import Code, RemoteError
 from shared.transport import NO_RETRY
@@ -22,7 +22,7 @@ from shared.transport import NO_RETRY
 DRAIN_REPLY_MARGIN = 10.0
 
 
-class GatewayNotRunning(HermesError):
+class GatewayNotRunning(GatewayError):
     code = "gateway_not_running"
 
 

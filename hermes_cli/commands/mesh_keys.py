@@ -13,12 +13,12 @@ import sys
 from typing import Any
 
 from hermes_cli import curve_import, output
+from hermes_cli.errors import CliError
 from shared import homes
-from shared.errors import HermesError
 from shared.transport import curve_keys
 
 
-class KeysUsage(HermesError):
+class KeysUsage(CliError):
     code = "keys_usage"
 
 

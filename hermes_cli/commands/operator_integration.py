@@ -14,18 +14,18 @@ from typing import Any
 
 from hermes_cli import output
 from hermes_cli.operator import doctor, hermes_bin, lifecycle, settings, source, status
+from hermes_cli.operator.errors import IntegrationError
 from hermes_cli.operator.target import require_policy_outside, resolve
 from runtime_package import paths
-from shared.errors import HermesError
 from shared.operator.policy import BOUNDS, Policy
 from shared.operator.protocol import ENDPOINT_ENV
 
 
-class AgentNotServed(HermesError):
+class AgentNotServed(IntegrationError):
     code = "agent_not_served"
 
 
-class ActionUnsupported(HermesError):
+class ActionUnsupported(IntegrationError):
     code = "integration_action_unsupported"
 
 

@@ -25,15 +25,15 @@ from hermes_cli import output
 from runtime_package import archive, catalog, manifests, paths
 from runtime_package import registry as store
 from runtime_package.canonical_json import MAX_JSON_BYTES
+from runtime_package.package_errors import RuntimePackageError
 from runtime_package.store_json import FileRefused, read_fd
-from shared.errors import HermesError
 from shared.version import __version__ as core_version
 
 # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class InputUnreadable(HermesError):
+class InputUnreadable(RuntimePackageError):
     code = "package_input_unreadable"
 
 

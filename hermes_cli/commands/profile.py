@@ -13,29 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
+from hermes_cli.errors import ConfirmationRequired
 from hermes_cli.liveness import service_states
 from hermes_cli.profile_clone import copy_profile_files
 from shared import homes
-from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json
+from shared.homes import ProfileError
 from shared.layout import GATEWAY_STATE_FILE
 from shared.locks import FileLock, LockHeld
 
 
-class ProfileExists(HermesError):
+class ProfileExists(ProfileError):
     code = "profile_exists"
 
 
-class ProfileReserved(HermesError):
-    code = "profile_reserved"
-
-
-class ProfileBusy(HermesError):
+class ProfileBusy(ProfileError):
     code = "profile_busy"
-
-
-class ConfirmationRequired(HermesError):
-    code = "confirmation_required"
 
 
 def _describe(root: Path, name: str, active: str) -> dict[str, Any]:
@@ -74,7 +67,7 @@ def cmd_list(args) -> int:
 def cmd_create(args) -> int:
     name = _profile_name("profile_name", args.name)
     if name == homes.DEFAULT_PROFILE:
-        raise ProfileReserved(
+        raise homes.ProfileReserved(
             "'default' is the root home itself; it always exists", detail={"field": "profile_name", "name": name}
         )
     root = homes.root_home()
@@ -200,7 +193,7 @@ def _run_dir_text(r: dict[str, Any]) -> str:
 def cmd_delete(args) -> int:
     name = homes.validate_profile_name(args.name)
     if name == homes.DEFAULT_PROFILE:
-        raise ProfileReserved("the default profile is the root home and cannot be deleted", detail={"name": name})
+        raise homes.ProfileReserved("the default profile is the root home and cannot be deleted", detail={"name": name})
     root = homes.root_home()
     home = homes.profile_home(name, root, must_exist=True)
     if not args.yes:

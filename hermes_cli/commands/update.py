@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
+from hermes_cli.errors import ConfirmationRequired
+from services.updater import UpdateError
 from shared import exit_codes, homes
 from shared.errors import HermesError
 from shared.files import read_json
@@ -38,17 +40,13 @@ FOLLOW_SLICE = 5.0
 START_POLL = 0.1
 
 
-class NotConfirmed(HermesError):
-    code = "confirmation_required"
-
-
-class NoUpdateStarted(HermesError):
+class NoUpdateStarted(UpdateError):
     """``logs update --follow`` found no update running, and none started within its wait."""
 
     code = "no_update_started"
 
 
-class UpdaterExited(HermesError):
+class UpdaterExited(UpdateError):
     """The updater ended before it wrote a receipt of its own (it began nothing)."""
 
     code = "updater_exited"
@@ -72,7 +70,7 @@ def cmd_update(args) -> int:
         except EOFError:  # Ctrl-D: no answer is no
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
-            raise NotConfirmed("not confirmed; nothing was changed")
+            raise ConfirmationRequired("not confirmed; nothing was changed")
     update_id = new_update_id()
     updater = _spawn(root, update_id, args)
     try:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.operator.errors import IntegrationError
 from runtime_package.manifests import sha256_hex
 from shared import files
-from shared.errors import HermesError
 
 from .dirfd import Dir, descend
 
@@ -33,7 +33,7 @@ _V1_FIELDS = {"version", "hermes_home", "policy_path", "assets"}
 _V2_FIELDS = _V1_FIELDS | {"provenance", "installed_by"}
 
 
-class MarkerInvalid(HermesError):
+class MarkerInvalid(IntegrationError):
     code = "ownership_marker_invalid"
 
 

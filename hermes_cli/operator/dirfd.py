@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from hermes_cli.operator.errors import IntegrationError
 from shared import faults, files
-from shared.errors import HermesError
 
 _TEMP_SUFFIX = ".tmp"
 _TEMP_TOKEN_BYTES = 8
@@ -28,7 +28,7 @@ _TEMP_TOKEN = re.compile(f"[0-9a-f]{{{2 * _TEMP_TOKEN_BYTES}}}")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class UnsafePath(HermesError):
+class UnsafePath(IntegrationError):
     code = "integration_path_unsafe"
 
 

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.operator.errors import IntegrationError
 from runtime_package.manifests import VersionRange
-from shared.errors import HermesError
 from shared.operator import version_probe
 
 COMMAND_TIMEOUT = 20.0  # a cold Hermes start on a shared runner takes seconds
@@ -46,7 +46,7 @@ FLAG = "--hermes-bin"
 _UNSAFE_WRITE = 0o022
 
 
-class HermesUnusable(HermesError):
+class HermesUnusable(IntegrationError):
     code = "hermes_command_failed"
 
     def __init__(self, code: str, message: str, *, detail: dict[str, Any] | None = None) -> None:

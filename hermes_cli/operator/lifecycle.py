@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.errors import ConfirmationRequired
+from hermes_cli.operator.errors import IntegrationError
 from hermes_cli.plugin_host import PLUGINS_DIR
 from runtime_package import manifests
 from shared import faults, files, homes
@@ -74,19 +76,19 @@ Spot = tuple[tuple[str, ...], str]  # a directory below <home>/plugins, and a na
 _POLICY_BACKUP_NAME = POLICY_FILE + POLICY_BACKUP
 
 
-class PluginRootUnmanaged(HermesError):
+class PluginRootUnmanaged(IntegrationError):
     code = "plugin_root_unmanaged"
 
 
-class ProbeRejected(HermesError):
+class ProbeRejected(IntegrationError):
     code = "plugin_probe_rejected"
 
 
-class JournalInvalid(HermesError):
+class JournalInvalid(IntegrationError):
     code = "integration_journal_invalid"
 
 
-class IntegrationBusy(HermesError):
+class IntegrationBusy(IntegrationError):
     code = "integration_busy"
 
 
@@ -97,8 +99,8 @@ class Change:
     bin: str
 
 
-def _confirm_modified() -> settings.ConfirmationRequired:
-    return settings.ConfirmationRequired(
+def _confirm_modified() -> ConfirmationRequired:
+    return ConfirmationRequired(
         "the installed plugin was modified: review it, then confirm with --confirm-modified",
         detail={"flag": "--confirm-modified"},
     )

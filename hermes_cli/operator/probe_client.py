@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli.operator import hermes_bin, probe_script
+from hermes_cli.operator.errors import IntegrationError
 from hermes_cli.operator.probe_script import FORBIDDEN, SCHEMA, SOCKET_USE
 from hermes_cli.plugin_host import HERMES_HOOKS
-from shared.errors import HermesError
 
 MAX_NAMES = 64
 MAX_LATENCY_MS = 3_600_000
@@ -35,7 +35,7 @@ _KEYS = frozenset({"schema", "loaded", "error", "state", "policy_bound", "tools"
 _DRY_RUN_KEYS = frozenset({"calls", "forbidden", "escaped", "forced_failure_swallowed", "latency_ms"})
 
 
-class ProbeFailed(HermesError):
+class ProbeFailed(IntegrationError):
     """The probe gave no result: ``detail["reason"]`` is ``timeout``, ``exit`` or ``malformed``."""
 
     code = "plugin_probe_failed"

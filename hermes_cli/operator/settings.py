@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.errors import HermesError
+from hermes_cli.errors import ConfirmationRequired
 from shared.operator import policy as rules
 from shared.operator.policy_file import load_policy
 from shared.operator.protocol import CLIENT_WINDOW
@@ -38,10 +38,6 @@ REINSTALL_HINT = (
     "Run `hermes operator install` with the same target flags and every policy flag (--access-mode, "
     "--allow-host, any bound): the installed policy cannot be read back, so update has nothing to keep."
 )
-
-
-class ConfirmationRequired(HermesError):
-    code = "confirmation_required"
 
 
 def _invalid(field: str, message: str, hint: str) -> rules.InvalidPolicy:

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.operator.errors import IntegrationError
 from runtime_package import manifests, paths
 from runtime_package import registry as store
-from shared.errors import HermesError
 
 REGISTRY_UNREADABLE = "hermes_package_registry_unreadable"
 NOT_INSTALLED = "hermes_package_not_installed"
 NOT_SELECTED = "hermes_package_not_selected"
-INVALID_ASSET = "hermes_invalid_asset"
+INVALID_ASSET = manifests.InvalidAsset.code
 HINTS = {
     REGISTRY_UNREADABLE: "Run `hermes operator package doctor` and repair the registry.",
     NOT_INSTALLED: "Install the official package from its signed catalog, then retry. "
@@ -36,7 +36,7 @@ MESSAGES = {
 }
 
 
-class SourceError(HermesError):
+class SourceError(IntegrationError):
     def __init__(self, code: str, *, reason: str | None = None) -> None:
         detail: dict[str, Any] = {"hint": HINTS[code]}
         if reason is not None:

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.operator.errors import IntegrationError
 from hermes_cli.plugin_host import PLUGINS_DIR
 from runtime_package import paths
 from shared import homes
-from shared.errors import HermesError
 
 PLUGIN_NAME = "pohunek"
 # Where the operator installs it: Hermes's category directory, the plugin's key operators/pohunek.
@@ -33,7 +33,7 @@ CATEGORY = "operators"
 POLICY_FILE = "policy.json"
 
 
-class TargetRefused(HermesError):
+class TargetRefused(IntegrationError):
     """The target is missing, ambiguous or unsafe; nothing was looked at inside it."""
 
     code = "hermes_target_invalid"

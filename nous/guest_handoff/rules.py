@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import HermesError
+from nous.errors import NousError
 
 # 2: records can be parked. An older record loads as it is: it simply has never been parked.
 RULES_VERSION = 2
@@ -39,7 +39,7 @@ NO_ACCOUNT = "no_account"
 _KEY = re.compile(r"[0-9a-f]{64}\Z")
 
 
-class BadHandoffInput(HermesError, ValueError):
+class BadHandoffInput(NousError, ValueError):
     """A credential, key or binding the rules refuse to record (the message never quotes it)."""
 
     code = "handoff_bad_input"

@@ -21,6 +21,7 @@ from typing import Any
 import trio
 
 from nous import refresh, store
+from nous.errors import NousError
 from nous.portal import ca_bundle, portal_url
 from nous.refresh_rules import RefreshOutcome
 from services.auth_worker import keepalive, ops
@@ -32,6 +33,7 @@ from shared.errors import HermesError
 from shared.homes import Endpoint
 from shared.lifecycle import Lifecycle, serve_until_stopped
 from shared.locks import FileLock
+from shared.protocol import Code
 from shared.spawn import ServiceStartCancelled, ensure_service
 from shared.transport import Call
 from shared.worker_main import install_service
@@ -42,7 +44,7 @@ MAX_SIGN_INS = 8
 SIGN_IN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class WorkerError(HermesError):
+class WorkerError(NousError):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
@@ -59,7 +61,7 @@ class _Running:
 def _sign_in_id(args: dict[str, Any]) -> str:
     sign_in_id = args["sign_in_id"]
     if not SIGN_IN_ID_RE.fullmatch(sign_in_id):
-        raise WorkerError("invalid_field", "sign_in_id must be 1-64 letters, digits, '-' or '_'")
+        raise WorkerError(Code.INVALID_FIELD, "sign_in_id must be 1-64 letters, digits, '-' or '_'")
     return sign_in_id
 
 

@@ -27,9 +27,9 @@ from services.gateway.profile_scope import ProfileScope
 from services.gateway.state import GatewayState, utc_now
 from shared import exit_codes
 from shared.config import get as config_get
-from shared.errors import HermesError
 from shared.faults import pause_at
 from shared.gateways import ops
+from shared.gateways.ops import GatewayError
 from shared.homes import Endpoint
 from shared.locks import FileLock
 from shared.transport import Call, Publisher, Service, curve, open_publisher
@@ -42,11 +42,11 @@ STATE_WRITE_INTERVAL = 0.1
 PROVIDER_KEY = "OPENROUTER_API_KEY"
 
 
-class Draining(HermesError):
+class Draining(GatewayError):
     code = ops.DRAINING
 
 
-class TurnCut(HermesError):
+class TurnCut(GatewayError):
     code = "turn_cut"
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import re
 
-from shared.errors import HermesError
+from shared.errors import HomeError
 
 MAX_BYTES = 256 * 1024
 _LINE = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)")
 _DOUBLE_ESCAPES = {"n": "\n", '"': '"', "\\": "\\"}
 
 
-class DotenvInvalid(HermesError):
+class DotenvInvalid(HomeError):
     code = "dotenv_invalid"
 
 

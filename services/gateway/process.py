@@ -33,8 +33,8 @@ import trio
 from services.gateway import sd_notify
 from services.gateway.app import Gateway
 from shared import exit_codes, hooks
-from shared.errors import HermesError
 from shared.gateways import ops
+from shared.gateways.ops import GatewayError
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ STOP_DRAIN_SECONDS = 5.0
 HOME_CHECK_SECONDS = 2.0
 
 
-class NotMultiplex(HermesError):
+class NotMultiplex(GatewayError):
     code = ops.NOT_MULTIPLEX
 
 

@@ -26,11 +26,11 @@ from typing import Any
 
 from services.gateway import dotenv
 from shared import config
-from shared.errors import HermesError
+from shared.homes import ProfileError
 from shared.layout import SECRETS_FILE
 
 
-class Unscoped(HermesError):
+class Unscoped(ProfileError):
     code = "profile_unscoped"
 
 

@@ -9,7 +9,6 @@ A move the table lacks is a bug in the gateway, never a caller's doing: ``check`
 
 from __future__ import annotations
 
-from shared.errors import HermesError
 from shared.gateways import ops
 
 START = ops.STARTING
@@ -26,7 +25,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
 }
 
 
-class IllegalTransition(HermesError):
+class IllegalTransition(ops.GatewayError):
     """A move the table lacks: the state is left as it was."""
 
     code = "illegal_transition"

@@ -26,6 +26,7 @@ from services.updater.obligations import (
 
 if TYPE_CHECKING:
     from services.updater import ops
+    from services.updater.errors import UpdateError
     from services.updater.lock import UpdateInProgress, holder, lock_path
     from services.updater.plan import availability, plan_update
     from services.updater.plan_text import render_plan
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Receipt",
     "ReceiptStore",
+    "UpdateError",
     "UpdateInProgress",
     "availability",
     "clear_gateway",
@@ -62,6 +64,7 @@ __all__ = [
 _ON_FIRST_USE = {
     "Receipt": "services.updater.receipt",
     "ReceiptStore": "services.updater.receipt_store",
+    "UpdateError": "services.updater.errors",
     "UpdateInProgress": "services.updater.lock",
     "availability": "services.updater.plan",
     "holder": "services.updater.lock",

@@ -22,9 +22,9 @@ from pathlib import Path
 from services.updater import swap
 from services.updater.apply_git import ApplyResult, StepCallback
 from services.updater.archive import ArchiveFailed, archive_url, download, unpack
+from services.updater.errors import UpdateError
 from services.updater.git import APPLY_TIMEOUT, GitFailed, run
 from services.updater.tree_check import TreeCheck, check_tree, tracked_roots
-from shared.errors import HermesError
 from shared.redaction import redact_text
 from shared.version import code_stamp, git_dir_of, head_commit
 
@@ -44,13 +44,13 @@ PRESERVED_NESTED: tuple[str, ...] = (
 )
 
 
-class DirtyTree(HermesError):
+class DirtyTree(UpdateError):
     """The tree holds something the swap would destroy: refused, nothing changed."""
 
     code = "dirty_tree"
 
 
-class ArchiveIsOlder(HermesError):
+class ArchiveIsOlder(UpdateError):
     """The archive was cut from an ancestor of the code in the tree: installing it is a downgrade."""
 
     code = "archive_is_older"

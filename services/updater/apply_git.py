@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from services.updater.errors import UpdateError
 from services.updater.git import APPLY_TIMEOUT, GitFailed, run
 from shared.errors import HermesError
 from shared.version import CODE_STAMP, code_stamp, git_dir_of
@@ -35,13 +36,19 @@ StepCallback = Callable[[str, dict[str, Any]], None]
 StashState = Literal["none", "restored", "parked"]
 
 
-class NotFastForward(HermesError):
+class NotFastForward(UpdateError):
     """Local commits the target does not contain: refused, nothing changed."""
 
     code = "not_fast_forward"
 
 
-class WrongBranch(HermesError):
+class InvalidTarget(UpdateError):
+    """The remote or branch to update from is not a name git takes: refused, nothing changed."""
+
+    code = "update_target_invalid"
+
+
+class WrongBranch(UpdateError):
     """HEAD is neither on the branch being updated nor detached inside its history."""
 
     code = "wrong_branch"
@@ -192,7 +199,7 @@ def _check_names(repo: Path, remote: str, tracking: str, timeout: float) -> None
     # Both end up in argv: refuse option-looking or malformed names outright.
     valid = run(repo, ["check-ref-format", tracking], stage="status", timeout=timeout, ok=(0, 1))
     if not remote or remote.startswith("-") or valid.returncode != 0:
-        raise ValueError(f"not a valid remote/branch: {tracking!r}")
+        raise InvalidTarget(f"not a valid remote/branch: {tracking!r}", detail={"field": "tracking"})
 
 
 def _current_branch(repo: Path, timeout: float) -> str | None:

@@ -28,7 +28,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from shared.errors import HermesError
+from services.updater.errors import UpdateError
 from shared.redaction import redact_text
 from shared.retry_after import retry_after_seconds
 from shared.version import is_commit_sha
@@ -42,7 +42,7 @@ RETRY_AFTER_CAP = 30.0
 CHUNK = 256 * 1024
 
 
-class ArchiveFailed(HermesError):
+class ArchiveFailed(UpdateError):
     """The archive could not be downloaded or read; nothing in the tree was touched."""
 
     code = "archive_failed"

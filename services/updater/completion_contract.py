@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from services.updater.errors import UpdateError
 from services.updater.obligations import UNKNOWN_SPEC  # not a digest: nobody knows the spec before the swap
 from services.updater.verify import MalformedRow, MatrixRow
 from shared.errors import HermesError
@@ -42,11 +43,11 @@ DEPENDENCY_SPEC = "pyproject.toml"
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
-class BadRequest(HermesError):
+class BadRequest(UpdateError):
     code = "completion_request_invalid"
 
 
-class BadResult(HermesError):
+class BadResult(UpdateError):
     """A result correlated with its request, but not of a shape the updater can take."""
 
     code = "completion_result_invalid"

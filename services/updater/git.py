@@ -23,7 +23,7 @@ from collections.abc import Container, Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.errors import HermesError
+from services.updater.errors import UpdateError
 from shared.redaction import redact_text
 
 STDERR_TAIL_CHARS = 2000
@@ -45,7 +45,7 @@ _REPO_ENV = frozenset(
 )
 
 
-class GitFailed(HermesError):
+class GitFailed(UpdateError):
     """A git command failed: ``.stage`` is the caller's stage of the command that failed."""
 
     code = "git_failed"

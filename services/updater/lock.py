@@ -18,8 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from services.updater.errors import UpdateError
 from services.updater.update_id import validate_update_id
-from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json, write_json_atomic
 from shared.identity import ProcessIdentity, current_identity, is_alive
 from shared.locks import FileLock, LockHeld, probe
@@ -33,7 +33,7 @@ def lock_path(root: Path) -> Path:
     return Path(root) / LOCK_NAME
 
 
-class UpdateInProgress(HermesError):
+class UpdateInProgress(UpdateError):
     """Another update holds the lock: the run is refused (outcome ``refused``, exit 2)."""
 
     code = "update_in_progress"

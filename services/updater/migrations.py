@@ -17,9 +17,10 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from services.updater.errors import UpdateError
 from shared import homes
 from shared.config import add_key, eol_comment, load_document, remove_key, replace_value, save_document
-from shared.errors import HermesError, failure_reason
+from shared.errors import failure_reason
 
 VERSION_KEY = "config_version"
 
@@ -32,7 +33,7 @@ CONFLICTS = "legacy_conflicts"
 MIGRATED, CURRENT, ABSENT, NEWER, FAILED = "migrated", "current", "absent", "newer", "failed"
 
 
-class MigrationFailed(HermesError):
+class MigrationFailed(UpdateError):
     code = "config_migration_failed"
 
 

@@ -21,6 +21,7 @@ from services.updater.apply_archive import ArchiveIsOlder, DirtyTree, apply_arch
 from services.updater.apply_git import (
     ApplyResult,
     GitFailed,
+    InvalidTarget,
     NotFastForward,
     WrongBranch,
     apply,
@@ -69,7 +70,7 @@ APPLY_FAILURES = (
     NotFastForward,
     WrongBranch,
     GitFailed,
-    ValueError,
+    InvalidTarget,
     ArchiveFailed,
     DirtyTree,
     SwapFailed,
@@ -77,10 +78,12 @@ APPLY_FAILURES = (
 )
 
 
+# Not a HermesError: control flow inside the pipeline, caught by its own run; never leaves it.
 class Interrupted(Exception):
     """A stop signal arrived; the run ends ``interrupted`` at the next stage boundary."""
 
 
+# Not a HermesError: control flow inside the pipeline, caught by its own run; never leaves it.
 class _Finish(Exception):
     """The run ends here, with ``outcome``: what it did is in the receipt already."""
 
@@ -222,14 +225,13 @@ class Pipeline:
         try:
             result = self._rewind(rollback) if rollback else self._apply(branch, settings)
         except APPLY_FAILURES as exc:
-            message = getattr(exc, "message", str(exc))
-            self.receipt.step("apply", False, exc.to_dict() if isinstance(exc, HermesError) else str(exc))
-            self.emit(APPLY, "fail", message)
+            self.receipt.step("apply", False, exc.to_dict())
+            self.emit(APPLY, "fail", exc.message)
             if not self.committed:
                 raise _Finish("failed") from None
             # The tree moved before the failure (a stash restore that broke): the rest of the
             # update still runs, and what broke is owed.
-            self.receipt.followup("apply", message)
+            self.receipt.followup("apply", exc.message)
             self._boundary(COMPLETION)
             before = plan.code_sha
             self.report_completion(self.complete(self.debts.owed_before(before), self._code()["code_sha"]))

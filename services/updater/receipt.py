@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from services.updater.errors import UpdateError
 from services.updater.update_id import InvalidUpdateId, validate_update_id
 from shared import exit_codes
 from shared.identity import ProcessIdentity
@@ -30,8 +31,10 @@ TERMINAL = frozenset({SUCCESS, PARTIAL, FAILED, REFUSED, INTERRUPTED})
 OUTCOMES = TERMINAL | {RUNNING}
 
 
-class ReceiptError(ValueError):
+class ReceiptError(UpdateError, ValueError):
     """A receipt used out of order, given a bad value, or read back malformed."""
+
+    code = "receipt_invalid"
 
 
 # --- exit codes -----------------------------------------------------------------------------

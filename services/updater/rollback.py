@@ -17,17 +17,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from services.updater.errors import UpdateError
 from services.updater.git import GitFailed, run
 from services.updater.receipt import Receipt
 from services.updater.update_id import InvalidUpdateId, validate_update_id
-from shared.errors import HermesError
 from shared.files import file_sha256
 from shared.version import code_stamp
 
 GIT_TIMEOUT = 15.0
 
 
-class RollbackRefused(HermesError):
+class RollbackRefused(UpdateError):
     code = "rollback_refused"
 
 

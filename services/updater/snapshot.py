@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from services.updater.errors import UpdateError
 from services.updater.update_id import validate_update_id
 from shared import homes, layout
-from shared.errors import HermesError
 from shared.files import fsync_dir, write_json_atomic
 
 # The one definition of what a quick snapshot holds, relative to a profile home.
@@ -62,7 +62,7 @@ _SNAPSHOT_NAME = re.compile(r"^\d{8}_\d{6}_.+$")
 _CHUNK = 1 << 20
 
 
-class SnapshotFailed(HermesError):
+class SnapshotFailed(UpdateError):
     code = "snapshot_failed"
 
     def __init__(self, profile: str, home: Path, cause: OSError) -> None:
@@ -76,7 +76,7 @@ class SnapshotFailed(HermesError):
         self.cause = cause
 
 
-class BackupFailed(HermesError):
+class BackupFailed(UpdateError):
     code = "backup_failed"
 
     def __init__(self, root: Path, cause: OSError) -> None:

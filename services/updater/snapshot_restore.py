@@ -21,9 +21,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fleet import discovery
+from services.updater.errors import UpdateError
 from services.updater.snapshot import MANIFEST, SNAPSHOT_SET, SNAPSHOTS_DIR
 from shared import homes
-from shared.errors import HermesError
 from shared.files import StateFileCorrupt, file_sha256, make_parents_within, read_json
 
 _NAME = re.compile(r"^\d{8}_\d{6}_.+$")  # as the snapshot writer names them
@@ -32,15 +32,15 @@ _FILES = frozenset(m for m in SNAPSHOT_SET if not m.endswith("/"))
 _DIRS = tuple(m for m in SNAPSHOT_SET if m.endswith("/"))
 
 
-class SnapshotUnusable(HermesError):
+class SnapshotUnusable(UpdateError):
     code = "snapshot_unusable"
 
 
-class GatewayRunning(HermesError):
+class GatewayRunning(UpdateError):
     code = "gateway_running"
 
 
-class RestoreFailed(HermesError):
+class RestoreFailed(UpdateError):
     code = "snapshot_restore_failed"
 
 

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from services.updater.errors import UpdateError
 from services.updater.git import APPLY_TIMEOUT, GitFailed, run
-from shared.errors import HermesError
 from shared.files import read_json, write_json_atomic
 from shared.version import CODE_STAMP, git_dir_of, head_commit
 
@@ -30,13 +30,13 @@ STAGING = "hermes-update"  # in the git directory: same filesystem, and git neve
 JOURNAL = "swap.json"
 
 
-class SwapFailed(HermesError):
+class SwapFailed(UpdateError):
     """A rename of the swap failed; the tree was put back as it was."""
 
     code = "swap_failed"
 
 
-class SwapRecoveryNeeded(HermesError):
+class SwapRecoveryNeeded(UpdateError):
     """A swap cut short by a crash cannot be rolled back safely: HEAD moved since. Left as it was."""
 
     code = "swap_recovery_needed"

@@ -7,13 +7,17 @@ from __future__ import annotations
 import re
 import secrets
 
+from services.updater.errors import UpdateError
+
 # Also the id part of a receipt's file name (``receipt_store``).
 PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 _UPDATE_ID = re.compile(PATTERN)
 
 
-class InvalidUpdateId(ValueError):
+class InvalidUpdateId(UpdateError, ValueError):
     """Not an update id: it could not name a file."""
+
+    code = "invalid_update_id"
 
 
 def new_update_id() -> str:

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from fleet.discovery import GatewayRecord, discover
+from services.updater.errors import UpdateError
 from shared import homes
-from shared.errors import HermesError
 
 CURRENT, STALE, UNKNOWN, DOWN = "current", "stale", "unknown", "down"
 
 
-class MalformedRow(HermesError):
+class MalformedRow(UpdateError):
     """A fleet row read back (a completion's result) that lacks a field or holds one of the wrong kind."""
 
     code = "fleet_row_malformed"

@@ -27,7 +27,13 @@ Broadcast on ``run/gateway.pub``: topic ``state`` with ``{"state", "active_turns
 
 from __future__ import annotations
 
+from shared.errors import HermesError
 from shared.protocol import Field, OpSpec
+
+
+class GatewayError(HermesError, family=True):
+    """A gateway: its drain, its turns, the profiles it serves, and whether it runs."""
+
 
 SERVICE = "gateway"
 

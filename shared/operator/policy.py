@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import HermesError
 from shared.operator.hosts import LOCAL, WILDCARD, valid_host
 from shared.operator.hosts import host_allowed as _listed
+from shared.operator.protocol import OperatorError
 
 SCHEMA_VERSION = 1
 ACCESS_MODES = ("read_only", "manage", "full")
@@ -83,7 +83,7 @@ BOUNDS = {
 _REWRITE = "rewrite the policy with `hermes operator update`"
 
 
-class InvalidPolicy(HermesError):
+class InvalidPolicy(OperatorError):
     """The policy (or an installer flag that would go into it) breaks a rule; ``detail.field``
     names the field and ``hint`` what to change."""
 

@@ -23,6 +23,7 @@ the hook reporter's forward of one checked lifecycle report.
 
 from __future__ import annotations
 
+from shared.errors import HermesError
 from shared.protocol import Field, OpSpec
 
 DAEMON_WINDOW = (3, 4)
@@ -45,6 +46,11 @@ MAX_ROWS = 200
 ORIGIN_DENIED = frozenset({"stop", "resume", "remove", "fork", "resize", "set_metadata", "rename", "input"})
 ORIGIN_DAEMON_ONLY = frozenset({"remove_accepting_unconfirmed"})
 ORIGIN_LIFECYCLE = frozenset({"report_agent", "release_agent", "report_native_id"})
+
+
+class OperatorError(HermesError, family=True):
+    """The operator session daemon: its client, its version probe, the plugin's policy, and the
+    simulator that stands in for it."""
 
 
 class Code:

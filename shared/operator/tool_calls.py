@@ -15,6 +15,7 @@ from typing import Any
 from shared.operator import protocol as p
 from shared.operator.client import DaemonClient
 from shared.operator.policy import Policy, overlap
+from shared.operator.protocol import OperatorError
 from shared.protocol import OpSpec, RemoteError
 
 # What a tool may send: never a lifecycle report, never the unconfirmed removal.
@@ -43,13 +44,13 @@ TOOL_OPS: dict[str, OpSpec] = {
 ORIGIN_FIELD = "origin_session_id"
 
 
-class CallFailed(Exception):
+class CallFailed(OperatorError):
     """The daemon (or the transport) ended the call with ``code``; ``budget_spent`` when the
     call was cut short by the tool's budget rather than by its own timeout."""
 
     def __init__(self, code: str, *, budget_spent: bool):
         super().__init__(code)
-        self.code = code
+        self.code = code  # the daemon's or the transport's code, forwarded
         self.budget_spent = budget_spent
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from shared.errors import HermesError
+from shared.operator.protocol import Code, OperatorError
 from shared.version import METADATA_SEPARATOR
 
 PARSER = "hermes-agent-v1"
@@ -27,7 +27,7 @@ _FIRST_LINE = re.compile(
 Version = tuple[int, int, int]
 
 
-class VersionProbeError(HermesError):
+class VersionProbeError(OperatorError):
     code = "version_unreadable"
 
     def __init__(self, code: str, message: str, *, detail: dict | None = None) -> None:
@@ -60,7 +60,7 @@ def check(text: str) -> Version:
     version = parse_version(text)
     if not accepts(version):
         raise VersionProbeError(
-            "agent_runtime_unsupported",
+            Code.AGENT_RUNTIME_UNSUPPORTED,
             f"Hermes Agent {dotted(version)} is not supported: it must be at least {dotted(MIN)} and below {dotted(BELOW)}",
             detail={"version": dotted(version), "min": dotted(MIN), "below": dotted(BELOW)},
         )

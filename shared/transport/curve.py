@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
-from shared.errors import HermesError
+from shared.errors import TransportError
 from shared.transport import curve_keys
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 Options = list[tuple[int, Any]]
 
 
-class PlaintextRefused(HermesError):
+class PlaintextRefused(TransportError):
     code = "plaintext_refused"
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import zmq
 
 from shared import homes
-from shared.errors import HermesError
+from shared.errors import TransportError
 from shared.files import SECRET_MODE, locked, write_bytes_atomic
 
 DIR_MODE = 0o700
@@ -42,19 +42,19 @@ MAX_ROTATION_GRACE = 60.0
 ROTATION_LOCK_WAIT = MAX_ROTATION_GRACE + 10.0
 
 
-class CurveKeyInvalid(HermesError):
+class CurveKeyInvalid(TransportError):
     code = "curve_key_invalid"
 
 
-class CurveKeyUnsafe(HermesError):
+class CurveKeyUnsafe(TransportError):
     code = "curve_key_unsafe"
 
 
-class CurveKeyMissing(HermesError):
+class CurveKeyMissing(TransportError):
     code = "curve_key_missing"
 
 
-class CurveKeyUnknown(HermesError):
+class CurveKeyUnknown(TransportError):
     code = "curve_key_unknown"
 
 

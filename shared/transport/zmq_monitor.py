@@ -9,12 +9,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from shared.errors import HermesError
+from shared.errors import TransportError
 
 _HEAD = struct.Struct("=HI")
 
 
-class BadMonitorFrame(HermesError):
+class BadMonitorFrame(TransportError):
     code = "bad_monitor_frame"
 
 

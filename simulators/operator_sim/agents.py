@@ -18,9 +18,8 @@ from pathlib import Path
 
 import trio
 
-from shared.errors import HermesError
 from shared.operator import version_probe
-from shared.operator.protocol import Code
+from shared.operator.protocol import Code, OperatorError
 from shared.protocol import RemoteError
 
 DESCRIPTOR = Path(__file__).resolve().parents[2] / "runtime-packages" / "hermes" / "runtime.toml"
@@ -29,8 +28,8 @@ PROBE_OUTPUT_CAP = 4096
 TEXT_POLICIES = ("unrestricted", "hermes_safe_text")
 
 
-class RuntimeIncompatible(HermesError):
-    code = "runtime_incompatible"
+class RuntimeIncompatible(OperatorError):
+    code = Code.RUNTIME_INCOMPATIBLE
 
 
 @dataclass(frozen=True)

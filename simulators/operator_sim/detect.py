@@ -13,8 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import HermesError
-from shared.operator.protocol import ACTIVITIES
+from shared.operator.protocol import ACTIVITIES, Code, OperatorError
 
 MAX_SOURCE_BYTES = 256 * 1024
 MAX_RULES = 128
@@ -27,8 +26,8 @@ _GATE_KEYS = frozenset({"contains", "line_regex", "any"})
 _BOTTOM = re.compile(r"bottom_non_empty_lines\(([1-9][0-9]{0,2})\)")
 
 
-class DetectRulesInvalid(HermesError):
-    code = "runtime_incompatible"
+class DetectRulesInvalid(OperatorError):
+    code = Code.RUNTIME_INCOMPATIBLE
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.errors import HermesError
-from shared.operator.protocol import Code
+from shared.operator.protocol import Code, OperatorError
 
 
-class CursorAhead(HermesError):
+class CursorAhead(OperatorError):
     code = Code.INVALID_OUTPUT_CURSOR
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import trio
 
-from shared.errors import HermesError
+from shared.operator.protocol import OperatorError
 from simulators.operator_sim.screen import check_geometry
 
 CHUNK = 64 * 1024
@@ -36,7 +36,7 @@ REAP_TIMEOUT = 5.0
 _LAUNCH = 'POHUNEK_PTY_ROOT_PID=$$; export POHUNEK_PTY_ROOT_PID; exec "$@"'
 
 
-class SpawnFailed(HermesError):
+class SpawnFailed(OperatorError):
     code = "runtime_spawn_failed"
 
     def __init__(self, reason: str, argv: list[str]) -> None:
@@ -44,11 +44,11 @@ class SpawnFailed(HermesError):
         super().__init__(f"could not start {program!r}: {reason}", detail={"reason": reason, "program": program})
 
 
-class InputStalled(HermesError):
+class InputStalled(OperatorError):
     code = "runtime_input_stalled"
 
 
-class RuntimeClosed(HermesError):
+class RuntimeClosed(OperatorError):
     """Input for a runtime whose terminal is closed or hung up."""
 
     code = "runtime_closed"

@@ -30,8 +30,8 @@ import pyte
 from pyte import modes as mo
 from wcwidth import wcwidth
 
-from shared.errors import HermesError
-from shared.operator.protocol import MAX_COLS, MAX_ROWS
+from shared.operator.protocol import MAX_COLS, MAX_ROWS, OperatorError
+from shared.protocol import Code as WireCode
 
 # pyte is fed in slices of this size, so an unterminated sequence is seen within one slice.
 _SLICE = 4096
@@ -45,8 +45,8 @@ _REPLACEMENT = "\ufffd"
 MAX_CELL_BYTES = 18  # what the daemon's terminal keeps of a cell's text before it drops joiners
 
 
-class InvalidGeometry(HermesError):
-    code = "invalid_field"
+class InvalidGeometry(OperatorError):
+    code = WireCode.INVALID_FIELD
 
 
 def check_geometry(cols: int, rows: int) -> None:

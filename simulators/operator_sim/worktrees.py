@@ -25,8 +25,9 @@ from typing import Any
 
 import trio
 
-from shared.errors import HermesError
 from shared.files import read_json, write_json_atomic
+from shared.operator.protocol import OperatorError
+from shared.protocol import Code as WireCode
 
 GIT_TIMEOUT = 30.0
 DIFF_TIMEOUT = 10.0
@@ -36,7 +37,7 @@ _STDERR_TAIL = 2000
 _BASE_FILE = "pohunek-base"
 
 
-class GitFailed(HermesError):
+class GitFailed(OperatorError):
     code = "git_failed"
 
 
@@ -60,8 +61,8 @@ class UnknownBase(GitFailed):
     code = "unknown_base"
 
 
-class InvalidDiffLimit(HermesError):
-    code = "invalid_field"
+class InvalidDiffLimit(OperatorError):
+    code = WireCode.INVALID_FIELD
 
 
 @dataclass(frozen=True)

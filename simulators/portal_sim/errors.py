@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
+# Not a HermesError: the simulated portal's HTTP answer, in the portal's own words, not ours.
 class ApiError(Exception):
     """An error answer: ``status`` with the JSON body ``{"error", "error_description"}``."""
 

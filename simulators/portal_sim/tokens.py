@@ -17,6 +17,7 @@ _HEADER = {"alg": "HS256", "typ": "JWT"}
 _SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
+# Not a HermesError: the simulated portal's own check; its routes answer it as an HTTP error.
 class InvalidToken(Exception):
     pass
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from fleet.supervisors import gateway_command, gateway_environment, working_directory
+from fleet.supervisors.errors import SupervisorError
 from fleet.supervisors.supervisord.names import KIND, MULTIPLEX_PROGRAM, is_multiplex, profile_of, unit_name
 from fleet.supervisors.supervisord.paths import MeshPaths
 from shared import exit_codes, homes
-from shared.errors import HermesError
 from shared.files import write_bytes_atomic
 
 START_RETRIES = 3
@@ -29,11 +29,11 @@ STOP_WAIT_SECS = 30  # the gateway drains on SIGTERM; supervisord kills the grou
 EXPECTED_EXIT_CODES = (exit_codes.OK, exit_codes.CONFIG)
 
 
-class ConfigUnrepresentable(HermesError):
+class ConfigUnrepresentable(SupervisorError):
     code = "supervisord_config_unrepresentable"
 
 
-class MeshUsage(HermesError):
+class MeshUsage(SupervisorError):
     """A mesh that names a profile twice: as its own program and in the multiplex set."""
 
     code = "mesh_usage"

@@ -10,7 +10,7 @@ import xmlrpc.client
 from pathlib import Path
 
 from fleet.supervisors import Unit
-from fleet.supervisors.errors import SupervisorFailed, SupervisorUnavailable
+from fleet.supervisors.errors import SupervisorError, SupervisorFailed, SupervisorUnavailable
 from fleet.supervisors.supervisord.config import configured_programs, mesh_of, mesh_programs, write_config
 from fleet.supervisors.supervisord.daemon import LOCK_TIMEOUT, live_daemon, require_supervisor
 from fleet.supervisors.supervisord.names import KIND, MULTIPLEX_PROGRAM, unit_name
@@ -18,11 +18,10 @@ from fleet.supervisors.supervisord.paths import MeshPaths, mesh_paths, prepare
 from fleet.supervisors.supervisord.programs import START_TIMEOUT, start_program, stop_program, wait_running
 from fleet.supervisors.supervisord.rpc import call, failure, fault_code
 from shared import homes
-from shared.errors import HermesError
 from shared.files import locked
 
 
-class UnsupportedScope(HermesError):
+class UnsupportedScope(SupervisorError):
     code = "unsupported_scope"
 
 

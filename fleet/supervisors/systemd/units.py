@@ -16,10 +16,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from fleet.supervisors import gateway_command, gateway_environment, profile_for, unit_name_for, working_directory
-from fleet.supervisors.errors import UnitValueInvalid
+from fleet.supervisors.errors import SupervisorError, UnitValueInvalid
 from fleet.supervisors.scopes import check_scope
 from shared import exit_codes
-from shared.errors import HermesError
 
 KIND = "systemd"
 UNIT_PREFIX = "hermes-gateway"
@@ -41,7 +40,7 @@ _WHITESPACE = " \t\n\r"
 _LINE_END = re.compile(r"\r\n|[\r\n\x00]")
 
 
-class ShowOutputInvalid(HermesError):
+class ShowOutputInvalid(SupervisorError):
     code = "supervisor_output_invalid"
 
 
