@@ -7,8 +7,9 @@ Everything runs in the same run on the same machine; only the ratios mean much.
   reference with ``session.list``, then reads) against ``session.get``; both with a live
   ``hermes chat`` as the session;
 - wake-up: a ``pohunek_session_wait`` for output past the cursor, then a line typed to the
-  chat; the time from the input's answer to the wait's return, against the same with a bare
-  ``session.wait``.
+  chat; the time from the input's sending to the wait's return, against the same with a bare
+  ``session.wait``. The daemon answers the input only after its submit, written the runtime's
+  delay after the paste whose echo wakes the wait, so the clock starts before the call.
 
     .venv/bin/python bench/operator_plugin.py [--calls N] [--wakes N]
 """
@@ -52,7 +53,7 @@ def _wait_then_note(
 
 
 def wake_ups(wait: Callable[[Cursor], object], client: DaemonClient, session: str, n: int) -> list[int]:
-    """From the answer to an input to the return of a wait that was already waiting for output."""
+    """From the sending of an input to the return of a wait that was already waiting for output."""
     target = {"host": HOST, "session": session}
     samples = []
     for _ in range(n):
@@ -68,8 +69,8 @@ def wake_ups(wait: Callable[[Cursor], object], client: DaemonClient, session: st
         thread = threading.Thread(target=_wait_then_note, args=(wait, cursor, returned, done))
         thread.start()
         time.sleep(0.02)  # the wait is in the daemon before the output it waits for
-        client.call(p.SESSION_INPUT, {**target, "text": "wake"})
         sent = time.perf_counter_ns()
+        client.call(p.SESSION_INPUT, {**target, "text": "wake"})
         if not done.wait(10):
             raise SystemExit("a wait never woke")
         thread.join()

@@ -8,7 +8,8 @@ Everything is measured in the same run on the same machine; only the ratios mean
 - ``session.get``, ``session.output`` (a 4 KiB page from a cursor) and ``session.screen`` of a
   live ``hermes chat`` that has printed a screenful;
 - input to echo: ``session.input`` of a line, then ``session.output`` from the cursor until the
-  chat's answer is there, against a baseline of typing the same line to the same ``hermes chat``
+  chat's answer is there, against a baseline of typing the same line, framed as the daemon
+  frames it (a paste, then the submit after the runtime's delay), to the same ``hermes chat``
   on a bare PTY and reading it back directly.
 
     .venv/bin/python bench/session_daemon.py [--calls N] [--round-trips N]
@@ -31,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from shared.operator import protocol as p  # noqa: E402
 from shared.operator.client import DaemonClient  # noqa: E402
+from simulators.operator_sim import agents  # noqa: E402
 
 HOST = "local"
 IDLE = "❯".encode()
@@ -53,11 +55,14 @@ def median(samples: list[int]) -> int:
 
 
 def bare_pty_round_trip(n: int, env: dict[str, str]) -> list[int]:
-    """The same line typed to the same ``hermes chat`` on a bare PTY of our own, read back
-    directly: what the round trip costs without the daemon in between."""
+    """The same line typed to the same ``hermes chat`` on a bare PTY of our own, framed as the
+    daemon frames it, read back directly: what the round trip costs without the daemon in between."""
+    program = str(Path(sys.executable).parent / "hermes")
+    agent, _ = agents.hermes(program)
+    text, submit = agent.framed("round trip", submit=True)
     master, slave = os.openpty()
     chat = subprocess.Popen(
-        [str(Path(sys.executable).parent / "hermes"), "chat"],
+        [program, "chat"],
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -75,7 +80,10 @@ def bare_pty_round_trip(n: int, env: dict[str, str]) -> list[int]:
     read_until(IDLE, 1)
 
     def once() -> None:
-        os.write(master, b"round trip\r")
+        os.write(master, text)
+        if submit:  # written apart, as the daemon writes it
+            time.sleep(agent.submit_delay)
+            os.write(master, submit)
         read_until(b"round trip", 2)  # the chat's echo of the typing, then its answer
 
     try:
