@@ -11,9 +11,29 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.support import parallel
+
+# pytest caches each test module it rewrites for its asserts only while Python may write bytecode:
+# without the cache every run, and every parallel worker, rewrites them all again (a fifth of the
+# unit tier). So this process writes it whatever PYTHONDONTWRITEBYTECODE says; the processes a
+# test starts keep the environment's setting, so nothing is written into a clone an update swaps.
+sys.dont_write_bytecode = False
+
 # Hypothesis's per-example deadline is a timing assertion, and these machines are shared and noisy.
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under parallel workers the host tiers, and the tests marked ``host``, are one group
+    (``tests/support/parallel.py``)."""
+    for item in items:
+        if parallel.in_host_group(item):
+            item.add_marker(pytest.mark.xdist_group(parallel.HOST_GROUP))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> parallel.TierScheduling:
+    return parallel.TierScheduling(config, log)
 
 
 @pytest.fixture
