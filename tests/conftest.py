@@ -24,15 +24,8 @@ settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under parallel workers the host tiers, and the tests marked ``host``, are one group
-    (``tests/support/parallel.py``)."""
-    for item in items:
-        if parallel.in_host_group(item):
-            item.add_marker(pytest.mark.xdist_group(parallel.HOST_GROUP))
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> parallel.TierScheduling:
+    """Parallel workers share the tests as ``tests/support/parallel.py`` says."""
     return parallel.TierScheduling(config, log)
 
 

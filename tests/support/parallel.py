@@ -1,32 +1,51 @@
-"""How parallel workers (pytest-xdist) share the suite.
+"""How parallel workers (pytest-xdist) share the suite: which tests go to one worker together,
+as one unit of work, decided from each test's node id (the controller hands out work without
+collecting the tests itself).
 
-Two rules. The host tiers, and the tests marked ``host``, are one group: one worker runs them,
-one at a time, so two of them never run at once (each checks the host unchanged after it).
-The fast tiers' tests are handed out a module at a time: one takes milliseconds, and handed out
-one by one they would leave the workers waiting on the controller. Every other test is handed
-out alone, to whichever worker is free.
+- The host tiers, and the modules in ``HOST_MODULES``, are one unit: one worker runs them, one
+  at a time, so two of them never run at once (each host tier checks the host unchanged after it).
+- A module that defines a module-scoped fixture is one unit, so the fixture is made once, not
+  once per worker.
+- A module of the fast tiers is one unit: its tests take milliseconds, and handed out one by one
+  they would leave the workers waiting on the controller.
+- Every other test is a unit alone, for whichever worker is free.
 """
 
 from __future__ import annotations
 
-import pytest
-from xdist.scheduler import LoadGroupScheduling
+import functools
+from pathlib import Path
 
-HOST_TIERS = frozenset({"systemd", "containers"})  # a systemd or a podman of their own
+from xdist.scheduler import LoadScopeScheduling
+
+from tests.support.processes import ROOT
+
+HOST_TIERS = ("tests/systemd/", "tests/containers/")  # a systemd or a podman of their own
+# `ip netns add` mounts on the host, which the host tiers check unchanged.
+HOST_MODULES = ("tests/e2e/test_two_hosts.py",)
 FAST_TIERS = ("tests/unit/", "tests/service/")
-HOST_GROUP = "host"
+HOST = "host"
 
 
-def in_host_group(item: pytest.Item) -> bool:
-    return item.path.parent.name in HOST_TIERS or item.get_closest_marker("host") is not None
+def unit_of(nodeid: str) -> str:
+    """The unit of work the test ``nodeid`` is handed out in."""
+    module = nodeid.split("::", 1)[0]
+    if module.startswith(HOST_TIERS) or module in HOST_MODULES:
+        return HOST
+    if module.startswith(FAST_TIERS) or _has_module_fixture(module):
+        return module
+    return nodeid
 
 
-class TierScheduling(LoadGroupScheduling):
-    """xdist's ``loadgroup`` (a test's ``xdist_group`` is one unit of work, for one worker), with
-    each module of the fast tiers one unit too."""
+@functools.cache
+def _has_module_fixture(module: str) -> bool:
+    path = ROOT / module
+    return path.is_file() and 'scope="module"' in Path(path).read_text()
+
+
+class TierScheduling(LoadScopeScheduling):
+    """xdist's ``loadscope`` (a unit goes whole to one worker, the largest first) with the units
+    ``unit_of`` makes."""
 
     def _split_scope(self, nodeid: str) -> str:
-        group = super()._split_scope(nodeid)
-        if group == nodeid and nodeid.startswith(FAST_TIERS):
-            return nodeid.split("::", 1)[0]
-        return group
+        return unit_of(nodeid)
