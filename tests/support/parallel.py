@@ -4,6 +4,8 @@ collecting the tests itself).
 
 - The host tiers, and the modules in ``HOST_MODULES``, are one unit: one worker runs them, one
   at a time, so two of them never run at once (each host tier checks the host unchanged after it).
+- The operator tool modules are one unit: the last of them checks every error code that all of
+  them produced in this process.
 - A module that defines a module-scoped fixture is one unit, so the fixture is made once, not
   once per worker.
 - A module of the fast tiers is one unit: its tests take milliseconds, and handed out one by one
@@ -25,6 +27,10 @@ HOST_TIERS = ("tests/systemd/", "tests/containers/")  # a systemd or a podman of
 HOST_MODULES = ("tests/e2e/test_two_hosts.py",)
 FAST_TIERS = ("tests/unit/", "tests/service/")
 HOST = "host"
+OPERATOR_TOOLS = "operator-tools"
+OPERATOR_TOOL_MODULES = tuple(
+    f"tests/e2e/test_operator_tools{suffix}.py" for suffix in ("", "_cli", "_guard", "_start")
+)
 
 
 def unit_of(nodeid: str) -> str:
@@ -32,6 +38,8 @@ def unit_of(nodeid: str) -> str:
     module = nodeid.split("::", 1)[0]
     if module.startswith(HOST_TIERS) or module in HOST_MODULES:
         return HOST
+    if module in OPERATOR_TOOL_MODULES:
+        return OPERATOR_TOOLS
     if module.startswith(FAST_TIERS) or _has_module_fixture(module):
         return module
     return nodeid
