@@ -11,11 +11,23 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.support import parallel
 from tests.support.in_process import in_process as in_process  # the fixture, for every tier
+
+# pytest caches each test module it rewrites for its asserts only while Python may write bytecode:
+# without the cache every run, and every parallel worker, rewrites them all again (a fifth of the
+# unit tier). So this process writes it whatever PYTHONDONTWRITEBYTECODE says; the processes a
+# test starts keep the environment's setting, so nothing is written into a clone an update swaps.
+sys.dont_write_bytecode = False
 
 # Hypothesis's per-example deadline is a timing assertion, and these machines are shared and noisy.
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> parallel.TierScheduling:
+    """Parallel workers share the tests as ``tests/support/parallel.py`` says."""
+    return parallel.TierScheduling(config, log)
 
 
 @pytest.fixture

@@ -250,8 +250,8 @@ def test_a_gateway_that_cannot_start_is_reported_with_its_log(mesh_root):
     assert err.value.code == "supervisor_failed"
     programs = err.value.detail["programs"]
     assert [p["name"] for p in programs] == ["hermes-gateway-b"]
-    # FATAL when it died within startsecs; EXITED when a loaded machine started it slower (then
-    # supervisord's description is the time it stopped, not its exit status: the log says why).
+    # FATAL when it died within startsecs; EXITED when a loaded machine started it slower, and
+    # supervisord describes an EXITED program by the time it stopped: its log says why.
     failed = programs[0]
     assert failed["state"] in ("FATAL", "EXITED")
     assert "refusing to use" in failed["log_tail"]

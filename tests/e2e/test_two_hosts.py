@@ -16,6 +16,7 @@ from tests.support.cli import HERMES, hermes
 from tests.support.processes import ROOT, python_env, read_state, wait_for
 from tests.support.tcp import tcp_env
 
+# Run with the host tiers, one at a time (tests/support/parallel.py): `ip netns add` mounts on the host.
 PORT = 7420
 # Far longer than a handshake takes: failing "fast" means well within it.
 CALL_TIMEOUT = 30.0

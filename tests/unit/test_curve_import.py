@@ -18,8 +18,13 @@ def _key() -> str:
     return zmq.curve_keypair()[0].decode()
 
 
+# Fixed, not made per run: a document is a test's parameter, and every process that collects the
+# suite (each parallel worker) must name its tests alike.
+CLIENT = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"
+
+
 def _document(services: object, **more: object) -> bytes:
-    return json.dumps({"store": "/elsewhere", "client": _key(), "services": services, **more}).encode()
+    return json.dumps({"store": "/elsewhere", "client": CLIENT, "services": services, **more}).encode()
 
 
 def test_a_show_document_gives_every_service_key():

@@ -392,12 +392,13 @@ def test_a_client_refuses_a_present_unsafe_run_dir_and_accepts_an_absent_one(tmp
 
 
 @pytest.mark.parametrize("unsafe", ["base", "directory"])
-def test_a_client_refuses_an_unsafe_fallback_dir(tmp_path, unsafe):
-    runtime = tmp_path / "xdg"
+def test_a_client_refuses_an_unsafe_fallback_dir(tmp_path, short_dir, unsafe):
+    runtime = short_dir / "xdg"  # short, so the sockets fit under it and the host's /tmp/hermes-<uid> is left alone
     runtime.mkdir(mode=0o700)
     env = {"XDG_RUNTIME_DIR": str(runtime)}
     home = deep_home(tmp_path)
     made = endpoint(home, "gateway", env=env)  # as the gateway makes it
+    assert made.directory.parent == runtime / "hermes"
     os.chmod(made.directory.parent if unsafe == "base" else made.directory, 0o755)
     with pytest.raises(UnsafeRunDir, match="0755"):
         endpoint(home, "gateway", create=False, env=env)
@@ -426,8 +427,8 @@ def test_deep_home_falls_back_to_tmp(tmp_path, fallback_dirs):
     assert other.directory != ep.directory
 
 
-def test_deep_home_prefers_xdg_runtime_dir(tmp_path):
-    runtime = tmp_path / "xdg"
+def test_deep_home_prefers_xdg_runtime_dir(tmp_path, short_dir):
+    runtime = short_dir / "xdg"  # short, so the sockets fit under it
     runtime.mkdir(mode=0o700)
     ep = endpoint(deep_home(tmp_path), "gateway", env={"XDG_RUNTIME_DIR": str(runtime)})
     assert ep.fallback is True
@@ -442,8 +443,8 @@ def test_missing_xdg_runtime_dir_is_ignored(tmp_path, fallback_dirs):
     assert ep.directory.parent == Path(f"/tmp/hermes-{os.geteuid()}")
 
 
-def test_unsafe_fallback_dir_is_refused(tmp_path):
-    runtime = tmp_path / "xdg"
+def test_unsafe_fallback_dir_is_refused(tmp_path, short_dir):
+    runtime = short_dir / "xdg"  # short, so the sockets would fit under it
     (runtime / "hermes").mkdir(parents=True)
     os.chmod(runtime / "hermes", 0o777)
     with pytest.raises(UnsafeRunDir):

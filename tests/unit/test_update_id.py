@@ -30,7 +30,7 @@ def test_what_cannot_name_a_file_is_refused_by_every_taker(bad, tmp_path):
     assert not any(tmp_path.iterdir())  # refused before anything was written
 
 
-@pytest.mark.parametrize("good", GOOD)
+@pytest.mark.parametrize("good", GOOD, ids=["short", "longest", "every-kind-of-character", "generated"])
 def test_an_update_id_names_its_receipt_file(good, tmp_path):
     assert validate_update_id(good) == good
     store = ReceiptStore(tmp_path)

@@ -270,22 +270,34 @@ def validate(name: str, args: Any) -> dict[str, Any]:
     return args
 
 
+_Path = tuple["_Path", str] | None  # (the parent's path, this name); None is the top
+
+
 def _check_plain(args: dict[str, Any]) -> None:
     """No float and no lone surrogate anywhere in ``args``: ``plugin_invalid_request`` naming
-    the first one's path. A walk with its own stack, so no nesting can exhaust the interpreter's."""
-    pending: list[tuple[tuple[str, ...], Any]] = [((), args)]
+    the first one's path. A walk with its own stack, so no nesting can exhaust the interpreter's;
+    each path links to its parent's, so a deep argument costs its size, not its depth squared."""
+    pending: list[tuple[_Path, Any]] = [(None, args)]
     while pending:
         path, value = pending.pop()
         if isinstance(value, float) or (isinstance(value, str) and _SURROGATE.search(value)):
-            raise error("plugin_invalid_request", {"field": ".".join(path)})
+            raise error("plugin_invalid_request", {"field": _joined(path)})
         if isinstance(value, dict):
             items = [(str(key), item) for key, item in value.items()]
             for name, _ in items:
                 if _SURROGATE.search(name):  # named escaped: the answer itself must be Unicode
-                    raise error("plugin_invalid_request", {"field": ".".join((*path, _escaped(name)))})
-            pending.extend(((*path, name), item) for name, item in reversed(items))
+                    raise error("plugin_invalid_request", {"field": _joined((path, _escaped(name)))})
+            pending.extend(((path, name), item) for name, item in reversed(items))
         elif isinstance(value, list):
-            pending.extend(((*path, str(i)), item) for i, item in reversed(list(enumerate(value))))
+            pending.extend(((path, str(i)), item) for i, item in reversed(list(enumerate(value))))
+
+
+def _joined(path: _Path) -> str:
+    names: list[str] = []
+    while path is not None:
+        path, name = path
+        names.append(name)
+    return ".".join(reversed(names))
 
 
 def _escaped(text: str) -> str:
