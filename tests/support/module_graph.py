@@ -7,6 +7,8 @@ import ast
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from tests.support.processes import PACKAGES
+
 
 def module_name(root: Path, path: Path) -> str:
     parts = path.relative_to(root).with_suffix("").parts
@@ -31,3 +33,15 @@ def imports_in(root: Path, path: Path, nodes: Iterable[ast.AST]) -> Iterator[tup
             else:
                 module = node.module or ""
             yield module, tuple(alias.name for alias in node.names)
+
+
+def plant(root: Path, files: dict[str, str]) -> Path:
+    """A tree for a checker to read: ``files`` (path -> text) under ``root``, and every top-level
+    package of the product, empty where ``files`` puts nothing."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for top in PACKAGES:
+        (root / top).mkdir(exist_ok=True)
+    return root

@@ -14,7 +14,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.module_graph import imports_in, module_name
+from tests.support.module_graph import imports_in, module_name, plant
 from tests.support.processes import PACKAGES, ROOT
 
 CHECKED = PACKAGES
@@ -89,16 +89,6 @@ def test_no_package_imports_itself_round():
 
 
 # --- the checker itself, on a planted tree -----------------------------------------------------
-
-
-def plant(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    for top in CHECKED:
-        (root / top).mkdir(exist_ok=True)
-    return root
 
 
 def test_a_planted_cycle_is_found_however_it_is_spelled(tmp_path):

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.compat.test_pinned_imports import PINNED
-from tests.support.module_graph import imports_in, module_name
+from tests.support.module_graph import imports_in, module_name, plant
 from tests.support.processes import PACKAGES, ROOT
 
 ARROWS: dict[str, tuple[str, ...]] = {
@@ -169,16 +169,6 @@ def test_the_tree_keeps_its_layers():
 
 
 # --- the checker itself, on a planted tree -----------------------------------------------------
-
-
-def plant(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    for top in CHECKED:
-        (root / top).mkdir(exist_ok=True)
-    return root
 
 
 PLANTED = {
