@@ -11,6 +11,7 @@ import importlib
 
 import pytest
 
+from tests.support.module_graph import parsed
 from tests.support.processes import ROOT
 
 PAYLOAD = ROOT / "runtime-packages" / "hermes" / "operator" / "pohunek"
@@ -54,7 +55,7 @@ def payload_imports() -> set[tuple[str, str]]:
     """(module, name) for every import of our packages in this release's payload."""
     found = set()
     for path in sorted(PAYLOAD.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("shared"):
                 for alias in node.names:
                     module = f"{node.module}.{alias.name}"

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 
 from shared.errors import HermesError
+from tests.support.module_graph import parsed
 from tests.support.processes import PACKAGES
 
 DOC = Path("docs/errors.md")
@@ -153,7 +154,7 @@ def call_sites(modules: Iterable[ModuleType], takers: dict[str, type[HermesError
         path = getattr(module, "__file__", None)
         if not path:
             continue
-        for node in ast.walk(ast.parse(Path(path).read_text())):
+        for node in ast.walk(parsed(Path(path))):
             if not isinstance(node, ast.Call) or not node.args:
                 continue
             func = node.func

@@ -4,10 +4,23 @@ import statement names, with relative imports resolved. Used by the layer and cy
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tests.support.processes import PACKAGES
+
+
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of the file at ``path``, parsed once per process while it is unchanged:
+    several checks read the whole tree."""
+    stat = path.stat()
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _parsed(path: Path, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
 
 
 def module_name(root: Path, path: Path) -> str:

@@ -14,7 +14,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.module_graph import imports_in, module_name, plant
+from tests.support.module_graph import imports_in, module_name, parsed, plant
 from tests.support.processes import PACKAGES, ROOT
 
 CHECKED = PACKAGES
@@ -33,7 +33,7 @@ def imported_modules(root: Path, path: Path, modules: frozenset[str]) -> set[str
     """The modules of ``modules`` that ``path`` imports at module level (``from package import
     name`` imports the module ``package.name`` when there is one, else the package)."""
     found = set()
-    for source, names in imports_in(root, path, _module_level(ast.parse(path.read_text(), str(path)).body)):
+    for source, names in imports_in(root, path, _module_level(parsed(path).body)):
         if not names:
             found.add(source)
         for name in names:

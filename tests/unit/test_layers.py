@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.compat.test_pinned_imports import PINNED
-from tests.support.module_graph import imports_in, module_name, plant
+from tests.support.module_graph import imports_in, module_name, parsed, plant
 from tests.support.processes import PACKAGES, ROOT
 
 ARROWS: dict[str, tuple[str, ...]] = {
@@ -70,7 +70,7 @@ class Import:
 
 def imports_of(root: Path, path: Path) -> Iterator[Import]:
     """Every import in the module, at any depth (a lazy import inside a function counts too)."""
-    for module, names in imports_in(root, path, ast.walk(ast.parse(path.read_text(), str(path)))):
+    for module, names in imports_in(root, path, ast.walk(parsed(path))):
         yield Import(module, names)
 
 
@@ -113,7 +113,7 @@ def faces(root: Path) -> dict[str, frozenset[str]]:
     for init in sorted(root.glob("**/__init__.py")):
         if init.relative_to(root).parts[0] not in OURS:
             continue
-        for node in ast.parse(init.read_text()).body:
+        for node in parsed(init).body:
             targets = (
                 node.targets
                 if isinstance(node, ast.Assign)
