@@ -22,10 +22,10 @@ from services.updater.completion_contract import (
     UNKNOWN_SPEC,
     Request,
     check_result,
-    dependency_digest,
     read_result,
 )
 from tests.support.processes import ROOT, python_env
+from tests.support.updater import on_this_tree
 
 PINNED = sorted(Path(__file__).parent.glob("completion_request_v*.json"))
 
@@ -112,17 +112,7 @@ def test_a_pinned_result_is_read_and_accepted_by_the_updater(pinned, tmp_path):
 def test_this_releases_completion_writes_what_the_pinned_result_holds(tmp_path):
     from services.updater.completion import Completion
 
-    request = Request.new(
-        update_id="compat",
-        root=str(tmp_path / "home"),
-        install_root=str(ROOT),
-        before=None,
-        after=None,
-        result_path=str(tmp_path / "result.json"),
-        dependency_spec=dependency_digest(ROOT),  # unchanged: no pip
-    )
-    (tmp_path / "home").mkdir()
-    result = Completion(request).run()
+    result = Completion(on_this_tree(tmp_path, "compat")).run()
     check_result(result)
     pinned = json.loads(RESULTS[-1].read_text())
     assert set(pinned) <= set(result)

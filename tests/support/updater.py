@@ -11,12 +11,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from services.updater import obligations
-from services.updater.completion_contract import Request
+from services.updater.completion_contract import Request, dependency_digest
 from services.updater.install_kind import Probes
 from services.updater.pipeline import Pipeline
 from services.updater.receipt import Receipt
 from shared.config import config_path
 from shared.identity import ProcessIdentity, current_identity
+from tests.support.processes import ROOT
 
 # --- receipts ------------------------------------------------------------------------------------
 
@@ -45,6 +46,22 @@ def owe(root: Path, **states: str) -> None:
 def asking(**fields) -> Request:
     base = {"update_id": "u", "root": "/r", "install_root": "/i", "before": None, "after": None, "result_path": "/x"}
     return Request.new(**{**base, **fields})
+
+
+def on_this_tree(tmp_path: Path, update_id: str = "u1") -> Request:
+    """A completion's request for this checkout as the new tree, with a fresh home under
+    ``tmp_path`` and the dependencies unchanged (no pip)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return Request.new(
+        update_id=update_id,
+        root=str(home),
+        install_root=str(ROOT),
+        before=None,
+        after=None,
+        result_path=str(tmp_path / "result.json"),
+        dependency_spec=dependency_digest(ROOT),
+    )
 
 
 def bare_run(tmp_path: Path) -> Pipeline:

@@ -15,7 +15,6 @@ from services.updater import pipeline as pipeline_module
 from services.updater import stages
 from services.updater.apply_git import ApplyResult
 from services.updater.completion import Completion
-from services.updater.completion_contract import Request, dependency_digest
 from services.updater.install_kind import InstallKind
 from services.updater.plan import Plan
 from services.updater.settings import UpdateSettings
@@ -23,7 +22,7 @@ from services.updater.stages import STAGES, Side, Stage, completion_stages, upda
 from services.updater.verify import STALE, MatrixRow
 from tests.support.docs_blocks import block, body
 from tests.support.processes import ROOT
-from tests.support.updater import bare_run
+from tests.support.updater import bare_run, on_this_tree
 
 OLD, NEW = "a" * 40, "b" * 40
 Table = tuple[Stage, ...]
@@ -215,17 +214,7 @@ def test_the_completion_runs_its_stages_in_the_tables_order(tmp_path):
             seen.append(name)
             super().skip(name, reason)
 
-    (tmp_path / "home").mkdir()
-    request = Request.new(
-        update_id="u1",
-        root=str(tmp_path / "home"),
-        install_root=str(ROOT),
-        before=None,
-        after=None,
-        result_path=str(tmp_path / "result.json"),
-        dependency_spec=dependency_digest(ROOT),  # unchanged: no pip
-    )
-    Recording(request).run()
+    Recording(on_this_tree(tmp_path)).run()
     assert list(dict.fromkeys(seen)) == [stage.name for stage in completion_stages(STAGES)]
 
 
