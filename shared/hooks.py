@@ -164,6 +164,17 @@ class HookClient:
         """
         return self._report("release", lambda: {"reason": _one_of(reason, vocabulary.RELEASE_REASONS)})
 
+    def prepare(self) -> None:
+        """Open the socket now (in a managed session), outside any turn, so that no report pays
+        for the connection. Never raises: a failure here is met again, and counted, by a report."""
+        with self._lock:
+            if self._session is None:
+                return
+            try:
+                self._connection()
+            except Exception:
+                pass
+
     def counters(self) -> dict[str, int]:
         """A copy of the outcome counts."""
         with self._lock:
@@ -296,6 +307,11 @@ def _client() -> HookClient:
             if _default is None:
                 _default = HookClient(os.environ)
     return _default
+
+
+def prepare() -> None:
+    """``HookClient.prepare`` for this process."""
+    _client().prepare()
 
 
 def report_native_id(native_id: str, *, resumed: bool = False) -> bool:

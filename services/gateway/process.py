@@ -82,6 +82,9 @@ class GatewayProcess:
         for gateway in self.gateways:
             await gateway.starting(message)
         await trio.sleep(self._start_delay)
+        # The hook socket's one-off connection wait, before any turn can come: a report sent
+        # meanwhile from the loop would wait for it, and could overtake the start's own report.
+        await trio.to_thread.run_sync(hooks.prepare)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             for gateway in list(self.gateways):  # one let go meanwhile leaves the list
@@ -90,8 +93,8 @@ class GatewayProcess:
             if not self._exit.is_set():  # a drain asked meanwhile leaves nothing to announce
                 self._announced = True
                 await self._say_served()
-            # The first report opens the hook socket (a brief one-off wait): here, not in a turn.
-            await trio.to_thread.run_sync(hooks.report_activity, "idle")
+            if not self._active_turns:  # a turn that came first has reported working
+                hooks.report_activity("idle")
             sd_notify.notify(READY=1, STATUS=f"serving {_profiles_text(self.profiles)}")
             await self._exit.wait()
             self._watching.cancel()

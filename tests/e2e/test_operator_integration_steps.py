@@ -123,8 +123,12 @@ def killed_before_each_step(lane: Lane, command: tuple[str, ...], before: Snapsh
 def test_a_kill_9_before_any_step_is_reported_and_repaired_by_the_next_run(tmp_path, root, command):
     kit = PackageKit(tmp_path)
     kit.install_package()
-    hermes = str(fake_hermes(tmp_path, "Hermes Agent v0.20.0 (2026.8.1)"))
-    lanes = [Lane(kit, root, f"work{index}", hermes) for index in range(LANES)]
+    # A Hermes per lane: the fake keeps the plugin's enablement in one file, which two lanes
+    # writing at once would tear.
+    lanes = [
+        Lane(kit, root, f"work{index}", str(fake_hermes(tmp_path / f"lane{index}", "Hermes Agent v0.20.0 (2026.8.1)")))
+        for index in range(LANES)
+    ]
     for lane in lanes:
         lane.work.mkdir(parents=True)
         # An install to update or uninstall; before a first install, an uninstall that finds

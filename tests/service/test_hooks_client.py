@@ -190,6 +190,16 @@ def test_a_reporter_that_never_reads_makes_reports_not_accepted(hook_client, roo
     assert client.counters() == counts(sent=sent, not_accepted=dropped)
 
 
+@pytest.mark.parametrize("env", [MANAGED, {}], ids=["managed", "unmanaged"])
+def test_preparing_the_socket_sends_and_counts_nothing(hook_client, env, root, intake, bind_pull):
+    pull = bind_pull(intake)
+    client = hook_client(env, root)
+    client.prepare()
+    client.prepare()  # a second one finds the socket made
+    assert client.counters() == counts()
+    assert first_received_is_the_sentinel(pull, root)
+
+
 def test_a_reporter_that_starts_late_gets_the_reports_sent_after(hook_client, root, intake, bind_pull):
     client = hook_client(MANAGED, root)
     assert client.report_activity("working") is False
