@@ -1,15 +1,27 @@
-"""``hermes update`` of a whole fleet under load, against a single gateway's update.
+"""``hermes update`` of fleets of several sizes under load, against one gateway's update.
 
-Each scenario builds a throwaway install the way ``tests/e2e/test_update.py`` does (``tests.support.installs.Install``): a bare origin
-cloned from this repository's committed HEAD, an install cloned from it, a dev clone that
-pushes the release. It creates the profiles, starts one gateway per profile under the
-embedded supervisord (``hermes mesh up --profiles ...``, every gateway on the install's
-code), keeps a steady stream of turns going to every gateway, pushes a release and times
-``hermes update --yes --json`` while the turns keep coming. The single-gateway scenario
-(1 profile, the same load per gateway) runs first in the same run and is the baseline.
-Targets: the fleet's update at most 1.5x the single one (the restarts run concurrently), the
-single one at most 2 s. ``--runs`` repeats both scenarios; each run is printed, then the
-medians, against which the targets are judged.
+Columns: ``--sizes`` (default 1,4,8,16) per-profile gateways, and ``mx8`` (``--multiplex``):
+8 profiles served by one multiplex gateway. Every column's throwaway install is built up
+front, the way ``tests/e2e/test_update.py`` builds one (``tests.support.installs.Install``: a
+bare origin cloned from this repository's committed HEAD, an install cloned from it, a dev
+clone that pushes releases), its profiles made and its code compiled to bytecode
+(``bench.fleet_install``: its processes run as an operator's install does, whatever this
+machine's ``PYTHONDONTWRITEBYTECODE``). A scenario starts the column's gateways under the
+embedded supervisord (``hermes mesh up --profiles ...`` or ``--serve ...``, on the install's
+code), keeps a steady stream of turns going to every profile, pushes a new release and times
+``hermes update --yes --json`` while the turns keep coming, then brings the mesh down: each
+run's update has a release of its own to apply.
+
+``--runs`` (default 3) runs every column once per run, interleaved, the order rotated by one
+each run (1 4 8 16 mx8, then 4 8 16 mx8 1, ...), so a slow spell of a shared machine does not
+fall on one column. Each run is printed as it ends, with each column's ratio against one
+gateway's update in the same run; then per column the median seconds and the median ratio,
+against which the targets are judged: one gateway at most 2 s, 8 at most 1.5x one, 16 at most
+2.5x one, no turn lost in any run. A scenario that fails is printed with why, and the bench
+goes on. Then a text chart of the scaling (``--plot FILE.png`` draws it too, where matplotlib
+is importable), a gateway's start against a bare interpreter (``bench/gateway_start.py``) and
+forked gateways against cold starts (``bench/fork_start.py``), both in the one-gateway
+install. ``--json`` prints all of it as one document.
 
 Load: ``--clients`` tasks per gateway, each with its own client, one turn in flight at a
 time (``turn {text, seconds}``), each turn's text a unique tag that the result must echo.
@@ -46,7 +58,8 @@ ended, asks supervisord to start the program (``fleet.supervisors.supervisord.re
 supervisord's 1 s poll never decides. The receipt's note says who started it: supervisord
 when asked, or its autorestart, which the ask woke first.
 
-    .venv/bin/python bench/update_fleet.py [--runs 3] [--gateways 8] [--clients 2] [--turn-seconds 0.1] [--json]
+    .venv/bin/python bench/update_fleet.py [--runs 3] [--sizes 1,4,8,16] [--multiplex 8] [--clients 2]
+        [--turn-seconds 0.1] [--start-samples 10] [--forks 8] [--fork-rounds 3] [--json] [--plot FILE.png]
 """
 
 from __future__ import annotations
@@ -77,6 +90,7 @@ from bench.fleet_load import Load, Tally, Unanswered, account, epoch  # noqa: E4
 from bench.fleet_report import BASELINE  # noqa: E402
 from fleet.supervisors.supervisord.names import MULTIPLEX_PROGRAM, unit_name  # noqa: E402
 from shared import homes  # noqa: E402
+from shared.layout import GATEWAY_STARTS_FILE  # noqa: E402
 from shared.protocol import RemoteError  # noqa: E402
 
 SETTLE_SECONDS = 1.0  # steady load before the update
@@ -239,6 +253,8 @@ def _process_starts(column: Column, processes: dict[str, list[float]]) -> dict[s
 
 def run_scenario(install: FleetInstall, column: Column, release: str, args: argparse.Namespace) -> dict[str, Any]:
     profiles = column.profiles
+    for profile in profiles:  # every run starts its gateways anew: not a respawn storm
+        (homes.profile_home(profile, install.root) / GATEWAY_STARTS_FILE).unlink(missing_ok=True)
     install.mesh_started = True
     install.checked(*column.mesh_up())
     before = install.wait_serving(profiles)
