@@ -218,7 +218,8 @@ def plot(summary: dict[str, Any], path: Path) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return f"matplotlib is not importable: no plot written to {path}"
-    per_profile, multiplex = [], []
+    per_profile: list[tuple[int, float]] = []
+    multiplex: list[tuple[int, float]] = []
     for name, m in summary["median"].items():
         if m["seconds"] is not None:
             (multiplex if name.startswith("mx") else per_profile).append((int(name.removeprefix("mx")), m["seconds"]))
