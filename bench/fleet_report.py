@@ -130,7 +130,7 @@ def run_text(run: dict[str, Any], columns: list[str]) -> str:
             lines.append(f"  {name:<5} FAILED: {s['error']}")
             continue
         ratio = run["ratios"].get(name)
-        ratio_text = f"{ratio:5.2f}x one" if ratio is not None else "    - "
+        ratio_text = f"{ratio:5.2f}x one" if ratio is not None else "    -     "
         lines.append(f"  {name:<5} {_label(s):<32} {s['update_seconds']:6.2f} s  {ratio_text}   {_turns_text(s)}")
     lines.append("  fleet matrix after the update:")
     for name, s in done.items():
@@ -186,12 +186,13 @@ def summary_text(summary: dict[str, Any], runs: int) -> str:
     lines = [f"median of {runs} run(s), per column (ratios: against one gateway in the same run):"]
     for name, m in summary["median"].items():
         seconds = f"{m['seconds']:6.2f} s" if m["seconds"] is not None else "     - "
-        ratio = f"{m['ratio_to_one']:5.2f}x one" if m["ratio_to_one"] is not None else "   -     "
+        ratio = f"{m['ratio_to_one']:5.2f}x one" if m["ratio_to_one"] is not None else "    -     "
         failed = f", {m['failed']} failed" if m["failed"] else ""
         lines.append(f"  {name:<5} {seconds}  {ratio}   ({m['runs']} run(s){failed})")
     lines.append("targets:")
     for t in summary["targets"]:
-        lines.append(f"  {t['target']:<28} {t['value']!s:<12} {'met' if t['met'] else 'NOT met'}")
+        failed = f" ({t['failed_scenarios']} scenario(s) failed)" if t.get("failed_scenarios") else ""
+        lines.append(f"  {t['target']:<28} {t['value']!s:<12} {'met' if t['met'] else 'NOT met'}{failed}")
     return "\n".join(lines)
 
 
