@@ -135,7 +135,7 @@ def ancestor_pids() -> set[int]:
     """The pids of this process's parent, its parent's, and so on up to the first process;
     as many as could be read."""
     if not _LINUX:
-        import psutil
+        import psutil  # only off Linux, as above
 
         try:
             return {p.pid for p in psutil.Process().parents()}
