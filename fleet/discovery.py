@@ -199,8 +199,18 @@ def _scan_can_add(profiles: Mapping[str, Path], found: list[GatewayRecord]) -> b
     )
 
 
-def _record_key(record: GatewayRecord) -> tuple[object, str]:
-    return record.instance_id or record._self_identity(), os.path.realpath(record.home)
+def _record_key(record: GatewayRecord) -> tuple[object, object]:
+    return record.instance_id or record._self_identity(), _same_directory(record.home)
+
+
+def _same_directory(home: Path) -> object:
+    """What two spellings of one directory share: its device and inode (one stat, where a
+    realpath costs one per component), or its real path when it cannot be read."""
+    try:
+        found = os.stat(home)
+    except OSError:
+        return os.path.realpath(home)
+    return found.st_dev, found.st_ino
 
 
 _SOURCE_RANK = {"socket": 0, "state_file": 1, "scan": 2}

@@ -125,6 +125,22 @@ def test_no_process_scan_runs_when_every_profile_answered_from_a_process_seen_he
     assert scans == [root]
 
 
+def test_a_discovery_looks_at_each_profiles_paths_once(root, gateways, monkeypatch):
+    for name in ("coder", "writer"):
+        make_profile(root, name)
+        gateways(root, name)
+    gateways(root, "default")
+    looked: list[object] = []
+    lstat = os.lstat
+    monkeypatch.setattr(os, "lstat", lambda path, **kw: looked.append(path) or lstat(path, **kw))
+
+    assert len(discovery.discover(root, scan=False)) == 3
+    # The run dir, judged as itself (a symlink is refused): never a whole path walked per record.
+    assert sorted(map(str, looked)) == sorted(
+        str(gateway_home(root, p) / "run") for p in ("default", "coder", "writer")
+    )
+
+
 def test_a_scanned_gateway_takes_its_fields_from_a_state_file_naming_it(root, gateways):
     gateway = gateways(root, "default")
     os.unlink(gateway.endpoint.control.removeprefix("ipc://"))  # only the socket is gone
