@@ -8,7 +8,8 @@ through its state file, trusted only while the process it names is alive with th
 time and is that gateway (``state_record.names_live_gateway``: its command line, or, when that
 cannot be read, the record's ``kind`` and argv, as the Hermes Agent's readers judge a record
 its gateway wrote; so a file the Hermes Agent wrote reads here too). A process scan comes last, for old or crashed gateways whose socket and state file are
-gone. It classifies processes only by ``looks_like_gateway_command_line`` on the full argv;
+gone; it runs only when some profile had no answer, or a gateway answered from another pid
+namespace (``_scan_can_add``). It classifies processes only by ``looks_like_gateway_command_line`` on the full argv;
 a process is ours when a state file of ours names it (as it names itself: its own pid
 namespace's pid, and its start time) or when it runs on our root home, so a gateway of
 another install is never taken for ours. No gateway is listed twice: one that answered, or
@@ -46,6 +47,7 @@ from shared.gateways import ops
 from shared.identity import (
     ProcessIdentity,
     all_pids,
+    is_alive,
     own_pid,
     process_identity,
     read_cmdline,
@@ -180,13 +182,35 @@ def survey(root: Path, *, timeout: float = 1.0, scan: bool = True, sockets: dict
         if record is not None and (key := _record_key(record)) not in seen:
             seen.add(key)
             found.append(record)
-    if scan:
+    if scan and _scan_can_add(profile_homes, found):
         found = _with_scan(root, found)
     return Survey(sorted(found, key=_order), sorted(refused, key=lambda r: homes.profile_order(r.profile)))
 
 
-def _record_key(record: GatewayRecord) -> tuple[object, str]:
-    return record.instance_id or record._self_identity(), os.path.realpath(record.home)
+def _scan_can_add(profiles: Mapping[str, Path], found: list[GatewayRecord]) -> bool:
+    """Whether the process scan may find more than the sockets did: when some profile's gateway
+    did not answer its socket (one with neither socket nor state file is found only by the
+    scan), or one that answered is not that process here (it runs in its own pid namespace,
+    and only the scan tells its pid on this host). When every profile answered from a process
+    seen here, a scan could only repeat them."""
+    answered = [record for record in found if record.source == "socket"]
+    return {record.profile for record in answered} != set(profiles) or not all(
+        (ident := record._self_identity()) is not None and is_alive(ident) for record in answered
+    )
+
+
+def _record_key(record: GatewayRecord) -> tuple[object, object]:
+    return record.instance_id or record._self_identity(), _same_directory(record.home)
+
+
+def _same_directory(home: Path) -> object:
+    """What two spellings of one directory share: its device and inode (one stat, where a
+    realpath costs one per component), or its real path when it cannot be read."""
+    try:
+        found = os.stat(home)
+    except OSError:
+        return os.path.realpath(home)
+    return found.st_dev, found.st_ino
 
 
 _SOURCE_RANK = {"socket": 0, "state_file": 1, "scan": 2}

@@ -8,7 +8,8 @@ still sees the output was cut).
 
 SIGTERM interrupts a command as Ctrl-C does (its clean-up runs, exit 130), so a supervisor or
 a timeout that stops ``hermes demo`` leaves nothing running; a SIGTERM during the clean-up is
-ignored (SIGKILL still ends it). The foreground gateway handles its signals itself.
+ignored (SIGKILL still ends it). The foreground gateway handles its signals itself;
+``--version``, a few file reads with nothing to clean up, keeps the default (SIGTERM ends it).
 
 No command prints a traceback: an unexpected error is one line naming the command, what failed
 and where the detail was logged (``hermes_cli.crash``), exit 1.
@@ -22,17 +23,15 @@ service's log. The check is one small file read (``services.updater.obligations`
 
 from __future__ import annotations
 
-import importlib
 import os
-import select
-import signal
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from shared import exit_codes
 
+TYPE_CHECKING = False  # typing's own flag without importing typing; mypy reads it as true
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from fleet.cli_grammar import UsageError
 
 # Commands that report owed restarts themselves, or whose stderr is a log.
@@ -54,6 +53,8 @@ def apply_profile(profile: str | None, model: str | None, *, creates: bool = Fal
 
 
 def _load(target: str) -> Callable[..., int | None]:
+    import importlib
+
     module, _, function = target.partition(":")
     return getattr(importlib.import_module(module), function)
 
@@ -69,6 +70,12 @@ def warn_owed_restarts() -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     run = _Run()
+    if _asks_version(argv):
+        # A few file reads with nothing to clean up: no SIGTERM handler, whose module (it
+        # loads enum) would cost more than the answer.
+        return _guarded(argv, run)
+    import signal
+
     try:
         previous = signal.signal(signal.SIGTERM, _interrupt)
     except ValueError:  # not the main thread (an in-process caller): its signals are not ours
@@ -101,6 +108,8 @@ def _guarded(argv: list[str], run: _Run) -> int:
 
 
 def _interrupt(signum, frame) -> None:
+    import signal
+
     # Once: a stop often comes twice at once (``timeout`` signals the process and its group),
     # and the second must not cut the clean-up short. A handler, not SIG_IGN, which children inherit.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
@@ -138,6 +147,8 @@ def _flush_stdout() -> None:
 
 def _stdout_closed() -> bool:
     """Whether stdout is a pipe whose reader has gone (its write end polls as an error)."""
+    import select
+
     try:
         poller = select.poll()
         poller.register(sys.stdout.fileno(), select.POLLOUT)
@@ -156,7 +167,7 @@ def _silence_stdout() -> None:
 
 
 def _main(argv: list[str], run: _Run) -> int:
-    if argv[:1] == ["--version"]:  # the commonest probe of all answers before any parser is built
+    if _asks_version(argv):  # the commonest probe of all answers before any parser is built
         _print_version(json_document="--json" in argv)
         warn_owed_restarts()
         return exit_codes.OK
@@ -182,6 +193,10 @@ def _main(argv: list[str], run: _Run) -> int:
     finally:
         if target not in NO_RESTART_WARNING:
             warn_owed_restarts()
+
+
+def _asks_version(argv: list[str]) -> bool:
+    return argv[:1] == ["--version"]
 
 
 def _print_version(*, json_document: bool) -> None:

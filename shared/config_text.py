@@ -7,6 +7,7 @@ mention it is parsed as usual, and judged there.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from shared.layout import CONFIG_FILE
@@ -19,7 +20,7 @@ def mentions(home: Path, needle: bytes) -> bool:
     """``needle`` occurs in ``home``'s config file; False when there is no file. ``OSError``
     when the file is there but cannot be read: the caller says what that means."""
     try:
-        with open(Path(home) / CONFIG_FILE, "rb") as f:
+        with open(os.path.join(home, CONFIG_FILE), "rb") as f:
             return needle in f.read(_PEEK_BYTES + len(needle))
     except FileNotFoundError:
         return False

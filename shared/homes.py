@@ -363,13 +363,14 @@ def endpoint(
 
     A service named in the TCP settings (``shared.mesh_tcp``) binds there instead of its ipc
     sockets; its lock stays in the run directory."""
-    found = _ipc_endpoint(Path(home).absolute(), service, create=create, env=env)
-    root, profile = _root_and_profile(Path(home).absolute())
-    name = service if profile == DEFAULT_PROFILE or SERVICES[service] == "root" else f"{service}@{profile}"
+    home = Path(home).absolute()
+    root, profile = _root_and_profile(home)
+    name = service if profile == DEFAULT_PROFILE or SERVICES.get(service) == "root" else f"{service}@{profile}"
+    found = _ipc_endpoint(home, service, create=create, env=env, key_name=name, root=root)
     tcp = tcp_address(root, name, env)
     if tcp is None:
-        return replace(found, key_name=name, root=root)
-    return replace(found, control=tcp.control, events=tcp.events, key_name=name, root=root, tcp=tcp)
+        return found
+    return replace(found, control=tcp.control, events=tcp.events, tcp=tcp)
 
 
 def _root_and_profile(home: Path) -> tuple[Path, str]:
@@ -378,13 +379,16 @@ def _root_and_profile(home: Path) -> tuple[Path, str]:
     return home, DEFAULT_PROFILE
 
 
-def _ipc_endpoint(home: Path, service: str, *, create: bool, env: Mapping[str, str] | None) -> Endpoint:
+def _ipc_endpoint(
+    home: Path, service: str, *, create: bool, env: Mapping[str, str] | None, key_name: str, root: Path
+) -> Endpoint:
     _service_scope(service)
     run = home / "run"
     if _sockets_fit(run, service):
         if create:
             ensure_home(home)
-        return _endpoint_in(_checked_private_dir(run, create=create), service, fallback=False)
+        directory = _checked_private_dir(run, create=create)
+        return _endpoint_in(directory, service, fallback=False, key_name=key_name, root=root)
 
     digest = _home_digest(home)
     bases = _fallback_bases(os.environ if env is None else env)
@@ -393,7 +397,7 @@ def _ipc_endpoint(home: Path, service: str, *, create: bool, env: Mapping[str, s
         if _sockets_fit(directory, service):
             _checked_private_dir(base, create=create)
             _checked_private_dir(directory, create=create)
-            return _endpoint_in(directory, service, fallback=True)
+            return _endpoint_in(directory, service, fallback=True, key_name=key_name, root=root)
     raise EndpointPathTooLong(
         f"no IPC path for {service} of {home} fits in {IPC_PATH_MAX} bytes, "
         f"not even under {' or '.join(str(b) for b in bases)}",
@@ -401,19 +405,23 @@ def _ipc_endpoint(home: Path, service: str, *, create: bool, env: Mapping[str, s
     )
 
 
-def _endpoint_in(directory: Path, service: str, *, fallback: bool) -> Endpoint:
+def _endpoint_in(directory: Path, service: str, *, fallback: bool, key_name: str, root: Path) -> Endpoint:
+    # Spelled as strings: a discovery builds one endpoint per profile, and Path joins by the
+    # hundred were most of its own time.
     return Endpoint(
         service=service,
         directory=directory,
-        control=f"ipc://{directory / f'{service}.ctl'}",
-        events=f"ipc://{directory / f'{service}.pub'}",
+        control=f"ipc://{directory}/{service}.ctl",
+        events=f"ipc://{directory}/{service}.pub",
         lock_path=directory / f"{service}.lock",
         fallback=fallback,
+        key_name=key_name,
+        root=root,
     )
 
 
 def _sockets_fit(directory: Path, service: str) -> bool:
-    return all(len(os.fsencode(directory / f"{service}{suffix}")) <= IPC_PATH_MAX for suffix in (".ctl", ".pub"))
+    return all(len(os.fsencode(f"{directory}/{service}{suffix}")) <= IPC_PATH_MAX for suffix in (".ctl", ".pub"))
 
 
 def _home_digest(home: Path) -> str:

@@ -81,7 +81,7 @@ def tcp_address(root: Path, name: str, env: Mapping[str, str] | None = None) -> 
     from_env = _env_entries(env.get(TCP_ENV, ""))
     if name in from_env:
         return parse_address(from_env[name], f"${TCP_ENV} entry {name}")
-    configured = _config_entries(Path(root))
+    configured = _config_entries(root)
     if name in configured:
         return parse_address(configured[name], f"{Path(root) / CONFIG_FILE} key mesh.tcp.{name}")
     return None

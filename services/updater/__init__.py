@@ -12,9 +12,6 @@ imported with it; every other name is imported from its module when it is first 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from services.updater.obligations import (
     clear_gateway,
     read_completion,
@@ -24,7 +21,10 @@ from services.updater.obligations import (
     restart_warning,
 )
 
+TYPE_CHECKING = False  # typing's own flag without importing typing; mypy reads it as true
 if TYPE_CHECKING:
+    from typing import Any
+
     from services.updater import ops
     from services.updater.errors import UpdateError
     from services.updater.lock import UpdateInProgress, holder, lock_path
@@ -83,6 +83,8 @@ def __getattr__(name: str) -> Any:
     module = _ON_FIRST_USE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
     imported = importlib.import_module(module)
     value = imported if module == f"{__name__}.{name}" else getattr(imported, name)
     globals()[name] = value  # found directly from now on

@@ -30,21 +30,26 @@ replaced atomically under a lock:
 
 The next ``hermes update``, already up to date or not, retries every one. While a fleet restart is
 owed every ``hermes`` command prints ``restart_warning`` on stderr. That check runs on every
-CLI start, so this module imports only the standard library, ``shared.errors`` and ``shared.home_env``
-at load time: ``shared.files`` (writes, corrupt-file errors) and ``shared.version`` are imported
-where they are used.
+CLI start, so at load time this module imports only ``os``, ``time`` and ``shared.home_env``,
+and where nothing is owed the check is one ``stat``; json, pathlib, ``shared.errors``,
+``shared.files`` (writes, corrupt-file errors) and ``shared.version`` are imported where they
+are used.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
 
-from shared.errors import HermesError
-from shared.home_env import root_home
+from shared.home_env import root_home_path
+
+TYPE_CHECKING = False  # typing's own flag without importing typing; mypy reads it as true
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+    from typing import Any
+
+    from shared.errors import HermesError
 
 SCHEMA = 1
 DIRECTORY = "obligations"
@@ -71,20 +76,26 @@ def _now() -> str:
 # --- where ------------------------------------------------------------------------------------
 
 
+def _path(root: Path, name: str) -> Path:
+    from pathlib import Path
+
+    return Path(root) / DIRECTORY / name
+
+
 def completion_path(root: Path) -> Path:
-    return Path(root) / DIRECTORY / COMPLETION_FILE
+    return _path(root, COMPLETION_FILE)
 
 
 def fleet_path(root: Path) -> Path:
-    return Path(root) / DIRECTORY / FLEET_FILE
+    return _path(root, FLEET_FILE)
 
 
 def restore_path(root: Path) -> Path:
-    return Path(root) / DIRECTORY / RESTORE_FILE
+    return _path(root, RESTORE_FILE)
 
 
 def stash_path(root: Path) -> Path:
-    return Path(root) / DIRECTORY / STASH_FILE
+    return _path(root, STASH_FILE)
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -99,6 +110,8 @@ def _corrupt(path: Path, reason: str) -> HermesError:
 def _load(path: Path) -> dict[str, Any] | None:
     """The obligation in ``path``, or None when nothing is owed; a file of any other shape raises
     ``StateFileCorrupt``."""
+    import json
+
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -205,10 +218,21 @@ def read_stash(root: Path) -> dict[str, Any] | None:
 def restart_warning(env: Mapping[str, str] | None = None) -> str | None:
     """The one line every ``hermes`` command prints while a fleet restart is owed, else None.
 
-    One small file read: no sockets, no process scan, nothing heavy imported.
+    One ``stat`` where nothing is owed, one small file read where something is: no sockets,
+    no process scan, nothing heavy imported.
     """
     try:
-        owed = read_fleet(root_home(env))
+        os.lstat(os.path.join(root_home_path(env), DIRECTORY, FLEET_FILE))
+    except FileNotFoundError:
+        return None  # nothing owed: the common case, answered without json or pathlib
+    except OSError:
+        pass  # the read says what is wrong
+    from pathlib import Path
+
+    from shared.errors import HermesError
+
+    try:
+        owed = read_fleet(Path(root_home_path(env)))
     except HermesError as exc:
         return f"⚠ {exc.message}: run `hermes update`"
     except OSError as exc:

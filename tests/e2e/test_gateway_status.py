@@ -111,6 +111,36 @@ def test_a_gateway_without_socket_or_state_file_is_found_by_the_scan(root, gatew
     assert discovery.discover(root, scan=False) == []
 
 
+def test_no_process_scan_runs_when_every_profile_answered_from_a_process_seen_here(root, gateways, monkeypatch):
+    make_profile(root, "coder")
+    started = {gateways(root, "default").pid, gateways(root, "coder").pid}
+    scans: list[object] = []
+    scan = discovery._scan
+    monkeypatch.setattr(discovery, "_scan", lambda root: scans.append(root) or scan(root))
+
+    assert {(r.pid, r.source) for r in discovery.discover(root)} == {(pid, "socket") for pid in started}
+    assert scans == []
+    (root / "profiles" / "writer").mkdir()  # a profile with no gateway to answer: the scan looks
+    assert {(r.pid, r.source) for r in discovery.discover(root)} == {(pid, "socket") for pid in started}
+    assert scans == [root]
+
+
+def test_a_discovery_looks_at_each_profiles_paths_once(root, gateways, monkeypatch):
+    for name in ("coder", "writer"):
+        make_profile(root, name)
+        gateways(root, name)
+    gateways(root, "default")
+    looked: list[object] = []
+    lstat = os.lstat
+    monkeypatch.setattr(os, "lstat", lambda path, **kw: looked.append(path) or lstat(path, **kw))
+
+    assert len(discovery.discover(root, scan=False)) == 3
+    # The run dir, judged as itself (a symlink is refused): never a whole path walked per record.
+    assert sorted(map(str, looked)) == sorted(
+        str(gateway_home(root, p) / "run") for p in ("default", "coder", "writer")
+    )
+
+
 def test_a_scanned_gateway_takes_its_fields_from_a_state_file_naming_it(root, gateways):
     gateway = gateways(root, "default")
     os.unlink(gateway.endpoint.control.removeprefix("ipc://"))  # only the socket is gone

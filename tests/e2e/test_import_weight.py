@@ -37,6 +37,31 @@ def test_version_is_answered_before_any_parser_or_client_is_loaded(root):
     assert imported_by(["--version"], root) == set()
 
 
+# Standard modules a bare interpreter does not load and ``hermes --version`` can do without:
+# its answer and the owed-restart check are a few file reads with ``os``.
+AVOIDABLE = ("json", "re", "pathlib", "typing", "enum", "signal", "select", "importlib", "collections")
+
+
+def test_version_imports_nothing_a_bare_interpreter_does_not_have(root):
+    program = (
+        "import sys; from hermes_cli.main import main\n"
+        "try: main(['--version'])\n"
+        "except SystemExit: pass\n"
+        "print('LOADED', *sorted(m for m in sys.argv[1:] if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, *AVOIDABLE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=python_env(HERMES_HOME=str(root)),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Hermes Agent v")
+    assert done.stderr.strip().splitlines()[-1] == "LOADED"
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -98,7 +123,6 @@ def test_importing_the_face_loads_only_the_obligations():
     assert json.loads(done.stdout) == [
         "services.updater",
         "services.updater.obligations",
-        "shared.errors",
         "shared.home_env",
     ]
 

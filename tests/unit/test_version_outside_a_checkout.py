@@ -35,3 +35,12 @@ def test_the_version_line_names_the_agent_release_first(monkeypatch):
         "version": version.__version__,
         "code_sha": None,
     }
+
+
+def test_a_commit_id_is_40_or_64_lower_case_hex_digits():
+    from shared.version import is_commit_sha
+
+    for good in ("a" * 40, "0123456789abcdef" * 4):
+        assert is_commit_sha(good)
+    for bad in ("a" * 39, "a" * 41, "a" * 63, "a" * 65, "A" * 40, "g" * 40, " " + "a" * 39, "", None, 40, b"a" * 40):
+        assert not is_commit_sha(bad)
