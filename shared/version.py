@@ -27,6 +27,8 @@ AGENT_RELEASE_DATE = "2026.8.3"
 METADATA_SEPARATOR = " · "
 
 INSTALL_ROOT = Path(__file__).resolve().parent.parent
+# The product's top-level packages under it: the code an update swaps and compiles.
+PACKAGES = ("shared", "fleet", "runtime_package", "nous", "services", "simulators", "hermes_cli")
 _SHA_RE = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
