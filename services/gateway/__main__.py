@@ -1,5 +1,6 @@
-import sys
-
 from services.gateway.main import main
+from shared.drained_exit import exit_now
 
-sys.exit(main())
+# Whatever the exit (drained for a restart, stopped, refused), the gateway has written its state
+# and closed its sockets by now: it ends without the interpreter's teardown.
+exit_now(main())

@@ -89,7 +89,9 @@ def test_a_result_owing_its_tail_keeps_the_completion_owed():
 
 
 def test_bytecode_not_written_is_reported_but_leaves_the_completion_done():
-    owed = ledger.owed_after_result(result(("bytecode", "1 of the tree's files not compiled: shared/x.py: SyntaxError")))
+    owed = ledger.owed_after_result(
+        result(("bytecode", "1 of the tree's files not compiled: shared/x.py: SyntaxError"))
+    )
     assert owed.followups == [("bytecode", "1 of the tree's files not compiled: shared/x.py: SyntaxError")]
     assert (owed.completion_owed, owed.verified) == (False, True)
 
