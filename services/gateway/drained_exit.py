@@ -1,4 +1,4 @@
-"""Ending a process that has finished its work without tearing its interpreter down.
+"""A gateway process's end, once it has finished its work: without the interpreter's teardown.
 
 A gateway that has drained has written its state file, closed its sockets and released its
 locks; all the interpreter would still do at exit is tear its modules down and collect them,
