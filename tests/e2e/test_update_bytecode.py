@@ -1,7 +1,7 @@
 """An update leaves the new tree compiled: the completion compiles it before the fleet restarts,
 every module's bytecode checked against its source's hash, so no process of the install
-compiles its imports itself; and the bytecode an install's processes write never makes the
-tree dirty for the next update."""
+compiles its imports itself, after a rollback too; and the bytecode an install's processes
+write never makes the tree dirty for the next update."""
 
 from __future__ import annotations
 
@@ -32,6 +32,19 @@ def checked_against_its_source(source: Path) -> bool:
     )
 
 
+def assert_compiled(install: Install) -> None:
+    """Every module of the install's tree has bytecode that matches its source on disk."""
+    for module in ("shared/version.py", "services/gateway/app.py", "services/gateway/main.py"):
+        assert checked_against_its_source(install.path / module), module
+    stale = [
+        str(source.relative_to(install.path))
+        for package in PACKAGES
+        for source in (install.path / package).rglob("*.py")
+        if not checked_against_its_source(source)
+    ]
+    assert stale == []
+
+
 def test_an_update_compiles_the_new_tree_before_the_fleet_restarts_onto_it(install: Install):
     gateway = install.gateway("default")
     # The install's processes write bytecode as an operator's do, whatever this machine says.
@@ -50,15 +63,7 @@ def test_an_update_compiles_the_new_tree_before_the_fleet_restarts_onto_it(insta
     assert bytecode["ok"] is True and bytecode["detail"]["failed"] == 0
     assert receipt["followups"] == []
 
-    for module in ("shared/version.py", "services/gateway/app.py", "services/gateway/main.py"):
-        assert checked_against_its_source(install.path / module), module
-    stale = [
-        str(source.relative_to(install.path))
-        for package in PACKAGES
-        for source in (install.path / package).rglob("*.py")
-        if not checked_against_its_source(source)
-    ]
-    assert stale == []
+    assert_compiled(install)
     with SyncClient(gateway.endpoint.control) as client:
         assert client.call(ops.STATUS)["code_sha"] == new
 
@@ -67,3 +72,13 @@ def test_an_update_compiles_the_new_tree_before_the_fleet_restarts_onto_it(insta
     check = check_tree(install.path, tracked_roots(install.path), ())
     assert check.clean, check.to_dict()
     assert any("__pycache__" in path for path, _ in check.admitted)
+
+    # A rollback takes the tree back through the same completion: compiled against the old sources.
+    updated = install.head()
+    result = install.hermes("update", "--rollback", "--yes", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "success" and install.head() != updated
+    receipt = json.loads(Path(report["receipt"]).read_text())
+    assert [step["ok"] for step in receipt["steps"] if step["name"] == "bytecode"] == [True]
+    assert_compiled(install)
