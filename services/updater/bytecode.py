@@ -45,8 +45,8 @@ class Sweep:
     def reason(self) -> str:
         """What a follow-up says of the files that failed."""
         named = "; ".join(f"{path}: {why}" for path, why in self.failed[:NAMED])
-        more = len(self.failed) - NAMED
-        return f"{len(self.failed)} of the tree's files not compiled: {named}{f'; and {more} more' if more > 0 else ''}"
+        more = f"; and {len(self.failed) - NAMED} more" if len(self.failed) > NAMED else ""
+        return f"{len(self.failed)} of the tree's files not compiled: {named}{more}"
 
 
 def compile_tree(root: Path, packages: tuple[str, ...] = PACKAGES) -> Sweep:

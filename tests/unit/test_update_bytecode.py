@@ -65,6 +65,14 @@ def test_a_file_that_cannot_be_compiled_is_named_and_the_rest_are_compiled(tmp_p
     assert sweep.reason().startswith("2 of the tree's files not compiled: pkg/broken.py: SyntaxError")
 
 
+def test_a_follow_up_names_the_first_files_that_failed_and_counts_the_rest():
+    failed = tuple((f"pkg/m{n}.py", "Read-only file system") for n in range(5))
+    assert Sweep(0, 0, failed).reason() == (
+        "5 of the tree's files not compiled: pkg/m0.py: Read-only file system; "
+        "pkg/m1.py: Read-only file system; pkg/m2.py: Read-only file system; and 2 more"
+    )
+
+
 def test_a_failed_sweep_is_a_follow_up_and_the_fleet_is_restarted_all_the_same(tmp_path, monkeypatch):
     code = tree(tmp_path / "code", {"shared/__init__.py": "", "shared/broken.py": "x = (\n"})
     request = Request.new(
