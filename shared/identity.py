@@ -131,6 +131,29 @@ def own_pid(pid: int) -> int | None:
     return pid
 
 
+def ancestor_pids() -> set[int]:
+    """The pids of this process's parent, its parent's, and so on up to the first process;
+    as many as could be read."""
+    if not _LINUX:
+        import psutil  # only off Linux, as above
+
+        try:
+            return {p.pid for p in psutil.Process().parents()}
+        except psutil.Error:
+            return set()
+    found: set[int] = set()
+    pid = os.getppid()
+    while pid > 0 and pid not in found:
+        found.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            pid = int(stat[stat.rfind(b")") + 1 :].split()[1])  # field 4 (ppid), after state
+        except (OSError, IndexError, ValueError):
+            break
+    return found
+
+
 def all_pids() -> list[int]:
     """Every pid on this host (as seen from this pid namespace)."""
     if _LINUX:

@@ -206,7 +206,9 @@ class Gateway:
                 except OSError as exc:  # a home deleted under a running gateway must not end it
                     log.warning("could not write %s: %s", self.state.path, exc.strerror or exc)
         if self._publisher is not None:
-            self._publisher.publish("state", {"state": self.state.state, "active_turns": self.state.active_turns})
+            self._publisher.publish(
+                ops.STATE_TOPIC, {"state": self.state.state, "active_turns": self.state.active_turns}
+            )
 
     async def _write_when_dirty(self) -> None:
         while True:

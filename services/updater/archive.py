@@ -23,15 +23,16 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Literal
+from typing import IO, TYPE_CHECKING, Literal
 from urllib.parse import quote, urlsplit
-
-import httpx
 
 from services.updater.errors import UpdateError
 from shared.redaction import redact_text
 from shared.retry_after import retry_after_seconds
 from shared.version import is_commit_sha
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_DOWNLOAD = 512 * 1024**2
 MAX_UNPACKED = 2 * 1024**3
@@ -90,6 +91,10 @@ def download(
     """Stream ``url`` into ``dest``; the number of bytes. 429, 5xx and transport errors are
     retried (``Retry-After`` honoured, capped) up to ``attempts`` times within ``deadline``.
     ``should_stop`` is asked on every piece received and between attempts."""
+    # Imported here, not at the top: only the archive fallback downloads, and httpx is a large
+    # part of the updater's start-up.
+    import httpx
+
     shown = redact_text(url)
     clock = _Clock(time.monotonic() + deadline, deadline, shown, should_stop or (lambda: False))
     timeout = timeout or httpx.Timeout(30.0, connect=10.0)
@@ -138,6 +143,8 @@ class _Clock:
 
     def bound(self, timeout: httpx.Timeout) -> httpx.Timeout:
         """``timeout`` with every phase cut to the time left."""
+        import httpx  # loaded by ``download`` already, as this is called only from there
+
         left = max(self.ends - time.monotonic(), 0.001)
         phases = {name: getattr(timeout, name) for name in ("connect", "read", "write", "pool")}
         return httpx.Timeout(**{name: left if t is None else min(t, left) for name, t in phases.items()})

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import json
 import os
 import subprocess
@@ -20,8 +19,6 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from services.updater.bytecode import compile_tree
 from services.updater.completion_contract import RESULT_SCHEMA, UNKNOWN_SPEC, Request, dependency_digest
@@ -176,6 +173,12 @@ class Completion:
 
 def environment_owner() -> Path | None:
     """The checkout this interpreter's hermes-mesh is an editable install of, or None."""
+    # Imported here, not at the top: only a dependency sync asks, and these are a large part of
+    # the completion's start-up.
+    import importlib.metadata
+    from urllib.parse import urlsplit
+    from urllib.request import url2pathname
+
     # The environment's own record (dist-info/direct_url.json), not a source tree's egg-info
     # that the working directory happens to put first on sys.path.
     raws = (dist.read_text("direct_url.json") for dist in importlib.metadata.distributions(name="hermes-mesh"))

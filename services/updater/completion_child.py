@@ -32,7 +32,8 @@ from shared.errors import HermesError
 TIMEOUT = 1800.0
 # How long a completion told to stop (SIGTERM) has before it is killed.
 STOP_GRACE = 10.0
-POLL_INTERVAL = 0.1
+# How soon a stop request is seen while the completion runs (its exit is seen at once).
+STOP_CHECK = 0.5
 
 Emit = Callable[[Stage, str, Any], None]
 
@@ -82,23 +83,23 @@ class CompletionChild:
 
     def _wait(self, child: subprocess.Popen[bytes]) -> bool:
         """Wait for the completion; True if a stop request ended it first (SIGTERM, then SIGKILL,
-        each to its whole process group: a pip it runs goes with it)."""
+        each to its whole process group: a pip it runs goes with it). Its exit wakes the wait at
+        once; a stop request is seen within ``STOP_CHECK``."""
+        exited = threading.Event()
+        waiter = threading.Thread(target=_reap, args=(child, exited), name="completion-wait", daemon=True)
+        waiter.start()
         deadline = time.monotonic() + TIMEOUT
-        while child.poll() is None:
+        while not exited.wait(min(STOP_CHECK, max(deadline - time.monotonic(), 0.0))):
             if self.stop.is_set():
                 _signal_group(child, signal.SIGTERM)
-                try:
-                    child.wait(timeout=STOP_GRACE)
-                except subprocess.TimeoutExpired:
-                    pass
+                exited.wait(STOP_GRACE)
                 _signal_group(child, signal.SIGKILL)  # and whatever of its group is left
-                child.wait()
+                exited.wait()
                 return True
             if time.monotonic() > deadline:
                 _signal_group(child, signal.SIGKILL)
-                child.wait()
+                exited.wait()
                 return False
-            time.sleep(POLL_INTERVAL)
         return False
 
     def adopt(self, pending: Mapping[str, Any]) -> None:
@@ -145,6 +146,12 @@ class CompletionChild:
 def _moment(at: str | None) -> datetime | None:
     """A result's timestamp (``read_result`` checked it is ISO with a timezone); None: now."""
     return datetime.fromisoformat(at) if at is not None else None
+
+
+def _reap(child: subprocess.Popen[bytes], exited: threading.Event) -> None:
+    """On a thread of its own: block until the completion has exited and is reaped, then say so."""
+    child.wait()
+    exited.set()
 
 
 def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:

@@ -4,7 +4,9 @@ the body of ``python -m services.updater``.
 The run's stages (``pipeline``) block on files and subprocesses, so they run on a worker
 thread while the trio thread serves the control socket: ``follow`` streams every progress
 event from the first to any follower, then the outcome; ``status`` says where the run is.
-The run goes on whether anyone follows or not.
+The run goes on whether anyone follows or not. The socket answers first: the pipeline's
+modules (most of the updater's start-up) are imported on the worker thread once it does, and
+all of them before anything moves the tree, so this interpreter never imports the new code.
 """
 
 from __future__ import annotations
@@ -15,17 +17,19 @@ import sys
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from services.updater import ops
 from services.updater.lock import UpdateLock
-from services.updater.pipeline import Pipeline
-from services.updater.stages import DONE
+from services.updater.stages import DONE, STARTING
 from shared import exit_codes, faults, homes
 from shared.errors import HermesError
 from shared.transport import Call, Service, curve
+
+if TYPE_CHECKING:
+    from services.updater.pipeline import Pipeline
 
 MAX_EVENTS = 2000
 FOLLOWER_GRACE = 2.0
@@ -48,7 +52,8 @@ class UpdateRun:
     ):
         self.root = root
         self.update_id = update_id
-        self.pipeline = Pipeline(root, install_root, update_id, options, lock, stop, self._from_worker)
+        self._arguments = (root, install_root, update_id, options, lock, stop)
+        self.pipeline: Pipeline | None = None  # made on the worker thread, once the socket answers
         self._events: list[dict[str, Any]] = []
         self._new_event = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
@@ -66,15 +71,26 @@ class UpdateRun:
         service.add(ops.STATUS, self._status)
         async with trio.open_nursery() as nursery:
             await nursery.start(service.serve)
-            code = await trio.to_thread.run_sync(self.pipeline.run)
-            self._publish({"stage": DONE.name, "status": self.pipeline.outcome, "detail": {"exit_code": code}})
+            code = await trio.to_thread.run_sync(self._run_pipeline)
+            self._publish({"stage": DONE.name, "status": self._outcome(), "detail": {"exit_code": code}})
             with trio.move_on_after(FOLLOWER_GRACE):  # let followers read the end
-                while service.in_flight:
-                    await trio.sleep(0.05)
+                await service.wait_idle()
             service.stop(grace=0.5)
             await service.wait_stopped()
             nursery.cancel_scope.cancel()
         return code
+
+    def _run_pipeline(self) -> int:
+        """The whole run, on the worker thread."""
+        # Imported here, not at the top: the control socket answers before the pipeline's
+        # modules load, and they load before the run's first stage (see the module's doc).
+        from services.updater.pipeline import Pipeline
+
+        self.pipeline = Pipeline(*self._arguments, self._from_worker)
+        return self.pipeline.run()
+
+    def _outcome(self) -> str | None:
+        return None if self.pipeline is None else self.pipeline.outcome
 
     async def _follow(self, call: Call) -> dict[str, Any]:
         index = call.args.get("from", 0)
@@ -82,16 +98,15 @@ class UpdateRun:
             while index < len(self._events):
                 await call.emit(self._events[index])
                 index += 1
-            if self.pipeline.exit_code is not None:
-                return self._terminal()
+            if self.pipeline is not None and self.pipeline.exit_code is not None:
+                return self._terminal(self.pipeline)
             await self._new_event.wait()
 
     async def _status(self, call: Call) -> dict[str, Any]:
-        run = self.pipeline
-        return {"update_id": self.update_id, "pid": os.getpid(), "stage": run.stage.name, "outcome": run.outcome}
+        stage = STARTING if self.pipeline is None else self.pipeline.stage
+        return {"update_id": self.update_id, "pid": os.getpid(), "stage": stage.name, "outcome": self._outcome()}
 
-    def _terminal(self) -> dict[str, Any]:
-        run = self.pipeline
+    def _terminal(self, run: Pipeline) -> dict[str, Any]:
         return {
             "update_id": self.update_id,
             "outcome": run.outcome,

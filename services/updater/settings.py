@@ -7,6 +7,8 @@
 
 Every value is checked here, at the boundary: a wrong type or an unsafe path is a
 ``ConfigError`` naming the file and the key, and the update stops before touching anything.
+A file whose text never names ``update`` holds none of them and is not parsed: the updater
+does not pay for ruamel there (the completion's migrations read every home's file).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 
 from services.updater.apply_archive import PRESERVED_NESTED
 from services.updater.archive import ArchiveFailed, archive_url
-from shared.config import ConfigError, config_path, get, load_config
+from shared import config_text
+from shared.errors import HermesError
+from shared.layout import CONFIG_FILE
 
 
 @dataclass(frozen=True)
@@ -28,11 +32,18 @@ class UpdateSettings:
 
 
 def load_settings(root: Path) -> UpdateSettings:
-    config = load_config(root)
-    path = config_path(root)
-    section = get(config, "update", {})
+    path = Path(root) / CONFIG_FILE
+    try:
+        if not config_text.mentions(root, b"update"):
+            return UpdateSettings()
+    except OSError as exc:
+        raise _invalid(path, None, f"cannot read it: {exc.strerror or exc}") from None
+    # Imported here, not at the top: parsing needs ruamel (see the module's doc).
+    from shared.config import get, load_config
+
+    section = get(load_config(root), "update", {})
     if not isinstance(section, dict):
-        raise ConfigError(path, "update", "must be a mapping")
+        raise _invalid(path, "update", "must be a mapping")
     return UpdateSettings(
         branch=_text(path, section, "branch"),
         archive_url=_url(path, section),
@@ -43,7 +54,7 @@ def load_settings(root: Path) -> UpdateSettings:
 def _text(path: Path, section: dict[str, Any], key: str) -> str | None:
     value = section.get(key)
     if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise ConfigError(path, f"update.{key}", "must be a non-empty string")
+        raise _invalid(path, f"update.{key}", "must be a non-empty string")
     return value
 
 
@@ -53,7 +64,7 @@ def _url(path: Path, section: dict[str, Any]) -> str | None:
         try:
             archive_url(value, "main")
         except ArchiveFailed as exc:
-            raise ConfigError(path, "update.archive_url", exc.message) from None
+            raise _invalid(path, "update.archive_url", exc.message) from None
     return value
 
 
@@ -62,11 +73,18 @@ def _paths(path: Path, section: dict[str, Any]) -> tuple[str, ...]:
     if value is None:
         return PRESERVED_NESTED
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(path, "update.preserved_nested", "must be a list of relative paths")
+        raise _invalid(path, "update.preserved_nested", "must be a list of relative paths")
     for item in value:
         parts = PurePosixPath(item).parts
         if item.startswith("/") or ".." in parts or ".git" in parts or len(parts) < 2:
-            raise ConfigError(
+            raise _invalid(
                 path, "update.preserved_nested", f"{item!r} must be a path inside a top-level directory of the tree"
             )
     return tuple(value)
+
+
+def _invalid(path: Path, key: str | None, reason: str) -> HermesError:
+    """The ``ConfigError`` for ``key`` of the file at ``path``."""
+    from shared.config import ConfigError  # with the parser: see the module's doc
+
+    return ConfigError(path, key, reason)

@@ -22,7 +22,8 @@ The exit codes a gateway ends with are ``shared.exit_codes``.
   lock released) while it serves the others on. Error ``not_multiplex`` from a process that
   serves this profile alone.
 
-Broadcast on ``run/gateway.pub``: topic ``state`` with ``{"state", "active_turns"}``.
+Broadcast on ``run/gateway.pub``: topic ``state`` with ``{"state", "active_turns"}``, at every
+write of its state file (the updater's restart wakes on a fresh process's ``running``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ STOPPING = "stopping"
 STOPPED = "stopped"
 STARTUP_FAILED = "startup_failed"
 STATES = (STARTING, RUNNING, DRAINING, STOPPING, STOPPED, STARTUP_FAILED)
+STATE_TOPIC = "state"  # the events topic each of them is broadcast on
 
 MAX_TURN_SECONDS = 300.0
 MAX_DRAIN_SECONDS = 3600.0

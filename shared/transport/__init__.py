@@ -1,7 +1,7 @@
 """The mesh's transport, behind one face: a ROUTER service and its calls, the blocking client
 the CLI uses (over a zmq DEALER, or in process for tests), the retry and reply rules both sides
-keep, the lossy publisher, and CURVE (``curve`` the socket options and the no-plaintext rule,
-``curve_keys`` the key store).
+keep, the lossy publisher and a blocking subscriber to it, and CURVE (``curve`` the socket
+options and the no-plaintext rule, ``curve_keys`` the key store).
 
 Only the names in ``__all__`` (with the two CURVE modules) are public; every other module
 here is private. A name is imported on first use, not with the package: the CLI's calls must
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from shared.transport.pubsub import Publisher, open_publisher
     from shared.transport.service import HELLO, Call, Service
     from shared.transport.sync_client import SyncClient, answers, call_all, connect, says_hello
+    from shared.transport.sync_subscriber import SyncSubscriber, subscribe
     from shared.transport.zmq_trio import open_socket
 
 _HOME = {
@@ -43,6 +44,8 @@ _HOME = {
     "call_all": "sync_client",
     "connect": "sync_client",
     "says_hello": "sync_client",
+    "SyncSubscriber": "sync_subscriber",
+    "subscribe": "sync_subscriber",
     "InProcessTransport": "in_process",
     "open_socket": "zmq_trio",
 }
@@ -58,6 +61,7 @@ __all__ = [
     "RetryPolicy",
     "Service",
     "SyncClient",
+    "SyncSubscriber",
     "answers",
     "call_all",
     "connect",
@@ -67,6 +71,7 @@ __all__ = [
     "open_publisher",
     "open_socket",
     "says_hello",
+    "subscribe",
 ]
 
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from shared import protocol
 from shared.protocol import ProtocolError
-from shared.transport.zmq_trio import Socket, open_socket
+
+if TYPE_CHECKING:
+    from shared.transport.zmq_trio import Socket
 
 MAX_TOPIC_LENGTH = 128
 
@@ -56,6 +58,10 @@ async def open_publisher(
 ) -> AsyncIterator[Publisher]:
     """Bind ``address``. For ipc endpoints the owning service's endpoint lock covers it.
     ``options`` (set before the bind) carry CURVE for tcp:// endpoints."""
+    # Imported here, not at the top: a blocking subscriber reads events by ``decode_event``
+    # in a process that never starts trio.
+    from shared.transport.zmq_trio import open_socket
+
     async with open_socket(zmq.PUB, bind=[address], outbound=queue, inbound=1, options=options) as sock:
         yield Publisher(sock)
 

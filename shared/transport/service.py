@@ -198,6 +198,10 @@ class Service:
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
+    async def wait_idle(self) -> None:
+        """Until no call is in flight: at once when none is."""
+        await self._idle.wait()
+
     def _hello(self, call: Call) -> dict[str, Any]:
         me = current_identity()
         info = {

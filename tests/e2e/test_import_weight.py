@@ -101,3 +101,52 @@ def test_importing_the_face_loads_only_the_obligations():
         "shared.errors",
         "shared.home_env",
     ]
+
+
+# What only some runs need: the archive fallback (httpx), the migrations (ruamel), a dependency
+# sync (importlib.metadata, urllib.request), a process's ancestry off Linux (psutil).
+ON_DEMAND = ("httpx", "ruamel", "ruamel.yaml", "importlib.metadata", "urllib.request", "psutil")
+
+
+def _loaded_after_importing(module: str, watched: tuple[str, ...]) -> list[str]:
+    program = (
+        f"import json, sys; import {module}; "
+        f"print(json.dumps(sorted(m for m in {list(watched)!r} if m in sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, env=python_env(), timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_updater_answers_before_its_pipeline_is_imported():
+    # The entry's control socket (what `hermes logs update --follow` talks to) needs trio and
+    # the transport; the pipeline's modules are imported once it answers.
+    assert _loaded_after_importing("services.updater.run", ("services.updater.pipeline", *ON_DEMAND)) == []
+
+
+@pytest.mark.parametrize(
+    "module", ["services.updater.pipeline", "services.updater.completion", "services.updater.completion_child"]
+)
+def test_the_update_path_imports_what_only_some_runs_need_when_they_need_it(module):
+    assert _loaded_after_importing(module, ON_DEMAND) == []
+
+
+def test_reading_the_update_settings_parses_only_a_config_that_names_them(tmp_path):
+    (tmp_path / "config.yaml").write_text("config_version: 1\nmodel: x\n")
+    program = (
+        "import json, sys; from pathlib import Path; from services.updater.settings import load_settings; "
+        "settings = load_settings(Path(sys.argv[1])); "
+        "print(json.dumps([settings.branch, 'ruamel' in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=python_env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [None, False]

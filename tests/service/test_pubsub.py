@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import trio
 
-from shared import protocol
+from shared import homes, protocol
+from shared.transport import subscribe
 from shared.transport.pubsub import open_publisher
 from tests.support.subscriber import open_subscriber
 
@@ -71,3 +72,26 @@ async def test_subscriber_skips_junk_from_the_wire_and_keeps_reading(short_dir):
             event = await sub.receive()
     assert event.event == "after junk"
     assert sub.skipped == 1
+
+
+def _running(event: object) -> bool:
+    return event == {"state": "running"}
+
+
+async def test_a_blocking_subscriber_wakes_when_a_publisher_binds_and_when_it_says_what_is_wanted(short_dir):
+    endpoint = homes.endpoint(short_dir / "home", "gateway")
+    with subscribe(endpoint, topics=("state",)) as events:
+        assert not events.wait(0, _running)  # nobody publishes yet
+        async with open_publisher(endpoint.bind_events) as pub:
+            with trio.fail_after(10):
+                # what it said before the subscription reached it is lost: a new publisher wakes it
+                assert await trio.to_thread.run_sync(events.wait, 10, _running)
+                while not await trio.to_thread.run_sync(events.wait, 0.05, _running):
+                    pub.publish("state", {"state": "running"})  # until the subscription is in place
+                for _ in range(10):
+                    pub.publish("state", {"state": "starting"})
+                    pub.publish("progress", {"state": "running"})  # another topic
+                    pub._sock.send_nowait([b"state", b"junk"])
+                assert not await trio.to_thread.run_sync(events.wait, 0.2, _running)
+                pub.publish("state", {"state": "running"})
+                assert await trio.to_thread.run_sync(events.wait, 10, _running)

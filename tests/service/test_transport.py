@@ -76,6 +76,18 @@ async def test_deadline_is_enforced_by_the_service(served):
         assert await client.call(ECHO, {"text": "still serving"}) == "still serving"
 
 
+async def test_waiting_for_idle_ends_when_the_last_call_in_flight_is_answered(served):
+    service, address = served
+    with trio.fail_after(10):
+        await service.wait_idle()  # nothing in flight: at once
+        async with open_client(address) as client, trio.open_nursery() as nursery:
+            nursery.start_soon(client.call, SLOW, {"seconds": 0.3})
+            while not service.in_flight:
+                await trio.sleep(0.01)
+            await service.wait_idle()
+            assert service.in_flight == 0
+
+
 async def test_errors_from_handlers_are_typed_and_the_service_survives(served):
     _, address = served
     async with open_client(address) as client:

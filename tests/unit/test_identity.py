@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import os
 
+import psutil
 import pytest
 
-from shared.identity import ProcessIdentity, current_identity, is_alive, process_identity, read_cmdline
+from shared.identity import (
+    ProcessIdentity,
+    ancestor_pids,
+    current_identity,
+    is_alive,
+    process_identity,
+    read_cmdline,
+)
 
 # --- process identity ------------------------------------------------------------------------
 
@@ -27,6 +35,11 @@ def test_same_pid_other_start_time_is_not_alive(identity_backend):
 def test_missing_or_invalid_pid_has_no_identity(identity_backend, pid):
     assert process_identity(pid) is None
     assert read_cmdline(pid) is None
+
+
+def test_the_ancestors_are_the_parent_chain_up_to_the_first_process(identity_backend):
+    assert ancestor_pids() == {parent.pid for parent in psutil.Process().parents()}
+    assert os.getppid() in ancestor_pids()
 
 
 def test_identity_round_trips_through_dict():

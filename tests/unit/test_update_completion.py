@@ -51,7 +51,7 @@ class Completions:
         result = self.answer(request)
         if result is not None:
             Path(request.result_path).write_text(json.dumps(result))
-        return SimpleNamespace(pid=4343, returncode=0, poll=lambda: 0)
+        return SimpleNamespace(pid=4343, returncode=0, poll=lambda: 0, wait=lambda timeout=None: 0)
 
 
 # --- request schema 2: the plan and the dependency spec's digest from before the swap ------------
@@ -197,6 +197,23 @@ def test_without_a_result_the_code_version_is_read_from_the_new_trees_files(tmp_
     version.unlink()
     (run.install_root / "pyproject.toml").write_text('[project]\nname = "hermes-mesh"\nversion = "7.3.2"\n')
     assert run._after()["code_version"] == "7.3.2"
+
+
+def test_the_completions_exit_is_waited_for_not_polled(tmp_path, monkeypatch):
+    completions = Completions()
+
+    def exiting(argv, **kwargs):
+        child = completions(argv, **kwargs)
+
+        def poll():
+            raise AssertionError("the completion was polled")
+
+        return SimpleNamespace(pid=child.pid, returncode=0, poll=poll, wait=child.wait)
+
+    run = bare_run(tmp_path)
+    monkeypatch.setattr(completion_child.subprocess, "Popen", exiting)
+    assert run.complete(OLD, NEW)["update_id"] == "u1"
+    assert [s["name"] for s in run.receipt["steps"]][-1] == "verify"
 
 
 # --- a completion that cannot be started ---------------------------------------------------------

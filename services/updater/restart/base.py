@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
@@ -30,7 +31,7 @@ from shared import homes
 from shared.errors import HermesError, failure_reason
 from shared.gateways import ops
 from shared.protocol import Code, RemoteError
-from shared.transport import NO_RETRY, connect
+from shared.transport import NO_RETRY, SyncSubscriber, connect, subscribe
 
 T = TypeVar("T")
 # A gateway that cannot take a call at all (as opposed to one that refuses it) is hung.
@@ -70,6 +71,8 @@ class Waits:
     drain: float = 30.0  # for a gateway's turns to finish before it exits
     come_back: float = 60.0  # for a fresh process to come up and answer once the old one left
     poll: float = 0.2  # between two status calls while waiting
+    # ... while the gateway's state events are heard: they say when to ask sooner.
+    fallback: float = 1.0
     status: float = 2.0  # for one status call
     # A gateway that does not answer a status call this soon is not asked to drain: it is hung.
     probe: float = 5.0
@@ -272,23 +275,43 @@ def wait_for_fresh(
     reexec: bool,
     gave_up: Callable[[], str | None] | None = None,
 ) -> tuple[int | None, str | None]:
-    """Poll until a fresh process answers as running: (its pid, None), or (its pid, why not)
+    """Ask until a fresh process answers as running: (its pid, None), or (its pid, why not)
     when it runs other code; otherwise the reason none did. ``gave_up`` ends the wait early
-    once the gateway's supervisor will not start it again."""
+    once the gateway's supervisor will not start it again. The gateway's state events say when
+    to ask again (a process says running, or a new one binds); without them, or when one is
+    missed, it asks every ``waits.poll`` (``waits.fallback`` while they are heard)."""
     old = OldProcess(gateway.pid, gateway.start_time)
     deadline = time.monotonic() + waits.come_back
     last: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        why = gave_up() if gave_up is not None and last is None else None
-        if why is not None:
-            return None, why
-        last = status(address, waits.status)
-        seen = judge(last, old, expected_sha, reexec=reexec)
-        if seen.verdict == STALE:
-            return seen.pid, f"came back on {str(seen.code_sha)[:12]}, not the new code"
-        if seen.verdict == FRESH:
-            return seen.pid, None
-        time.sleep(waits.poll)
+    with ExitStack() as stack:
+        events = _state_events(stack, address)
+        while time.monotonic() < deadline:
+            why = gave_up() if gave_up is not None and last is None else None
+            if why is not None:
+                return None, why
+            last = status(address, waits.status)
+            seen = judge(last, old, expected_sha, reexec=reexec)
+            if seen.verdict == STALE:
+                return seen.pid, f"came back on {str(seen.code_sha)[:12]}, not the new code"
+            if seen.verdict == FRESH:
+                return seen.pid, None
+            left = max(deadline - time.monotonic(), 0.0)
+            if events is None:
+                time.sleep(min(waits.poll, left))
+            else:
+                events.wait(min(waits.fallback, left), _says_running)
     if last is None:
         return None, f"no gateway answered within {waits.come_back:g}s of the restart"
     return last.get("pid"), f"still {last.get('state')} on the old process after {waits.come_back:g}s"
+
+
+def _state_events(stack: ExitStack, address: homes.Endpoint) -> SyncSubscriber | None:
+    """The gateway's state events, closed with ``stack``; None when they cannot be had."""
+    try:
+        return stack.enter_context(subscribe(address, topics=(ops.STATE_TOPIC,)))
+    except Exception:  # the events only hasten the wait: without them it asks every Waits.poll
+        return None
+
+
+def _says_running(event: Any) -> bool:
+    return isinstance(event, dict) and event.get("state") == ops.RUNNING

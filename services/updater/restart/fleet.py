@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import psutil
-
 from fleet.discovery import GatewayRecord, discover
 from fleet.supervisors import Unit
 from services.updater.restart.base import (
@@ -49,6 +47,7 @@ from services.updater.restart.systemd import SystemdKind
 from services.updater.restart.unmanaged import UnmanagedKind
 from shared import homes
 from shared.gateways import ops
+from shared.identity import ancestor_pids
 
 # In the order their units are claimed: the kinds whose units can be listed first.
 KINDS: dict[str, RestartKind] = {
@@ -196,10 +195,7 @@ def _run(
 
 def _ancestor_profiles(gateways: list[GatewayRecord]) -> set[str]:
     """Profiles whose live gateway is an ancestor of this process."""
-    try:
-        ancestors = {p.pid for p in psutil.Process().parents()}
-    except psutil.Error:
-        return set()
+    ancestors = ancestor_pids()
     return {g.profile for g in gateways if g.pid in ancestors}
 
 
