@@ -35,6 +35,8 @@ METADATA_SEPARATOR = " · "
 # The install's root as a string; ``INSTALL_ROOT`` is its Path, made on first use.
 _INSTALL_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _HEX = "0123456789abcdef"
+# The product's top-level packages under it: the code an update swaps and compiles.
+PACKAGES = ("shared", "fleet", "runtime_package", "nous", "services", "simulators", "hermes_cli")
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,8 @@
 """The completion: runs in a fresh interpreter of the NEW tree, after the commit point.
 
 ``python -m services.updater.completion REQUEST`` (``--check`` only validates the request).
-It syncs dependencies when their spec changed, migrates every home's config.yaml, restarts
+It syncs dependencies when their spec changed, migrates every home's config.yaml, compiles
+the tree's code (``bytecode``) so that no restarted process compiles it again, restarts
 the fleet, verifies it, and writes one result correlated with the request's update id and
 nonce. Nothing here fails the update: what could not be done becomes a follow-up, and the
 obligation stays armed.
@@ -19,9 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from services.updater.bytecode import compile_tree
 from services.updater.completion_contract import RESULT_SCHEMA, UNKNOWN_SPEC, Request, dependency_digest
 from services.updater.restart import RestartOutcome, restart_fleet
-from services.updater.stages import DEPENDENCIES, MIGRATIONS, NEW_RESTART, NEW_VERIFY
+from services.updater.stages import BYTECODE, DEPENDENCIES, MIGRATIONS, NEW_RESTART, NEW_VERIFY
 from services.updater.verify import CURRENT, MatrixRow, fleet_matrix, followups_for
 from shared import exit_codes
 from shared.errors import HermesError, failure_reason
@@ -63,6 +65,7 @@ class Completion:
         try:
             self.sync_dependencies(install_root)
             self.migrate_configs(root)
+            self.compile_code(install_root)
             restart = restart_fleet(root, request.after)
             self.step(NEW_RESTART.name, all(r.ok for r in restart), {"gateways": len(restart)})
             matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles)
@@ -114,6 +117,19 @@ class Completion:
         failed = sum(o.status == FAILED for o in done)
         detail = {"migrated": len(done) - failed, "failed": failed, "homes": [o.to_dict() for o in done]}
         self.step(MIGRATIONS.name, not failed, detail)
+
+    def compile_code(self, install_root: Path) -> None:
+        """The tree's code compiled before the fleet restarts onto it; what fails is a follow-up
+        (its importers compile it from source) and the restart goes ahead."""
+        try:
+            sweep = compile_tree(install_root)
+        except Exception as exc:  # e.g. an unreadable package directory: still restart
+            self.step(BYTECODE.name, False, failure_reason(exc))
+            self.followups.append({"step": BYTECODE.name, "reason": failure_reason(exc)})
+            return
+        self.step(BYTECODE.name, not sweep.failed, sweep.to_dict())
+        if sweep.failed:
+            self.followups.append({"step": BYTECODE.name, "reason": sweep.reason()})
 
     def sync_dependencies(self, install_root: Path) -> None:
         if not spec_changed(self.request, install_root):

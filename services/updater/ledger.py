@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.updater import obligations
+from services.updater.stages import BYTECODE
 from services.updater.verify import DOWN, STALE, MatrixRow, followups_for, owes_restart
 
 COMPLETION = "completion"
@@ -72,14 +73,15 @@ def _part(row: MatrixRow, update_id: str) -> Part:
 
 def owed_after_result(result: Mapping[str, Any]) -> ResultDebt:
     """What a correlated completion result (``completion_contract.check_result``'s shape) owes.
-    The completion stays owed while anything but the fleet restart is (a dependency sync or a
-    migration that failed): the next update runs it again."""
+    The completion stays owed while anything but the fleet restart or the bytecode is (a
+    dependency sync or a migration that failed): the next update runs it again. Bytecode not
+    written costs start-up time, never correctness: it is reported, not owed again."""
     owed: dict[str, list[str]] = {}
     for entry in result.get("followups", []):
         owed.setdefault(entry["step"], []).append(entry["reason"])
     return ResultDebt(
         followups=[(step, "; ".join(reasons)) for step, reasons in owed.items()],
-        completion_owed=bool(set(owed) - {FLEET_RESTART}),
+        completion_owed=bool(set(owed) - {FLEET_RESTART, BYTECODE.name}),
         verified=any(step["name"] == "verify" for step in result.get("steps", [])),
     )
 

@@ -46,6 +46,7 @@ DONE = Stage("done", Side.AFTER, False, "the outcome and the exit code")
 # The completion's own steps, in the new tree; a stop reaches it as a signal, not at a boundary.
 DEPENDENCIES = Stage("dependencies", Side.AFTER, False, "synced when their spec changed", new_code=True)
 MIGRATIONS = Stage("migrations", Side.AFTER, False, "every home's config.yaml", new_code=True)
+BYTECODE = Stage("bytecode", Side.AFTER, False, "the tree's code compiled once, for every process", new_code=True)
 NEW_RESTART = Stage("restart", Side.AFTER, False, "every gateway: drained, then restarted", new_code=True)
 NEW_VERIFY = Stage("verify", Side.AFTER, False, "each gateway against the new commit", new_code=True)
 
@@ -62,6 +63,7 @@ STAGES = (
     DONE,
     DEPENDENCIES,
     MIGRATIONS,
+    BYTECODE,
     NEW_RESTART,
     NEW_VERIFY,
 )

@@ -63,7 +63,7 @@ def test_the_completion_skips_migrations_when_every_home_is_current(tmp_path):
     path = write_config(root, "config_version: 1\nmodel: x\n")
     before = untouched(path)
     result = _completion(root, tmp_path)
-    assert [s["name"] for s in result["steps"]] == ["restart", "verify"]
+    assert [s["name"] for s in result["steps"]] == ["bytecode", "restart", "verify"]
     assert [s["reason"] for s in result["skips"] if s["name"] == "migrations"] == [
         "no home's config.yaml needed migrating"
     ]

@@ -74,10 +74,13 @@ class Install:
         self.root.mkdir()
 
     def env(self, **extra: str) -> dict[str, str]:
-        """The install's environment: its root home, its code (not this checkout's), and no
-        user or system git config for the updater's git."""
+        """The install's environment: its root home, its code (not this checkout's), no user or
+        system git config for the updater's git, and bytecode written as an operator's
+        processes write it (a machine's PYTHONDONTWRITEBYTECODE would have every process of
+        the install compile its imports from source)."""
         env = python_env(HERMES_HOME=str(self.root), GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", **extra)
         env["PYTHONPATH"] = str(self.path)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         return env
 
     def head(self) -> str:

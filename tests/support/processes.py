@@ -18,10 +18,9 @@ import psutil
 
 from shared.errors import HermesError
 from shared.spawn import first_line
+from shared.version import PACKAGES as PACKAGES  # the layer test and the update tests read it here
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-# The product's top-level packages: the code an update swaps and the layer test reads.
-PACKAGES = ("shared", "fleet", "runtime_package", "nous", "services", "simulators", "hermes_cli")
 
 T = TypeVar("T")
 

@@ -1,19 +1,26 @@
 """The restart kinds' rules, without a process: which launchd jobs are the install's (exact
 labels on this install's homes; a plist that cannot be judged is skipped with its reason), a
-job of another home is never acted on, and a kind whose manager is not here fails at once."""
+job of another home is never acted on, a kind whose manager is not here fails at once, and a
+kind asks every target's drain before any waits for its gateway to come back."""
 
 from __future__ import annotations
 
+import contextlib
 import plistlib
 import shutil
+import threading
 
 import pytest
 
+from fleet.discovery import GatewayRecord
 from fleet.supervisors import Unit, launchd
 from fleet.supervisors.systemd import manager as systemd_manager
-from services.updater.restart.base import unit_targets
+from services.updater.restart import base
+from services.updater.restart.base import Target, unit_targets
 from services.updater.restart.launchd import LaunchdKind, is_ours
 from services.updater.restart.systemd import SystemdKind
+from services.updater.restart.unmanaged import UnmanagedKind
+from shared.gateways import ops
 from tests.support.launchd import SHA, SHORT, UID, mixed_fleet, write_job, write_plist
 
 # --- which jobs are ours ----------------------------------------------------------------------
@@ -94,3 +101,47 @@ def test_without_systemd_both_managers_are_skipped_at_once(tmp_path, monkeypatch
     assert (ours, foreign) == ([], [])
     assert [name for name, _ in skipped] == ["systemd user manager", "systemd system manager"]
     assert all("not running here" in reason or "not installed" in reason for _, reason in skipped)
+
+
+# --- every target at once ---------------------------------------------------------------------
+
+# More gateways than a kind ever restarted side by side before: it ran them in waves of eight.
+FLEET = 12
+# A bound, never reached when every drain is asked at once.
+ALL_ASKED_WITHIN = 30.0
+
+
+class _Probe:
+    def call(self, op, args=None, *, timeout):
+        return {"state": ops.RUNNING}
+
+
+def test_every_drain_is_asked_before_any_gateway_is_waited_for(root, monkeypatch):
+    asked: set[str] = set()
+    all_asked = threading.Event()
+    lock = threading.Lock()
+
+    def drain(address, waits, *, reexec=False):
+        with lock:
+            asked.add(address)
+            if len(asked) == FLEET:
+                all_asked.set()
+        return {"finished": [], "cut": []}
+
+    def wait_for_fresh(gateway, address, expected_sha, waits, *, reexec, gave_up=None):
+        # A come-back wait that ends before the last drain was asked is a wave.
+        if not all_asked.wait(ALL_ASKED_WITHIN):
+            return None, f"only {len(asked)} of {FLEET} drains were asked"
+        return gateway.pid + 1000, None
+
+    monkeypatch.setattr(base, "control_endpoint", lambda home: home.name)
+    monkeypatch.setattr(base, "connect", lambda address, retry: contextlib.nullcontext(_Probe()))
+    monkeypatch.setattr(base, "drain", drain)
+    monkeypatch.setattr(base, "wait_for_fresh", wait_for_fresh)
+    gateways = [
+        GatewayRecord(f"p{n}", 100 + n, 1, ops.RUNNING, "o" * 40, "0.1", 0, "unmanaged", "socket", root / f"p{n}")
+        for n in range(FLEET)
+    ]
+    outcomes = UnmanagedKind().restart(root, [Target(g.profile, gateway=g) for g in gateways], SHA)
+    assert [(o.profile, o.ok, o.reason) for o in outcomes] == [(g.profile, True, None) for g in gateways]
+    assert [o.new_pid for o in outcomes] == [g.pid + 1000 for g in gateways]

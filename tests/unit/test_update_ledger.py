@@ -88,6 +88,14 @@ def test_a_result_owing_its_tail_keeps_the_completion_owed():
     assert owed.completion_owed
 
 
+def test_bytecode_not_written_is_reported_but_leaves_the_completion_done():
+    owed = ledger.owed_after_result(
+        result(("bytecode", "1 of the tree's files not compiled: shared/x.py: SyntaxError"))
+    )
+    assert owed.followups == [("bytecode", "1 of the tree's files not compiled: shared/x.py: SyntaxError")]
+    assert (owed.completion_owed, owed.verified) == (False, True)
+
+
 def test_a_result_that_never_verified_says_nothing_of_the_fleet():
     owed = ledger.owed_after_result(result(("completion", "RuntimeError: boom"), steps=("completion",)))
     assert (owed.completion_owed, owed.verified) == (True, False)

@@ -3,7 +3,9 @@ implements, how long a restart waits, and the restart of a live gateway over its
 
 A kind (``systemd``, ``launchd``, ``supervisord``, ``unmanaged``) finds its units in an
 install and restarts a batch of targets, each target on its own thread so that one gateway's
-failure never holds up or fails another; ``fleet`` chooses each gateway's kind from a table.
+failure never holds up or fails another, and every target's drain is asked at once: no
+gateway waits for a slot while others come back; ``fleet`` chooses each gateway's kind from a
+table.
 
 A gateway is restarted over its control socket when no unit of its supervisor's is at hand:
 asked to drain (it exits 75 and its supervisor starts the new code: at once, when the kind
@@ -31,7 +33,6 @@ from shared.gateways import ops
 from shared.protocol import Code, RemoteError
 from shared.transport import NO_RETRY, SyncSubscriber, connect, subscribe
 
-MAX_PARALLEL = 8
 T = TypeVar("T")
 # A gateway that cannot take a call at all (as opposed to one that refuses it) is hung.
 UNANSWERED = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET})
@@ -135,10 +136,11 @@ class RestartKind(Protocol):
 
 
 def each(batch: Sequence[T], restart: Callable[[T], RestartOutcome]) -> list[RestartOutcome]:
-    """``restart`` every item of ``batch``, each on its own thread; the outcomes in order."""
+    """``restart`` every item of ``batch``, each on its own thread, all at once (a thread spends
+    its life waiting on its gateway); the outcomes in order."""
     if not batch:
         return []
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(batch))) as pool:
+    with ThreadPoolExecutor(max_workers=len(batch)) as pool:
         return list(pool.map(restart, batch))
 
 

@@ -33,7 +33,6 @@ from pathlib import Path
 from fleet.discovery import GatewayRecord, discover
 from fleet.supervisors import Unit
 from services.updater.restart.base import (
-    MAX_PARALLEL,
     Found,
     RestartKind,
     RestartOutcome,
@@ -190,7 +189,7 @@ def _run(
     ]
     if not jobs:
         return []
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(jobs))) as pool:
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         return [outcome for done in pool.map(lambda job: job(), jobs) for outcome in done]
 
 
