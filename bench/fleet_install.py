@@ -21,7 +21,6 @@ from shared.protocol import RemoteError
 from shared.transport.sync_client import SyncClient
 from tests.support.cli import HERMES
 from tests.support.installs import Install
-from tests.support.processes import PACKAGES
 
 CLI_TIMEOUT = 120.0
 
@@ -56,16 +55,18 @@ class FleetInstall(Install):
         return env
 
     def compile(self) -> None:
-        """Bytecode for the install's packages, as ``pip install`` writes it."""
+        """Bytecode for the install's packages, as ``scripts/setup.sh`` and an update write it."""
         done = subprocess.run(
-            [sys.executable, "-m", "compileall", "-q", *(str(self.path / p) for p in PACKAGES)],
+            [sys.executable, "-m", "services.updater.bytecode", str(self.path)],
             env=self.env(),
             capture_output=True,
             text=True,
             timeout=COMPILE_TIMEOUT,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"compileall exited {done.returncode}: {(done.stdout + done.stderr).strip()[-2000:]}")
+            raise RuntimeError(
+                f"the bytecode sweep exited {done.returncode}: {(done.stdout + done.stderr).strip()[-2000:]}"
+            )
 
     def checked(self, *args: str, timeout: float = CLI_TIMEOUT) -> str:
         done = self.hermes(*args, timeout=timeout)
