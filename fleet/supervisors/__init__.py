@@ -24,6 +24,10 @@ from shared.version import INSTALL_ROOT
 
 KINDS = ("supervisord", "systemd", "launchd")
 _KIND_MODULES = {kind: f"fleet.supervisors.{kind}" for kind in KINDS}
+# The gateway host (``host``) supervises its own gateways: a kind a gateway can run under,
+# though it has no units of its own (the host is itself a program of the embedded mesh).
+HOST_KIND = "gateway_host"
+SUPERVISING_KINDS = (*KINDS, HOST_KIND)
 
 # Set in every unit we write, so a gateway knows who supervises it without guessing.
 SUPERVISOR_ENV = "HERMES_SUPERVISOR"
@@ -103,7 +107,7 @@ def detect_supervisor(env: Mapping[str, str] | None = None) -> str:
     own = env is None
     env = os.environ if env is None else env
     named = env.get(SUPERVISOR_ENV, "")
-    if named in KINDS:
+    if named in SUPERVISING_KINDS:
         return named
     if env.get("SUPERVISOR_ENABLED"):
         return "supervisord"

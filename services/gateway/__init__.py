@@ -3,9 +3,10 @@ owns each served profile's control socket, stamps the code it runs into each one
 ``gateway_state.json``, drains on request.
 
 Public: ``run_gateway``, the gateway in this process (``hermes gateway run``); its start-up
-checks import nothing heavy. Clients talk to a gateway through ``shared.gateways``.
+checks import nothing heavy. ``preload`` imports what a gateway runs without running it (a
+gateway host's fork server, before it forks gateways). Clients talk to a gateway through ``shared.gateways``.
 """
 
-from services.gateway.main import run_gateway
+from services.gateway.main import preload, run_gateway
 
-__all__ = ["run_gateway"]
+__all__ = ["preload", "run_gateway"]

@@ -1,0 +1,202 @@
+"""The gateway host against real processes: ``hermes mesh up --host`` under a real supervisord,
+its fork server forking every profile's gateway, the host supervising them, and the fork
+server's pipe fed junk. Every wait is bounded; every test brings what it started down."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from fleet.supervisors import supervisord as sv
+from fleet.supervisors.host import SERVICE, STATUS
+from shared import homes
+from shared.identity import is_alive, process_identity
+from shared.transport import NO_RETRY, connect
+from tests.support import mesh_roots
+from tests.support.cli import hermes
+from tests.support.processes import ROOT, python_env, read_state, wait_for
+
+pytestmark = pytest.mark.slow
+
+WAIT = 30.0
+PROFILES = ("default", "a", "b", "c")
+
+
+def host_status(root: Path) -> dict[str, Any]:
+    with connect(homes.endpoint(root, SERVICE, create=False), retry=NO_RETRY) as client:
+        return client.call(STATUS, timeout=5)
+
+
+def running(root: Path, profile: str, *, not_pid: int | None = None) -> dict[str, Any] | None:
+    """The host's word on ``profile`` once a gateway other than ``not_pid`` runs it and says so
+    in its own state file."""
+    child = host_status(root)["profiles"][profile]
+    state = read_state(homes.profile_home(profile, root))
+    if child["state"] != "running" or child["pid"] == not_pid or not state:
+        return None
+    if state["pid"] != child["pid"] or state["gateway_state"] != "running":
+        return None
+    return child
+
+
+@pytest.fixture
+def mesh_root() -> Iterator[Path]:
+    with mesh_roots.mesh_root(*PROFILES[1:]) as root:
+        yield root
+
+
+def test_the_host_runs_every_gateway_brings_a_killed_one_back_and_leaves_a_broken_one_down(mesh_root):
+    up = hermes("mesh", "up", "--host", "--json", home=mesh_root, timeout=120)
+    assert up.returncode == 0, up.stderr
+    [program] = json.loads(up.stdout)["programs"]
+    assert (program["name"], program["served_profiles"], program["state"]) == (
+        sv.HOST_PROGRAM,
+        list(PROFILES),
+        "RUNNING",
+    )
+    status = host_status(mesh_root)
+    assert status["pid"] == program["pid"]
+    server = status["fork_server"]
+    assert psutil.Process(server["pid"]).ppid() == status["pid"]
+    for profile in PROFILES:
+        child = wait_for(lambda p=profile: running(mesh_root, p), timeout=WAIT, what=f"{profile} to serve")
+        assert child["fork_server"] == server["pid"] and psutil.Process(child["pid"]).ppid() == server["pid"]
+        state = read_state(homes.profile_home(profile, mesh_root))
+        assert (state["supervisor"], state["hermes_home"], state["code_sha"]) == (
+            "gateway_host",
+            str(homes.profile_home(profile, mesh_root)),
+            server["code_sha"],
+        )
+    instances = {read_state(homes.profile_home(p, mesh_root))["instance_id"] for p in PROFILES}
+    assert len(instances) == len(PROFILES)  # each forked gateway is an instance of its own
+
+    # SIGKILL: a crash, started again from the same fork server.
+    killed = status["profiles"]["a"]["pid"]
+    os.kill(killed, signal.SIGKILL)
+    back = wait_for(lambda: running(mesh_root, "a", not_pid=killed), timeout=WAIT, what="a back")
+    assert back["fork_server"] == server["pid"] and back["crashes"] == 1 and back["starts"] == 2
+    assert psutil.Process(back["pid"]).ppid() == server["pid"]
+
+    # A gateway that exits 78 (its secrets cannot be read) stays down; the others serve on.
+    (homes.profile_home("c", mesh_root) / ".env").write_text("NOT A NAME=value LINE\n")
+    os.kill(status["profiles"]["c"]["pid"], signal.SIGKILL)
+    down = wait_for(
+        lambda: (c := host_status(mesh_root)["profiles"]["c"])["state"] == "down" and c,
+        timeout=WAIT,
+        what="c down",
+    )
+    assert (down["pid"], down["starts"], down["reason"]) == (None, 2, "its configuration is broken (exit 78)")
+    assert host_status(mesh_root)["profiles"]["c"]["starts"] == 2
+    assert all(running(mesh_root, p) for p in ("default", "a", "b"))
+
+    # Down: the host, its fork server and every gateway are gone.
+    everyone = [
+        status["pid"],
+        server["pid"],
+        *(c["pid"] for c in host_status(mesh_root)["profiles"].values() if c["pid"]),
+    ]
+    idents = [process_identity(pid) for pid in everyone]
+    assert all(ident is not None for ident in idents) and len(idents) == 5
+    assert hermes("mesh", "down", home=mesh_root).returncode == 0
+    assert [ident for ident in idents if ident is not None and is_alive(ident)] == []
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(mesh_root) in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+
+
+class Pipe:
+    """A fork server run as its host runs it, asked and read over its pipe."""
+
+    def __init__(self, root: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "services.gateway_host.forkserver"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=python_env(HERMES_HOME=str(root)),
+            cwd=ROOT,
+        )
+        self._held = b""
+
+    def ask(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def event(self, timeout: float = WAIT) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._held:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            assert ready, "no event from the fork server in time"
+            data = os.read(fd, 4096)
+            assert data, "the fork server closed its pipe"
+            self._held += data
+        line, self._held = self._held.split(b"\n", 1)
+        return json.loads(line)
+
+
+def test_a_malformed_frame_is_refused_and_the_fork_server_keeps_serving(tmp_path):
+    root = tmp_path / "r"
+    homes.create_profile(root, "a")
+    pipe = Pipe(root)
+    try:
+        ready = pipe.event()
+        assert (ready["event"], ready["pid"]) == ("ready", pipe.process.pid)
+        junk = [
+            (b"not json\n", "frame"),
+            (b'{"op": "exec", "profile": "a"}\n', "op"),
+            (b"x" * 3000 + b"\n", "frame"),
+            (b'{"op": "fork", "profile": "../a"}\n', "profile"),
+            (b'{"op": "fork", "profile": "a", "argv": ["sh"]}\n', "argv"),
+        ]
+        for frame, field in junk:
+            pipe.ask(frame)
+            refused = pipe.event()
+            assert (refused["event"], refused["code"], refused["field"]) == ("refused", "fork_frame_invalid", field)
+        pipe.ask(b'{"op": "fork", "profile": "a"}\n')
+        forked = pipe.event()
+        assert (forked["event"], forked["profile"]) == ("forked", "a")
+        home = homes.profile_home("a", root)
+        wait_for(
+            lambda: (s := read_state(home)) and s["pid"] == forked["pid"] and s["gateway_state"] == "running",
+            timeout=WAIT,
+            what="a's gateway to serve",
+        )
+        os.kill(forked["pid"], signal.SIGKILL)
+        assert pipe.event() == {"event": "exited", "profile": "a", "pid": forked["pid"], "code": -signal.SIGKILL}
+        # A gateway dies with its fork server.
+        pipe.ask(b'{"op": "fork", "profile": "a"}\n')
+        second = pipe.event()
+        gateway = process_identity(second["pid"])
+        assert gateway is not None
+        pipe.process.kill()
+        pipe.process.wait(timeout=WAIT)
+        wait_for(lambda: not is_alive(gateway), timeout=WAIT, what="the gateway to die with its fork server")
+    finally:
+        if pipe.process.poll() is None:
+            pipe.process.kill()
+            pipe.process.wait(timeout=WAIT)
+
+
+def test_a_fork_server_whose_host_is_done_exits(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "services.gateway_host.forkserver"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=python_env(HERMES_HOME=str(tmp_path)),
+        cwd=ROOT,
+    )
+    assert process.stdout is not None and process.stdin is not None
+    assert json.loads(process.stdout.readline())["event"] == "ready"
+    process.stdin.close()
+    assert process.wait(timeout=WAIT) == 0
+    process.stdout.close()
