@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,13 @@ import pytest
 from fleet.supervisors import supervisord as sv
 from fleet.supervisors.host import SERVICE, STATUS
 from shared import homes
+from shared.gateways import ops
 from shared.identity import is_alive, process_identity
-from shared.transport import NO_RETRY, connect
+from shared.transport import NO_RETRY, SyncClient, connect
 from tests.support import mesh_roots
 from tests.support.cli import hermes
+from tests.support.homes import make_profile
+from tests.support.installs import git
 from tests.support.processes import ROOT, python_env, read_state, wait_for
 
 pytestmark = pytest.mark.slow
@@ -200,3 +204,67 @@ def test_a_fork_server_whose_host_is_done_exits(tmp_path):
     process.stdin.close()
     assert process.wait(timeout=WAIT) == 0
     process.stdout.close()
+
+
+# --- an update of a host-run fleet ----------------------------------------------------------------
+
+
+def ask(root: Path, profile: str, spec, args=None) -> dict:
+    endpoint = homes.endpoint(homes.profile_home(profile, root), ops.SERVICE, create=False)
+    with SyncClient(endpoint.control) as client:
+        return client.call(spec, args or {})
+
+
+def head_moved_at(install) -> int:
+    """When the update moved the install's HEAD (its reflog's last entry), in whole seconds."""
+    entry = git(install.path, "log", "-g", "-1", "--date=unix", "--format=%gd")  # HEAD@{<seconds>}
+    return int(entry.split("{")[1].rstrip("}"))
+
+
+def test_an_update_rolls_every_gateway_of_the_host_onto_one_new_fork_server(install):
+    fleet = ("default", "a", "b")
+    for profile in fleet[1:]:
+        make_profile(install.root, profile)
+    code, up = install.hermes_json("mesh", "up", "--host", timeout=120)
+    assert code == 0, up
+    before = host_status(install.root)
+    old_server = before["fork_server"]
+    for profile in fleet:
+        wait_for(lambda p=profile: running(install.root, p), timeout=WAIT, what=f"{profile} to serve")
+    old_pids = {p: before["profiles"][p]["pid"] for p in fleet}
+
+    new = install.release("release 2")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # A turn in flight when the update drains a's gateway: it finishes, then a restarts.
+        turn = pool.submit(ask, install.root, "a", ops.TURN, {"text": "hold on", "seconds": 2.0})
+        wait_for(
+            lambda: read_state(homes.profile_home("a", install.root))["active_turns"] == 1,
+            timeout=WAIT,
+            what="a's turn to start",
+        )
+        code, report = install.hermes_json("update", "--yes")
+        answered = turn.result(timeout=WAIT)
+    assert code == 0 and report["outcome"] == "success" and install.head() == new, report
+    assert answered["profile"] == "a"
+    assert {(row["profile"], row["verdict"]) for row in report["fleet"]} == {(p, "current") for p in fleet}
+    restarts = {o["profile"]: o for o in json.loads(Path(report["receipt"]).read_text())["restart"]}
+    assert sorted(restarts) == sorted(fleet)
+    for profile in fleet:
+        outcome = restarts[profile]
+        assert (outcome["ok"], outcome["method"], outcome["old_pid"]) == (True, "roll", old_pids[profile]), outcome
+    assert (restarts["a"]["finished"], restarts["a"]["cut"]) == (1, 0)  # no turn lost
+
+    after = host_status(install.root)
+    server = after["fork_server"]
+    assert after["pid"] == before["pid"]  # the host itself stays
+    assert server["pid"] != old_server["pid"] and server["code_sha"] == new
+    assert after["fork_servers"] == [server]  # the old fork server left with its last gateway
+    assert not psutil.pid_exists(old_server["pid"]) or psutil.Process(old_server["pid"]).ppid() != before["pid"]
+    # ONE new fork server, started after the commit, is the parent of every new gateway.
+    assert psutil.Process(server["pid"]).create_time() >= head_moved_at(install)
+    for profile in fleet:
+        child = after["profiles"][profile]
+        state = read_state(homes.profile_home(profile, install.root))
+        assert (state["pid"], state["code_sha"], child["fork_server"]) == (child["pid"], new, server["pid"])
+        assert child["pid"] == restarts[profile]["new_pid"] != old_pids[profile]
+        assert psutil.Process(child["pid"]).ppid() == server["pid"]
