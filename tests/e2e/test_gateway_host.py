@@ -268,3 +268,25 @@ def test_an_update_rolls_every_gateway_of_the_host_onto_one_new_fork_server(inst
         assert (state["pid"], state["code_sha"], child["fork_server"]) == (child["pid"], new, server["pid"])
         assert child["pid"] == restarts[profile]["new_pid"] != old_pids[profile]
         assert psutil.Process(child["pid"]).ppid() == server["pid"]
+
+
+def test_a_gateway_drained_after_the_tree_moved_is_forked_from_a_new_fork_server(install):
+    make_profile(install.root, "a")
+    code, up = install.hermes_json("mesh", "up", "--host", timeout=120)
+    assert code == 0, up
+    for profile in ("default", "a"):
+        wait_for(lambda p=profile: running(install.root, p), timeout=WAIT, what=f"{profile} to serve")
+    before = host_status(install.root)
+    old = before["fork_server"]
+    new = install.release("release 2")
+    git(install.path, "pull", "-q", "--ff-only")  # the tree moves, no roll: as if the host had not answered
+
+    drained = ask(install.root, "a", ops.DRAIN, {"deadline": 5.0})
+    assert drained["exit_code"] == 75
+    back = wait_for(lambda: running(install.root, "a", not_pid=before["profiles"]["a"]["pid"]), timeout=WAIT, what="a")
+    after = host_status(install.root)
+    assert back["fork_server"] == after["fork_server"]["pid"] != old["pid"]
+    assert after["fork_server"]["code_sha"] == new == read_state(homes.profile_home("a", install.root))["code_sha"]
+    # The old fork server still runs the gateway it forked, and forks nothing more.
+    assert after["profiles"]["default"]["fork_server"] == old["pid"]
+    assert [s["pid"] for s in after["fork_servers"]] == [old["pid"], after["fork_server"]["pid"]]
