@@ -46,7 +46,10 @@ ended, asks supervisord to start the program (``fleet.supervisors.supervisord.re
 supervisord's 1 s poll never decides. The receipt's note says who started it: supervisord
 when asked, or its autorestart, which the ask woke first.
 
-    .venv/bin/python bench/update_fleet.py [--runs 3] [--gateways 8] [--clients 2] [--turn-seconds 0.1] [--json]
+``--host`` runs every scenario's gateways under the gateway host (``hermes mesh up --host``):
+its update is one roll, every new gateway forked from one new fork server.
+
+    .venv/bin/python bench/update_fleet.py [--runs 3] [--gateways 8] [--clients 2] [--turn-seconds 0.1] [--host] [--json]
 """
 
 from __future__ import annotations
@@ -193,7 +196,8 @@ def run_scenario(base: Path, gateways: int, args: argparse.Namespace, notes: lis
         for profile in profiles:
             install.checked("profile", "create", profile)
         install.mesh_started = True
-        install.checked("mesh", "up", "--profiles", ",".join(profiles), "--json")
+        host = ("--host",) if args.host else ()  # every gateway forked from one gateway host
+        install.checked("mesh", "up", "--profiles", ",".join(profiles), *host, "--json")
         before = install.wait_serving(profiles)
         old_sha = install.head()
         load = Load(install, profiles, args.clients, args.turn_seconds)
@@ -416,6 +420,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=2, help="client tasks per gateway, one turn in flight each")
     parser.add_argument("--turn-seconds", type=float, default=0.1, help="how long each turn takes in the gateway")
     parser.add_argument("--after", type=float, default=2.0, help="seconds of load after the update returns")
+    parser.add_argument("--host", action="store_true", help="run the gateways under the gateway host (mesh up --host)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args()
     if args.runs < 1 or args.gateways < 1 or args.clients < 1:
