@@ -223,6 +223,7 @@ def test_a_hosted_set_is_one_program_read_back_by_its_command_not_its_name(short
         sv.HOST_PROGRAM, None, root, ("default", "b", "host"), host=True
     )
     assert config.mesh_of(paths) == programs  # the config is the mesh's record: it round-trips
+    assert sv.find("host", root / "profiles" / "host") is None  # the host's program is no profile's own
     sv.install("host", root / "profiles" / "host")  # hosted already: nothing changes
     assert config.mesh_of(paths) == programs
     # Without the host, a profile called host has a program of that very name: its own.

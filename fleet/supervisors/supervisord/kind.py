@@ -72,6 +72,8 @@ def find(profile: str, home: Path) -> Unit | None:
     require_supervisor()
     configured = configured_programs(paths)
     program = configured.get(unit_name(profile))
+    if program is not None and program.host:
+        program = None  # the gateway host's program, never one profile's (not even one called host)
     launched_on = home
     if program is None and profile in getattr(configured.get(MULTIPLEX_PROGRAM), "served", ()):
         program, launched_on = configured[MULTIPLEX_PROGRAM], paths.root
