@@ -19,10 +19,11 @@ import psutil
 import pytest
 
 from fleet.supervisors import supervisord as sv
-from fleet.supervisors.host import SERVICE, STATUS
+from fleet.supervisors.host import ROLL, SERVICE, STATUS
 from shared import homes
 from shared.gateways import ops
 from shared.identity import is_alive, process_identity
+from shared.protocol import RemoteError
 from shared.transport import NO_RETRY, SyncClient, connect
 from tests.support import mesh_roots
 from tests.support.cli import hermes
@@ -290,3 +291,25 @@ def test_a_gateway_drained_after_the_tree_moved_is_forked_from_a_new_fork_server
     # The old fork server still runs the gateway it forked, and forks nothing more.
     assert after["profiles"]["default"]["fork_server"] == old["pid"]
     assert [s["pid"] for s in after["fork_servers"]] == [old["pid"], after["fork_server"]["pid"]]
+
+
+def test_a_roll_whose_fork_server_cannot_import_drains_nothing(install):
+    code, up = install.hermes_json("mesh", "up", "--host", timeout=120)
+    assert code == 0, up
+    before = wait_for(lambda: running(install.root, "default"), timeout=WAIT, what="default to serve")
+    old = host_status(install.root)["fork_server"]
+
+    def broken(tree: Path) -> None:
+        app = tree / "services" / "gateway" / "app.py"
+        app.write_text(app.read_text() + "\nraise ImportError('this release cannot be imported')\n")
+
+    install.release("a release that cannot be imported", broken)
+    git(install.path, "pull", "-q", "--ff-only")
+    with pytest.raises(RemoteError) as refused:
+        with connect(homes.endpoint(install.root, SERVICE, create=False), retry=NO_RETRY) as client:
+            client.call(ROLL, {"deadline": 5.0}, timeout=120)
+    assert refused.value.code == "roll_failed" and "serve on" in refused.value.message
+    after = host_status(install.root)
+    assert after["fork_server"] == old and after["profiles"]["default"]["pid"] == before["pid"]
+    assert read_state(install.root)["gateway_state"] == "running"  # never drained
+    assert [s["pid"] for s in after["fork_servers"]] == [old["pid"]]  # the failed one is gone
