@@ -348,9 +348,9 @@ class GatewayHost:
 
     async def _roll(self, call: Call) -> dict[str, Any]:
         wanted = call.args.get("profiles") or list(self.children)
-        unknown = [p for p in wanted if p not in self.children]
+        unknown = [p for p in wanted if not isinstance(p, str) or p not in self.children]
         if unknown:
-            raise RollFailed(f"this host runs no gateway of {unknown[0]!r}", detail={"field": "profiles"})
+            raise RollFailed(f"this host runs no gateway of {str(unknown[0])[:80]!r}", detail={"field": "profiles"})
         deadline = float(call.args.get("deadline", DRAIN_SECONDS))
         async with self._rolling:
             old = {p: (c.pid, c.server) for p in wanted if (c := self.children[p]).pid is not None}

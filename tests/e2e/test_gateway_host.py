@@ -303,6 +303,11 @@ def test_a_roll_whose_fork_server_cannot_import_drains_nothing(install):
         app = tree / "services" / "gateway" / "app.py"
         app.write_text(app.read_text() + "\nraise ImportError('this release cannot be imported')\n")
 
+    for junk in (["nope"], [{"a": 1}]):  # refused before anything starts
+        with pytest.raises(RemoteError) as refused:
+            with connect(homes.endpoint(install.root, SERVICE, create=False), retry=NO_RETRY) as client:
+                client.call(ROLL, {"profiles": junk}, timeout=30)
+        assert (refused.value.code, refused.value.detail) == ("roll_failed", {"field": "profiles"})
     install.release("a release that cannot be imported", broken)
     git(install.path, "pull", "-q", "--ff-only")
     with pytest.raises(RemoteError) as refused:
