@@ -44,8 +44,11 @@ def host_status(root: Path) -> dict[str, Any]:
 
 def running(root: Path, profile: str, *, not_pid: int | None = None) -> dict[str, Any] | None:
     """The host's word on ``profile`` once a gateway other than ``not_pid`` runs it and says so
-    in its own state file."""
-    child = host_status(root)["profiles"][profile]
+    in its own state file (None too while the host does not answer)."""
+    try:
+        child = host_status(root)["profiles"][profile]
+    except RemoteError:
+        return None
     state = read_state(homes.profile_home(profile, root))
     if child["state"] != "running" or child["pid"] == not_pid or not state:
         return None
@@ -318,3 +321,19 @@ def test_a_roll_whose_fork_server_cannot_import_drains_nothing(install):
     assert after["fork_server"] == old and after["profiles"]["default"]["pid"] == before["pid"]
     assert read_state(install.root)["gateway_state"] == "running"  # never drained
     assert [s["pid"] for s in after["fork_servers"]] == [old["pid"]]  # the failed one is gone
+
+
+def test_a_killed_host_takes_its_fork_server_and_gateways_with_it(mesh_root):
+    assert hermes("mesh", "up", "--host", "--profiles", "a", home=mesh_root, timeout=120).returncode == 0
+    before = wait_for(lambda: running(mesh_root, "a"), timeout=WAIT, what="a to serve")
+    status = host_status(mesh_root)
+    idents = [process_identity(pid) for pid in (status["pid"], status["fork_server"]["pid"], before["pid"])]
+    os.kill(status["pid"], signal.SIGKILL)
+    wait_for(
+        lambda: not any(ident is not None and is_alive(ident) for ident in idents),
+        timeout=WAIT,
+        what="the fork server and its gateway to die with their host",
+    )
+    # supervisord starts the host again, and with it a gateway of a.
+    again = wait_for(lambda: running(mesh_root, "a", not_pid=before["pid"]), timeout=WAIT, what="a back")
+    assert host_status(mesh_root)["pid"] not in (status["pid"], None) and again["pid"] != before["pid"]
