@@ -337,3 +337,38 @@ def test_a_killed_host_takes_its_fork_server_and_gateways_with_it(mesh_root):
     # supervisord starts the host again, and with it a gateway of a.
     again = wait_for(lambda: running(mesh_root, "a", not_pid=before["pid"]), timeout=WAIT, what="a back")
     assert host_status(mesh_root)["pid"] not in (status["pid"], None) and again["pid"] != before["pid"]
+
+
+def test_gateways_of_a_host_that_does_not_answer_are_drained_and_come_back_on_the_new_code(install):
+    from services.updater.restart import restart_fleet
+
+    make_profile(install.root, "a")
+    code, up = install.hermes_json("mesh", "up", "--host", timeout=120)
+    assert code == 0, up
+    for profile in ("default", "a"):
+        wait_for(lambda p=profile: running(install.root, p), timeout=WAIT, what=f"{profile} to serve")
+    before = host_status(install.root)
+    new = install.release("release 2")
+    git(install.path, "pull", "-q", "--ff-only")
+    old = [process_identity(before["profiles"][p]["pid"]) for p in ("default", "a")]
+    os.kill(before["pid"], signal.SIGSTOP)  # its socket takes calls, nothing answers
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            restarting = pool.submit(restart_fleet, install.root, new)
+            wait_for(
+                lambda: not any(ident is not None and is_alive(ident) for ident in old),
+                timeout=WAIT,
+                what="both gateways drained over their own sockets",
+            )
+            os.kill(before["pid"], signal.SIGCONT)
+            outcomes = {o.profile: o for o in restarting.result(timeout=120)}
+    finally:
+        os.kill(before["pid"], signal.SIGCONT)
+    after = host_status(install.root)
+    server = after["fork_server"]
+    assert server["pid"] != before["fork_server"]["pid"] and server["code_sha"] == new
+    for profile in ("default", "a"):
+        outcome = outcomes[profile]
+        assert (outcome.ok, outcome.method, outcome.new_pid) == (True, "drain", after["profiles"][profile]["pid"])
+        assert "the gateway host did not answer (timeout)" in (outcome.note or ""), outcome
+        assert after["profiles"][profile]["fork_server"] == server["pid"]
