@@ -2,10 +2,11 @@
 server, supervises them as supervisord would a program, and moves them onto new code.
 
 It never imports the gateway's code. Its fork server (``forkserver``) is a fresh interpreter of
-the code on disk; a fork server whose code is no longer the code on disk never forks again:
-before each fork the host compares the two and, when the tree has moved, starts a new fork
-server first. So a gateway of new code always comes from an interpreter that never imported the
-old code, whether a ``roll`` moved it or its own exit 75 (a drain over its socket) did.
+the code on disk; before each fork the host compares the fork server's code with the code on
+disk and, when the tree has moved, starts a new fork server first (the old one forks again only
+when the new one cannot import: a gateway on old code beats none). So a gateway of new code
+always comes from an interpreter that never imported the old code, whether a ``roll`` moved it
+or its own exit 75 (a drain over its socket) did.
 
 A ``roll`` starts the new fork server and waits (bounded) until it has imported; only then is
 every old gateway drained at once (the gateway's ``drain`` op), and each one's profile forked
