@@ -7,6 +7,8 @@ home it runs (``find``), and drives the supervisor (``start``, ``stop``, ``resta
 gateway it runs comes from here, so the kinds cannot disagree about it. What the kinds
 share besides that has a module of its own: ``errors``, ``commands`` (running a supervisor's
 client with a bounded timeout) and ``scopes`` (user or system, and who may use which).
+``host`` is the contract of the gateway host, which supervises the gateways it forks itself
+(``HOST_KIND``) and is a program of the embedded mesh.
 """
 
 from __future__ import annotations

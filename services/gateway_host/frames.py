@@ -101,7 +101,8 @@ def parse_request(line: bytes) -> str:
 def parse_event(line: bytes) -> dict[str, Any]:
     """An event of the fork server, each field of its type; FrameInvalid otherwise."""
     frame = _object(line)
-    fields = _EVENTS.get(frame.get("event"))  # type: ignore[arg-type]
+    kind = frame.get("event")
+    fields = _EVENTS.get(kind) if isinstance(kind, str) else None
     if fields is None:
         raise _invalid("event", f"must be one of {sorted(_EVENTS)}")
     for name, kind in fields.items():
