@@ -1,5 +1,6 @@
 """The update-fleet benchmark's throwaway install (``tests.support.installs.Install``, its
-processes logging only warnings), and cleaning up after a run whatever state it is in."""
+processes logging only warnings and running on bytecode, as an operator's install does), and
+cleaning up after a run whatever state it is in."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,17 @@ from shared.protocol import RemoteError
 from shared.transport.sync_client import SyncClient
 from tests.support.cli import HERMES
 from tests.support.installs import Install
+from tests.support.processes import PACKAGES
 
 CLI_TIMEOUT = 120.0
 
 
 CLEANUP_TIMEOUT = 60.0
+COMPILE_TIMEOUT = 300.0
+
+# What would keep the install's processes from reading and writing bytecode next to its
+# sources (this machine's environment sets the first): an operator's install has neither.
+NO_BYTECODE = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
 
 
 WARM_UP_TIMEOUT = 60.0  # every gateway must complete a turn before the update starts
@@ -31,14 +39,33 @@ WARM_UP_TIMEOUT = 60.0  # every gateway must complete a turn before the update s
 
 class FleetInstall(Install):
     """A throwaway install (``tests.support.installs.Install``: an origin, the install cloned
-    from it and a dev clone, under ``base``) whose processes log only warnings."""
+    from it and a dev clone, under ``base``) whose processes log only warnings. Its code is
+    compiled once it is cloned, as an installer compiles a package, and every process it
+    starts (the CLI, and through it supervisord, the gateways, the updater and its completion)
+    reads and writes bytecode in the install's own ``__pycache__``."""
 
     def __init__(self, base: Path):
         super().__init__(base)
         self.mesh_started = False
+        self.compile()
 
     def env(self, **extra: str) -> dict[str, str]:
-        return super().env(HERMES_LOG_LEVEL="WARNING", **extra)
+        env = super().env(HERMES_LOG_LEVEL="WARNING", **extra)
+        for name in NO_BYTECODE:
+            env.pop(name, None)
+        return env
+
+    def compile(self) -> None:
+        """Bytecode for the install's packages, as ``pip install`` writes it."""
+        done = subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", *(str(self.path / p) for p in PACKAGES)],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=COMPILE_TIMEOUT,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"compileall exited {done.returncode}: {(done.stdout + done.stderr).strip()[-2000:]}")
 
     def checked(self, *args: str, timeout: float = CLI_TIMEOUT) -> str:
         done = self.hermes(*args, timeout=timeout)
@@ -84,24 +111,30 @@ class FleetInstall(Install):
 
 
 def cleanup(install: FleetInstall | None, base: Path, notes: list[str]) -> None:
-    """Everything this run started, whatever state it is in: an update still running (its
-    updater is asked to stop, as ``kill -INT`` does), the mesh, any process left with a home
-    or working directory under ``base``; then the directory itself. Every wait is bounded."""
+    """Everything this run started, whatever state it is in (``stop``); then the directory itself."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip this
     try:
-        if install is not None and install.root.exists():
-            _stop_update(install, notes)
-            if install.mesh_started:
-                try:
-                    down = install.hermes("mesh", "down", "--json", timeout=CLEANUP_TIMEOUT)
-                    if down.returncode != 0:
-                        notes.append(f"mesh down exited {down.returncode}: {down.stderr.strip()[-300:]}")
-                except subprocess.TimeoutExpired:
-                    notes.append(f"mesh down took over {CLEANUP_TIMEOUT:g}s")
-        _kill_leftovers(base, notes)
+        stop(install, base, notes)
         shutil.rmtree(base, ignore_errors=True)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def stop(install: FleetInstall | None, base: Path, notes: list[str]) -> None:
+    """Every process this install runs, leaving its files for the next run: an update still
+    running (its updater is asked to stop, as ``kill -INT`` does), the mesh, any process left
+    with a home or working directory under ``base``. Every wait is bounded."""
+    if install is not None and install.root.exists():
+        _stop_update(install, notes)
+        if install.mesh_started:
+            try:
+                down = install.hermes("mesh", "down", "--json", timeout=CLEANUP_TIMEOUT)
+                if down.returncode != 0:
+                    notes.append(f"mesh down exited {down.returncode}: {down.stderr.strip()[-300:]}")
+            except subprocess.TimeoutExpired:
+                notes.append(f"mesh down took over {CLEANUP_TIMEOUT:g}s")
+            install.mesh_started = False
+    _kill_leftovers(base, notes)
 
 
 def _stop_update(install: FleetInstall, notes: list[str]) -> None:

@@ -1,15 +1,27 @@
-"""``hermes update`` of a whole fleet under load, against a single gateway's update.
+"""``hermes update`` of fleets of several sizes under load, against one gateway's update.
 
-Each scenario builds a throwaway install the way ``tests/e2e/test_update.py`` does (``tests.support.installs.Install``): a bare origin
-cloned from this repository's committed HEAD, an install cloned from it, a dev clone that
-pushes the release. It creates the profiles, starts one gateway per profile under the
-embedded supervisord (``hermes mesh up --profiles ...``, every gateway on the install's
-code), keeps a steady stream of turns going to every gateway, pushes a release and times
-``hermes update --yes --json`` while the turns keep coming. The single-gateway scenario
-(1 profile, the same load per gateway) runs first in the same run and is the baseline.
-Targets: the fleet's update at most 1.5x the single one (the restarts run concurrently), the
-single one at most 2 s. ``--runs`` repeats both scenarios; each run is printed, then the
-medians, against which the targets are judged.
+Columns: ``--sizes`` (default 1,4,8,16) per-profile gateways, and ``mx8`` (``--multiplex``):
+8 profiles served by one multiplex gateway. Every column's throwaway install is built up
+front, the way ``tests/e2e/test_update.py`` builds one (``tests.support.installs.Install``: a
+bare origin cloned from this repository's committed HEAD, an install cloned from it, a dev
+clone that pushes releases), its profiles made and its code compiled to bytecode
+(``bench.fleet_install``: its processes run as an operator's install does, whatever this
+machine's ``PYTHONDONTWRITEBYTECODE``). A scenario starts the column's gateways under the
+embedded supervisord (``hermes mesh up --profiles ...`` or ``--serve ...``, on the install's
+code), keeps a steady stream of turns going to every profile, pushes a new release and times
+``hermes update --yes --json`` while the turns keep coming, then brings the mesh down: each
+run's update has a release of its own to apply.
+
+``--runs`` (default 3) runs every column once per run, interleaved, the order rotated by one
+each run (1 4 8 16 mx8, then 4 8 16 mx8 1, ...), so a slow spell of a shared machine does not
+fall on one column. Each run is printed as it ends, with each column's ratio against one
+gateway's update in the same run; then per column the median seconds and the median ratio,
+against which the targets are judged: one gateway at most 2 s, 8 at most 1.5x one, 16 at most
+2.5x one, no turn lost in any run. A scenario that fails is printed with why, and the bench
+goes on. Then a text chart of the scaling (``--plot FILE.png`` draws it too, where matplotlib
+is importable), a gateway's start against a bare interpreter (``bench/gateway_start.py``) and
+forked gateways against cold starts (``bench/fork_start.py``), both in the one-gateway
+install. ``--json`` prints all of it as one document.
 
 Load: ``--clients`` tasks per gateway, each with its own client, one turn in flight at a
 time (``turn {text, seconds}``), each turn's text a unique tag that the result must echo.
@@ -46,10 +58,11 @@ ended, asks supervisord to start the program (``fleet.supervisors.supervisord.re
 supervisord's 1 s poll never decides. The receipt's note says who started it: supervisord
 when asked, or its autorestart, which the ask woke first.
 
-``--host`` runs every scenario's gateways under the gateway host (``hermes mesh up --host``):
-its update is one roll, every new gateway forked from one new fork server.
+``--host N`` adds a column of N gateways run by the gateway host (``hermes mesh up --host``): its
+update is one roll, every new gateway forked from one new fork server.
 
-    .venv/bin/python bench/update_fleet.py [--runs 3] [--gateways 8] [--clients 2] [--turn-seconds 0.1] [--host] [--json]
+    .venv/bin/python bench/update_fleet.py [--runs 3] [--sizes 1,4,8,16] [--multiplex 8] [--host 8] [--clients 2]
+        [--turn-seconds 0.1] [--start-samples 10] [--forks 8] [--fork-rounds 3] [--json] [--plot FILE.png]
 """
 
 from __future__ import annotations
@@ -59,10 +72,11 @@ import json
 import os
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -73,13 +87,14 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 import trio  # noqa: E402
 
-from bench.fleet_install import FleetInstall, cleanup  # noqa: E402
-from bench.fleet_load import TURN_CUT, Load, Unanswered, account, epoch  # noqa: E402
+from bench import fleet_report, fork_start, gateway_start  # noqa: E402
+from bench.fleet_install import FleetInstall, cleanup, stop  # noqa: E402
+from bench.fleet_load import Load, Tally, Unanswered, account, epoch  # noqa: E402
+from bench.fleet_report import BASELINE  # noqa: E402
+from fleet.supervisors.supervisord.names import HOST_PROGRAM, MULTIPLEX_PROGRAM, unit_name  # noqa: E402
+from shared import homes  # noqa: E402
+from shared.layout import GATEWAY_STARTS_FILE  # noqa: E402
 from shared.protocol import RemoteError  # noqa: E402
-
-TARGET_RATIO = 1.5
-TARGET_SINGLE_SECONDS = 2.0
-
 
 SETTLE_SECONDS = 1.0  # steady load before the update
 UPDATE_TIMEOUT = 300.0
@@ -94,13 +109,11 @@ STOP_TIMEOUT = 30.0  # for the last turns once the load stops
 
 # --- one scenario ----------------------------------------------------------------------------
 
-SUPERVISORD_LINE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ (exited|spawned): '?hermes-gateway-([a-z0-9_-]+)'?"
-)
+SUPERVISORD_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ (exited|spawned): '?(hermes-[a-z0-9_-]+)'?")
 
 
 def _supervisord_events(install: FleetInstall, since: float) -> dict[tuple[str, str], float]:
-    """(profile, "exited" | "spawned") -> the first such line after ``since`` in supervisord's
+    """(program, "exited" | "spawned") -> the first such line after ``since`` in supervisord's
     log (epoch s): when it reaped the old gateway and when it started the new one."""
     events: dict[tuple[str, str], float] = {}
     try:
@@ -110,10 +123,10 @@ def _supervisord_events(install: FleetInstall, since: float) -> dict[tuple[str, 
     for line in lines:
         match = SUPERVISORD_LINE.match(line)
         if match:
-            stamp, what, profile = match.groups()
+            stamp, what, program = match.groups()
             at = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()  # local time
             if at >= since - 0.01:
-                events.setdefault((profile, what), at)
+                events.setdefault((program, what), at)
     return events
 
 
@@ -127,20 +140,14 @@ def _stage_times(receipt: dict[str, Any], start: float) -> dict[str, float]:
     return out
 
 
-TIMELINE = {  # key -> label
-    "drain": "drain",  # first seen draining: its broadcast, or a refusal to one of its clients
-    "exit": "exit",  # the old process ended (seen by polling it)
-    "reaped": "reaped",  # supervisord logged the exit
-    "spawned": "spawned",  # supervisord started the new process
-    "imported": "imported",  # the new process's gateway object exists (its imports are done)
-    "serving": "serving",  # the first turn the new process started
-}
-
-
 def _timeline(
-    install: FleetInstall, load: Load, start: float, processes: dict[str, list[float]]
+    install: FleetInstall,
+    load: Load,
+    start: float,
+    processes: dict[str, list[float]],
+    program: Callable[[str], str],
 ) -> dict[str, dict[str, float | None]]:
-    """Per gateway, seconds from the start of ``hermes update`` to each moment of its restart."""
+    """Per profile (``program``: the supervisord program that runs it), seconds from the start of ``hermes update`` to each moment of its restart."""
     supervisord = _supervisord_events(install, start)
 
     def rel(at: float | None) -> float | None:
@@ -160,8 +167,8 @@ def _timeline(
         rows[profile] = {
             "drain": rel(load.tally.drain_seen(profile)),
             "exit": rel(load.exits.get(profile)),
-            "reaped": rel(supervisord.get((profile, "exited"))),
-            "spawned": rel(supervisord.get((profile, "spawned"))),
+            "reaped": rel(supervisord.get((program(profile), "exited"))),
+            "spawned": rel(supervisord.get((program(profile), "spawned"))),
             "imported": rel(new),
             "serving": rel(serving),
         }
@@ -188,86 +195,148 @@ def _unanswered_row(
     }
 
 
-def run_scenario(base: Path, gateways: int, args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
-    install: FleetInstall | None = None
-    try:
-        install = FleetInstall(base)
-        profiles = [f"g{i:02d}" for i in range(gateways)]
-        for profile in profiles:
+@dataclass(frozen=True)
+class Column:
+    """One form of fleet the bench updates: ``gateways`` per-profile gateways, (``multiplex``)
+    one multiplex gateway serving that many profiles, or (``host``) that many gateways forked by
+    the gateway host."""
+
+    name: str
+    gateways: int
+    multiplex: bool = False
+    host: bool = False
+
+    @property
+    def profiles(self) -> list[str]:
+        if self.multiplex:  # the root's own profile, which exists in every install, and named ones
+            return [homes.DEFAULT_PROFILE, *(f"g{i:02d}" for i in range(1, self.gateways))]
+        return [f"g{i:02d}" for i in range(self.gateways)]
+
+    def program(self, profile: str) -> str:
+        """The supervisord program that runs ``profile``'s gateway."""
+        if self.host:
+            return HOST_PROGRAM
+        return MULTIPLEX_PROGRAM if self.multiplex else unit_name(profile)
+
+    def mesh_up(self) -> list[str]:
+        which = "--serve" if self.multiplex else "--profiles"
+        return ["mesh", "up", which, ",".join(self.profiles), *(["--host"] if self.host else []), "--json"]
+
+
+def build(base: Path, column: Column) -> FleetInstall:
+    """The column's install, its profiles made, its mesh not started."""
+    install = FleetInstall(base)
+    for profile in column.profiles:
+        if profile != homes.DEFAULT_PROFILE:
             install.checked("profile", "create", profile)
-        install.mesh_started = True
-        host = ("--host",) if args.host else ()  # every gateway forked from one gateway host
-        install.checked("mesh", "up", "--profiles", ",".join(profiles), *host, "--json")
-        before = install.wait_serving(profiles)
-        old_sha = install.head()
-        load = Load(install, profiles, args.clients, args.turn_seconds)
-        run = trio.run(_drive, install, load, {p: before[p]["pid"] for p in profiles}, args.after)
-        processes: dict[str, list[float]] = {p: [epoch(before[p]["started_at"])] for p in profiles}
-        for profile in profiles:
-            try:
-                now = install.status(profile)
-            except RemoteError:
-                continue
-            if now["pid"] != before[profile]["pid"]:
-                processes[profile].append(epoch(now["started_at"]))
-        report = run["report"]
-        receipt = json.loads(Path(report["receipt"]).read_text()) if report.get("receipt") else {}
-        restarts = receipt.get("restart") or []
-        fleet = report.get("fleet") or []
-        tally = load.tally
-        books = account(tally, processes)
-        timeline = _timeline(install, load, run["wall_start"], processes)
-        if run.get("stop_timed_out"):
-            notes.append(f"{gateways} gateway(s): the load did not wind down within {STOP_TIMEOUT:g}s")
-        return {
-            "gateways": gateways,
-            "update_seconds": round(run["seconds"], 3),
-            "exit_code": run["exit_code"],
-            "outcome": report.get("outcome"),
-            "moved": install.head() == run["release"] != old_sha,
-            "all_current": len(fleet) == gateways and all(r["verdict"] == "current" for r in fleet),
-            "fleet": [{k: r.get(k) for k in ("profile", "pid", "state", "running", "verdict")} for r in fleet],
-            "followups": report.get("followups", []),
-            "served_by_new_process": all(row["serving"] is not None for row in timeline.values()),
-            "turns": {
-                "completed": tally.completed,
-                "retried": sum(tally.retried.values()),
-                "lost": books["lost"],
-                "unanswered": len(tally.unanswered),
-                "retried_by_code": dict(tally.retried),
-                "lost_answers_by_code": dict(tally.lost_answers),
-                "number_gaps": books["gaps"],
-                "unanswered_maybe_accepted": books["unanswered_unproven"],
-                "unanswered_not_accepted": len(books["dropped"]),
-                "unanswered_calls": [
-                    _unanswered_row(u, u in books["dropped"], run["wall_start"], load, restarts)
-                    for u in tally.unanswered
-                ],
-                "abandoned_while_refused": tally.abandoned,
-                "cut_by_drains": sum(r.get("cut", 0) for r in restarts),
-                "finished_during_drains": sum(r.get("finished", 0) for r in restarts),
-                "per_process": books["turns_per_process"],
-                "examples": tally.examples,
-            },
-            "cpu": run["cpu"],
-            "stages": _stage_times(receipt, run["wall_start"]) if receipt else {},
-            "timeline": timeline,
-            "restarts": [
-                {k: r.get(k) for k in ("profile", "ok", "reason", "finished", "cut", "note")} for r in restarts
+    return install
+
+
+def _per_process(tally: Tally, column: Column) -> Tally:
+    """The tally as ``account`` must read it: a multiplex gateway numbers its turns per process,
+    across the profiles it serves, and its drain is the process's, seen on any of them."""
+    if not column.multiplex:
+        return tally
+
+    def first(seen: dict[str, float]) -> dict[str, float]:
+        return {column.name: min(seen.values())} if seen else {}
+
+    return replace(
+        tally,
+        numbered=[replace(t, profile=column.name) for t in tally.numbered],
+        unanswered=[replace(u, profile=column.name) for u in tally.unanswered],
+        first_refusal=first(tally.first_refusal),
+        draining_event=first(tally.draining_event),
+    )
+
+
+def _process_starts(column: Column, processes: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Per accounting key, each process's start: a multiplex gateway's profiles share one
+    process, which stamps each profile's state at its start (the earliest stands for it)."""
+    if not column.multiplex:
+        return processes
+    return {column.name: [min(starts) for starts in zip(*processes.values(), strict=False)]}
+
+
+def run_scenario(install: FleetInstall, column: Column, release: str, args: argparse.Namespace) -> dict[str, Any]:
+    profiles = column.profiles
+    for profile in profiles:  # every run starts its gateways anew: not a respawn storm
+        (homes.profile_home(profile, install.root) / GATEWAY_STARTS_FILE).unlink(missing_ok=True)
+    install.mesh_started = True
+    install.checked(*column.mesh_up())
+    before = install.wait_serving(profiles)
+    old_sha = install.head()
+    load = Load(install, profiles, args.clients, args.turn_seconds)
+    run = trio.run(_drive, install, load, {p: before[p]["pid"] for p in profiles}, release, args.after)
+    processes: dict[str, list[float]] = {p: [epoch(before[p]["started_at"])] for p in profiles}
+    for profile in profiles:
+        try:
+            now = install.status(profile)
+        except RemoteError:
+            continue
+        if (now["pid"], now["started_at"]) != (before[profile]["pid"], before[profile]["started_at"]):
+            processes[profile].append(epoch(now["started_at"]))  # a re-executed process keeps its pid
+    report = run["report"]
+    receipt = json.loads(Path(report["receipt"]).read_text()) if report.get("receipt") else {}
+    restarts = receipt.get("restart") or []
+    fleet = report.get("fleet") or []
+    tally = load.tally
+    grouped = _per_process(tally, column)
+    books = account(grouped, _process_starts(column, processes))
+    timeline = _timeline(install, load, run["wall_start"], processes, column.program)
+    notes = []
+    if run.get("stop_timed_out"):
+        notes.append(f"the load did not wind down within {STOP_TIMEOUT:g}s")
+    return {
+        "column": column.name,
+        "gateways": column.gateways,
+        "multiplex": column.multiplex,
+        "update_seconds": round(run["seconds"], 3),
+        "exit_code": run["exit_code"],
+        "outcome": report.get("outcome"),
+        "moved": install.head() == run["release"] != old_sha,
+        "all_current": len(fleet) == len(profiles) and all(r["verdict"] == "current" for r in fleet),
+        "fleet": [{k: r.get(k) for k in ("profile", "pid", "state", "running", "verdict")} for r in fleet],
+        "followups": report.get("followups", []),
+        "served_by_new_process": all(row["serving"] is not None for row in timeline.values()),
+        "turns": {
+            "completed": tally.completed,
+            "retried": sum(tally.retried.values()),
+            "lost": books["lost"],
+            "unanswered": len(tally.unanswered),
+            "retried_by_code": dict(tally.retried),
+            "lost_answers_by_code": dict(tally.lost_answers),
+            "number_gaps": books["gaps"],
+            "unanswered_maybe_accepted": books["unanswered_unproven"],
+            "unanswered_not_accepted": len(books["dropped"]),
+            "unanswered_calls": [
+                _unanswered_row(u, g in books["dropped"], run["wall_start"], load, restarts)
+                for u, g in zip(tally.unanswered, grouped.unanswered, strict=True)
             ],
-        }
-    finally:
-        cleanup(install, base, notes)
+            "abandoned_while_refused": tally.abandoned,
+            "cut_by_drains": sum(r.get("cut", 0) for r in restarts),
+            "finished_during_drains": sum(r.get("finished", 0) for r in restarts),
+            "per_process": books["turns_per_process"],
+            "examples": tally.examples,
+        },
+        "cpu": run["cpu"],
+        "stages": _stage_times(receipt, run["wall_start"]) if receipt else {},
+        "timeline": timeline,
+        "restarts": [{k: r.get(k) for k in ("profile", "ok", "reason", "finished", "cut", "note")} for r in restarts],
+        "notes": notes,
+    }
 
 
-async def _drive(install: FleetInstall, load: Load, old_pids: dict[str, int], after: float) -> dict[str, Any]:
+async def _drive(
+    install: FleetInstall, load: Load, old_pids: dict[str, int], release: str, after: float
+) -> dict[str, Any]:
     run: dict[str, Any] = {}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(load.watch_states)
         nursery.start_soon(load.run)
         await load.warm_up()
         await trio.sleep(SETTLE_SECONDS)
-        run["release"] = await trio.to_thread.run_sync(install.release, "release 2")
+        run["release"] = await trio.to_thread.run_sync(install.release, release)
         nursery.start_soon(load.watch_exits, old_pids)
         run["wall_start"] = time.time()
         own_cpu = sum(os.times()[:2])
@@ -304,108 +373,6 @@ async def _drive(install: FleetInstall, load: Load, old_pids: dict[str, int], af
     return run
 
 
-# --- report ----------------------------------------------------------------------------------
-
-
-def _turns_text(s: dict[str, Any]) -> str:
-    t = s["turns"]
-    text = f"turns {t['completed']} completed, {t['retried']} retried, {t['lost']} lost"
-    if t["unanswered"]:
-        text += f" ({t['unanswered']} unanswered, {t['unanswered_not_accepted']} of them provably never accepted)"
-    return text
-
-
-def _timeline_text(rows: dict[str, dict[str, float | None]]) -> str:
-    parts = []
-    for key, label in TIMELINE.items():
-        values = sorted(v for v in (row[key] for row in rows.values()) if v is not None)
-        if not values:
-            parts.append(f"{label} -")
-        elif len(values) == 1:
-            parts.append(f"{label} {values[0]:.2f}")
-        else:
-            parts.append(f"{label} {statistics.median(values):.2f}/{values[-1]:.2f}")
-    return "  ".join(parts)
-
-
-def _started_by(s: dict[str, Any]) -> str:
-    """Who started the new processes, from the restart's notes."""
-    notes = [r.get("note") or "" for r in s["restarts"]]
-    asked = sum(note.endswith(": it started it") for note in notes)
-    woken = sum(note.endswith(": its autorestart had started it already") for note in notes)
-    return (
-        f"supervisord when asked {asked}, its autorestart woken by the ask {woken}, other {len(notes) - asked - woken}"
-    )
-
-
-def _verdict(value: float, target: float) -> str:
-    return "met" if value <= target else "NOT met"
-
-
-def print_run(number: int, run: dict[str, Any]) -> None:
-    single, fleet = run["single"], run["fleet"]
-    scenarios = (("single", single), ("fleet", fleet))
-    print(f"run {number}:")
-    for name, s in scenarios:
-        count = f"{s['gateways']} gateway" + ("s" if s["gateways"] != 1 else "")
-        print(f"  {name:<7} {count:<12} {s['update_seconds']:6.2f} s   {_turns_text(s)}")
-    print(f"  ratio   fleet / single {run['ratio']:6.2f}x")
-    print("  fleet matrix after the update:")
-    for name, s in scenarios:
-        current = sum(r["verdict"] == "current" for r in s["fleet"])
-        line = f"    {name:<7} {current}/{s['gateways']} current, outcome {s['outcome']} (exit {s['exit_code']})"
-        if not s["served_by_new_process"]:
-            line += "; a gateway served no turn on its new process"
-        for owed in s["followups"]:
-            line += f"; follow-up {owed['step']}: {owed['reason']}"
-        print(f"{line}; started by {_started_by(s)}")
-    print("  where the time goes, s after `hermes update` started (fleet: median/last gateway):")
-    for name, s in scenarios:
-        stages = s["stages"]
-        steps = "  ".join(f"{k} {stages[k]:.2f}" for k in ("updater", "apply") if k in stages)
-        print(f"    {name:<7} {steps}  |  {_timeline_text(s['timeline'])}  |  done {s['update_seconds']:.2f}")
-    cpu = "; ".join(
-        f"{name} {s['cpu']['machine_percent']:.0f} % of {s['cpu']['cores']} cores busy, "
-        f"{s['cpu']['load_clients_percent_of_a_core']:.0f} % of a core for the load's clients"
-        for name, s in scenarios
-    )
-    print(f"  cpu during the update: {cpu}")
-    for name, s in scenarios:
-        t = s["turns"]
-        if t["lost"] or t["number_gaps"] or t["lost_answers_by_code"]:
-            print(
-                f"    {name}: LOST: answers {t['lost_answers_by_code']}, number gaps {t['number_gaps']}, "
-                f"unanswered and maybe accepted {t['unanswered_maybe_accepted']}"
-            )
-            for example in t["examples"]:
-                print(f"      {example}")
-        if t["cut_by_drains"] != t["lost_answers_by_code"].get(TURN_CUT, 0):
-            print(
-                f"    {name}: the drains cut {t['cut_by_drains']} turn(s), "
-                f"{t['lost_answers_by_code'].get(TURN_CUT, 0)} turn_cut answer(s) arrived"
-            )
-        for u in t["unanswered_calls"]:
-            print(
-                f"    {name}: no answer ({u['code']}) to turn {u['tag']} sent at {u['sent']:.3f}; its gateway was "
-                f"seen draining at {u['drain']}, its old process ended at {u['old_process_exit']}: "
-                + ("never accepted" if u["never_accepted"] else "maybe accepted, counted lost")
-            )
-
-
-def print_summary(doc: dict[str, Any]) -> None:
-    median = doc["median"]
-    ratios = " ".join(f"{run['ratio']:.2f}x" for run in doc["runs"])
-    print(f"median of {len(doc['runs'])} run(s) (ratios {ratios}):")
-    print(
-        f"  single {median['single_seconds']:6.2f} s   (target <= {TARGET_SINGLE_SECONDS:g} s: "
-        f"{_verdict(median['single_seconds'], TARGET_SINGLE_SECONDS)})"
-    )
-    print(f"  fleet  {median['fleet_seconds']:6.2f} s")
-    print(f"  ratio  {median['ratio']:6.2f}x  (target <= {TARGET_RATIO:g}x: {_verdict(median['ratio'], TARGET_RATIO)})")
-    for note in doc["notes"]:
-        print(f"note: {note}")
-
-
 def _interrupted(exc: BaseException) -> bool:
     """A Ctrl-C, also when trio hands it over inside an exception group."""
     if isinstance(exc, BaseExceptionGroup):
@@ -413,42 +380,127 @@ def _interrupted(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt)
 
 
+def _columns(args: argparse.Namespace) -> list[Column]:
+    columns = [Column(str(size), size) for size in args.sizes]
+    if args.multiplex:
+        columns.append(Column(f"mx{args.multiplex}", args.multiplex, multiplex=True))
+    if args.host:
+        columns.append(Column(f"host{args.host}", args.host, host=True))
+    return columns
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not sizes or min(sizes) < 1 or len(set(sizes)) != len(sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be distinct and at least 1: {text!r}")
+    return sizes
+
+
+def _failure(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_failure(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"[-2000:]
+
+
+def _measure(
+    installs: dict[str, FleetInstall], columns: list[Column], args: argparse.Namespace, notes: list[str]
+) -> list[dict[str, Any]]:
+    """``args.runs`` runs of every column, the order rotated by one each run; a scenario that
+    fails is recorded with why, its install stopped, and the bench goes on."""
+    runs: list[dict[str, Any]] = []
+    for number in range(1, args.runs + 1):
+        shift = (number - 1) % len(columns)
+        order = columns[shift:] + columns[:shift]
+        scenarios: dict[str, dict[str, Any]] = {}
+        for column in order:
+            install = installs.get(column.name)
+            if install is None:
+                scenarios[column.name] = {"column": column.name, "error": "its install could not be built"}
+                continue
+            try:
+                scenarios[column.name] = run_scenario(install, column, f"release {number}", args)
+            except Exception as exc:  # any failure of one scenario: the others still run
+                scenarios[column.name] = {"column": column.name, "error": _failure(exc)}
+            finally:
+                stop(install, install.base, notes)
+        run = {"number": number, "order": [c.name for c in order], "scenarios": scenarios}
+        run["ratios"] = fleet_report.ratios(scenarios)
+        runs.append(run)
+        if not args.json:
+            print(fleet_report.run_text(run, [c.name for c in columns]), flush=True)
+    return runs
+
+
+def _starts(install: FleetInstall | None, args: argparse.Namespace) -> dict[str, Any]:
+    """A gateway's start against a bare interpreter, and forked against cold, on ``install``."""
+    out: dict[str, Any] = {}
+    if install is None:
+        return {"error": "no install to start gateways in"}
+    if args.start_samples:
+        try:
+            out["gateway_start"] = gateway_start.measure(install, args.start_samples)
+        except Exception as exc:  # reported; the rest of the document stands
+            out["gateway_start"] = {"error": _failure(exc)}
+    if args.forks:
+        try:
+            out["fork_start"] = fork_start.measure(install, args.forks, args.fork_rounds)
+        except Exception as exc:  # reported; the rest of the document stands
+            out["fork_start"] = {"error": _failure(exc)}
+    return out
+
+
+def _starts_text(starts: dict[str, Any]) -> str:
+    lines = []
+    for name, text in (("gateway_start", gateway_start.report_text), ("fork_start", fork_start.report_text)):
+        if name in starts:
+            lines.append(f"{name}: FAILED: {starts[name]['error']}" if "error" in starts[name] else text(starts[name]))
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="how many times to run both scenarios")
-    parser.add_argument("--gateways", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=3, help="how many times to run every column")
+    parser.add_argument("--sizes", type=_sizes, default=[1, 4, 8, 16], help="fleet sizes, e.g. 1,4,8,16")
+    parser.add_argument("--multiplex", type=int, default=8, help="profiles of the multiplex column (0: none)")
+    parser.add_argument("--host", type=int, default=0, help="gateways of the gateway host's column (0: none)")
     parser.add_argument("--clients", type=int, default=2, help="client tasks per gateway, one turn in flight each")
     parser.add_argument("--turn-seconds", type=float, default=0.1, help="how long each turn takes in the gateway")
     parser.add_argument("--after", type=float, default=2.0, help="seconds of load after the update returns")
-    parser.add_argument("--host", action="store_true", help="run the gateways under the gateway host (mesh up --host)")
+    parser.add_argument("--start-samples", type=int, default=10, help="a gateway's start against python (0: skip)")
+    parser.add_argument("--forks", type=int, default=8, help="gateways forked against cold starts (0: skip)")
+    parser.add_argument("--fork-rounds", type=int, default=3, help="rounds of the forked and cold starts")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="the scaling as an image (needs matplotlib)")
     args = parser.parse_args()
-    if args.runs < 1 or args.gateways < 1 or args.clients < 1:
-        parser.error("--runs, --gateways and --clients must be at least 1")
+    if args.runs < 1 or args.clients < 1 or args.fork_rounds < 1:
+        parser.error("--runs, --clients and --fork-rounds must be at least 1")
+    if min(args.multiplex, args.host, args.start_samples, args.forks) < 0:
+        parser.error("--multiplex, --host, --start-samples and --forks must not be negative")
+    if BASELINE not in {str(size) for size in args.sizes}:
+        parser.error(f"--sizes must include {BASELINE}: every ratio is taken against it")
 
+    columns = _columns(args)
     base = Path(tempfile.mkdtemp(prefix="hm-upd-"))  # short: ipc paths must fit in 107 bytes
     notes: list[str] = []
-    runs: list[dict[str, Any]] = []
+    installs: dict[str, FleetInstall] = {}
+    began = time.monotonic()
     if not args.json:
         print(
             f"hermes update under load: {args.clients} clients per gateway, one {args.turn_seconds:g} s turn "
-            f"in flight each, {args.runs} run(s)",
+            f"in flight each, {args.runs} run(s) of {' '.join(c.name for c in columns)}",
             flush=True,
         )
     try:
-        for number in range(1, args.runs + 1):
-            single = run_scenario(base / f"{number}1", 1, args, notes)
-            fleet = run_scenario(base / f"{number}n", args.gateways, args, notes)
-            runs.append(
-                {
-                    "single": single,
-                    "fleet": fleet,
-                    "ratio": round(fleet["update_seconds"] / single["update_seconds"], 3),
-                }
-            )
-            if not args.json:
-                print_run(number, runs[-1])
-                sys.stdout.flush()
+        for column in columns:  # every install up front; each run pushes it a new release
+            try:
+                installs[column.name] = build(base / column.name, column)
+            except Exception as exc:  # its column fails in every run, the others go on
+                notes.append(f"the install of {column.name} could not be built: {_failure(exc)}")
+        runs = _measure(installs, columns, args, notes)
+        starts = _starts(installs.get(BASELINE), args)
     except BaseException as exc:
         if not _interrupted(exc):
             raise
@@ -457,24 +509,33 @@ def main() -> int:
             print(f"note: {note}", file=sys.stderr)
         return 130
     finally:
+        for name, install in installs.items():
+            cleanup(install, base / name, notes)
         shutil.rmtree(base, ignore_errors=True)
+    summary = fleet_report.summarize(runs, [c.name for c in columns])
+    if args.plot:
+        problem = fleet_report.plot(summary, args.plot)
+        if problem:
+            notes.append(problem)
     doc = {
         "clients": args.clients,
         "turn_seconds": args.turn_seconds,
+        "columns": [c.name for c in columns],
         "runs": runs,
-        "median": {
-            "single_seconds": statistics.median(run["single"]["update_seconds"] for run in runs),
-            "fleet_seconds": statistics.median(run["fleet"]["update_seconds"] for run in runs),
-            "ratio": statistics.median(run["ratio"] for run in runs),
-        },
-        "target_ratio": TARGET_RATIO,
-        "target_single_seconds": TARGET_SINGLE_SECONDS,
+        **summary,
+        "starts": starts,
+        "wall_seconds": round(time.monotonic() - began, 1),
         "notes": notes,
     }
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        print_summary(doc)
+        print(fleet_report.summary_text(summary, len(runs)))
+        print(fleet_report.chart_text(summary))
+        print(_starts_text(starts))
+        for note in notes:
+            print(f"note: {note}")
+        print(f"the whole bench took {doc['wall_seconds']:.0f} s")
     return 0
 
 

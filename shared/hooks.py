@@ -164,16 +164,17 @@ class HookClient:
         """
         return self._report("release", lambda: {"reason": _one_of(reason, vocabulary.RELEASE_REASONS)})
 
-    def prepare(self) -> None:
+    def prepare(self, wait_ms: int = 0) -> bool:
         """Open the socket now (in a managed session), outside any turn, so that no report pays
-        for the connection. Never raises: a failure here is met again, and counted, by a report."""
+        for the connection, and wait up to ``wait_ms`` more for the reporter's; whether a report
+        would be accepted now. Never raises: a failure here is met again, and counted, by a report."""
         with self._lock:
             if self._session is None:
-                return
+                return False
             try:
-                self._connection()
+                return bool(self._connection().socket.poll(wait_ms, zmq.POLLOUT))
             except Exception:
-                pass
+                return False
 
     def counters(self) -> dict[str, int]:
         """A copy of the outcome counts."""
@@ -309,9 +310,9 @@ def _client() -> HookClient:
     return _default
 
 
-def prepare() -> None:
+def prepare(wait_ms: int = 0) -> bool:
     """``HookClient.prepare`` for this process."""
-    _client().prepare()
+    return _client().prepare(wait_ms)
 
 
 def report_native_id(native_id: str, *, resumed: bool = False) -> bool:

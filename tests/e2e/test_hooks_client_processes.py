@@ -10,7 +10,15 @@ import sys
 import pytest
 
 from shared.identity import process_identity
-from tests.support.hook_reports import MANAGED, SESSION, counts, first_received_is_the_sentinel, receive
+from tests.support.hook_reports import (
+    CONNECT_WAIT_MS,
+    MANAGED,
+    SESSION,
+    connected,
+    counts,
+    first_received_is_the_sentinel,
+    receive,
+)
 from tests.support.processes import ROOT, python_env
 
 pytestmark = pytest.mark.root(run_dir=True)
@@ -21,7 +29,7 @@ pytestmark = pytest.mark.root(run_dir=True)
 
 def test_a_forked_child_reports_through_its_own_socket(hook_client, root, intake, bind_pull):
     pull = bind_pull(intake)
-    client = hook_client(MANAGED, root)
+    client = connected(hook_client(MANAGED, root))
     assert client.report_activity("working") is True
     assert receive(pull)["pid"] == os.getpid()
 
@@ -29,7 +37,7 @@ def test_a_forked_child_reports_through_its_own_socket(hook_client, root, intake
     if child == 0:  # the child: never return into pytest
         code = 1
         try:
-            sent = client.report_activity("idle")
+            sent = client.prepare(CONNECT_WAIT_MS) and client.report_activity("idle")
             client.close()  # let the report leave before _exit
             code = 0 if sent else 2
         finally:

@@ -13,7 +13,15 @@ import pytest
 
 from shared.hook_vocabulary import MAX_CONTINUATION_IDS
 from shared.identity import current_identity
-from tests.support.hook_reports import MANAGED, SESSION, counts, first_received_is_the_sentinel, receive
+from tests.support.hook_reports import (
+    CONNECT_WAIT_MS,
+    MANAGED,
+    SESSION,
+    connected,
+    counts,
+    first_received_is_the_sentinel,
+    receive,
+)
 
 pytestmark = pytest.mark.root(run_dir=True)
 
@@ -83,7 +91,7 @@ LAUNCH = {"exe": "/opt/python/bin/python3.11", "script": "/opt/hermes/bin/hermes
 )
 def test_each_kind_sends_exactly_the_documented_frame(hook_client, call, kind, fields, root, intake, bind_pull):
     pull = bind_pull(intake)
-    client = hook_client({**MANAGED, **LAUNCH_ENV}, root)
+    client = connected(hook_client({**MANAGED, **LAUNCH_ENV}, root))
     before = time.time()
     assert call(client) is True
     after = time.time()
@@ -114,7 +122,7 @@ def test_a_missing_or_unreadable_launch_claim_is_carried_as_none(
     hook_client, launch_env, launch, root, intake, bind_pull
 ):
     pull = bind_pull(intake)
-    assert hook_client({**MANAGED, **launch_env}, root).report_native_id("abc") is True
+    assert connected(hook_client({**MANAGED, **launch_env}, root)).report_native_id("abc") is True
     assert receive(pull)["launch"] == launch
 
 
@@ -162,7 +170,7 @@ def test_a_report_that_could_carry_a_payload_is_refused(hook_client, call, root,
 
 def test_a_frame_over_one_kib_is_refused(hook_client, root, intake, bind_pull):
     pull = bind_pull(intake)
-    client = hook_client({**MANAGED, "POHUNEK_LAUNCH_SCRIPT": "/x" * 600}, root)
+    client = connected(hook_client({**MANAGED, "POHUNEK_LAUNCH_SCRIPT": "/x" * 600}, root))
     assert client.report_native_id("abc") is False
     assert client.report_activity("idle") is True  # the launch claim rides on native_id only
     assert client.counters() == counts(refused=1, sent=1)
@@ -194,8 +202,8 @@ def test_a_reporter_that_never_reads_makes_reports_not_accepted(hook_client, roo
 def test_preparing_the_socket_sends_and_counts_nothing(hook_client, env, root, intake, bind_pull):
     pull = bind_pull(intake)
     client = hook_client(env, root)
-    client.prepare()
-    client.prepare()  # a second one finds the socket made
+    assert client.prepare(CONNECT_WAIT_MS) is (env == MANAGED)
+    assert client.prepare() is (env == MANAGED)  # a second one finds the socket made
     assert client.counters() == counts()
     assert first_received_is_the_sentinel(pull, root)
 
@@ -215,19 +223,19 @@ def test_a_reporter_that_starts_late_gets_the_reports_sent_after(hook_client, ro
 def test_the_endpoint_override_is_used(hook_client, root, short_dir, bind_pull):
     override = f"ipc://{short_dir}/elsewhere.in"
     pull = bind_pull(override)
-    assert hook_client({**MANAGED, "POHUNEK_HOOK_ENDPOINT": override}, root).report_native_id("abc") is True
+    assert connected(hook_client({**MANAGED, "POHUNEK_HOOK_ENDPOINT": override}, root)).report_native_id("abc") is True
     assert receive(pull)["native_id"] == "abc"
 
 
 @pytest.mark.parametrize("override", ["tcp://127.0.0.1:5555", "ipc://", "/tmp/x.in", ""])
 def test_an_override_that_is_not_ipc_is_ignored(hook_client, override, root, intake, bind_pull):
     pull = bind_pull(intake)
-    assert hook_client({**MANAGED, "POHUNEK_HOOK_ENDPOINT": override}, root).report_native_id("abc") is True
+    assert connected(hook_client({**MANAGED, "POHUNEK_HOOK_ENDPOINT": override}, root)).report_native_id("abc") is True
     assert receive(pull)["native_id"] == "abc"
 
 
 def test_the_root_defaults_to_the_one_the_environment_names(hook_client, root, intake, bind_pull):
     pull = bind_pull(intake)
-    client = hook_client({**MANAGED, "HERMES_HOME": str(root / "profiles" / "coder")})
+    client = connected(hook_client({**MANAGED, "HERMES_HOME": str(root / "profiles" / "coder")}))
     assert client.report_activity("idle") is True
     assert receive(pull)["state"] == "idle"

@@ -14,6 +14,14 @@ from shared.protocol import unpack
 SESSION = "pohunek:s-1.a_b"
 MANAGED = {"POHUNEK_SESSION_ID": SESSION}
 SENTINEL_TRIES = 20
+CONNECT_WAIT_MS = 10_000  # a client's connection to a bound intake, on however loaded a machine
+
+
+def connected(client: HookClient) -> HookClient:
+    """``client`` once its reporter's connection is up: its next report is accepted (a new
+    client waits only a few milliseconds for it, which a loaded machine can outlast)."""
+    assert client.prepare(CONNECT_WAIT_MS), "the client never connected to the intake"
+    return client
 
 
 def receive(pull: zmq.Socket) -> dict:
