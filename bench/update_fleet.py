@@ -58,7 +58,10 @@ ended, asks supervisord to start the program (``fleet.supervisors.supervisord.re
 supervisord's 1 s poll never decides. The receipt's note says who started it: supervisord
 when asked, or its autorestart, which the ask woke first.
 
-    .venv/bin/python bench/update_fleet.py [--runs 3] [--sizes 1,4,8,16] [--multiplex 8] [--clients 2]
+``--host N`` adds a column of N gateways run by the gateway host (``hermes mesh up --host``): its
+update is one roll, every new gateway forked from one new fork server.
+
+    .venv/bin/python bench/update_fleet.py [--runs 3] [--sizes 1,4,8,16] [--multiplex 8] [--host 8] [--clients 2]
         [--turn-seconds 0.1] [--start-samples 10] [--forks 8] [--fork-rounds 3] [--json] [--plot FILE.png]
 """
 
@@ -88,7 +91,7 @@ from bench import fleet_report, fork_start, gateway_start  # noqa: E402
 from bench.fleet_install import FleetInstall, cleanup, stop  # noqa: E402
 from bench.fleet_load import Load, Tally, Unanswered, account, epoch  # noqa: E402
 from bench.fleet_report import BASELINE  # noqa: E402
-from fleet.supervisors.supervisord.names import MULTIPLEX_PROGRAM, unit_name  # noqa: E402
+from fleet.supervisors.supervisord.names import HOST_PROGRAM, MULTIPLEX_PROGRAM, unit_name  # noqa: E402
 from shared import homes  # noqa: E402
 from shared.layout import GATEWAY_STARTS_FILE  # noqa: E402
 from shared.protocol import RemoteError  # noqa: E402
@@ -194,12 +197,14 @@ def _unanswered_row(
 
 @dataclass(frozen=True)
 class Column:
-    """One form of fleet the bench updates: ``gateways`` per-profile gateways, or (``multiplex``)
-    one multiplex gateway serving that many profiles."""
+    """One form of fleet the bench updates: ``gateways`` per-profile gateways, (``multiplex``)
+    one multiplex gateway serving that many profiles, or (``host``) that many gateways forked by
+    the gateway host."""
 
     name: str
     gateways: int
     multiplex: bool = False
+    host: bool = False
 
     @property
     def profiles(self) -> list[str]:
@@ -209,11 +214,13 @@ class Column:
 
     def program(self, profile: str) -> str:
         """The supervisord program that runs ``profile``'s gateway."""
+        if self.host:
+            return HOST_PROGRAM
         return MULTIPLEX_PROGRAM if self.multiplex else unit_name(profile)
 
     def mesh_up(self) -> list[str]:
         which = "--serve" if self.multiplex else "--profiles"
-        return ["mesh", "up", which, ",".join(self.profiles), "--json"]
+        return ["mesh", "up", which, ",".join(self.profiles), *(["--host"] if self.host else []), "--json"]
 
 
 def build(base: Path, column: Column) -> FleetInstall:
@@ -377,6 +384,8 @@ def _columns(args: argparse.Namespace) -> list[Column]:
     columns = [Column(str(size), size) for size in args.sizes]
     if args.multiplex:
         columns.append(Column(f"mx{args.multiplex}", args.multiplex, multiplex=True))
+    if args.host:
+        columns.append(Column(f"host{args.host}", args.host, host=True))
     return columns
 
 
@@ -456,6 +465,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="how many times to run every column")
     parser.add_argument("--sizes", type=_sizes, default=[1, 4, 8, 16], help="fleet sizes, e.g. 1,4,8,16")
     parser.add_argument("--multiplex", type=int, default=8, help="profiles of the multiplex column (0: none)")
+    parser.add_argument("--host", type=int, default=0, help="gateways of the gateway host's column (0: none)")
     parser.add_argument("--clients", type=int, default=2, help="client tasks per gateway, one turn in flight each")
     parser.add_argument("--turn-seconds", type=float, default=0.1, help="how long each turn takes in the gateway")
     parser.add_argument("--after", type=float, default=2.0, help="seconds of load after the update returns")
@@ -467,8 +477,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < 1 or args.clients < 1 or args.fork_rounds < 1:
         parser.error("--runs, --clients and --fork-rounds must be at least 1")
-    if min(args.multiplex, args.start_samples, args.forks) < 0:
-        parser.error("--multiplex, --start-samples and --forks must not be negative")
+    if min(args.multiplex, args.host, args.start_samples, args.forks) < 0:
+        parser.error("--multiplex, --host, --start-samples and --forks must not be negative")
     if BASELINE not in {str(size) for size in args.sizes}:
         parser.error(f"--sizes must include {BASELINE}: every ratio is taken against it")
 

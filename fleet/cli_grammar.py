@@ -744,6 +744,11 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--serve", metavar="A,B,...", help="profiles to serve from one multiplex gateway (program hermes-multiplex)"
         )
+        p.add_argument(
+            "--host",
+            action="store_true",
+            help="fork the gateways from one gateway host (program hermes-gateway-host): a restart costs one import",
+        )
 
     _command(actions, "mesh up", "start the mesh (supervisord and its gateways)", up)
     _command(actions, "mesh down", "stop the mesh; nothing is left running")

@@ -67,6 +67,7 @@ SERVICES: dict[str, str] = {
     "auth_worker": "root",
     "handoff_retry": "root",
     "hook_reporter": "root",
+    "gateway_host": "root",
 }
 
 

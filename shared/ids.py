@@ -29,6 +29,16 @@ _MAX_BYTES = 256
 _INSTANCE_ID = secrets.token_hex(16)  # taken when this interpreter first imports the module
 
 
+def _new_instance() -> None:
+    """A process forked from this one (a gateway host's fork server forks every gateway) is
+    another instance: two gateways never share an id."""
+    global _INSTANCE_ID
+    _INSTANCE_ID = secrets.token_hex(16)
+
+
+os.register_at_fork(after_in_child=_new_instance)
+
+
 class InstallIdCorrupt(HomeError):
     code = "install_id_corrupt"
 

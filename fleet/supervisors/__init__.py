@@ -7,6 +7,8 @@ home it runs (``find``), and drives the supervisor (``start``, ``stop``, ``resta
 gateway it runs comes from here, so the kinds cannot disagree about it. What the kinds
 share besides that has a module of its own: ``errors``, ``commands`` (running a supervisor's
 client with a bounded timeout) and ``scopes`` (user or system, and who may use which).
+``host`` is the contract of the gateway host, which supervises the gateways it forks itself
+(``HOST_KIND``) and is a program of the embedded mesh.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from shared.version import INSTALL_ROOT
 
 KINDS = ("supervisord", "systemd", "launchd")
 _KIND_MODULES = {kind: f"fleet.supervisors.{kind}" for kind in KINDS}
+# The gateway host (``host``) supervises its own gateways: a kind a gateway can run under,
+# though it has no units of its own (the host is itself a program of the embedded mesh).
+HOST_KIND = "gateway_host"
+SUPERVISING_KINDS = (*KINDS, HOST_KIND)
 
 # Set in every unit we write, so a gateway knows who supervises it without guessing.
 SUPERVISOR_ENV = "HERMES_SUPERVISOR"
@@ -103,7 +109,7 @@ def detect_supervisor(env: Mapping[str, str] | None = None) -> str:
     own = env is None
     env = os.environ if env is None else env
     named = env.get(SUPERVISOR_ENV, "")
-    if named in KINDS:
+    if named in SUPERVISING_KINDS:
         return named
     if env.get("SUPERVISOR_ENABLED"):
         return "supervisord"

@@ -1,5 +1,6 @@
-"""``hermes mesh up|down|status``: the install's embedded supervisor, one gateway per profile,
-and at most one multiplex gateway (``--serve``) for the profiles it serves.
+"""``hermes mesh up|down|status``: the install's embedded supervisor, one gateway per profile
+(``--host``: all forked from one gateway host), and at most one multiplex gateway
+(``--serve``) for the profiles it serves.
 
 Anchored on the root home, whichever profile is active.
 """
@@ -122,7 +123,7 @@ def cmd_up(args) -> int:
         ensure_service(root, worker, f"services.{worker}", claim=True)  # this mesh runs here
     progress = StartProgress()
     try:
-        status = supervisord.up(root, profiles, served=served, progress=progress)
+        status = supervisord.up(root, profiles, served=served, host=getattr(args, "host", False), progress=progress)
     finally:
         progress.close()
     output.emit(args, status.to_dict(), _status_text)

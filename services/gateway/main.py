@@ -81,6 +81,18 @@ def run_gateway(profile: str | None = None, *, create: bool = False, serve: str 
                 one.lock.release()
 
 
+def preload() -> str | None:
+    """Import everything a gateway runs, starting nothing (no thread, no zmq context, no trio
+    run): what a fork server does once before it forks gateways. Returns the code sha the
+    gateways forked from this interpreter report."""
+    import importlib
+
+    importlib.import_module("services.gateway.process")  # the loop, the app, trio and zmq
+    from services.gateway.state import IMPORTED_CODE_SHA
+
+    return IMPORTED_CODE_SHA
+
+
 def _present(root: Path, wanted: tuple[str, ...], *, multiplex: bool) -> list[_Served]:
     """The profiles of ``wanted`` that can be served, each with its endpoint; for a multiplex
     gateway one without a home is left out (a warning), and only none left is an error."""

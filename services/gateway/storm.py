@@ -1,8 +1,7 @@
 """The respawn-storm breaker: a gateway that keeps dying and being restarted backs off.
 
-More than ``MAX_STARTS`` starts within ``WINDOW`` seconds means something is wrong that a
-restart will not fix; each further start waits longer (doubling, capped) before it serves,
-so the supervisor's restart loop does not spin the machine.
+Each start is recorded in the profile's home and waits what ``shared.restart_storm`` says it
+owes before it serves, so the supervisor's restart loop does not spin the machine.
 
 A restart that was asked for (a drain for an update, a re-exec) is not a storm: the gateway
 marks its record ``planned`` as it leaves, and the start that follows is not counted.
@@ -13,17 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shared.files import update_json
-
-WINDOW = 120.0
-MAX_STARTS = 5
-MAX_DELAY = 60.0
-
-
-def delay_for(starts: list[float], now: float) -> float:
-    """Seconds to wait before serving, given the start times in the window (this one included)."""
-    recent = [t for t in starts if now - WINDOW < t <= now]
-    excess = len(recent) - MAX_STARTS
-    return 0.0 if excess <= 0 else min(MAX_DELAY, float(2 ** (excess - 1)))
+from shared.restart_storm import WINDOW, delay_for
 
 
 def record_start(path: Path, now: float) -> float:

@@ -3,6 +3,7 @@ service of the install, and reported, with each process's own instance id, by ev
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -68,3 +69,16 @@ def test_every_service_reports_the_install_id_and_its_own_instance_id(root, gate
     assert {s["install_id"] for s in said.values()} == {install}
     assert said["gateway"]["instance_id"] != said["reporter"]["instance_id"]
     assert said["gateway"]["instance_id"] == read_state(gateway.home)["instance_id"]
+
+
+def test_a_forked_process_is_another_instance():
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: says its id and leaves, running nothing of the test runner's
+        os.write(write, ids.instance_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert ids.is_id(child) and child != ids.instance_id()

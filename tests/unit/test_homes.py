@@ -467,6 +467,7 @@ def test_module_exposes_scope_table():
         "auth_worker",
         "handoff_retry",
         "hook_reporter",
+        "gateway_host",
     }
 
 

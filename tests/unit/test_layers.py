@@ -37,7 +37,7 @@ ARROWS: dict[str, tuple[str, ...]] = {
 }
 WHAT = {
     "hermes_cli": "the `hermes` command line: a client of every process",
-    "services.*": "one package per mesh process: gateway, updater, auth_worker, handoff_retry, hook_reporter",
+    "services.*": "one package per mesh process: gateway, gateway_host, updater, auth_worker, handoff_retry, hook_reporter",
     "simulators.*": "stand-ins for outside peers: the operator daemon, the Nous portal",
     "nous": "the Nous account domain: store, tokens, portal client, guest handoff",
     "fleet": "finding and driving gateways: discovery, argv matchers, supervisors",

@@ -194,3 +194,42 @@ def test_a_multiplex_command_line_that_is_not_a_set_is_no_program_of_ours(short_
     for command in ("python -m services.gateway", "python -m services.gateway --serve a,a", "x --serve"):
         paths.config.write_text(f"[program:hermes-multiplex]\ncommand = {command}\n{env}\n")
         assert sv.configured_programs(paths) == {}, command
+
+
+# --- the gateway host program ---------------------------------------------------------------------
+
+
+def test_a_hosted_set_is_one_program_read_back_by_its_command_not_its_name(short_dir):
+    from fleet.supervisors.host import host_command
+    from fleet.supervisors.supervisord import config
+    from fleet.supervisors.supervisord.paths import prepare
+
+    root = short_dir / "100% h"
+    for profile in ("a", "b", "host"):
+        make_profile(root, profile)
+    paths = sv.mesh_paths(root)
+    prepare(paths)
+    programs = config.mesh_programs(["host", "b", "default"], ["a", "x"], host=True)
+    assert programs == config.MeshPrograms((), ("a", "x"), ("default", "b", "host"))
+    config.write_config(paths, programs)
+    read = ServerOptions().read_config(str(paths.config))
+    found = {pc.name: pc for group in read.process_group_configs for pc in group.process_configs}
+    assert sorted(found) == ["hermes-gateway-host", "hermes-multiplex"]
+    host = found[sv.HOST_PROGRAM]
+    assert shlex.split(host.command) == host_command(("default", "b", "host"))
+    assert host.environment["HERMES_HOME"] == str(root) and host.stopasgroup
+    configured = sv.configured_programs(paths)
+    assert configured[sv.HOST_PROGRAM] == config.ConfiguredProgram(
+        sv.HOST_PROGRAM, None, root, ("default", "b", "host"), host=True
+    )
+    assert config.mesh_of(paths) == programs  # the config is the mesh's record: it round-trips
+    assert sv.find("host", root / "profiles" / "host") is None  # the host's program is no profile's own
+    sv.install("host", root / "profiles" / "host")  # hosted already: nothing changes
+    assert config.mesh_of(paths) == programs
+    # Without the host, a profile called host has a program of that very name: its own.
+    config.write_config(paths, config.mesh_programs(["host"]))
+    assert sv.configured_programs(paths)[sv.HOST_PROGRAM] == config.ConfiguredProgram(
+        sv.HOST_PROGRAM, "host", root / "profiles" / "host"
+    )
+    with pytest.raises(sv.MeshUsage):  # a profile hosted and served both
+        config.mesh_programs(["a"], ["a", "b"], host=True)

@@ -25,6 +25,7 @@ OP_TABLES = {
     "auth_worker": ["services.auth_worker.ops"],
     "handoff_retry": ["services.handoff_retry.ops"],
     "hook_reporter": ["services.hook_reporter.ops"],
+    "gateway_host": ["fleet.supervisors.host"],
     "operator session daemon": ["shared.operator.protocol"],
     "operator simulator": ["simulators.operator_sim.ops"],
 }

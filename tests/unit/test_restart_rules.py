@@ -114,6 +114,7 @@ def batches(plan) -> dict:
 def test_each_gateway_goes_to_the_kind_it_runs_under():
     live = [gateway("work", "systemd", 1), gateway("mesh", "supervisord", 2), gateway("solo", "unmanaged", 3)]
     live.append(gateway("odd", "runit", 4))  # a supervisor no kind knows: as if none
+    live += [gateway("h1", "gateway_host", 5), gateway("h2", "gateway_host", 6)]  # one batch: one roll
     found = {"systemd": Found([unit("systemd", "work"), unit("systemd", "mesh"), unit("systemd", "down")], [], [])}
     plan = plan_fleet(live, found, KINDS)
     assert batches(plan) == {
@@ -124,6 +125,7 @@ def test_each_gateway_goes_to_the_kind_it_runs_under():
             ("down", "hermes-gateway-down.service", None),
         ],
         ("first", "supervisord"): [("mesh", None, 2)],
+        ("first", "gateway_host"): [("h1", None, 5), ("h2", None, 6)],
         ("first", "unmanaged"): [("solo", None, 3), ("odd", None, 4)],
     }
     assert plan.left == []

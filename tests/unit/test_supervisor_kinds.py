@@ -90,6 +90,8 @@ def test_a_container_in_the_environment_is_the_container_kind(no_markers, engine
         ({"INVOCATION_ID": "abc"}, "systemd"),
         ({"XPC_SERVICE_NAME": "ai.hermes.gateway"}, "launchd"),
         ({"HERMES_SUPERVISOR": "systemd"}, "systemd"),
+        # A gateway host under supervisord names itself in its gateways: it restarts them.
+        ({"SUPERVISOR_ENABLED": "1", "HERMES_SUPERVISOR": "gateway_host"}, "gateway_host"),
     ],
 )
 def test_a_supervisor_inside_the_container_wins_over_it(no_markers, env, kind):

@@ -3,8 +3,8 @@
 One supervisord per install, anchored on the ROOT home whichever profile is active:
 
 - ``<root>/mesh/supervisord.conf``: generated from the profile list, written atomically;
-  the list of programs in it (one per profile, and at most one multiplex program with its
-  served set) is the mesh's only record of which profiles it runs.
+  the list of programs in it (one per profile, at most one multiplex program with its
+  served set, and at most one gateway host with its set) is the mesh's only record of which profiles it runs.
 - ``<root>/mesh/supervisord.json``: the daemon's identity (pid + start time), so a pid left
   by a dead supervisord is recognised and never trusted. Its lock serialises every
   check-and-start, so two ``hermes mesh up`` cannot start two daemons.
@@ -27,11 +27,12 @@ from __future__ import annotations
 from fleet.supervisors.supervisord.config import ConfigUnrepresentable, MeshUsage, configured_programs
 from fleet.supervisors.supervisord.kind import UnsupportedScope, find, install, rename, restart, start, stop
 from fleet.supervisors.supervisord.mesh import DownReport, down, status, up
-from fleet.supervisors.supervisord.names import MULTIPLEX_PROGRAM, profile_of, unit_name
+from fleet.supervisors.supervisord.names import HOST_PROGRAM, MULTIPLEX_PROGRAM, profile_of, unit_name
 from fleet.supervisors.supervisord.paths import mesh_paths
 from fleet.supervisors.supervisord.programs import GatewayStartFailed, gave_up_on, start_drained
 
 __all__ = [
+    "HOST_PROGRAM",
     "MULTIPLEX_PROGRAM",
     "ConfigUnrepresentable",
     "DownReport",

@@ -4,7 +4,12 @@ and read back as the list of gateway programs (the mesh's only record of what it
 
 A multiplex gateway is one program, ``hermes-multiplex``, running ``python -m services.gateway
 --serve <set>`` on the root home, with the settings of every gateway program; its served set
-is read back from that command line by the canonical matcher (``fleet.command_lines``)."""
+is read back from that command line by the canonical matcher (``fleet.command_lines``).
+
+The gateway host is one program, ``hermes-gateway-host``, running ``python -m
+services.gateway_host --profiles <set>`` on the root home: every profile of its set is a gateway
+forked from its fork server, and has no program of its own. Its set is read back from its
+command line too."""
 
 from __future__ import annotations
 
@@ -16,7 +21,16 @@ from typing import Any
 
 from fleet.supervisors import gateway_command, gateway_environment, working_directory
 from fleet.supervisors.errors import SupervisorError
-from fleet.supervisors.supervisord.names import KIND, MULTIPLEX_PROGRAM, is_multiplex, profile_of, unit_name
+from fleet.supervisors.host import MODULE as HOST_MODULE
+from fleet.supervisors.host import PROFILES_FLAG, host_command
+from fleet.supervisors.supervisord.names import (
+    HOST_PROGRAM,
+    KIND,
+    MULTIPLEX_PROGRAM,
+    is_multiplex,
+    profile_of,
+    unit_name,
+)
 from fleet.supervisors.supervisord.paths import MeshPaths
 from shared import exit_codes, homes
 from shared.files import write_bytes_atomic
@@ -47,22 +61,31 @@ MIN_SERVED = 2
 
 @dataclass(frozen=True)
 class MeshPrograms:
-    """What a mesh runs: a program per profile, and one multiplex program for ``served``
-    (empty: none). Disjoint, each normalized."""
+    """What a mesh runs: a program per profile, one multiplex program for ``served`` (empty:
+    none), and the gateway host for ``hosted`` (empty: none). Disjoint, each normalized."""
 
     profiles: tuple[str, ...] = ()
     served: tuple[str, ...] = ()
+    hosted: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
-        return [unit_name(p) for p in self.profiles] + ([MULTIPLEX_PROGRAM] if self.served else [])
+        return (
+            [unit_name(p) for p in self.profiles]
+            + ([MULTIPLEX_PROGRAM] if self.served else [])
+            + ([HOST_PROGRAM] if self.hosted else [])
+        )
 
 
-def mesh_programs(profiles: Iterable[str], served: Iterable[str] = ()) -> MeshPrograms:
-    """The programs for ``profiles`` and a multiplex gateway serving ``served``; a profile in
-    both, or a set of fewer than two, raises MeshUsage."""
+def mesh_programs(profiles: Iterable[str], served: Iterable[str] = (), *, host: bool = False) -> MeshPrograms:
+    """The programs for ``profiles`` (``host``: all of them gateways of the gateway host) and a
+    multiplex gateway serving ``served``; a profile in both, or a set of fewer than two, raises
+    MeshUsage."""
     chosen = ordered(profiles)
     names = list(served)
+    if host:
+        plain = mesh_programs(chosen, names)
+        return MeshPrograms((), plain.served, plain.profiles)
     if not names:
         return MeshPrograms(tuple(chosen))
     serve = homes.parse_served(",".join(names))
@@ -142,6 +165,8 @@ def _expected(paths: MeshPaths, programs: MeshPrograms) -> dict[str, tuple[list[
     out = {unit_name(p): (gateway_command(), homes.profile_home(p, paths.root)) for p in programs.profiles}
     if programs.served:
         out[MULTIPLEX_PROGRAM] = (multiplex_command(programs.served), paths.root)
+    if programs.hosted:
+        out[HOST_PROGRAM] = (host_command(programs.hosted), paths.root)
     return out
 
 
@@ -232,9 +257,10 @@ def ordered(profiles: Iterable[str]) -> list[str]:
 @dataclass(frozen=True)
 class ConfiguredProgram:
     name: str
-    profile: str | None  # None: the multiplex program, which serves ``served``
+    profile: str | None  # None: the multiplex program or the gateway host, which run ``served``
     home: Path | None
     served: tuple[str, ...] = ()
+    host: bool = False  # the gateway host's program
 
     @property
     def profiles(self) -> tuple[str, ...]:
@@ -257,8 +283,10 @@ def configured_programs(paths: MeshPaths) -> dict[str, ConfiguredProgram]:
     programs: dict[str, ConfiguredProgram] = {}
     for section in parser.sections():
         name = section.removeprefix("program:")
-        profile = profile_of(name) if name != section else None
-        served = _served(parser.get(section, "command", fallback="")) if is_multiplex(name) else ()
+        command = parser.get(section, "command", fallback="")
+        hosted = _hosted(command) if name == HOST_PROGRAM else ()
+        profile = profile_of(name) if name != section and not hosted else None
+        served = hosted or (_served(command) if is_multiplex(name) else ())
         if profile is None and not served:
             continue
         try:
@@ -267,7 +295,7 @@ def configured_programs(paths: MeshPaths) -> dict[str, ConfiguredProgram]:
         except (ValueError, TypeError, KeyError):
             env = {}
         home = env.get(homes.HOME_ENV)
-        programs[name] = ConfiguredProgram(name, profile, Path(home) if home else None, served)
+        programs[name] = ConfiguredProgram(name, profile, Path(home) if home else None, served, bool(hosted))
     return programs
 
 
@@ -283,11 +311,27 @@ def _served(command: str) -> tuple[str, ...]:
     return gateway_served_profiles(argv) or ()
 
 
+def _hosted(command: str) -> tuple[str, ...]:
+    """The set a gateway host's command runs (``-m services.gateway_host --profiles <set>``); ()
+    when the command is not the host's (a profile called ``host`` has a program of that name)."""
+    try:
+        argv = shlex.split(command % {})
+    except (ValueError, TypeError, KeyError):
+        return ()
+    if argv[1:3] != ["-m", HOST_MODULE] or argv[3:4] != [PROFILES_FLAG] or len(argv) != 5:
+        return ()
+    try:
+        return tuple(ordered(argv[4].split(",")))
+    except homes.InvalidProfileName:
+        return ()
+
+
 def mesh_of(paths: MeshPaths) -> MeshPrograms:
     """What the mesh config on disk runs (nothing without a config)."""
     configured = configured_programs(paths).values()
-    served = next((p.served for p in configured if p.profile is None), ())
-    return MeshPrograms(tuple(ordered(p.profile for p in configured if p.profile is not None)), served)
+    served = next((p.served for p in configured if p.profile is None and not p.host), ())
+    hosted = next((p.served for p in configured if p.host), ())
+    return MeshPrograms(tuple(ordered(p.profile for p in configured if p.profile is not None)), served, hosted)
 
 
 def write_config(paths: MeshPaths, programs: MeshPrograms) -> None:

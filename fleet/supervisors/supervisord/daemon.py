@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from fleet.supervisors.errors import SupervisorFailed, SupervisorUnavailable
+from fleet.supervisors.host import SERVICE as HOST_SERVICE
 from fleet.supervisors.supervisord.config import STOP_WAIT_SECS
 from fleet.supervisors.supervisord.logs import LOG_TAIL_BYTES, log_tail
-from fleet.supervisors.supervisord.names import MULTIPLEX_PROGRAM, unit_name
+from fleet.supervisors.supervisord.names import HOST_PROGRAM, MULTIPLEX_PROGRAM, unit_name
 from fleet.supervisors.supervisord.paths import MeshPaths
 from fleet.supervisors.supervisord.rpc import call
 from fleet.supervisors.supervisord.waits import wait_for
@@ -155,12 +156,16 @@ def leftover_gateways(paths: MeshPaths) -> list[ProcessIdentity]:
     """Live gateways that a supervisord on this mesh's socket started, found by their endpoint
     locks in every profile home (never by a process scan): supervisord tells each child its
     server url and program name, so a gateway of any other supervisor is never picked. The
-    multiplex gateway holds the lock of every profile it serves: it is listed once."""
+    multiplex gateway holds the lock of every profile it serves: it is listed once. The gateway
+    host (its lock is the root home's) comes first: stopped, it stops the gateways it forked,
+    which would otherwise be started again by it."""
     found: list[ProcessIdentity] = []
+    locks = [(HOST_PROGRAM, paths.root, HOST_SERVICE)]
     for profile in homes.list_profiles(paths.root):
-        home = homes.profile_home(profile, paths.root)
+        locks.append((unit_name(profile), homes.profile_home(profile, paths.root), "gateway"))
+    for name, home, service in locks:
         try:
-            lock = probe(homes.endpoint(home, "gateway", create=False).lock_path)
+            lock = probe(homes.endpoint(home, service, create=False).lock_path)
         except (homes.EndpointPathTooLong, homes.UnsafeRunDir, OSError):
             continue  # a run dir missing, broken or not private holds no gateway of ours (none binds there)
         holder = lock.holder if lock.held else None
@@ -170,7 +175,7 @@ def leftover_gateways(paths: MeshPaths) -> list[ProcessIdentity]:
             continue
         env = _environ(holder.pid)
         program = env.get("SUPERVISOR_PROCESS_NAME")
-        if env.get("SUPERVISOR_SERVER_URL") == paths.server_url and program in (unit_name(profile), MULTIPLEX_PROGRAM):
+        if env.get("SUPERVISOR_SERVER_URL") == paths.server_url and program in (name, MULTIPLEX_PROGRAM, HOST_PROGRAM):
             found.append(holder)
     return found
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 import xmlrpc.client
+from dataclasses import replace
 from pathlib import Path
 
 from fleet.supervisors import Unit
 from fleet.supervisors.errors import SupervisorError, SupervisorFailed, SupervisorUnavailable
-from fleet.supervisors.supervisord.config import configured_programs, mesh_of, mesh_programs, write_config
+from fleet.supervisors.supervisord.config import configured_programs, mesh_of, mesh_programs, ordered, write_config
 from fleet.supervisors.supervisord.daemon import LOCK_TIMEOUT, live_daemon, require_supervisor
 from fleet.supervisors.supervisord.names import KIND, MULTIPLEX_PROGRAM, unit_name
 from fleet.supervisors.supervisord.paths import MeshPaths, mesh_paths, prepare
@@ -53,7 +54,9 @@ def install(profile: str, home: Path, *, scope: str = "user") -> Unit:
     prepare(paths)
     with locked(paths.state, timeout=LOCK_TIMEOUT):
         present = mesh_of(paths)
-        write_config(paths, mesh_programs([*present.profiles, profile], present.served))
+        if profile not in present.hosted:  # a gateway of the host has its program already
+            programs = mesh_programs([*present.profiles, profile], present.served)
+            write_config(paths, replace(programs, hosted=present.hosted))
     return _unit(paths, profile)
 
 
@@ -69,6 +72,8 @@ def find(profile: str, home: Path) -> Unit | None:
     require_supervisor()
     configured = configured_programs(paths)
     program = configured.get(unit_name(profile))
+    if program is not None and program.host:
+        program = None  # the gateway host's program, never one profile's (not even one called host)
     launched_on = home
     if program is None and profile in getattr(configured.get(MULTIPLEX_PROGRAM), "served", ()):
         program, launched_on = configured[MULTIPLEX_PROGRAM], paths.root
@@ -155,7 +160,12 @@ def rename(profile: str, new: str, root: Path) -> Unit:
         with locked(paths.state, timeout=LOCK_TIMEOUT):
             present = mesh_of(paths)
             if profile in present.profiles:
-                write_config(paths, mesh_programs(rename_in(list(present.profiles), profile, new), present.served))
+                programs = mesh_programs(rename_in(list(present.profiles), profile, new), present.served)
+                write_config(paths, replace(programs, hosted=present.hosted))
+            elif profile in present.hosted:
+                write_config(
+                    paths, replace(present, hosted=tuple(ordered(rename_in(list(present.hosted), profile, new))))
+                )
             if live_daemon(paths, adopt=False) is not None:
                 _drop(paths, unit_name(profile))
     return _unit(paths, new)

@@ -138,7 +138,7 @@ def _from_info(paths: MeshPaths, info: dict[str, Any], program: ConfiguredProgra
     running = info["statename"] == "RUNNING"
     return ProgramStatus(
         name=name,
-        profile=profile_of(name),
+        profile=program.profile if program else profile_of(name),
         state=info["statename"],
         pid=info["pid"] or None,
         uptime=float(info["now"] - info["start"]) if running and info["start"] else None,
@@ -157,12 +157,13 @@ def up(
     profiles: Sequence[str] | None = None,
     *,
     served: Sequence[str] = (),
+    host: bool = False,
     progress: Progress | None = None,
     timeout: float = START_TIMEOUT,
 ) -> MeshStatus:
     """Run a gateway for each of ``profiles`` (default: every profile not in ``served``) under
-    the mesh supervisor, and one multiplex gateway serving ``served`` (none when empty); a
-    profile in both raises MeshUsage.
+    the mesh supervisor (``host``: all of them from the one gateway host program), and one
+    multiplex gateway serving ``served`` (none when empty); a profile in both raises MeshUsage.
 
     Starts supervisord if it is not running, otherwise applies the new config to it (added
     programs start, removed ones stop). Waits, up to ``timeout``, until every program is RUNNING
@@ -173,8 +174,8 @@ def up(
     paths = mesh_paths(root)
     if profiles is None:
         profiles = [p for p in homes.list_profiles(paths.root) if p not in served]
-    programs = mesh_programs(profiles, served)
-    for profile in (*programs.profiles, *programs.served):
+    programs = mesh_programs(profiles, served, host=host)
+    for profile in (*programs.profiles, *programs.served, *programs.hosted):
         homes.profile_home(profile, paths.root, must_exist=True)
     prepare(paths)
     with locked(paths.state, timeout=LOCK_TIMEOUT):

@@ -2,7 +2,9 @@
 
 A profile's own gateway is ``hermes-gateway[-<profile>]``. A multiplex gateway (one process
 serving several profiles) is the one program ``hermes-multiplex``: lacking the
-``hermes-gateway`` prefix, it is never taken for a profile's program."""
+``hermes-gateway`` prefix, it is never taken for a profile's program. The gateway host is the
+one program ``hermes-gateway-host``; the name a profile called ``host`` would have as its own
+program, so the config tells the two apart by the command the program runs, never by its name."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from fleet.supervisors import profile_for, unit_name_for
 KIND = "supervisord"
 PROGRAM_PREFIX = "hermes-gateway"
 MULTIPLEX_PROGRAM = "hermes-multiplex"
+HOST_PROGRAM = "hermes-gateway-host"
 
 
 def unit_name(profile: str) -> str:

@@ -1,7 +1,7 @@
 """Restart-per-kind: every gateway of the install onto the new code, drain first.
 
 One interface (``base.RestartKind``: find the kind's units in the install, restart a batch),
-one module per kind (``systemd``, ``launchd``, ``supervisord``, ``unmanaged``), and the fleet
+one module per kind (``systemd``, ``launchd``, ``supervisord``, ``gateway_host``, ``unmanaged``), and the fleet
 restart (``fleet``) choosing each gateway's kind from a table. Whether a status answer shows a
 restart done is ``freshness``'s to judge, without I/O.
 """

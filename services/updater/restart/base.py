@@ -1,7 +1,7 @@
 """What every restart kind shares: the outcome of one gateway's restart, the interface a kind
 implements, how long a restart waits, and the restart of a live gateway over its control socket.
 
-A kind (``systemd``, ``launchd``, ``supervisord``, ``unmanaged``) finds its units in an
+A kind (``systemd``, ``launchd``, ``supervisord``, ``gateway_host``, ``unmanaged``) finds its units in an
 install and restarts a batch of targets, each target on its own thread so that one gateway's
 failure never holds up or fails another, and every target's drain is asked at once: no
 gateway waits for a slot while others come back; ``fleet`` chooses each gateway's kind from a
@@ -46,7 +46,8 @@ class RestartOutcome:
     new_pid: int | None
     # "drain" (over the control socket; a supervisor starts it again), "signal" (SIGUSR1
     # through the supervisor, when the socket did not answer), "reexec", "start" (nothing
-    # was running), "kickstart" or "bootstrap" (launchd), or "skip" (left alone: ``reason`` says why)
+    # was running), "kickstart" or "bootstrap" (launchd), "roll" (every gateway of a gateway
+    # host at once, onto its new fork server), or "skip" (left alone: ``reason`` says why)
     method: str
     ok: bool
     reason: str | None = None

@@ -40,6 +40,7 @@ from services.updater.restart.base import (
     nothing_found,
     unit_targets,
 )
+from services.updater.restart.gateway_host import GatewayHostKind
 from services.updater.restart.launchd import LaunchdKind
 from services.updater.restart.multiplex import served
 from services.updater.restart.supervisord import SupervisordKind
@@ -51,7 +52,7 @@ from shared.identity import ancestor_pids
 
 # In the order their units are claimed: the kinds whose units can be listed first.
 KINDS: dict[str, RestartKind] = {
-    kind.name: kind for kind in (SystemdKind(), LaunchdKind(), SupervisordKind(), UnmanagedKind())
+    kind.name: kind for kind in (SystemdKind(), LaunchdKind(), SupervisordKind(), GatewayHostKind(), UnmanagedKind())
 }
 UNMANAGED = UnmanagedKind.name
 # A gateway in one of these states is restarted; one stopping or stopped is its supervisor's.

@@ -1,0 +1,59 @@
+"""The gateway host's contract: how a gateway knows it runs under one, what its command line
+is, its control protocol (light: no trio, no zmq) and its errors.
+
+The gateway host (``python -m services.gateway_host --profiles a,b``) runs every listed
+profile's gateway of an install as a child of one fork server: a fresh interpreter that
+imported the gateway's code once and forks a gateway per profile. A ``roll`` starts a new
+fork server of the code on disk and moves every gateway onto it. Each gateway finds
+``HOST_KIND`` (``fleet.supervisors``) in its environment: it knows who restarts it.
+
+- ``status`` -> ``{"pid", "profiles": {profile: {"pid", "state", "fork_server"}},
+  "fork_server": {"pid", "code_sha"}, "fork_servers": [...]}``.
+- ``roll`` (``profiles``: which gateways, default all; ``deadline``: each one's drain) ->
+  ``{"fork_server": {"pid", "code_sha"}, "profiles": {profile: {"old_pid", "new_pid",
+  "finished", "cut", "error"?}}}``; a fork server that cannot start or import fails it with
+  ``roll_failed``, and then no gateway was drained.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from fleet.supervisors.errors import SupervisorError
+from shared.gateways.ops import MAX_DRAIN_SECONDS
+from shared.homes import MAX_SERVED
+from shared.protocol import Field, OpSpec
+
+SERVICE = "gateway_host"
+MODULE = "services.gateway_host"
+PROFILES_FLAG = "--profiles"
+# How long a new fork server has to import the gateway's code and say so.
+READY_SECONDS = 60.0
+# How long a roll waits, once drained, for each gateway of the new fork server to be forked.
+FORKED_SECONDS = 60.0
+
+STATUS = OpSpec("status", idempotent=True, timeout=5.0)
+ROLL = OpSpec(
+    "roll",
+    {
+        "profiles": Field(list, required=False, max_len=MAX_SERVED),
+        "deadline": Field(float, required=False, min=0.0, max=MAX_DRAIN_SECONDS),
+    },
+    timeout=READY_SECONDS + MAX_DRAIN_SECONDS + FORKED_SECONDS + 10,
+)
+
+
+class HostUnsupported(SupervisorError):
+    """The host needs Linux: its gateways die with their fork server (``PR_SET_PDEATHSIG``)."""
+
+    code = "host_unsupported"
+
+
+class RollFailed(SupervisorError):
+    """A roll's new fork server did not start or import: the old gateways serve on, undrained."""
+
+    code = "roll_failed"
+
+
+def host_command(profiles: tuple[str, ...], python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", MODULE, PROFILES_FLAG, ",".join(profiles)]

@@ -1,0 +1,5 @@
+import sys
+
+from services.gateway_host.main import main
+
+sys.exit(main())

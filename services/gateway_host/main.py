@@ -1,0 +1,55 @@
+"""``python -m services.gateway_host --profiles a,b,...``: the install's gateway host, on the
+root home (its control socket there; one host per install, a second exits 73).
+
+It refuses to start (exit 78) off Linux, where a gateway would not die with its fork server,
+and with a profile list it cannot read."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fleet.supervisors.host import PROFILES_FLAG, SERVICE, HostUnsupported
+from shared import exit_codes, homes, logs
+from shared.errors import HermesError
+from shared.locks import take_or_report
+from shared.transport import curve
+
+
+def parse_profiles(text: str) -> tuple[str, ...]:
+    """The profiles ``--profiles a,b`` names: each valid, none twice, in the order profiles are listed."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        homes.validate_profile_name(text)  # raises: the list names no profile
+    return tuple(sorted({homes.validate_profile_name(name) for name in names}, key=homes.profile_order))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m services.gateway_host", description="Run the install's gateways from one fork server."
+    )
+    parser.add_argument(PROFILES_FLAG, required=True, metavar="A,B,...", help="profiles to run a gateway each for")
+    args = parser.parse_args(argv)
+    try:
+        if not sys.platform.startswith("linux"):
+            raise HostUnsupported("the gateway host runs on Linux only", detail={"platform": sys.platform})
+        profiles = parse_profiles(args.profiles)
+        root = homes.root_home()
+        endpoint = homes.endpoint(root, SERVICE)
+        curve.server_options(endpoint)  # a TCP endpoint without its keys never starts
+    except HermesError as exc:
+        print(f"{SERVICE}: {exc.message}", file=sys.stderr)
+        return exit_codes.CONFIG
+    logs.configure(SERVICE)
+    lock = take_or_report(endpoint.lock_path, f"{SERVICE}: this install already has a gateway host")
+    if lock is None:
+        return exit_codes.DUPLICATE
+    import trio  # once the lock is held: a refused start stays cheap
+
+    from services.gateway_host.host import GatewayHost
+
+    host = GatewayHost(root, endpoint, lock, profiles)
+    try:
+        return trio.run(host.run)
+    finally:
+        lock.release()
