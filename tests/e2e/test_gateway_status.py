@@ -15,7 +15,7 @@ import pytest
 
 from fleet import discovery
 from fleet.supervisors import detect_supervisor
-from shared import homes, ids
+from shared import homes, ids, transport
 from shared.gateways import ops
 from shared.identity import process_identity, read_cmdline
 from shared.transport.sync_client import SyncClient, call_all
@@ -167,10 +167,11 @@ def test_a_killed_gateway_is_gone_at_once_though_its_files_remain(root, gateways
     # Its socket file is not waited on for the whole timeout: the free endpoint lock tells, so
     # its address is never asked at all.
     asked: list[str] = []
-    real_call_all = discovery.call_all
-    monkeypatch.setattr(
-        discovery, "call_all", lambda addresses, *a, **kw: asked.extend(addresses) or real_call_all(addresses, *a, **kw)
-    )
+    for name in ("call_all", "call_all_ipc"):
+        real = getattr(transport, name)
+        monkeypatch.setattr(
+            transport, name, lambda addresses, *a, real=real, **kw: asked.extend(addresses) or real(addresses, *a, **kw)
+        )
     assert discovery.discover(root, timeout=30) == []
     assert asked == []
 
