@@ -277,13 +277,18 @@ def _open(
     raw = encode_call(request_id, spec, dict(args or {}), timeout, max_frame, window)
     if not address.startswith("ipc://"):
         raise RemoteError(Code.UNAVAILABLE, f"{address} is not an ipc:// address")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError as exc:  # out of file descriptors, say
+        raise RemoteError(Code.UNAVAILABLE, f"no socket to ask {address} with: {exc.strerror}") from None
     sock.setblocking(False)
     try:
         failed = sock.connect_ex(address[len("ipc://") :])
     except OSError as exc:  # e.g. a path over the sun_path limit
         failed = exc.errno or errno.EINVAL
-    if failed:  # a listening AF_UNIX socket takes a connection at once, or never
+    # A listening AF_UNIX socket takes a connection at once or not at all (EAGAIN: its backlog
+    # is full: a service that is not accepting).
+    if failed:
         sock.close()
         raise RemoteError(
             Code.UNAVAILABLE, f"no service is listening at {address} ({errno.errorcode.get(failed, failed)})"

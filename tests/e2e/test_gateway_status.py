@@ -82,6 +82,20 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
         assert (g["served_profiles"], g["multiplex"], g["error"]) == ([g["profile"]], False, None)
 
 
+def test_gateways_over_ipc_are_asked_without_pyzmq_and_say_what_they_say_to_pyzmq(root, gateways):
+    make_profile(root, "coder")
+    started = [gateways(root, "default"), gateways(root, "coder")]
+    addresses = [gateway.endpoint.control for gateway in started]
+
+    plain = transport.call_all_ipc(addresses, ops.STATUS, timeout=5)
+    through_zmq = call_all(addresses, ops.STATUS, timeout=5)
+
+    identity = ("pid", "start_time", "instance_id", "install_id", "profile", "home", "state")
+    for address, gateway in zip(addresses, started, strict=True):
+        assert plain[address]["pid"] == gateway.pid
+        assert {k: plain[address][k] for k in identity} == {k: through_zmq[address][k] for k in identity}
+
+
 def test_a_gateway_that_cannot_answer_is_found_through_its_state_file(root, gateways):
     make_profile(root, "coder")
     awake = gateways(root, "default")
