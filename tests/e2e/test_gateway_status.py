@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from fleet.supervisors import detect_supervisor
 from shared import homes, ids, transport
 from shared.gateways import ops
 from shared.identity import process_identity, read_cmdline
+from shared.locks import FileLock
 from shared.transport.sync_client import SyncClient, call_all
 from shared.version import code_sha
 from tests.support.cli import hermes
@@ -94,6 +96,31 @@ def test_gateways_over_ipc_are_asked_without_pyzmq_and_say_what_they_say_to_pyzm
     for address, gateway in zip(addresses, started, strict=True):
         assert plain[address]["pid"] == gateway.pid
         assert {k: plain[address][k] for k in identity} == {k: through_zmq[address][k] for k in identity}
+
+
+def test_a_socket_whose_peer_breaks_the_wire_is_a_gateway_that_did_not_answer(root, gateways):
+    make_profile(root, "coder")
+    default = gateways(root, "default")
+    endpoint = homes.endpoint(gateway_home(root, "coder"), ops.SERVICE)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(endpoint.control.removeprefix("ipc://"))
+    listener.listen(1)
+    listener.settimeout(30)
+
+    def answer_in_another_protocol() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    peer = threading.Thread(target=answer_in_another_protocol)
+    peer.start()
+    try:
+        with FileLock(endpoint.lock_path):  # held, as a live service holds it: the socket is asked
+            listed = as_json(hermes("gateway", "status", "--json", home=root))["gateways"]
+    finally:
+        peer.join(30)
+        listener.close()
+    assert [(g["profile"], g["pid"], g["source"]) for g in listed] == [("default", default.pid, "socket")]
 
 
 def test_a_gateway_that_cannot_answer_is_found_through_its_state_file(root, gateways):
