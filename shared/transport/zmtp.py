@@ -32,7 +32,7 @@ from shared.transport.call_rules import NO_ANSWER, REPLY_GRACE, answer_to, encod
 MORE, LONG, COMMAND = 0x01, 0x02, 0x04
 GREETING_SIZE = 64
 MECHANISM = b"NULL".ljust(20, b"\0")
-# Signature, version 3.0 (libzmq speaks it with a 3.1 peer too), mechanism, as-server 0, filler.
+# Signature, version 3.0 (libzmq, at 3.1, takes a 3.0 peer), mechanism, as-server 0, filler.
 GREETING = b"\xff" + bytes(8) + b"\x7f" + bytes([3, 0]) + MECHANISM + b"\0" + bytes(31)
 # The most frames one message may have: a reply is one; more is a peer we do not understand.
 MAX_PARTS = 64
