@@ -39,7 +39,7 @@ from typing import Any, Literal
 from fleet import state_record
 from fleet.command_lines import gateway_served_profiles, looks_like_gateway_command_line
 from fleet.supervisors import detect_supervisor
-from shared import homes, ids
+from shared import homes, ids, transport
 from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json
@@ -55,7 +55,7 @@ from shared.identity import (
 )
 from shared.layout import GATEWAY_STATE_FILE
 from shared.protocol import RemoteError
-from shared.transport import HANDSHAKE_REFUSALS, call_all, curve
+from shared.transport import HANDSHAKE_REFUSALS
 
 Source = Literal["socket", "state_file", "scan"]
 
@@ -231,25 +231,29 @@ def _install_id(root: Path) -> str | None:
 def _ask_all(
     profile_homes: Mapping[str, Path], timeout: float, sockets: dict[str, Any] | None
 ) -> tuple[dict[str, Any], set[str]]:
-    """STATUS from every profile's gateway at once: profile -> answer (or RemoteError), and
-    the profiles asked over CURVE, whose server key proved which gateway answered."""
-    addresses: dict[str, str] = {}
-    vouched: set[str] = set()
-    options: dict[str, Any] = {}
+    """STATUS from every profile's gateway at once: profile -> answer (or the typed error it
+    ended with), and the profiles asked over CURVE, whose server key proved which gateway
+    answered."""
+    endpoints: dict[str, homes.Endpoint] = {}
     for name, home in profile_homes.items():
         try:
             endpoint = homes.endpoint(home, ops.SERVICE, create=False)
         except (homes.EndpointPathTooLong, homes.UnsafeRunDir):
             continue  # no socket it could be asked on, or none that can be trusted: not asked
         if _listening(endpoint):
-            addresses[name] = endpoint.control
-            options[endpoint.control] = curve.client_options(endpoint)
-            if endpoint.tcp is not None:
-                vouched.add(name)
-    outcomes = call_all(
-        list(addresses.values()), ops.STATUS, timeout=timeout, options=options, probe=False, sockets=sockets
-    )
-    return {name: outcomes.get(address) for name, address in addresses.items()}, vouched
+            endpoints[name] = endpoint
+    vouched = {name for name, endpoint in endpoints.items() if endpoint.tcp is not None}
+    addresses = [endpoint.control for endpoint in endpoints.values()]
+    if vouched or sockets is not None:
+        from shared.transport import curve  # pyzmq comes with it: only for TCP, or kept connections
+
+        options = {endpoint.control: curve.client_options(endpoint) for endpoint in endpoints.values()}
+        outcomes = transport.call_all(
+            addresses, ops.STATUS, timeout=timeout, options=options, probe=False, sockets=sockets
+        )
+    else:
+        outcomes = transport.call_all_ipc(addresses, ops.STATUS, timeout=timeout)
+    return {name: outcomes.get(endpoint.control) for name, endpoint in endpoints.items()}, vouched
 
 
 def _listening(endpoint: homes.Endpoint) -> bool:
@@ -280,8 +284,8 @@ def _speaks_for(
 
 
 def _from_answer(profile: str, home: Path, answer: Any, install: str | None, *, vouched: bool) -> GatewayRecord | None:
-    if isinstance(answer, RemoteError) or not isinstance(answer, dict):
-        return None  # unavailable, timed out, or refused: it did not answer
+    if not isinstance(answer, dict):
+        return None  # unavailable, timed out, refused, or broke the wire: it did not answer
     if not _speaks_for(profile, home, answer, install, vouched=vouched):
         return None  # a socket of ours answered by another install's or profile's gateway
     ident = state_record.identity(answer)

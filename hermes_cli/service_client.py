@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from shared import protocol, transport
-from shared.transport import NO_RETRY, SyncClient, says_hello
+from shared.transport import NO_RETRY
 
 if TYPE_CHECKING:
     from shared.homes import Endpoint
-    from shared.transport import Service
+    from shared.transport import Service, SyncClient
 
 # Control address -> the service answering it in this process.
 _served: dict[str, Service] = {}
@@ -30,12 +30,12 @@ def connect(endpoint: Endpoint, **options: Any) -> SyncClient:
         return transport.connect(endpoint, **options)
     # trio comes with it: only when a test serves in process
     in_process = transport.InProcessTransport(service, max_frame=options.get("max_frame", protocol.MAX_FRAME_BYTES))
-    return SyncClient(endpoint.control, transport=in_process, **options)
+    return transport.SyncClient(endpoint.control, transport=in_process, **options)
 
 
 def answers(endpoint: Endpoint, timeout: float = 1.0) -> bool:
     """Whether a service answers a HELLO at ``endpoint`` (``shared.transport.answers``)."""
-    return says_hello(connect(endpoint, retry=NO_RETRY), timeout)
+    return transport.says_hello(connect(endpoint, retry=NO_RETRY), timeout)
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """The mesh's transport, behind one face: a ROUTER service and its calls, the blocking client
-the CLI uses (over a zmq DEALER, or in process for tests), the retry and reply rules both sides
-keep, the lossy publisher and a blocking subscriber to it, and CURVE (``curve`` the socket
+the CLI uses (over a zmq DEALER, or in process for tests), one call to many ipc services
+without pyzmq (``call_all_ipc``, for a CLI command that must start fast), the retry and reply
+rules both sides keep, the lossy publisher and a blocking subscriber to it, and CURVE (``curve`` the socket
 options and the no-plaintext rule, ``curve_keys`` the key store).
 
 Only the names in ``__all__`` (with the two CURVE modules) are public; every other module
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from shared.transport.sync_client import SyncClient, answers, call_all, connect, says_hello
     from shared.transport.sync_subscriber import SyncSubscriber, subscribe
     from shared.transport.zmq_trio import open_socket
+    from shared.transport.zmtp import call_all_ipc
 
 _HOME = {
     "DEFAULT_RETRY": "call_rules",
@@ -42,6 +44,7 @@ _HOME = {
     "SyncClient": "sync_client",
     "answers": "sync_client",
     "call_all": "sync_client",
+    "call_all_ipc": "zmtp",
     "connect": "sync_client",
     "says_hello": "sync_client",
     "SyncSubscriber": "sync_subscriber",
@@ -64,6 +67,7 @@ __all__ = [
     "SyncSubscriber",
     "answers",
     "call_all",
+    "call_all_ipc",
     "connect",
     "curve",
     "curve_keys",

@@ -12,10 +12,9 @@ import itertools
 import logging
 import secrets
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import zmq
+from typing import Any
 
 from shared import protocol
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
@@ -85,38 +84,31 @@ def ipc_unreachable(address: str) -> bool:
         probe.close()
 
 
-# Monitor events that end a connection attempt for good: retrying cannot change the keys.
-HANDSHAKE_EVENTS = (
-    zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-)
-
-
 # The codes of a refused handshake: a service is there, but will not (or cannot) be asked.
 HANDSHAKE_REFUSALS = frozenset({Code.AUTH_FAILED, Code.SERVER_KEY_MISMATCH, Code.HANDSHAKE_FAILED})
 
 
-def watched_events(options: Iterable[tuple[int, int | bytes]]) -> int:
-    """The monitor events a client with socket ``options`` watches: the service's disconnects
-    and, on a CURVE connection only, failed handshakes. On a plain one, a handshake cut short
-    is a service that went away mid-connect (exiting, say), never a key problem."""
-    curve = any(option == zmq.CURVE_SERVERKEY for option, _ in options)
-    return zmq.EVENT_DISCONNECTED | (HANDSHAKE_EVENTS if curve else 0)
+# What ``answer_to`` makes of an event, a stray answer to another request, or a dropped
+# message: the caller keeps waiting.
+NO_ANSWER = object()
 
 
-def handshake_failure(event: int, address: str) -> RemoteError | None:
-    """The typed error a failed handshake event means, or None for any other event.
-
-    libzmq reports a server key we do not match only as "no detail" (and would retry it for
-    ever); a refusal by the service's ZAP handler is "auth"."""
-    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-        return RemoteError(Code.AUTH_FAILED, f"the service at {address} refused this client's CURVE key")
-    if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        return RemoteError(
-            Code.SERVER_KEY_MISMATCH, f"the service at {address} does not hold the server key this client trusts"
-        )
-    if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        return RemoteError(Code.HANDSHAKE_FAILED, f"the handshake with {address} failed (is it a CURVE service?)")
-    return None
+def answer_to(parts: Sequence[bytes], address: str, request_id: str, window: tuple[int, int], max_frame: int) -> Any:
+    """What one message from ``address`` says of the call ``request_id``, asked once: its result,
+    the ``RemoteError`` it ended with, or ``NO_ANSWER``."""
+    raw = reply_frame(parts, address)
+    if raw is None:
+        return NO_ANSWER
+    try:
+        reply = protocol.decode_reply(raw, window=window, max_bytes=max_frame)
+    except ProtocolError as exc:
+        return RemoteError(exc.code, exc.message, detail=exc.detail)
+    if reply.id != request_id or reply.kind == "event":
+        return NO_ANSWER
+    try:
+        return reply.raise_for_error()
+    except RemoteError as exc:
+        return exc
 
 
 def encode_call(

@@ -21,19 +21,19 @@ from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
 from shared.transport import zmq_monitor
 from shared.transport.call_rules import (
     DEFAULT_RETRY,
-    HANDSHAKE_EVENTS,
     HANDSHAKE_REFUSALS,
+    NO_ANSWER,
     NO_RETRY,
     REPLY_GRACE,
     RetryPolicy,
+    answer_to,
     encode_call,
-    handshake_failure,
     ipc_unreachable,
     reply_frame,
     request_ids,
-    watched_events,
 )
 from shared.transport.curve import client_options, refuse_plaintext
+from shared.transport.zmq_monitor import HANDSHAKE_EVENTS, handshake_failure, watched_events
 
 if TYPE_CHECKING:
     from shared.homes import Endpoint
@@ -369,8 +369,8 @@ def call_all(
                         pool.pop(address, None)  # a failed handshake is retried for ever: never reuse it
                         _close(sock, monitors)
                     continue
-                answer = _take_answer(sock, address, request_id, window, max_frame)
-                if answer is _NO_ANSWER:
+                answer = answer_to(sock.recv_multipart(zmq.NOBLOCK), address, request_id, window, max_frame)
+                if answer is NO_ANSWER:
                     continue
                 outcomes[address] = answer
                 poller.unregister(sock)
@@ -396,23 +396,3 @@ def _close(sock: zmq.Socket, monitors: dict[zmq.Socket, zmq.Socket]) -> None:
             monitor.close(linger=0)
             del monitors[monitor]
     sock.close(linger=0)
-
-
-# An event, a stray answer to another request, or a dropped message: keep waiting.
-_NO_ANSWER = object()
-
-
-def _take_answer(sock: zmq.Socket, address: str, request_id: str, window: tuple[int, int], max_frame: int) -> Any:
-    raw = reply_frame(sock.recv_multipart(zmq.NOBLOCK), address)
-    if raw is None:
-        return _NO_ANSWER
-    try:
-        reply = protocol.decode_reply(raw, window=window, max_bytes=max_frame)
-    except ProtocolError as exc:
-        return RemoteError(exc.code, exc.message, detail=exc.detail)
-    if reply.id != request_id or reply.kind == "event":
-        return _NO_ANSWER
-    try:
-        return reply.raise_for_error()
-    except RemoteError as exc:
-        return exc

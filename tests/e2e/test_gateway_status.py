@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,9 +16,10 @@ import pytest
 
 from fleet import discovery
 from fleet.supervisors import detect_supervisor
-from shared import homes, ids
+from shared import homes, ids, transport
 from shared.gateways import ops
 from shared.identity import process_identity, read_cmdline
+from shared.locks import FileLock
 from shared.transport.sync_client import SyncClient, call_all
 from shared.version import code_sha
 from tests.support.cli import hermes
@@ -80,6 +82,45 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
             "error",  # None: it answered, or was found without a refused handshake
         }
         assert (g["served_profiles"], g["multiplex"], g["error"]) == ([g["profile"]], False, None)
+
+
+def test_gateways_over_ipc_are_asked_without_pyzmq_and_say_what_they_say_to_pyzmq(root, gateways):
+    make_profile(root, "coder")
+    started = [gateways(root, "default"), gateways(root, "coder")]
+    addresses = [gateway.endpoint.control for gateway in started]
+
+    plain = transport.call_all_ipc(addresses, ops.STATUS, timeout=5)
+    through_zmq = call_all(addresses, ops.STATUS, timeout=5)
+
+    identity = ("pid", "start_time", "instance_id", "install_id", "profile", "home", "state")
+    for address, gateway in zip(addresses, started, strict=True):
+        assert plain[address]["pid"] == gateway.pid
+        assert {k: plain[address][k] for k in identity} == {k: through_zmq[address][k] for k in identity}
+
+
+def test_a_socket_whose_peer_breaks_the_wire_is_a_gateway_that_did_not_answer(root, gateways):
+    make_profile(root, "coder")
+    default = gateways(root, "default")
+    endpoint = homes.endpoint(gateway_home(root, "coder"), ops.SERVICE)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(endpoint.control.removeprefix("ipc://"))
+    listener.listen(1)
+    listener.settimeout(30)
+
+    def answer_in_another_protocol() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    peer = threading.Thread(target=answer_in_another_protocol)
+    peer.start()
+    try:
+        with FileLock(endpoint.lock_path):  # held, as a live service holds it: the socket is asked
+            listed = as_json(hermes("gateway", "status", "--json", home=root))["gateways"]
+    finally:
+        peer.join(30)
+        listener.close()
+    assert [(g["profile"], g["pid"], g["source"]) for g in listed] == [("default", default.pid, "socket")]
 
 
 def test_a_gateway_that_cannot_answer_is_found_through_its_state_file(root, gateways):
@@ -167,10 +208,11 @@ def test_a_killed_gateway_is_gone_at_once_though_its_files_remain(root, gateways
     # Its socket file is not waited on for the whole timeout: the free endpoint lock tells, so
     # its address is never asked at all.
     asked: list[str] = []
-    real_call_all = discovery.call_all
-    monkeypatch.setattr(
-        discovery, "call_all", lambda addresses, *a, **kw: asked.extend(addresses) or real_call_all(addresses, *a, **kw)
-    )
+    for name in ("call_all", "call_all_ipc"):
+        real = getattr(transport, name)
+        monkeypatch.setattr(
+            transport, name, lambda addresses, *a, real=real, **kw: asked.extend(addresses) or real(addresses, *a, **kw)
+        )
     assert discovery.discover(root, timeout=30) == []
     assert asked == []
 

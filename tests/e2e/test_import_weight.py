@@ -84,6 +84,29 @@ def test_no_command_line_path_starts_an_event_loop_library(root, argv):
     assert "asyncio" not in loaded or "zmq.utils.monitor" in loaded
 
 
+def test_gateway_status_over_ipc_asks_the_gateways_without_pyzmq(root, gateways):
+    (root / "profiles" / "coder").mkdir(parents=True)
+    started = {gateways(root, "default").pid, gateways(root, "coder").pid}
+    program = (
+        "import json, sys; from hermes_cli.main import main\n"
+        "try: main(['gateway', 'status', '--json'])\n"
+        "except SystemExit: pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'zmq' or m.startswith('zmq.'))), file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=python_env(HERMES_HOME=str(root)),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)["gateways"]
+    assert {(g["pid"], g["source"]) for g in listed} == {(pid, "socket") for pid in started}
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+
+
 def test_light_commands_import_no_heavy_dependencies(root):
     program = (
         "import sys; from hermes_cli.main import main\n"

@@ -35,12 +35,11 @@ from shared.transport.call_rules import (
     REPLY_GRACE,
     RetryPolicy,
     encode_call,
-    handshake_failure,
     ipc_unreachable,
     reply_frame,
     request_ids,
-    watched_events,
 )
+from shared.transport.zmq_monitor import handshake_failure, watched_events
 from shared.transport.zmq_trio import Conduit, Message, open_conduit
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,9 @@ from shared import homes
 from shared.mesh_tcp import TCP_ENV, TcpConfigInvalid, parse_address, tcp_address
 from shared.protocol import Code
 from shared.transport import curve, curve_keys, zap, zmq_monitor
-from shared.transport.call_rules import RETRYABLE, handshake_failure, watched_events
+from shared.transport.call_rules import RETRYABLE
 from shared.transport.curve import PlaintextRefused
+from shared.transport.zmq_monitor import handshake_failure, watched_events
 
 
 def test_addresses_bind_where_named_and_connect_locally_for_a_wildcard():
