@@ -9,6 +9,10 @@ fork server of the code on disk and moves every gateway onto it. Each gateway fi
 
 - ``status`` -> ``{"pid", "profiles": {profile: {"pid", "state", "fork_server"}},
   "fork_server": {"pid", "code_sha"}, "fork_servers": [...]}``.
+- ``prepare`` -> ``{"fork_server": {"pid", "code_sha"} | None}`` at once: a fork server of the
+  code on disk starts importing now, when the current one runs other code (an update asks this
+  at its commit point, so that its roll finds one imported); it becomes the one the host forks
+  from once it has imported.
 - ``roll`` (``profiles``: which gateways, default all; ``deadline``: each one's drain) ->
   ``{"fork_server": {"pid", "code_sha"}, "profiles": {profile: {"old_pid", "new_pid",
   "finished", "cut", "error"?}}}``; a fork server that cannot start or import fails it with
@@ -33,6 +37,7 @@ READY_SECONDS = 60.0
 FORKED_SECONDS = 60.0
 
 STATUS = OpSpec("status", idempotent=True, timeout=5.0)
+PREPARE = OpSpec("prepare", idempotent=True, timeout=2.0)
 ROLL = OpSpec(
     "roll",
     {

@@ -30,7 +30,7 @@ from typing import Any
 import trio
 
 from fleet.supervisors.errors import SupervisorFailed
-from fleet.supervisors.host import FORKED_SECONDS, READY_SECONDS, ROLL, SERVICE, STATUS, RollFailed
+from fleet.supervisors.host import FORKED_SECONDS, PREPARE, READY_SECONDS, ROLL, SERVICE, STATUS, RollFailed
 from services.gateway_host import frames, supervision
 from shared import homes
 from shared.errors import HermesError
@@ -116,6 +116,7 @@ class GatewayHost:
         self._nursery: trio.Nursery | None = None
         self.service = install_service(SERVICE, root, endpoint, lock, lambda: {"profiles": list(self.children)})
         self.service.add(STATUS, self._status)
+        self.service.add(PREPARE, self._prepare)
         self.service.add(ROLL, self._roll)
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -346,6 +347,19 @@ class GatewayHost:
             "fork_server": self.current.to_dict() if self.current else None,
             "fork_servers": [server.to_dict() for server in self.servers],
         }
+
+    def _prepare(self, call: Call) -> dict[str, Any]:
+        assert self._nursery is not None
+        self._nursery.start_soon(self._prepared)
+        return {"fork_server": self.current.to_dict() if self.current else None}
+
+    async def _prepared(self) -> None:
+        """A fork server of the code on disk, imported and made the one forked from; nothing
+        when the current one runs that code already. A failure is the roll's to report."""
+        try:
+            await self._server_for_fork()
+        except RollFailed as exc:
+            log.warning("preparing a fork server of the new code: %s", exc.message)
 
     async def _roll(self, call: Call) -> dict[str, Any]:
         wanted = call.args.get("profiles") or list(self.children)

@@ -39,7 +39,7 @@ from services.updater.lock import UpdateLock
 from services.updater.plan import Plan, plan_update
 from services.updater.receipt import Receipt, exit_code_for
 from services.updater.receipt_store import ReceiptStore
-from services.updater.restart import restart_fleet
+from services.updater.restart import prepare_host, restart_fleet
 from services.updater.restore_owed import RestoreOwed
 from services.updater.rollback import RollbackRefused
 from services.updater.settings import UpdateSettings, load_settings
@@ -428,6 +428,7 @@ class Pipeline:
             self.receipt.step("moved", True, detail)
             self.debts.moved(detail["before"], detail["after"])
             self.write()
+            prepare_host(self.root)  # a gateway host imports the new code while the completion starts
         self.emit(APPLY, name, detail)
 
     # --- after apply: the completion, or a retry of what is owed --------------------------

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from fleet.supervisors import supervisord as sv
-from fleet.supervisors.host import ROLL, SERVICE, STATUS
+from fleet.supervisors.host import PREPARE, ROLL, SERVICE, STATUS
 from shared import homes
 from shared.gateways import ops
 from shared.identity import is_alive, process_identity
@@ -294,6 +294,37 @@ def test_a_gateway_drained_after_the_tree_moved_is_forked_from_a_new_fork_server
     # The old fork server still runs the gateway it forked, and forks nothing more.
     assert after["profiles"]["default"]["fork_server"] == old["pid"]
     assert [s["pid"] for s in after["fork_servers"]] == [old["pid"], after["fork_server"]["pid"]]
+
+
+def test_a_fork_server_prepared_when_the_tree_moved_is_the_one_the_roll_forks_from(install):
+    make_profile(install.root, "a")
+    code, up = install.hermes_json("mesh", "up", "--host", timeout=120)
+    assert code == 0, up
+    for profile in ("default", "a"):
+        wait_for(lambda p=profile: running(install.root, p), timeout=WAIT, what=f"{profile} to serve")
+    before = host_status(install.root)
+    old = before["fork_server"]
+    new = install.release("release 2")
+    git(install.path, "pull", "-q", "--ff-only")
+    with connect(homes.endpoint(install.root, SERVICE, create=False), retry=NO_RETRY) as client:
+        assert client.call(PREPARE, timeout=5)["fork_server"]["pid"] == old["pid"]  # answered before any import
+        prepared = wait_for(
+            lambda: (server := host_status(install.root)["fork_server"])["pid"] != old["pid"] and server,
+            timeout=WAIT,
+            what="the prepared fork server",
+        )
+        assert prepared["code_sha"] == new
+        client.call(PREPARE, timeout=5)  # it runs the code on disk already: nothing more starts
+        status = host_status(install.root)
+        assert [s["pid"] for s in status["fork_servers"]] == [old["pid"], prepared["pid"]]
+        for profile in ("default", "a"):  # nothing was drained: every gateway is the old one's
+            assert (status["profiles"][profile]["pid"], status["profiles"][profile]["fork_server"]) == (
+                before["profiles"][profile]["pid"],
+                old["pid"],
+            )
+        rolled = client.call(ROLL, {"deadline": 5.0}, timeout=120)
+    assert rolled["fork_server"]["pid"] == prepared["pid"]
+    assert {p: r["new_pid"] is not None for p, r in rolled["profiles"].items()} == {"default": True, "a": True}
 
 
 def test_a_roll_whose_fork_server_cannot_import_drains_nothing(install):

@@ -10,5 +10,6 @@ from __future__ import annotations
 
 from services.updater.restart.base import RestartOutcome
 from services.updater.restart.fleet import KINDS, foreign_units, restart_fleet
+from services.updater.restart.gateway_host import prepare_host
 
-__all__ = ["KINDS", "RestartOutcome", "foreign_units", "restart_fleet"]
+__all__ = ["KINDS", "RestartOutcome", "foreign_units", "prepare_host", "restart_fleet"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from fleet.discovery import GatewayRecord
 from fleet.supervisors import HOST_KIND
-from fleet.supervisors.host import FORKED_SECONDS, READY_SECONDS, ROLL, SERVICE, STATUS
+from fleet.supervisors.host import FORKED_SECONDS, PREPARE, READY_SECONDS, ROLL, SERVICE, STATUS
 from services.updater.restart.base import (
     UNANSWERED,
     WAITS,
@@ -38,10 +38,26 @@ from services.updater.restart.base import (
     wait_for_fresh,
 )
 from shared import homes
+from shared.errors import HermesError
 from shared.protocol import RemoteError
-from shared.transport import NO_RETRY, connect
+from shared.transport import NO_RETRY, connect, ipc_unreachable
 
 ROLL_METHOD = "roll"
+PREPARE_SECONDS = 1.0  # on the update's path: a host that is slow to say yes is not waited for
+
+
+def prepare_host(root: Path) -> None:
+    """Ask the install's gateway host, if one runs, to start a fork server of the new code now,
+    at the commit point: its import then overlaps the completion's start, and the roll finds it
+    done. Never raises, and waits little: the roll starts one itself when this did not."""
+    endpoint = homes.endpoint(root, SERVICE, create=False)
+    if ipc_unreachable(endpoint.control):
+        return
+    try:
+        with connect(endpoint, retry=NO_RETRY) as client:
+            client.call(PREPARE, timeout=PREPARE_SECONDS)
+    except (HermesError, OSError):  # a RemoteError too: the roll does without
+        pass
 
 
 class GatewayHostKind:
