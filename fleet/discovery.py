@@ -188,15 +188,30 @@ def survey(root: Path, *, timeout: float = 1.0, scan: bool = True, sockets: dict
 
 
 def _scan_can_add(profiles: Mapping[str, Path], found: list[GatewayRecord]) -> bool:
-    """Whether the process scan may find more than the sockets did: when some profile's gateway
-    did not answer its socket (one with neither socket nor state file is found only by the
-    scan), or one that answered is not that process here (it runs in its own pid namespace,
-    and only the scan tells its pid on this host). When every profile answered from a process
-    seen here, a scan could only repeat them."""
+    """Whether the process scan may find more than the sockets did: when a gateway that
+    answered is not that process here (it runs in its own pid namespace, and only the scan tells
+    its pid on this host), when one is known by its state file alone (the scan has its host pid
+    and command line), or when a profile with neither answer nor state file may still run one:
+    its endpoint lock is held (a gateway hung or starting, whose socket or state file is gone
+    or not made yet) or cannot be read here. A profile with none of these runs no gateway of
+    this mesh, and a scan could only repeat what the sockets said."""
     answered = [record for record in found if record.source == "socket"]
-    return {record.profile for record in answered} != set(profiles) or not all(
-        (ident := record._self_identity()) is not None and is_alive(ident) for record in answered
-    )
+    if not all((ident := record._self_identity()) is not None and is_alive(ident) for record in answered):
+        return True
+    if any(record.source != "socket" for record in found):
+        return True
+    listed = {record.profile for record in found}
+    return any(_may_run_unseen(home) for name, home in profiles.items() if name not in listed)
+
+
+def _may_run_unseen(home: Path) -> bool:
+    """Whether a gateway may run for the profile at ``home`` that neither its socket nor its
+    state file showed: its endpoint lock is held, or nothing here can tell."""
+    try:
+        endpoint = homes.endpoint(home, ops.SERVICE, create=False)
+    except (homes.EndpointPathTooLong, homes.UnsafeRunDir):
+        return True
+    return lock_says(endpoint) is not False
 
 
 def _record_key(record: GatewayRecord) -> tuple[object, object]:

@@ -161,8 +161,16 @@ def test_no_process_scan_runs_when_every_profile_answered_from_a_process_seen_he
 
     assert {(r.pid, r.source) for r in discovery.discover(root)} == {(pid, "socket") for pid in started}
     assert scans == []
-    (root / "profiles" / "writer").mkdir()  # a profile with no gateway to answer: the scan looks
+    make_profile(root, "writer")  # a profile with nothing of a gateway: no socket, lock or state file
     assert {(r.pid, r.source) for r in discovery.discover(root)} == {(pid, "socket") for pid in started}
+    assert scans == []
+    # Its endpoint lock held, as a gateway holds it while it starts or hangs: the scan looks.
+    lock = FileLock(homes.endpoint(gateway_home(root, "writer"), ops.SERVICE).lock_path)
+    lock.acquire()
+    try:
+        assert {(r.pid, r.source) for r in discovery.discover(root)} == {(pid, "socket") for pid in started}
+    finally:
+        lock.release()
     assert scans == [root]
 
 
