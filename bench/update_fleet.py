@@ -384,8 +384,7 @@ def _columns(args: argparse.Namespace) -> list[Column]:
     columns = [Column(str(size), size) for size in args.sizes]
     if args.multiplex:
         columns.append(Column(f"mx{args.multiplex}", args.multiplex, multiplex=True))
-    if args.host:
-        columns.append(Column(f"host{args.host}", args.host, host=True))
+    columns += [Column(f"host{size}", size, host=True) for size in args.host]
     return columns
 
 
@@ -397,6 +396,10 @@ def _sizes(text: str) -> list[int]:
     if not sizes or min(sizes) < 1 or len(set(sizes)) != len(sizes):
         raise argparse.ArgumentTypeError(f"sizes must be distinct and at least 1: {text!r}")
     return sizes
+
+
+def _sizes_or_none(text: str) -> list[int]:
+    return [] if text == "0" else _sizes(text)
 
 
 def _failure(exc: BaseException) -> str:
@@ -465,7 +468,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="how many times to run every column")
     parser.add_argument("--sizes", type=_sizes, default=[1, 4, 8, 16], help="fleet sizes, e.g. 1,4,8,16")
     parser.add_argument("--multiplex", type=int, default=8, help="profiles of the multiplex column (0: none)")
-    parser.add_argument("--host", type=int, default=0, help="gateways of the gateway host's column (0: none)")
+    parser.add_argument(
+        "--host", type=_sizes_or_none, default=[], help="fleet sizes of the gateway host's columns, e.g. 8,16 (0: none)"
+    )
     parser.add_argument("--clients", type=int, default=2, help="client tasks per gateway, one turn in flight each")
     parser.add_argument("--turn-seconds", type=float, default=0.1, help="how long each turn takes in the gateway")
     parser.add_argument("--after", type=float, default=2.0, help="seconds of load after the update returns")
@@ -477,8 +482,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < 1 or args.clients < 1 or args.fork_rounds < 1:
         parser.error("--runs, --clients and --fork-rounds must be at least 1")
-    if min(args.multiplex, args.host, args.start_samples, args.forks) < 0:
-        parser.error("--multiplex, --host, --start-samples and --forks must not be negative")
+    if min(args.multiplex, args.start_samples, args.forks) < 0:
+        parser.error("--multiplex, --start-samples and --forks must not be negative")
     if BASELINE not in {str(size) for size in args.sizes}:
         parser.error(f"--sizes must include {BASELINE}: every ratio is taken against it")
 
