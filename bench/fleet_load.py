@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -176,7 +177,9 @@ class Load:
             await trio.sleep(EXIT_POLL)
 
 
-def account(tally: Tally, processes: dict[str, list[float]]) -> dict[str, Any]:
+def account(
+    tally: Tally, processes: dict[str, list[float]], accepted: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     """Every number each gateway process gave out must have reached a caller.
 
     ``processes``: per profile, the start (epoch s) of each gateway process seen, oldest
@@ -188,10 +191,15 @@ def account(tally: Tally, processes: dict[str, list[float]]) -> dict[str, Any]:
     An unanswered call sent after its gateway was seen draining cannot have been accepted by
     the old process (a drain never ends: it refuses every later turn); only a newer process
     could have taken it, and if that process's numbers have no gap, it did not. Such calls are
-    dropped requests, not lost turns. Any other unanswered call may have been accepted: lost.
+    dropped requests, not lost turns. ``accepted``, per key, is how many turns the old process
+    took in all (its drain's answer; it takes none after): when every one of its numbers up to
+    that count reached a caller, an unanswered call was not one of them, whenever it was sent.
+    Any other unanswered call may have been accepted: lost.
     """
+    accepted = accepted or {}
     gaps: dict[str, list[str]] = {}
     counts: dict[str, list[int]] = {}
+    all_answered: set[str] = set()  # keys whose old process's every accepted turn was answered
     for profile, starts in processes.items():
         ids: list[set[int]] = [set() for _ in starts]
         for turn in (t for t in tally.numbered if t.profile == profile):
@@ -202,12 +210,15 @@ def account(tally: Tally, processes: dict[str, list[float]]) -> dict[str, Any]:
         for index, seen in enumerate(ids):
             missing = sorted(set(range(1, max(seen, default=0) + 1)) - seen)
             gaps.setdefault(profile, []).extend(f"process {index + 1} t{m}" for m in missing)
+        if profile in accepted and ids[0] == set(range(1, accepted[profile] + 1)):
+            all_answered.add(profile)
     dropped: list[Unanswered] = []
     unproven: Counter = Counter()
     for call in tally.unanswered:
         refused = tally.drain_seen(call.profile)
         newer_gaps = [g for g in gaps.get(call.profile, []) if not g.startswith("process 1 ")]
-        if refused is not None and call.sent >= refused and not newer_gaps:
+        before_drain_seen = refused is None or call.sent < refused
+        if not newer_gaps and (not before_drain_seen or call.profile in all_answered):
             dropped.append(call)
         else:
             unproven[call.profile] += 1

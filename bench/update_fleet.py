@@ -41,7 +41,9 @@ What happens to a turn, from ``services/gateway/ops.py``, ``app.py`` and ``share
   it is not sent again. It counts as lost unless it is proven never accepted: it was sent
   after its gateway was seen draining (the ``draining`` state broadcast, or a refusal to any
   of its clients: the gateway sets its draining flag before either leaves it, and a drain
-  refuses every later turn), and the newer process has no gap in its numbering (below).
+  refuses every later turn), or its old process's drain said how many turns it took in all
+  (``accepted``, in the receipt's ``restart[]``) and every one of them reached a caller; and
+  the newer process has no gap in its numbering (below).
 
 The gateway's side: each process numbers the turns it accepts t1, t2, ... with no gap (the id
 is taken in the same step as the turn's registration). The results and ``turn_cut`` answers
@@ -258,6 +260,15 @@ def _process_starts(column: Column, processes: dict[str, list[float]]) -> dict[s
     return {column.name: [min(starts) for starts in zip(*processes.values(), strict=False)]}
 
 
+def _accepted(column: Column, restarts: list[dict[str, Any]]) -> dict[str, int]:
+    """Per accounting key, how many turns its drained process took in all (the receipt's word,
+    from the drain's answer); a multiplex process's is its lead profile's outcome."""
+    said = {r["profile"]: r["accepted"] for r in restarts if isinstance(r.get("accepted"), int)}
+    if not column.multiplex:
+        return said
+    return {column.name: max(said.values())} if said else {}
+
+
 def run_scenario(install: FleetInstall, column: Column, release: str, args: argparse.Namespace) -> dict[str, Any]:
     profiles = column.profiles
     for profile in profiles:  # every run starts its gateways anew: not a respawn storm
@@ -282,7 +293,7 @@ def run_scenario(install: FleetInstall, column: Column, release: str, args: argp
     fleet = report.get("fleet") or []
     tally = load.tally
     grouped = _per_process(tally, column)
-    books = account(grouped, _process_starts(column, processes))
+    books = account(grouped, _process_starts(column, processes), _accepted(column, restarts))
     timeline = _timeline(install, load, run["wall_start"], processes, column.program)
     notes = []
     if run.get("stop_timed_out"):

@@ -15,7 +15,7 @@ fork server of the code on disk and moves every gateway onto it. Each gateway fi
   from once it has imported.
 - ``roll`` (``profiles``: which gateways, default all; ``deadline``: each one's drain) ->
   ``{"fork_server": {"pid", "code_sha"}, "profiles": {profile: {"old_pid", "new_pid",
-  "finished", "cut", "error"?}}}``; a fork server that cannot start or import fails it with
+  "finished", "cut", "accepted", "error"?}}}``; a fork server that cannot start or import fails it with
   ``roll_failed``, and then no gateway was drained.
 """
 

@@ -64,6 +64,7 @@ class GatewayProcess:
         self._watching = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
         self._turn_ids = (f"t{n}" for n in itertools.count(1))
+        self._turns_accepted = 0  # ids given out: a drain's answer says how many, so none goes unseen
         self._active_turns = 0
         self._drain_done: trio.Event | None = None
         self._drain_result: dict[str, Any] | None = None
@@ -196,6 +197,7 @@ class GatewayProcess:
     # --- turns ----------------------------------------------------------------------------
 
     def next_turn_id(self) -> str:
+        self._turns_accepted += 1
         return next(self._turn_ids)
 
     def turn_started(self) -> None:
@@ -228,6 +230,8 @@ class GatewayProcess:
         result: dict[str, Any] = {
             "finished": [t for a in answers for t in a["finished"]],
             "cut": [t for a in answers for t in a["cut"]],
+            # Draining refuses every later turn: the process will never accept more than this.
+            "accepted": self._turns_accepted,
         }
         if self.multiplex:
             result["profiles"] = self.profiles

@@ -407,6 +407,8 @@ class GatewayHost:
             return
         result["finished"] = len(answer.get("finished", []))
         result["cut"] = len(answer.get("cut", []))
+        if type(accepted := answer.get("accepted")) is int:
+            result["accepted"] = accepted
 
 
 def _drain_call(home: Path, deadline: float) -> dict[str, Any]:

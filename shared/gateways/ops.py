@@ -11,7 +11,8 @@ The exit codes a gateway ends with are ``shared.exit_codes``.
   while ``starting``: the set is named once every profile's socket answers, with ``running``).
 - ``turn {text, seconds?}`` → ``{"turn_id", "text", "started_at", "finished_at"}``: one agent turn
   (an echo that takes ``seconds``). While draining: error ``draining``, and nothing is started.
-- ``drain {deadline, stay?}`` → ``{"finished": [turn ids], "cut": [turn ids], "exit_code": 75 | null}``;
+- ``drain {deadline, stay?}`` → ``{"finished": [turn ids], "cut": [turn ids], "accepted": n,
+  "exit_code": 75 | null}`` (``accepted``: every turn the process took, t1 to tn; it takes no more);
   without ``stay`` the gateway exits 75 (planned restart) right after answering.
 - ``reexec {deadline}`` → like ``drain``, then the process replaces itself with a fresh
   interpreter running the code now on disk (``exit_code`` is null; the pid stays).

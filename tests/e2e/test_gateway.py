@@ -66,7 +66,7 @@ def test_drain_waits_for_turns_in_flight_then_exits_75(root, gateways):
     *turn_results, drained = parallel([*turns, drain_when_busy])
     assert all(isinstance(r, dict) and r["text"].startswith("t") for r in turn_results), turn_results
     assert sorted(drained["finished"]) == sorted(r["turn_id"] for r in turn_results)
-    assert (drained["cut"], drained["exit_code"]) == ([], 75)
+    assert (drained["cut"], drained["exit_code"], drained["accepted"]) == ([], 75, 3)  # t1 to t3, and no more
     assert gateway.wait_exit() == 75
     final = read_state(gateway.home)
     assert (final["gateway_state"], final["restart_requested"]) == ("stopped", True)
@@ -92,7 +92,7 @@ def test_drain_cuts_turns_past_the_deadline_and_refuses_new_ones(root, gateways)
         [lambda: call(gateway, ops.TURN, {"text": "long", "seconds": 60}), drain_then_try_a_turn]
     )
     assert isinstance(long_turn, RemoteError) and long_turn.code == "turn_cut"
-    assert drained["cut"] == [long_turn.detail["turn_id"]]
+    assert (drained["cut"], drained["accepted"]) == ([long_turn.detail["turn_id"]], 1)
     assert (drained["finished"], drained["exit_code"]) == ([], None)
     assert late == ops.DRAINING
     assert call(gateway, ops.STATUS)["state"] == "draining"  # asked to stay: still up, still refusing

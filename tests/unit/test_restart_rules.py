@@ -11,7 +11,7 @@ import pytest
 from fleet.discovery import GatewayRecord
 from fleet.supervisors import Unit
 from services.updater.restart import KINDS
-from services.updater.restart.base import WAITS, Found, RestartOutcome, Target
+from services.updater.restart.base import WAITS, Found, RestartOutcome, Target, turns
 from services.updater.restart.fleet import plan_fleet
 from services.updater.restart.freshness import FRESH, OLD, SILENT, STALE, STARTING, OldProcess, judge
 from services.updater.restart.multiplex import served
@@ -262,3 +262,17 @@ def test_a_failed_multiplex_restart_fails_every_profile_it_served_with_the_leads
     # A per-profile gateway's outcome is its own, untouched.
     alone = RestartOutcome("default", "supervisord", 1, 2, "drain", True)
     assert served(alone, Target("default", gateway=gateway("default", "supervisord", 1)), NEW, WAITS) == [alone]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"finished": ["t1", "t2"], "cut": ["t3"], "accepted": 3}, {"finished": 2, "cut": 1, "accepted": 3}),
+        ({"finished": [], "cut": []}, {"finished": 0, "cut": 0, "accepted": None}),  # a gateway that does not say
+        ({"accepted": -1}, {"finished": 0, "cut": 0, "accepted": None}),
+        ({"accepted": True}, {"finished": 0, "cut": 0, "accepted": None}),
+        ({"accepted": "3"}, {"finished": 0, "cut": 0, "accepted": None}),
+    ],
+)
+def test_a_drains_answer_gives_its_turns_and_only_a_count_it_can_trust(answer, expected):
+    assert turns(answer) == expected

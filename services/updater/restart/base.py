@@ -53,6 +53,7 @@ class RestartOutcome:
     reason: str | None = None
     finished: int = 0  # turns that finished during the drain
     cut: int = 0
+    accepted: int | None = None  # every turn the drained process took (its drain's word), if drained
     unit: str | None = None  # the supervisor's unit, when a unit module restarted it
     scope: str | None = None  # that unit's manager: "user" or "system"
     fallback: str | None = None  # "blunt": reset and restarted through the supervisor
@@ -182,11 +183,18 @@ def drain(endpoint: homes.Endpoint, waits: Waits, *, reexec: bool = False) -> di
 class Turns(TypedDict):
     finished: int
     cut: int
+    accepted: int | None
 
 
 def turns(answer: Mapping[str, Any]) -> Turns:
-    """How many turns a drain's answer says finished and were cut."""
-    return {"finished": len(answer.get("finished", [])), "cut": len(answer.get("cut", []))}
+    """How many turns a drain's answer says finished and were cut, and the process took in all
+    (None from a gateway that does not say)."""
+    accepted = answer.get("accepted")
+    return {
+        "finished": len(answer.get("finished", [])),
+        "cut": len(answer.get("cut", [])),
+        "accepted": accepted if type(accepted) is int and accepted >= 0 else None,
+    }
 
 
 def join(*notes: str | None) -> str | None:

@@ -117,5 +117,6 @@ class GatewayHostKind:
             reason=reason,
             finished=int(rolled.get("finished", 0)),
             cut=int(rolled.get("cut", 0)),
+            accepted=accepted if type(accepted := rolled.get("accepted")) is int and accepted >= 0 else None,
             note=f"rolled by the gateway host onto its new fork server (pid {server.get('pid')})",
         )
