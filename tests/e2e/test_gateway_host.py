@@ -225,16 +225,22 @@ def head_moved_at(install) -> int:
     return int(entry.split("{")[1].rstrip("}"))
 
 
-def test_an_update_rolls_every_gateway_of_the_host_onto_one_new_fork_server(install):
-    fleet = ("default", "a", "b")
-    for profile in fleet[1:]:
+def hosting(install, *profiles: str) -> dict[str, Any]:
+    """``mesh up --host`` in ``install`` with ``profiles`` made beside the default one; the
+    host's status once every gateway serves."""
+    for profile in profiles:
         make_profile(install.root, profile)
     code, up = install.hermes_json("mesh", "up", "--host", timeout=120)
     assert code == 0, up
-    before = host_status(install.root)
-    old_server = before["fork_server"]
-    for profile in fleet:
+    for profile in ("default", *profiles):
         wait_for(lambda p=profile: running(install.root, p), timeout=WAIT, what=f"{profile} to serve")
+    return host_status(install.root)
+
+
+def test_an_update_rolls_every_gateway_of_the_host_onto_one_new_fork_server(install):
+    fleet = ("default", "a", "b")
+    before = hosting(install, *fleet[1:])
+    old_server = before["fork_server"]
     old_pids = {p: before["profiles"][p]["pid"] for p in fleet}
 
     new = install.release("release 2")
@@ -275,12 +281,7 @@ def test_an_update_rolls_every_gateway_of_the_host_onto_one_new_fork_server(inst
 
 
 def test_a_gateway_drained_after_the_tree_moved_is_forked_from_a_new_fork_server(install):
-    make_profile(install.root, "a")
-    code, up = install.hermes_json("mesh", "up", "--host", timeout=120)
-    assert code == 0, up
-    for profile in ("default", "a"):
-        wait_for(lambda p=profile: running(install.root, p), timeout=WAIT, what=f"{profile} to serve")
-    before = host_status(install.root)
+    before = hosting(install, "a")
     old = before["fork_server"]
     new = install.release("release 2")
     git(install.path, "pull", "-q", "--ff-only")  # the tree moves, no roll: as if the host had not answered
@@ -297,12 +298,7 @@ def test_a_gateway_drained_after_the_tree_moved_is_forked_from_a_new_fork_server
 
 
 def test_a_fork_server_prepared_when_the_tree_moved_is_the_one_the_roll_forks_from(install):
-    make_profile(install.root, "a")
-    code, up = install.hermes_json("mesh", "up", "--host", timeout=120)
-    assert code == 0, up
-    for profile in ("default", "a"):
-        wait_for(lambda p=profile: running(install.root, p), timeout=WAIT, what=f"{profile} to serve")
-    before = host_status(install.root)
+    before = hosting(install, "a")
     old = before["fork_server"]
     new = install.release("release 2")
     git(install.path, "pull", "-q", "--ff-only")
@@ -373,12 +369,7 @@ def test_a_killed_host_takes_its_fork_server_and_gateways_with_it(mesh_root):
 def test_gateways_of_a_host_that_does_not_answer_are_drained_and_come_back_on_the_new_code(install):
     from services.updater.restart import restart_fleet
 
-    make_profile(install.root, "a")
-    code, up = install.hermes_json("mesh", "up", "--host", timeout=120)
-    assert code == 0, up
-    for profile in ("default", "a"):
-        wait_for(lambda p=profile: running(install.root, p), timeout=WAIT, what=f"{profile} to serve")
-    before = host_status(install.root)
+    before = hosting(install, "a")
     new = install.release("release 2")
     git(install.path, "pull", "-q", "--ff-only")
     old = [process_identity(before["profiles"][p]["pid"]) for p in ("default", "a")]
