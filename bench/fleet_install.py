@@ -9,7 +9,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,21 @@ class FleetInstall(Install):
                     raise RuntimeError(f"gateways not serving after {timeout:g}s: {sorted(set(profiles) - set(found))}")
                 time.sleep(0.1)
         return found
+
+
+def in_throwaway_install(prefix: str, measure: Callable[[FleetInstall], dict[str, Any]]) -> dict[str, Any]:
+    """``measure`` on a new install under a temporary directory, which is stopped and removed
+    whatever happens; its document, with the notes the clean-up made."""
+    base = Path(tempfile.mkdtemp(prefix=prefix))  # short: ipc paths must fit in 107 bytes
+    notes: list[str] = []
+    install = None
+    try:
+        install = FleetInstall(base)
+        doc = measure(install)
+    finally:
+        cleanup(install, base, notes)
+    doc["notes"] = notes
+    return doc
 
 
 def cleanup(install: FleetInstall | None, base: Path, notes: list[str]) -> None:

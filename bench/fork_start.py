@@ -27,7 +27,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -192,7 +191,7 @@ def report_text(doc: dict[str, Any]) -> str:
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    from bench.fleet_install import FleetInstall, cleanup
+    from bench.fleet_install import in_throwaway_install
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gateways", type=int, default=8)
@@ -201,15 +200,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.gateways < 1 or args.rounds < 1:
         parser.error("--gateways and --rounds must be at least 1")
-    base = Path(tempfile.mkdtemp(prefix="hm-fork-"))  # short: ipc paths must fit in 107 bytes
-    notes: list[str] = []
-    install = None
-    try:
-        install = FleetInstall(base)
-        doc = measure(install, args.gateways, args.rounds)
-    finally:
-        cleanup(install, base, notes)
-    doc["notes"] = notes
+    doc = in_throwaway_install("hm-fork-", lambda install: measure(install, args.gateways, args.rounds))
     print(json.dumps(doc, indent=2) if args.json else report_text(doc))
     return 0
 

@@ -21,7 +21,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fleet_install import FleetInstall, cleanup  # noqa: E402
+from bench.fleet_install import FleetInstall, in_throwaway_install  # noqa: E402
 from bench.fleet_load import epoch  # noqa: E402
 from shared import homes  # noqa: E402
 from shared.files import read_json  # noqa: E402
@@ -169,15 +168,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.samples < 1:
         parser.error("--samples must be at least 1")
-    base = Path(tempfile.mkdtemp(prefix="hm-gws-"))  # short: ipc paths must fit in 107 bytes
-    notes: list[str] = []
-    install = None
-    try:
-        install = FleetInstall(base)
-        doc = measure(install, args.samples)
-    finally:
-        cleanup(install, base, notes)
-    doc["notes"] = notes
+    doc = in_throwaway_install("hm-gws-", lambda install: measure(install, args.samples))
     print(json.dumps(doc, indent=2) if args.json else report_text(doc))
     return 0
 

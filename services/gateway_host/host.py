@@ -113,6 +113,7 @@ class GatewayHost:
         self._stop = trio.Event()
         self._spawning = trio.Lock()
         self._rolling = trio.Lock()
+        self._preparing = False  # a prepare in flight: more asks while it runs start nothing more
         self._nursery: trio.Nursery | None = None
         self.service = install_service(SERVICE, root, endpoint, lock, lambda: {"profiles": list(self.children)})
         self.service.add(STATUS, self._status)
@@ -350,7 +351,9 @@ class GatewayHost:
 
     def _prepare(self, call: Call) -> dict[str, Any]:
         assert self._nursery is not None
-        self._nursery.start_soon(self._prepared)
+        if not self._preparing:
+            self._preparing = True
+            self._nursery.start_soon(self._prepared)
         return {"fork_server": self.current.to_dict() if self.current else None}
 
     async def _prepared(self) -> None:
@@ -360,6 +363,8 @@ class GatewayHost:
             await self._server_for_fork()
         except RollFailed as exc:
             log.warning("preparing a fork server of the new code: %s", exc.message)
+        finally:
+            self._preparing = False
 
     async def _roll(self, call: Call) -> dict[str, Any]:
         wanted = call.args.get("profiles") or list(self.children)
