@@ -296,6 +296,23 @@ def _open(
     return _Call(address, request_id, sock, Session(max_frame * protocol.TRANSPORT_SIZE_FACTOR, encode_frames([raw])))
 
 
+def _last_words(call: _Call, window: tuple[int, int], max_frame: int) -> Any:
+    """The answer among what a peer that closed had sent before it did (a send can fail on the
+    close before the bytes waiting to be read are read); else the error its close makes."""
+    while True:
+        try:
+            data = call.sock.recv(_READ_SIZE)
+        except OSError:  # nothing more waiting, or the reset itself
+            break
+        if not data:
+            break
+        for message in call.session.feed(data):
+            answer = answer_to(message, call.address, call.request_id, window, max_frame)
+            if answer is not NO_ANSWER:
+                return answer
+    raise call.session.closed()
+
+
 def _step(call: _Call, events: int, selector: selectors.BaseSelector, window: tuple[int, int], max_frame: int) -> Any:
     """Send what is due and read what came: the call's answer, or ``NO_ANSWER`` yet."""
     outgoing = call.session.outgoing
@@ -306,7 +323,7 @@ def _step(call: _Call, events: int, selector: selectors.BaseSelector, window: tu
     except (BlockingIOError, InterruptedError):
         data = None
     except OSError:  # reset, or a broken pipe: the peer closed its end
-        raise call.session.closed() from None
+        return _last_words(call, window, max_frame)
     if data == b"":
         raise call.session.closed()
     answer = NO_ANSWER
