@@ -13,6 +13,7 @@ and removed before it is dropped, so a record with a free lock was left by a dea
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -26,6 +27,10 @@ from shared.locks import FileLock, LockHeld, probe
 
 LOCK_NAME = "update.lock"
 RECORD_NAME = "update.lock.json"
+# A refused run that finds the holder between its flock and its record waits this long for
+# the record, so it can name the holder's update; past it, it names the pid alone.
+RECORD_GRACE = 2.0
+_RECORD_POLL = 0.01
 
 
 def lock_path(root: Path) -> Path:
@@ -74,7 +79,7 @@ class UpdateLock:
         try:
             lock.acquire()
         except LockHeld as exc:
-            raise UpdateInProgress(self.path, _describe(exc.holder, _read_record(self.record_path))) from None
+            raise UpdateInProgress(self.path, _named_holder(self.root, exc.holder)) from None
         try:
             # Holding the flock, any record still here belongs to a holder that died.
             self.recovered = _read_record(self.record_path)
@@ -145,6 +150,15 @@ def stale_holder(root: Path) -> dict[str, Any] | None:
         return None
     # A live recorded process is a holder between its flock and its record, or its release.
     return None if is_alive(_identity(record)) else record
+
+
+def _named_holder(root: Path, identity: ProcessIdentity | None) -> dict[str, Any]:
+    deadline = time.monotonic() + RECORD_GRACE
+    while True:
+        named = _describe(identity, _read_record(root / RECORD_NAME))
+        if named["update_id"] is not None or time.monotonic() >= deadline or not probe(lock_path(root)).held:
+            return named
+        time.sleep(_RECORD_POLL)
 
 
 def _describe(identity: ProcessIdentity | None, record: dict[str, Any] | None) -> dict[str, Any]:

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from services.updater import lock as lock_module
 from services.updater.lock import UpdateInProgress, UpdateLock, holder, stale_holder
 from services.updater.receipt import SCHEMA, Receipt, ReceiptError, exit_code_for
 from services.updater.receipt_store import KEEP, ReceiptStore
 from services.updater.update_id import InvalidUpdateId, new_update_id
-from shared.files import StateFileCorrupt
+from shared.files import StateFileCorrupt, write_json_atomic
 from shared.identity import ProcessIdentity, current_identity
+from shared.locks import FileLock
 from shared.redaction import MARKER as REDACTED
 from tests.support.updater import BEFORE, T0, begin
 
@@ -385,3 +388,29 @@ def test_lock_misuse(tmp_path):
         lock.acquire("u1")
     lock.release()
     lock.release()  # idempotent
+
+
+def test_a_refusal_in_the_holders_gap_waits_for_its_record_to_name_the_update(tmp_path):
+    # The holder has its flock but has not written its record yet: the refusal names its update
+    # once the record appears, not an anonymous pid.
+    flock = FileLock(tmp_path / "update.lock")
+    flock.acquire()
+    me = current_identity()
+    record = {"pid": me.pid, "start_time": me.start_time, "update_id": "winner", "started_at": "2026-01-01T00:00:00"}
+    writer = threading.Timer(0.2, write_json_atomic, (tmp_path / "update.lock.json", record))
+    writer.start()
+    try:
+        with pytest.raises(UpdateInProgress) as refused:
+            UpdateLock(tmp_path).acquire("loser")
+    finally:
+        writer.join()
+        flock.release()
+    assert (refused.value.holder["pid"], refused.value.holder["update_id"]) == (me.pid, "winner")
+
+
+def test_a_holder_that_never_writes_its_record_is_named_by_pid_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(lock_module, "RECORD_GRACE", 0.05)
+    with FileLock(tmp_path / "update.lock"):
+        with pytest.raises(UpdateInProgress) as refused:
+            UpdateLock(tmp_path).acquire("loser")
+    assert (refused.value.holder["pid"], refused.value.holder["update_id"]) == (os.getpid(), None)
