@@ -124,7 +124,14 @@ def test_a_served_profile_gone_before_the_update_fails_none_of_the_others(root, 
         )
     left = outcomes["c"]
     assert not left.ok and left.reason.endswith("the fresh process no longer serves c, and no gateway runs it now")
-    after = wait_for(lambda: read_state(homes.profile_home("a", root)), timeout=5, what="a's state")
+    # The socket answers running as the state is set; the file says so once its write lands.
+    after = wait_for(
+        lambda: (
+            (state := read_state(homes.profile_home("a", root))) and state["gateway_state"] == ops.RUNNING and state
+        ),
+        timeout=5,
+        what="a's state file to say running",
+    )
     assert (after["pid"], after["served_profiles"]) == (process.pid, ["a", "b"])
 
 
