@@ -28,8 +28,9 @@ from shared.transport import NO_RETRY, SyncClient, connect
 from tests.support import mesh_roots
 from tests.support.cli import hermes
 from tests.support.homes import make_profile
-from tests.support.installs import git
+from tests.support.installs import git, start_update, updater_pid
 from tests.support.processes import ROOT, python_env, read_state, wait_for
+from tests.support.releases import hold_completion
 
 pytestmark = pytest.mark.slow
 
@@ -544,3 +545,30 @@ def test_hostile_profiles_are_refused_by_name_and_the_host_serves_on(mesh_root):
     assert unanswered.returncode != 0 and error["code"] == "supervisor_unavailable"
     assert socket in error["message"]
     assert running(mesh_root, "a")["pid"] == a["pid"]
+
+
+def test_an_owed_restart_of_a_hosted_gateway_is_cleared_by_restarting_it(install):
+    from services.updater import obligations
+
+    before = hosting(install, "a")
+    new = install.release("release 2", edit=hold_completion)
+    hold = install.root / "hold-completion"
+    hold.touch()
+    update = start_update(install)
+    wait_for((install.root / "completion-holding").exists, timeout=120, what="the completion to start")
+    os.kill(updater_pid(install), signal.SIGINT)  # after the commit point: the restarts stay owed
+    out, err = update.communicate(timeout=120)
+    hold.unlink()
+    assert update.returncode == 130, out + err
+    assert set(obligations.read_fleet(install.root)) == {"default", "a"}
+
+    restarted = install.hermes("-p", "a", "gateway", "restart", "--json")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    report = json.loads(restarted.stdout)
+    assert report["supervisor"] == "gateway_host"
+    assert report["owed_restart"] == {"cleared": True, "expected": new, "running": new}
+    assert set(obligations.read_fleet(install.root)) == {"default"}  # the other is still owed
+    after = host_status(install.root)
+    assert after["fork_server"]["code_sha"] == new
+    assert after["profiles"]["a"]["fork_server"] == after["fork_server"]["pid"]
+    assert after["profiles"]["default"]["pid"] == before["profiles"]["default"]["pid"]
