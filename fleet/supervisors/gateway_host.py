@@ -20,13 +20,12 @@ from fleet.supervisors import supervisord as sv
 from fleet.supervisors.errors import SupervisorFailed, SupervisorUnavailable
 from fleet.supervisors.host import RESTART, SERVICE, START, STATUS, STOP
 from shared import homes
-from shared.protocol import Code, OpSpec, RemoteError
+from shared.protocol import UNANSWERED, OpSpec, RemoteError
 from shared.transport import NO_RETRY, connect
 
 # How long a gateway the host forked has to answer ``ping`` on its control socket.
 ANSWER_SECONDS = 30.0
 POLL = 0.1
-_UNANSWERED = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET})
 
 
 def find(profile: str, home: Path) -> Unit | None:
@@ -78,7 +77,7 @@ def _call(unit: Unit, spec: OpSpec) -> dict[str, Any]:
             client.call(STATUS)  # a host that does not answer says so in seconds, not a roll's time
             return client.call(spec, {"profile": unit.profile})
     except RemoteError as exc:
-        if exc.code not in _UNANSWERED:
+        if exc.code not in UNANSWERED:
             raise
         raise SupervisorUnavailable(
             f"the gateway host does not answer on {endpoint.control} ({exc.code}); "
