@@ -487,11 +487,11 @@ def test_a_stopped_gateway_killed_before_it_exits_stays_down(mesh_root):
     assert (status["state"], status["reason"], status["pid"], status["starts"]) == ("down", "stopped", None, 1)
 
 
-def test_a_gateway_stopped_while_a_roll_drains_it_is_not_forked_again(mesh_root):
+def test_a_stop_during_a_roll_holds_and_a_restart_waits_for_the_roll(mesh_root):
     assert hermes("mesh", "up", "--host", "--profiles", "a,b", home=mesh_root, timeout=120).returncode == 0
     started = wait_for(lambda: running(mesh_root, "a"), timeout=WAIT, what="a to serve")
     b = wait_for(lambda: running(mesh_root, "b"), timeout=WAIT, what="b to serve")
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=3) as pool:
         turn = pool.submit(ask, mesh_root, "a", ops.TURN, {"text": "hold on", "seconds": 3.0})
         wait_for(
             lambda: read_state(homes.profile_home("a", mesh_root))["active_turns"] == 1,
@@ -505,14 +505,18 @@ def test_a_gateway_stopped_while_a_roll_drains_it_is_not_forked_again(mesh_root)
                 timeout=WAIT,
                 what="the roll to drain a",
             )
+            restart = pool.submit(host_call, mesh_root, RESTART, "b")  # waits for the roll, then rolls b again
             assert host_call(mesh_root, STOP, "a")["state"] == "down"
             rolled = roll.result(timeout=180)
         assert turn.result(timeout=WAIT)["profile"] == "a"
+        restarted = restart.result(timeout=180)
     assert rolled["profiles"]["a"]["new_pid"] is None and rolled["profiles"]["b"]["new_pid"] is not None
+    assert restarted["pid"] not in (None, b["pid"], rolled["profiles"]["b"]["new_pid"])
+    assert host_status(mesh_root)["profiles"]["b"]["pid"] == restarted["pid"]
     after = host_status(mesh_root)
     assert (after["profiles"]["a"]["state"], after["profiles"]["a"]["pid"]) == ("down", None)
     assert not psutil.pid_exists(started["pid"]) or psutil.Process(started["pid"]).status() == psutil.STATUS_ZOMBIE
-    assert running(mesh_root, "b", not_pid=b["pid"])
+    assert running(mesh_root, "b", not_pid=b["pid"])["pid"] == restarted["pid"]
 
 
 def test_hostile_profiles_are_refused_by_name_and_the_host_serves_on(mesh_root):
