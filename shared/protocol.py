@@ -71,6 +71,10 @@ class Code:
     HANDSHAKE_FAILED = "handshake_failed"  # the peer broke the ZMTP/CURVE handshake
 
 
+# A service that cannot take a call at all (as opposed to one that refuses it): the client's own codes.
+UNANSWERED = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET})
+
+
 class ProtocolError(TransportError):
     """A frame broke a rule of the protocol. ``request_id`` is set when it could be read."""
 

@@ -25,11 +25,12 @@ from shared import homes
 from shared.version import INSTALL_ROOT
 
 KINDS = ("supervisord", "systemd", "launchd")
-_KIND_MODULES = {kind: f"fleet.supervisors.{kind}" for kind in KINDS}
 # The gateway host (``host``) supervises its own gateways: a kind a gateway can run under,
-# though it has no units of its own (the host is itself a program of the embedded mesh).
+# though it has no units of its own (the host is itself a program of the embedded mesh). Its
+# module (``gateway_host``) finds and drives them as the others do their units.
 HOST_KIND = "gateway_host"
 SUPERVISING_KINDS = (*KINDS, HOST_KIND)
+_KIND_MODULES = {kind: f"fleet.supervisors.{kind}" for kind in SUPERVISING_KINDS}
 
 # Set in every unit we write, so a gateway knows who supervises it without guessing.
 SUPERVISOR_ENV = "HERMES_SUPERVISOR"
@@ -61,7 +62,7 @@ class InstalledUnit(Unit):
 def kind_module(kind: str) -> ModuleType:
     """The module of supervisor ``kind``, imported only when that kind is used."""
     if kind not in _KIND_MODULES:
-        raise ValueError(f"unknown supervisor {kind!r}; known: {', '.join(KINDS)}")
+        raise ValueError(f"unknown supervisor {kind!r}; known: {', '.join(SUPERVISING_KINDS)}")
     return importlib.import_module(_KIND_MODULES[kind])
 
 

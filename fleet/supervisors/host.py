@@ -17,6 +17,19 @@ fork server of the code on disk and moves every gateway onto it. Each gateway fi
   ``{"fork_server": {"pid", "code_sha"}, "profiles": {profile: {"old_pid", "new_pid",
   "finished", "cut", "accepted", "error"?}}}``; a fork server that cannot start or import fails it with
   ``roll_failed``, and then no gateway was drained.
+
+One profile's gateway is driven alone, as supervisord drives a program; each op takes
+``profile`` (one the host runs, else ``profile_not_hosted`` naming the field) and answers
+``{"profile", "pid", "state", "reason"}``:
+
+- ``stop`` sends the gateway SIGTERM (its own short drain), waits (bounded) for its exit and
+  leaves it down (``"stopped"``) whatever its exit code: nothing starts it again until a
+  ``start`` or ``restart``. Already down, it answers at once.
+- ``start`` forks a down gateway (from a fork server of the code on disk) and answers once it
+  is forked, its crash history forgotten; a running one answers with its pid.
+- ``restart`` is a roll of that one profile; a down one is started.
+
+Ops on one profile run one at a time, and a restart waits for a roll that runs.
 """
 
 from __future__ import annotations
@@ -46,6 +59,11 @@ ROLL = OpSpec(
     },
     timeout=READY_SECONDS + MAX_DRAIN_SECONDS + FORKED_SECONDS + 10,
 )
+# One profile's ops, each bounded by a roll's time: one may wait for a roll, or for the op before it.
+_ONE_PROFILE = {"profile": Field(str, max_len=64)}  # a profile name's longest
+START = OpSpec("start", _ONE_PROFILE, idempotent=True, timeout=ROLL.timeout)
+STOP = OpSpec("stop", _ONE_PROFILE, idempotent=True, timeout=ROLL.timeout)
+RESTART = OpSpec("restart", _ONE_PROFILE, timeout=ROLL.timeout)
 
 
 class HostUnsupported(SupervisorError):
@@ -58,6 +76,12 @@ class RollFailed(SupervisorError):
     """A roll's new fork server did not start or import: the old gateways serve on, undrained."""
 
     code = "roll_failed"
+
+
+class ProfileNotHosted(SupervisorError):
+    """An op named a profile whose gateway this host does not run."""
+
+    code = "profile_not_hosted"
 
 
 def host_command(profiles: tuple[str, ...], python: str | None = None) -> list[str]:

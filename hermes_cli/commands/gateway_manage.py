@@ -2,7 +2,9 @@
 
 ``install`` writes the unit of the kind asked for. The others act through the kind that
 owns the gateway, which each kind's ``find`` decides by the ``HERMES_HOME`` in its unit: a
-unit of the same name that runs another install's home is not ours to touch.
+unit of the same name that runs another install's home is not ours to touch. A gateway of
+the mesh's gateway host has no unit: its owner is the host (``HOST_KIND``), whose program's
+set names the profile, and the host drives it alone.
 
 A start or restart of a gateway an update owes a restart asks the fresh process which code
 it runs; once that is the commit expected of it, the gateway's part of the fleet-restart
@@ -16,13 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fleet.supervisors import KINDS, Unit, kind_module
+from fleet.supervisors import HOST_KIND, Unit, kind_module
 from fleet.supervisors.errors import SupervisorError
 from hermes_cli import output
 from shared import homes
 
-# The order owners are looked for: the embedded mesh first, then the system supervisors.
-OWNER_ORDER: tuple[str, ...] = KINDS
+# The order owners are looked for: the embedded mesh first (its programs, then its gateway
+# host's set), then the system supervisors.
+OWNER_ORDER: tuple[str, ...] = ("supervisord", HOST_KIND, "systemd", "launchd")
 _DONE = {"start": "started", "stop": "stopped", "restart": "restarted"}
 # How long a started gateway has to answer with the code it runs.
 ANSWER_SECONDS = 15.0

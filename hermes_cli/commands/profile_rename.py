@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fleet.supervisors import Unit, kind_module
+from fleet.supervisors import HOST_KIND, Unit, kind_module
 from hermes_cli import output
 from hermes_cli import profile_rename as rules
 from hermes_cli.commands.profile import ProfileBusy, ProfileExists
@@ -136,6 +136,11 @@ def _plan(root: Path, old: str, new: str) -> rules.Journal:
     if unit is not None and unit.name == _multiplex_program():
         raise ProfileBusy(
             f"profile {old!r} is served by the mesh's multiplex gateway; take it out of `--serve` first",
+            detail={"field": "old_name", "name": old, "service": "gateway"},
+        )
+    if unit is not None and unit.kind == HOST_KIND:
+        raise ProfileBusy(
+            f"profile {old!r} is a gateway of the mesh's gateway host; take it out of the host's profiles first",
             detail={"field": "old_name", "name": old, "service": "gateway"},
         )
     if running and unit is None:

@@ -13,6 +13,10 @@ every old gateway drained at once (the gateway's ``drain`` op), and each one's p
 anew from the new fork server as the old process exits. A fork server that fails to start or
 import fails the roll (``roll_failed``) with nothing drained. An old fork server is let go
 (its pipe closed: it exits) once its last gateway is gone.
+
+One profile's gateway is stopped, started and restarted alone (``stop``, ``start``,
+``restart``), one op at a time per profile. A stopped gateway is down until started: its exit,
+whatever the code, and a roll's refork of it (a stop during a roll) start nothing.
 """
 
 from __future__ import annotations
@@ -23,14 +27,27 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from fleet.supervisors.errors import SupervisorFailed
-from fleet.supervisors.host import FORKED_SECONDS, PREPARE, READY_SECONDS, ROLL, SERVICE, STATUS, RollFailed
+from fleet.supervisors.errors import SupervisorFailed, SupervisorUnavailable
+from fleet.supervisors.host import (
+    FORKED_SECONDS,
+    PREPARE,
+    READY_SECONDS,
+    RESTART,
+    ROLL,
+    SERVICE,
+    START,
+    STATUS,
+    STOP,
+    ProfileNotHosted,
+    RollFailed,
+)
 from services.gateway_host import frames, supervision
 from shared import homes
 from shared.errors import HermesError
@@ -49,10 +66,12 @@ FORKSERVER = "services.gateway_host.forkserver"
 ASK_SECONDS = 10.0
 # A gateway's drain when the roll names no deadline.
 DRAIN_SECONDS = 30.0
-# On SIGTERM: how long the gateways (themselves sent SIGTERM: a short drain) have to exit.
+# On SIGTERM, or a stop: how long a gateway (itself sent SIGTERM: a short drain) has to exit.
 STOP_SECONDS = 20.0
-# How long a fork server that was let go has to exit before it is killed.
+# How long a fork server that was let go, or a gateway that was killed, has to exit.
 EXIT_SECONDS = 5.0
+# The longest a fork runs: a new fork server's import, then its answer.
+FORK_SECONDS = READY_SECONDS + ASK_SECONDS
 POLL = 0.05
 
 
@@ -86,10 +105,14 @@ class Child:
     profile: str
     pid: int | None = None
     server: ForkServer | None = None
-    state: str = "starting"  # "starting", "running", "down"
+    state: str = "starting"  # "starting", "running", "stopping", "down"
     reason: str = ""
     crashes: tuple[float, ...] = ()
     starts: int = 0
+    stopped: bool = False  # stopped by a ``stop``: nothing starts it until a ``start``
+    forking: bool = False  # a fork of it is under way
+    pending: trio.CancelScope | None = None  # a start that waits out its crash delay
+    control: trio.Lock = field(default_factory=trio.Lock)  # one op on this profile at a time
     drained: set[int] = field(default_factory=set)  # pids a roll drains: their exit 75 is the roll's
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,6 +142,9 @@ class GatewayHost:
         self.service.add(STATUS, self._status)
         self.service.add(PREPARE, self._prepare)
         self.service.add(ROLL, self._roll)
+        self.service.add(STOP, self._stop_one)
+        self.service.add(START, self._start_one)
+        self.service.add(RESTART, self._restart_one)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -290,18 +316,32 @@ class GatewayHost:
     # --- supervision ----------------------------------------------------------------------
 
     async def _start(self, profile: str, delay: float) -> None:
+        """Supervision's start, after ``delay``: none once stopped, started or forked meanwhile."""
         child = self.children[profile]
-        child.state = "starting"
-        await trio.sleep(delay)
-        if self.stopping or child.pid is not None:
+        with trio.CancelScope() as waiting:
+            child.pending = waiting
+            await trio.sleep(delay)
+        if child.pending is waiting:
+            child.pending = None
+        if waiting.cancelled_caught or self.stopping or child.stopped or child.pid is not None or child.forking:
             return
         try:
-            server = await self._server_for_fork()
-            await self._fork(server, profile)
+            await self._fork_child(child)
         except HermesError as exc:
             log.error("could not start the gateway of %r: %s", profile, exc.message)
-            child.state, child.reason = "down", exc.message
             self._decide(child, 1)
+
+    async def _fork_child(self, child: Child) -> None:
+        """Fork ``child``'s gateway from a fork server of the code on disk; down with the reason
+        when it cannot."""
+        child.forking, child.state = True, "starting"
+        try:
+            await self._fork(await self._server_for_fork(), child.profile)
+        except HermesError as exc:
+            child.state, child.reason = "down", exc.message
+            raise
+        finally:
+            child.forking = False
 
     async def _fork(self, server: ForkServer, profile: str) -> None:
         async with server.asking:
@@ -329,6 +369,9 @@ class GatewayHost:
         self._decide(child, code)
 
     def _decide(self, child: Child, code: int) -> None:
+        if child.stopped:
+            child.state, child.reason = "down", "stopped"
+            return
         decision = supervision.after_exit(code, child.crashes, time.time())
         child.crashes, child.reason = decision.crashes, decision.reason
         log.info("the gateway of %r: %s", child.profile, decision.reason)
@@ -373,31 +416,35 @@ class GatewayHost:
             raise RollFailed(f"this host runs no gateway of {str(unknown[0])[:80]!r}", detail={"field": "profiles"})
         deadline = float(call.args.get("deadline", DRAIN_SECONDS))
         async with self._rolling:
-            old = {p: (c.pid, c.server) for p in wanted if (c := self.children[p]).pid is not None}
-            async with self._spawning:
-                on_disk = await trio.to_thread.run_sync(code_sha)
-                current = self.current
-                if (
-                    current is None
-                    or not current.ready
-                    or (on_disk is not None and on_disk != current.code_sha)
-                    or any(server is current for _, server in old.values())
-                ):
-                    self._make_current(await self._spawn_server())  # RollFailed: nothing drained
-            new = self.current
-            assert new is not None
-            results: dict[str, dict[str, Any]] = {p: {"old_pid": pid} for p, (pid, _) in old.items()}
-            async with trio.open_nursery() as nursery:
-                for profile, (pid, _) in old.items():
-                    assert pid is not None
-                    nursery.start_soon(self._drain, profile, pid, deadline, results[profile])
-            with trio.move_on_after(FORKED_SECONDS):
-                while any(self._waiting_for(p, new, r) for p, r in results.items()):
-                    await trio.sleep(POLL)
-            for profile, result in results.items():
-                child = self.children[profile]
-                result["new_pid"] = child.pid if child.server is new else None
-            return {"fork_server": new.to_dict(), "profiles": results}
+            return await self._rolled(wanted, deadline)
+
+    async def _rolled(self, wanted: list[str], deadline: float) -> dict[str, Any]:
+        """The roll of ``wanted``'s gateways; the caller holds ``_rolling``."""
+        old = {p: (c.pid, c.server) for p in wanted if (c := self.children[p]).pid is not None}
+        async with self._spawning:
+            on_disk = await trio.to_thread.run_sync(code_sha)
+            current = self.current
+            if (
+                current is None
+                or not current.ready
+                or (on_disk is not None and on_disk != current.code_sha)
+                or any(server is current for _, server in old.values())
+            ):
+                self._make_current(await self._spawn_server())  # RollFailed: nothing drained
+        new = self.current
+        assert new is not None
+        results: dict[str, dict[str, Any]] = {p: {"old_pid": pid} for p, (pid, _) in old.items()}
+        async with trio.open_nursery() as nursery:
+            for profile, (pid, _) in old.items():
+                assert pid is not None
+                nursery.start_soon(self._drain, profile, pid, deadline, results[profile])
+        with trio.move_on_after(FORKED_SECONDS):
+            while any(self._waiting_for(p, new, r) for p, r in results.items()):
+                await trio.sleep(POLL)
+        for profile, result in results.items():
+            child = self.children[profile]
+            result["new_pid"] = child.pid if child.server is new else None
+        return {"fork_server": new.to_dict(), "profiles": results}
 
     def _waiting_for(self, profile: str, new: ForkServer, result: dict[str, Any]) -> bool:
         child = self.children[profile]
@@ -414,6 +461,91 @@ class GatewayHost:
         result["cut"] = len(answer.get("cut", []))
         if type(accepted := answer.get("accepted")) is int:
             result["accepted"] = accepted
+
+    # --- one profile ----------------------------------------------------------------------
+
+    def _hosted(self, call: Call) -> Child:
+        profile = call.args["profile"]
+        child = self.children.get(profile)
+        if child is None:
+            raise ProfileNotHosted(
+                f"this host runs no gateway of {profile!r}", detail={"field": "profile", "profile": profile}
+            )
+        return child
+
+    async def _stop_one(self, call: Call) -> dict[str, Any]:
+        child = self._hosted(call)
+        async with child.control:
+            await self._stop_child(child)
+            return _answer(child)
+
+    async def _stop_child(self, child: Child) -> None:
+        """SIGTERM (its own short drain), then SIGKILL if it outlasts ``STOP_SECONDS``; down
+        from then on, whatever its exit code. A fork under way is waited for, then stopped."""
+        child.stopped = True
+        if child.pending is not None:
+            child.pending.cancel()
+        if child.pid is not None or child.forking:
+            child.state = "stopping"
+            await _until(lambda: not child.forking, FORK_SECONDS)
+            for signum, seconds in ((signal.SIGTERM, STOP_SECONDS), (signal.SIGKILL, EXIT_SECONDS)):
+                if child.pid is None:
+                    break
+                if signum == signal.SIGKILL:
+                    log.warning("the gateway of %r (pid %d) did not stop in time: killed", child.profile, child.pid)
+                _signal(child.pid, signum)
+                await _until(lambda: child.pid is None, seconds)
+            if child.pid is not None:
+                raise SupervisorFailed(
+                    f"the gateway of {child.profile!r} (pid {child.pid}) did not exit, even killed",
+                    detail={"profile": child.profile, "pid": child.pid},
+                )
+        child.state, child.reason = "down", "stopped"
+
+    async def _start_one(self, call: Call) -> dict[str, Any]:
+        child = self._hosted(call)
+        async with child.control:
+            await self._start_child(child)
+            return _answer(child)
+
+    async def _start_child(self, child: Child) -> None:
+        """Forked now unless it runs (or is being forked); its crash history forgotten, as
+        ``supervisorctl start`` forgets a program's."""
+        if self.stopping:
+            raise SupervisorUnavailable("the gateway host is stopping", detail={"profile": child.profile})
+        child.stopped, child.crashes = False, ()
+        if child.pending is not None:
+            child.pending.cancel()  # its crash delay is not waited out: it starts now
+        await _until(lambda: not child.forking, FORK_SECONDS)
+        if child.pid is None:
+            await self._fork_child(child)
+
+    async def _restart_one(self, call: Call) -> dict[str, Any]:
+        child = self._hosted(call)
+        async with child.control, self._rolling:
+            if child.pid is None:
+                await self._start_child(child)
+                return _answer(child)
+            child.stopped, child.crashes = False, ()
+            rolled = (await self._rolled([child.profile], DRAIN_SECONDS))["profiles"].get(child.profile, {})
+            if "error" in rolled:
+                raise SupervisorFailed(
+                    f"the gateway of {child.profile!r} could not be drained: {rolled['error']}",
+                    detail={"profile": child.profile, "pid": rolled.get("old_pid")},
+                )
+            return _answer(child)
+
+
+def _answer(child: Child) -> dict[str, Any]:
+    return {"profile": child.profile, "pid": child.pid, "state": child.state, "reason": child.reason}
+
+
+async def _until(done: Callable[[], bool], seconds: float) -> bool:
+    """Whether ``done()`` came true within ``seconds`` (looked at every ``POLL``)."""
+    with trio.move_on_after(seconds):
+        while not done():
+            await trio.sleep(POLL)
+    return done()
 
 
 def _drain_call(home: Path, deadline: float) -> dict[str, Any]:

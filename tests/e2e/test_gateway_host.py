@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from fleet.supervisors import supervisord as sv
-from fleet.supervisors.host import PREPARE, ROLL, SERVICE, STATUS
+from fleet.supervisors.host import PREPARE, RESTART, ROLL, SERVICE, START, STATUS, STOP
 from shared import homes
 from shared.gateways import ops
 from shared.identity import is_alive, process_identity
@@ -28,8 +28,9 @@ from shared.transport import NO_RETRY, SyncClient, connect
 from tests.support import mesh_roots
 from tests.support.cli import hermes
 from tests.support.homes import make_profile
-from tests.support.installs import git
+from tests.support.installs import git, start_update, updater_pid
 from tests.support.processes import ROOT, python_env, read_state, wait_for
+from tests.support.releases import hold_completion
 
 pytestmark = pytest.mark.slow
 
@@ -394,3 +395,184 @@ def test_gateways_of_a_host_that_does_not_answer_are_drained_and_come_back_on_th
         assert (outcome.ok, outcome.method, outcome.new_pid) == (True, "drain", after["profiles"][profile]["pid"])
         assert "the gateway host did not answer (timeout)" in (outcome.note or ""), outcome
         assert after["profiles"][profile]["fork_server"] == server["pid"]
+
+
+# --- one hosted gateway at a time ----------------------------------------------------------------
+
+
+def host_call(root: Path, spec, profile: object) -> dict[str, Any]:
+    with connect(homes.endpoint(root, SERVICE, create=False), retry=NO_RETRY) as client:
+        return client.call(spec, {"profile": profile}, timeout=120)
+
+
+def gateway_cli(root: Path, action: str, profile: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    done = hermes("-p", profile, "gateway", action, *flags, home=root, timeout=180)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def listed(root: Path, profile: str) -> list[dict[str, Any]]:
+    """``hermes gateway status``'s rows for ``profile``."""
+    status = hermes("gateway", "status", "--json", home=root, timeout=60)
+    assert status.returncode == 0, status.stderr
+    return [row for row in json.loads(status.stdout)["gateways"] if row["profile"] == profile]
+
+
+def test_a_hosted_gateway_is_stopped_started_and_restarted_alone(mesh_root):
+    assert hermes("mesh", "up", "--host", "--profiles", "a,b", home=mesh_root, timeout=120).returncode == 0
+    first = wait_for(lambda: running(mesh_root, "a"), timeout=WAIT, what="a to serve")
+    wait_for(lambda: running(mesh_root, "b"), timeout=WAIT, what="b to serve")
+    gateway = process_identity(first["pid"])
+
+    stopped = gateway_cli(mesh_root, "stop", "a", "--json")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    report = json.loads(stopped.stdout)
+    assert (report["supervisor"], report["unit"], report["profile"]) == ("gateway_host", f"{sv.HOST_PROGRAM}:a", "a")
+    assert gateway is not None and not is_alive(gateway)
+    down = host_status(mesh_root)["profiles"]["a"]
+    assert (down["state"], down["reason"], down["pid"]) == ("down", "stopped", None)
+    # A crash window passes (b killed and started again): nothing starts a.
+    killed = host_status(mesh_root)["profiles"]["b"]["pid"]
+    os.kill(killed, signal.SIGKILL)
+    wait_for(lambda: running(mesh_root, "b", not_pid=killed), timeout=WAIT, what="b back")
+    assert host_status(mesh_root)["profiles"]["a"] == down
+    assert listed(mesh_root, "a") == []
+    assert host_call(mesh_root, STOP, "a") == {"profile": "a", "pid": None, "state": "down", "reason": "stopped"}
+
+    started = gateway_cli(mesh_root, "start", "a")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert started.stdout.strip() == f"started {sv.HOST_PROGRAM}:a through gateway_host (user scope)"
+    back = wait_for(lambda: running(mesh_root, "a", not_pid=first["pid"]), timeout=WAIT, what="a back")
+    assert (back["starts"], back["crashes"]) == (2, 0)
+    assert [row["pid"] for row in listed(mesh_root, "a")] == [back["pid"]]
+    assert host_call(mesh_root, START, "a") == {"profile": "a", "pid": back["pid"], "state": "running", "reason": ""}
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # A turn in flight as the restart drains it: answered.
+        turn = pool.submit(ask, mesh_root, "a", ops.TURN, {"text": "hold on", "seconds": 3.0})
+        wait_for(
+            lambda: read_state(homes.profile_home("a", mesh_root))["active_turns"] == 1,
+            timeout=WAIT,
+            what="a's turn to start",
+        )
+        restarted = gateway_cli(mesh_root, "restart", "a", "--json")
+        answered = turn.result(timeout=WAIT)
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    assert json.loads(restarted.stdout)["unit"] == f"{sv.HOST_PROGRAM}:a"
+    assert answered["profile"] == "a"
+    after = host_status(mesh_root)
+    rolled = after["profiles"]["a"]
+    assert rolled["pid"] not in (None, back["pid"]) and rolled["fork_server"] == after["fork_server"]["pid"]
+    assert psutil.Process(rolled["pid"]).ppid() == after["fork_server"]["pid"]
+    assert wait_for(lambda: running(mesh_root, "a"), timeout=WAIT, what="a to serve")["pid"] == rolled["pid"]
+    assert after["profiles"]["b"]["state"] == "running"  # the others serve on
+
+
+def test_a_stopped_gateway_killed_before_it_exits_stays_down(mesh_root):
+    assert hermes("mesh", "up", "--host", "--profiles", "a,b", home=mesh_root, timeout=120).returncode == 0
+    a = wait_for(lambda: running(mesh_root, "a"), timeout=WAIT, what="a to serve")
+    b = wait_for(lambda: running(mesh_root, "b"), timeout=WAIT, what="b to serve")
+
+    # Stopped, then killed before it could exit on its own: a crash code, and still down.
+    os.kill(a["pid"], signal.SIGSTOP)  # it cannot act on the SIGTERM the stop sends
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        stops = [pool.submit(host_call, mesh_root, STOP, "a") for _ in range(2)]  # two at once: both answer
+        wait_for(lambda: host_status(mesh_root)["profiles"]["a"]["state"] == "stopping", timeout=WAIT, what="the stop")
+        os.kill(a["pid"], signal.SIGKILL)
+        os.kill(b["pid"], signal.SIGKILL)
+        answers = [stop.result(timeout=WAIT) for stop in stops]
+    assert answers == [{"profile": "a", "pid": None, "state": "down", "reason": "stopped"}] * 2
+    wait_for(lambda: running(mesh_root, "b", not_pid=b["pid"]), timeout=WAIT, what="b back after its crash")
+    status = host_status(mesh_root)["profiles"]["a"]
+    assert (status["state"], status["reason"], status["pid"], status["starts"]) == ("down", "stopped", None, 1)
+
+
+def test_a_stop_during_a_roll_holds_and_a_restart_waits_for_the_roll(mesh_root):
+    assert hermes("mesh", "up", "--host", "--profiles", "a,b", home=mesh_root, timeout=120).returncode == 0
+    started = wait_for(lambda: running(mesh_root, "a"), timeout=WAIT, what="a to serve")
+    b = wait_for(lambda: running(mesh_root, "b"), timeout=WAIT, what="b to serve")
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        turn = pool.submit(ask, mesh_root, "a", ops.TURN, {"text": "hold on", "seconds": 3.0})
+        wait_for(
+            lambda: read_state(homes.profile_home("a", mesh_root))["active_turns"] == 1,
+            timeout=WAIT,
+            what="a's turn to start",
+        )
+        with connect(homes.endpoint(mesh_root, SERVICE, create=False), retry=NO_RETRY) as client:
+            roll = pool.submit(client.call, ROLL, {"deadline": 10.0}, timeout=180)
+            wait_for(
+                lambda: read_state(homes.profile_home("a", mesh_root))["gateway_state"] == "draining",
+                timeout=WAIT,
+                what="the roll to drain a",
+            )
+            restart = pool.submit(host_call, mesh_root, RESTART, "b")  # waits for the roll, then rolls b again
+            assert host_call(mesh_root, STOP, "a")["state"] == "down"
+            rolled = roll.result(timeout=180)
+        assert turn.result(timeout=WAIT)["profile"] == "a"
+        restarted = restart.result(timeout=180)
+    assert rolled["profiles"]["a"]["new_pid"] is None and rolled["profiles"]["b"]["new_pid"] is not None
+    assert restarted["pid"] not in (None, b["pid"], rolled["profiles"]["b"]["new_pid"])
+    assert host_status(mesh_root)["profiles"]["b"]["pid"] == restarted["pid"]
+    after = host_status(mesh_root)
+    assert (after["profiles"]["a"]["state"], after["profiles"]["a"]["pid"]) == ("down", None)
+    assert not psutil.pid_exists(started["pid"]) or psutil.Process(started["pid"]).status() == psutil.STATUS_ZOMBIE
+    assert running(mesh_root, "b", not_pid=b["pid"])["pid"] == restarted["pid"]
+
+
+def test_hostile_profiles_are_refused_by_name_and_the_host_serves_on(mesh_root):
+    assert hermes("mesh", "up", "--host", "--profiles", "a", home=mesh_root, timeout=120).returncode == 0
+    a = wait_for(lambda: running(mesh_root, "a"), timeout=WAIT, what="a to serve")
+    for spec in (STOP, START, RESTART):
+        for profile, code in (
+            ("b", "profile_not_hosted"),
+            ("../a", "profile_not_hosted"),
+            (5, "invalid_field"),
+            (["a"], "invalid_field"),
+            ("a" * 65, "invalid_field"),
+        ):
+            with pytest.raises(RemoteError) as refused:
+                host_call(mesh_root, spec, profile)
+            assert (refused.value.code, refused.value.detail["field"]) == (code, "profile"), (spec.name, profile)
+    assert running(mesh_root, "a")["pid"] == a["pid"]  # nothing was stopped
+
+    # A profile the host does not run has no owner here; a host that does not answer is named.
+    outside = gateway_cli(mesh_root, "stop", "b")
+    assert outside.returncode != 0 and "no supervisor runs the gateway of profile b" in outside.stderr
+    host = host_status(mesh_root)["pid"]
+    os.kill(host, signal.SIGSTOP)
+    try:
+        unanswered = gateway_cli(mesh_root, "stop", "a", "--json")
+    finally:
+        os.kill(host, signal.SIGCONT)
+    error = json.loads(unanswered.stdout)["error"]
+    socket = homes.endpoint(mesh_root, SERVICE, create=False).control
+    assert unanswered.returncode != 0 and error["code"] == "supervisor_unavailable"
+    assert socket in error["message"]
+    assert running(mesh_root, "a")["pid"] == a["pid"]
+
+
+def test_an_owed_restart_of_a_hosted_gateway_is_cleared_by_restarting_it(install):
+    from services.updater import obligations
+
+    before = hosting(install, "a")
+    new = install.release("release 2", edit=hold_completion)
+    hold = install.root / "hold-completion"
+    hold.touch()
+    update = start_update(install)
+    wait_for((install.root / "completion-holding").exists, timeout=120, what="the completion to start")
+    os.kill(updater_pid(install), signal.SIGINT)  # after the commit point: the restarts stay owed
+    out, err = update.communicate(timeout=120)
+    hold.unlink()
+    assert update.returncode == 130, out + err
+    assert set(obligations.read_fleet(install.root)) == {"default", "a"}
+
+    restarted = install.hermes("-p", "a", "gateway", "restart", "--json")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    report = json.loads(restarted.stdout)
+    assert report["supervisor"] == "gateway_host"
+    assert report["owed_restart"] == {"cleared": True, "expected": new, "running": new}
+    assert set(obligations.read_fleet(install.root)) == {"default"}  # the other is still owed
+    after = host_status(install.root)
+    assert after["fork_server"]["code_sha"] == new
+    assert after["profiles"]["a"]["fork_server"] == after["fork_server"]["pid"]
+    assert after["profiles"]["default"]["pid"] == before["profiles"]["default"]["pid"]

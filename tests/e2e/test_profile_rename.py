@@ -315,6 +315,20 @@ def test_a_supervised_rename_killed_between_steps_leaves_a_gateway_serving_after
     assert programs(mesh) == {sv.unit_name(serving): "RUNNING"}
 
 
+@pytest.mark.slow
+def test_a_gateway_of_the_gateway_host_is_refused_running_or_stopped():
+    with mesh_roots.mesh_root("coder") as root:
+        assert hermes("mesh", "up", "--host", "--profiles", "coder", home=root, timeout=120).returncode == 0
+        wait_serving(root, "coder")
+        for stop in (True, False):
+            status, document = rename(root, "coder", "author")
+            assert status == 2 and error_of(document)["code"] == "profile_busy", document
+            assert "gateway host" in error_of(document)["message"]
+            assert homes.profile_home("coder", root).is_dir() and not profile_rename.journal_path(root).exists()
+            if stop:  # a stopped gateway of the host is still the host's: its set names the profile
+                assert hermes("-p", "coder", "gateway", "stop", home=root, timeout=120).returncode == 0
+
+
 def test_an_unsupervised_gateway_is_refused_and_keeps_serving(install, gateways):
     gateway = gateways(install, "coder")
     gateway.wait_running()

@@ -25,11 +25,11 @@ This module is their public face.
 from __future__ import annotations
 
 from fleet.supervisors.supervisord.config import ConfigUnrepresentable, MeshUsage, configured_programs
-from fleet.supervisors.supervisord.kind import UnsupportedScope, find, install, rename, restart, start, stop
+from fleet.supervisors.supervisord.kind import UnsupportedScope, find, install, rename, restart, root_of, start, stop
 from fleet.supervisors.supervisord.mesh import DownReport, down, status, up
 from fleet.supervisors.supervisord.names import HOST_PROGRAM, MULTIPLEX_PROGRAM, profile_of, unit_name
 from fleet.supervisors.supervisord.paths import mesh_paths
-from fleet.supervisors.supervisord.programs import GatewayStartFailed, gave_up_on, start_drained
+from fleet.supervisors.supervisord.programs import GatewayStartFailed, answers_ping, gave_up_on, start_drained
 
 __all__ = [
     "HOST_PROGRAM",
@@ -39,6 +39,7 @@ __all__ = [
     "GatewayStartFailed",
     "MeshUsage",
     "UnsupportedScope",
+    "answers_ping",
     "configured_programs",
     "down",
     "find",
@@ -48,6 +49,7 @@ __all__ = [
     "profile_of",
     "rename",
     "restart",
+    "root_of",
     "start",
     "start_drained",
     "status",

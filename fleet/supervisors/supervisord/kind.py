@@ -26,7 +26,7 @@ class UnsupportedScope(SupervisorError):
     code = "unsupported_scope"
 
 
-def _root_of(profile: str, home: Path) -> Path | None:
+def root_of(profile: str, home: Path) -> Path | None:
     """The install root ``home`` belongs to as ``profile``'s home, or None if it is not one."""
     homes.validate_profile_name(profile)
     home = Path(os.path.normpath(Path(home).absolute()))
@@ -46,7 +46,7 @@ def install(profile: str, home: Path, *, scope: str = "user") -> Unit:
             "the supervisord kind is the install's own mesh supervisor; it has no system scope",
             detail={"scope": scope},
         )
-    root = _root_of(profile, home)
+    root = root_of(profile, home)
     if root is None:
         raise homes.ProfileNotFound(f"{home} is not the home of profile {profile!r}", detail={"name": profile})
     homes.profile_home(profile, root, must_exist=True)
@@ -63,7 +63,7 @@ def install(profile: str, home: Path, *, scope: str = "user") -> Unit:
 def find(profile: str, home: Path) -> Unit | None:
     """The mesh program of ``profile`` if this install's mesh config runs it with HERMES_HOME =
     ``home``, or runs the multiplex program on this install's root home with ``profile`` in its set."""
-    root = _root_of(profile, home)
+    root = root_of(profile, home)
     if root is None:
         return None
     paths = mesh_paths(root)
@@ -96,7 +96,7 @@ def _unit(paths: MeshPaths, profile: str, name: str | None = None) -> Unit:
 
 def _unit_paths(unit: Unit) -> MeshPaths:
     require_supervisor()
-    root = _root_of(unit.profile, unit.home)
+    root = root_of(unit.profile, unit.home)
     if root is None or unit.kind != KIND:
         raise ValueError(f"{unit} is not a unit of the mesh supervisor")
     paths = mesh_paths(root)

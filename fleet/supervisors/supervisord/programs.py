@@ -132,10 +132,10 @@ def _answers(paths: MeshPaths, program: ConfiguredProgram | None) -> bool:
     """Whether the gateway of ``program`` answers ``ping`` on its control socket now (a
     multiplex one on every served profile's that has a home: one without is skipped by it)."""
     served = [p for p in program.profiles if homes.profile_home(p, paths.root).is_dir()] if program else []
-    return bool(served) and all(_pings(homes.profile_home(p, paths.root)) for p in served)
+    return bool(served) and all(answers_ping(homes.profile_home(p, paths.root)) for p in served)
 
 
-def _pings(home: Path) -> bool:
+def answers_ping(home: Path) -> bool:
     try:
         endpoint = homes.endpoint(home, ops.SERVICE, create=False)
         with connect(endpoint, retry=NO_RETRY) as client:

@@ -30,12 +30,10 @@ from services.updater.restart.freshness import FRESH, STALE, OldProcess, judge
 from shared import homes
 from shared.errors import HermesError, failure_reason
 from shared.gateways import ops
-from shared.protocol import Code, RemoteError
+from shared.protocol import UNANSWERED, RemoteError
 from shared.transport import NO_RETRY, SyncSubscriber, connect, subscribe
 
 T = TypeVar("T")
-# A gateway that cannot take a call at all (as opposed to one that refuses it) is hung.
-UNANSWERED = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET})
 
 
 @dataclass(frozen=True)

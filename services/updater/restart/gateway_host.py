@@ -22,7 +22,6 @@ from fleet.discovery import GatewayRecord
 from fleet.supervisors import HOST_KIND
 from fleet.supervisors.host import FORKED_SECONDS, PREPARE, READY_SECONDS, ROLL, SERVICE, STATUS
 from services.updater.restart.base import (
-    UNANSWERED,
     WAITS,
     Found,
     RestartOutcome,
@@ -39,7 +38,7 @@ from services.updater.restart.base import (
 )
 from shared import homes
 from shared.errors import HermesError
-from shared.protocol import RemoteError
+from shared.protocol import UNANSWERED, RemoteError
 from shared.transport import NO_RETRY, connect, ipc_unreachable
 
 ROLL_METHOD = "roll"
