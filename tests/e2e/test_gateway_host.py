@@ -526,7 +526,8 @@ def test_a_stop_during_a_roll_holds_and_a_restart_waits_for_the_roll(mesh_root):
     after = host_status(mesh_root)
     assert (after["profiles"]["a"]["state"], after["profiles"]["a"]["pid"]) == ("down", None)
     assert not psutil.pid_exists(started["pid"]) or psutil.Process(started["pid"]).status() == psutil.STATUS_ZOMBIE
-    assert running(mesh_root, "b", not_pid=b["pid"])["pid"] == restarted["pid"]
+    serving = wait_for(lambda: running(mesh_root, "b", not_pid=b["pid"]), timeout=WAIT, what="b's new gateway to serve")
+    assert serving["pid"] == restarted["pid"]
 
 
 def test_hostile_profiles_are_refused_by_name_and_the_host_serves_on(mesh_root):
