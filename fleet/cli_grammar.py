@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import contextvars
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -117,8 +118,28 @@ class _Formatter(argparse.HelpFormatter):
     (``USAGE_HIDDEN``): a command's usage reads as the Hermes Agent's own, and the options are
     still listed below it."""
 
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        # argparse imports shutil (and the compressors it loads) for the width, and every parser
+        # built makes a formatter: the width here is shutil.get_terminal_size's, without it.
+        width = _terminal_columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
     def add_usage(self, usage, actions, groups, prefix=None):
         super().add_usage(usage, [action for action in actions if action.dest not in USAGE_HIDDEN], groups, prefix)
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: ``$COLUMNS``, else the terminal's, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0 and sys.__stdout__ is not None:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (ValueError, OSError):  # closed, detached, or not a terminal
+            columns = 0
+    return columns or 80
 
 
 class _Parser(argparse.ArgumentParser):

@@ -38,7 +38,6 @@ from typing import Any, Literal
 
 from fleet import state_record
 from fleet.command_lines import gateway_served_profiles, looks_like_gateway_command_line
-from fleet.supervisors import detect_supervisor
 from shared import homes, ids, transport
 from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
@@ -469,6 +468,8 @@ def _gateway_processes() -> Iterator[_Seen]:
 
 def _scan(root: Path) -> list[tuple[ProcessIdentity, GatewayRecord]]:
     """(the identity it knows itself by, its record) for every gateway process of ours."""
+    from fleet.supervisors import detect_supervisor  # the scan's alone: a status the sockets answer needs none
+
     real_root = os.path.realpath(root)
     # Which profile a process serves, from a state file naming that very process: a gateway
     # started with --profile runs under the root's HERMES_HOME, and one in a container runs

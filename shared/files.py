@@ -8,13 +8,10 @@ async code calls them through ``trio.to_thread.run_sync``.
 
 from __future__ import annotations
 
-import copy
 import errno
 import fcntl
-import hashlib
 import json
 import os
-import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -94,7 +91,7 @@ def write_json_atomic(path: Path, data: Any, *, secret: bool = False) -> None:
 def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
     flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW
     while True:
-        tmp = directory / f".{name}.{secrets.token_hex(8)}.tmp"
+        tmp = directory / f".{name}.{os.urandom(8).hex()}.tmp"  # as secrets makes it, without its imports
         try:
             # 0600 until fchmod sets the final mode, so a secret is never briefly readable.
             return os.open(tmp, flags, SECRET_MODE), tmp
@@ -255,6 +252,8 @@ def update_json(
 
     A corrupt file raises StateFileCorrupt before ``fn`` runs; nothing is written.
     """
+    import copy  # here: the readers of state files, most of this module's callers, need none
+
     path = Path(path)
     with locked(path, timeout=timeout):
         # A copy, because fn may mutate what it is given and the caller's default must not change.
@@ -270,6 +269,8 @@ def update_json(
 
 def file_sha256(path: Path) -> str:
     """The sha256 of the file at ``path``, read in chunks; OSError as opening or reading raises it."""
+    import hashlib  # here, as copy above
+
     sha = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):

@@ -9,11 +9,8 @@ names is ``shared.home_env``'s to say; this module is the rest of home resolutio
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import re
-import secrets
-import shutil
 import stat
 import sys
 from collections.abc import Callable, Mapping
@@ -189,13 +186,15 @@ def create_profile(root: Path, name: str, *, fill: Callable[[Path], object] | No
         return home
     if os.path.lexists(home):  # before anything is copied; the rename below checks again
         raise FileExistsError(errno.EEXIST, "the profile's home exists", str(home))
-    staging = profiles_dir(root) / f".creating-{name}-{secrets.token_hex(4)}"
+    staging = profiles_dir(root) / f".creating-{name}-{os.urandom(4).hex()}"
     _make_private_dir(staging)
     try:
         _furnish(staging)
         fill(staging)
         rename_noreplace(staging, home)
     except BaseException:
+        import shutil  # a creation that failed: a status command never gets here
+
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return home
@@ -426,6 +425,8 @@ def _sockets_fit(directory: Path, service: str) -> bool:
 
 
 def _home_digest(home: Path) -> str:
+    import hashlib  # a home too deep for its sockets' paths is rare: a status command loads no more
+
     # Resolved, so every spelling of one home agrees on one fallback dir, as they do on home/run.
     return hashlib.sha256(os.fsencode(os.path.realpath(home))).hexdigest()[:16]
 

@@ -12,28 +12,25 @@ the pid and home it reports mean nothing on the host. Two random ids do:
 
 from __future__ import annotations
 
-import logging
 import os
 import re
-import secrets
 from pathlib import Path
 
 from shared.errors import HomeError
-
-log = logging.getLogger(__name__)
 
 INSTALL_ID_FILE = "install_id"  # in the root home only
 _ID_RE = re.compile(r"[0-9a-f]{32}")
 _MAX_BYTES = 256
 
-_INSTANCE_ID = secrets.token_hex(16)  # taken when this interpreter first imports the module
+# os.urandom, as secrets does: a status command loads no more than it needs to read an id.
+_INSTANCE_ID = os.urandom(16).hex()  # taken when this interpreter first imports the module
 
 
 def _new_instance() -> None:
     """A process forked from this one (a gateway host's fork server forks every gateway) is
     another instance: two gateways never share an id."""
     global _INSTANCE_ID
-    _INSTANCE_ID = secrets.token_hex(16)
+    _INSTANCE_ID = os.urandom(16).hex()
 
 
 os.register_at_fork(after_in_child=_new_instance)
@@ -78,8 +75,8 @@ def ensure_install_id(root: Path) -> str:
     if existing is not None:
         return existing
     root = Path(root)
-    new = secrets.token_hex(16)
-    tmp = root / f".{INSTALL_ID_FILE}.{secrets.token_hex(8)}.tmp"
+    new = os.urandom(16).hex()
+    tmp = root / f".{INSTALL_ID_FILE}.{os.urandom(8).hex()}.tmp"
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     try:
         try:
@@ -113,6 +110,8 @@ def describe(root: Path) -> dict[str, str | None]:
     try:
         install: str | None = ensure_install_id(root)
     except (OSError, InstallIdCorrupt) as exc:
-        log.warning("no install id for %s: %s", root, getattr(exc, "message", exc))
+        import logging  # only a service reports its ids, and only this failure logs
+
+        logging.getLogger(__name__).warning("no install id for %s: %s", root, getattr(exc, "message", exc))
         install = None
     return {"install_id": install, "instance_id": _INSTANCE_ID}

@@ -93,9 +93,11 @@ class Gateway:
                 "instance_id": state.instance_id,
             },
         )
+        # What only reads the state answers inline: no task, no call slot, so a gateway running as
+        # many turns as it takes at once still says so at once.
+        self.service.add(ops.PING, self._ping)
+        self.service.add(ops.STATUS, self._status)
         for spec, handler in (
-            (ops.PING, self._ping),
-            (ops.STATUS, self._status),
             (ops.TURN, self._turn),
             (ops.DRAIN, self._drain_op),
             (ops.REEXEC, self._reexec_op),
@@ -225,10 +227,10 @@ class Gateway:
 
     # --- ops ------------------------------------------------------------------------------
 
-    async def _ping(self, call: Call) -> dict[str, Any]:
+    def _ping(self, call: Call) -> dict[str, Any]:
         return {"pong": True, "pid": self.state.identity.pid}
 
-    async def _status(self, call: Call) -> dict[str, Any]:
+    def _status(self, call: Call) -> dict[str, Any]:
         data = self.state.to_dict()
         window = self.service.window
         return {

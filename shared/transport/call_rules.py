@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import errno
 import itertools
-import logging
-import secrets
+import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,8 +17,6 @@ from typing import Any
 
 from shared import protocol
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
-
-log = logging.getLogger(__name__)
 
 # Codes after which a second attempt of an idempotent op can succeed.
 RETRYABLE = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET, Code.BUSY, Code.SHUTTING_DOWN})
@@ -52,7 +49,7 @@ NO_RETRY = RetryPolicy(retries=0)
 
 def request_ids() -> Callable[[], str]:
     """Ids unique across processes talking to one service: a random prefix and a counter."""
-    prefix = secrets.token_hex(4)
+    prefix = os.urandom(4).hex()  # as secrets makes it, without its imports: a CLI call starts fast
     counter = itertools.count(1)
     return lambda: f"{prefix}-{next(counter)}"
 
@@ -63,7 +60,9 @@ def reply_frame(parts: Sequence[bytes], address: str) -> bytes | None:
     try:
         return protocol.one_frame(parts, kind="reply")
     except ProtocolError as exc:
-        log.warning("dropping a %d-part message from %s: %s", len(parts), address, exc.message)
+        import logging  # a broken peer is rare; a CLI call does not load logging for it
+
+        logging.getLogger(__name__).warning("dropping a %d-part message from %s: %s", len(parts), address, exc.message)
         return None
 
 

@@ -34,6 +34,8 @@ from shared.transport.zmq_trio import Message, open_conduit
 
 log = logging.getLogger(__name__)
 
+# How many ``async def`` handlers a service runs at once unless it says otherwise.
+CONCURRENCY = 32
 # ``async def`` handlers, or plain ones that run inline and must not block.
 Handler = Callable[["Call"], Awaitable[Any]] | Callable[["Call"], Any]
 
@@ -113,7 +115,7 @@ class Service:
         *,
         lock_path: Path | None = None,
         lock: FileLock | None = None,
-        concurrency: int = 32,
+        concurrency: int = CONCURRENCY,
         backlog: int = 256,
         window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
         max_frame: int = protocol.MAX_FRAME_BYTES,

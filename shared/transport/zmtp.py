@@ -230,6 +230,9 @@ def call_all_ipc(
     next_id = request_ids()
     outcomes: dict[str, Any] = {}
     selector = selectors.DefaultSelector()
+    # Closed once every call has its answer: a close wakes its gateway to tear the connection
+    # down, and on a busy machine that work would delay the gateways still to answer.
+    answered: list[socket.socket] = []
     try:
         for address in addresses:
             try:
@@ -252,13 +255,15 @@ def call_all_ipc(
                 if answer is not NO_ANSWER:
                     outcomes[call.address] = answer
                     selector.unregister(call.sock)
-                    call.sock.close()
+                    answered.append(call.sock)
         for key in list(selector.get_map().values()):
             address = key.data.address
             outcomes[address] = RemoteError(Code.TIMEOUT, f"no answer to {spec.name!r} from {address} in time")
     finally:
         for key in list(selector.get_map().values()):
             key.fileobj.close()  # type: ignore[union-attr]
+        for sock in answered:
+            sock.close()
         selector.close()
     return outcomes
 

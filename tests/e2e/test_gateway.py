@@ -20,6 +20,7 @@ from shared.gateways import ops
 from shared.identity import process_identity
 from shared.protocol import Code, RemoteError
 from shared.transport.call_rules import NO_RETRY
+from shared.transport.service import CONCURRENCY
 from shared.transport.sync_client import SyncClient
 from shared.version import code_sha
 from tests.support.cli import HERMES, hermes
@@ -43,6 +44,19 @@ def test_status_reports_the_process_and_the_code_it_imported(root, gateways):
     assert call(gateway, ops.PING) == {"pong": True, "pid": gateway.pid}
     state = read_state(gateway.home)
     assert (state["code_sha"], state["hermes_home"], state["profile"]) == (code_sha(), str(gateway.home), "coder")
+
+
+def test_a_gateway_running_as_many_turns_as_it_takes_at_once_still_answers_status_at_once(root, gateways):
+    gateway = gateways(root)
+    with zmq.Context.instance().socket(zmq.DEALER) as sock:
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(gateway.endpoint.control)
+        for i in range(CONCURRENCY):  # every call slot taken by a turn that outlasts the test
+            sock.send(protocol.encode_request(f"t{i}", ops.TURN.name, {"text": "x", "seconds": 120.0}))
+        assert wait_for(lambda: read_state(gateway.home)["active_turns"] == CONCURRENCY, timeout=30)
+        status = call(gateway, ops.STATUS, timeout=5.0, retry=NO_RETRY)
+        assert (status["state"], status["active_turns"]) == ("running", CONCURRENCY)
+        assert call(gateway, ops.PING, timeout=5.0, retry=NO_RETRY) == {"pong": True, "pid": gateway.pid}
 
 
 def test_turns_run_concurrently_and_are_counted(root, gateways):

@@ -227,3 +227,13 @@ def test_a_commands_usage_line_leaves_out_the_shared_options_which_its_help_stil
             assert "--json" in parser.format_help(), words
     top = build_top_level_parser().format_help()
     assert "-p NAME, --profile NAME" in top and "--version" in top
+
+
+@pytest.mark.parametrize("columns", ["60", "200", "0", "wide", None])
+def test_the_help_is_as_wide_as_argparse_would_make_it(monkeypatch, columns):
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    # $COLUMNS, else the terminal's width, else 80: what shutil.get_terminal_size says.
+    assert build_top_level_parser()._get_formatter()._width == argparse.HelpFormatter(prog="hermes")._width
