@@ -113,11 +113,13 @@ def _status_text(data: dict[str, Any]) -> str:
 WITH_THE_MESH = ("handoff_retry", "hook_reporter")
 
 
-def _form(args) -> bool | None:
-    """``--host`` True, ``--programs`` False, neither: the mesh's default (None)."""
+def _hosted(args) -> bool:
+    """``--host``, ``--programs``, or neither: the gateway host wherever it can run."""
+    from fleet.supervisors.host import host_supported
+
     if getattr(args, "host", False):
         return True
-    return False if getattr(args, "programs", False) else None
+    return not getattr(args, "programs", False) and host_supported()
 
 
 def cmd_up(args) -> int:
@@ -130,7 +132,7 @@ def cmd_up(args) -> int:
         ensure_service(root, worker, f"services.{worker}", claim=True)  # this mesh runs here
     progress = StartProgress()
     try:
-        status = supervisord.up(root, profiles, served=served, host=_form(args), progress=progress)
+        status = supervisord.up(root, profiles, served=served, host=_hosted(args), progress=progress)
     finally:
         progress.close()
     output.emit(args, status.to_dict(), _status_text)

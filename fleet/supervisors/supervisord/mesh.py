@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.supervisors.errors import SupervisorUnavailable
-from fleet.supervisors.host import host_supported, require_host
+from fleet.supervisors.host import require_host
 from fleet.supervisors.supervisord.config import (
     ConfiguredProgram,
     configured_programs,
@@ -158,14 +158,14 @@ def up(
     profiles: Sequence[str] | None = None,
     *,
     served: Sequence[str] = (),
-    host: bool | None = None,
+    host: bool = False,
     progress: Progress | None = None,
     timeout: float = START_TIMEOUT,
 ) -> MeshStatus:
     """Run a gateway for each of ``profiles`` (default: every profile not in ``served``) under
     the mesh supervisor, and one multiplex gateway serving ``served`` (none when empty); a
     profile in both raises MeshUsage. ``host``: all of them forked from the one gateway host
-    program (the default where the host runs: ``host_supported``), else a program each.
+    program (HostUnsupported where it cannot run), else a program each.
 
     Starts supervisord if it is not running, otherwise applies the new config to it (added
     programs start, removed ones stop). Waits, up to ``timeout``, until every program is RUNNING
@@ -176,9 +176,7 @@ def up(
     paths = mesh_paths(root)
     if profiles is None:
         profiles = [p for p in homes.list_profiles(paths.root) if p not in served]
-    if host is None:
-        host = host_supported()
-    elif host:
+    if host:
         require_host()
     programs = mesh_programs(profiles, served, host=host)
     for profile in (*programs.profiles, *programs.served, *programs.hosted):
