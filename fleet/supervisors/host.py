@@ -84,10 +84,10 @@ class ProfileNotHosted(SupervisorError):
     code = "profile_not_hosted"
 
 
-def host_supported(platform: str = sys.platform) -> bool:
+def host_supported() -> bool:
     """Whether the host can run here: only Linux kills a gateway with its fork server. Where it
     can, it is the embedded mesh's form unless ``--programs`` is asked for."""
-    return platform.startswith("linux")
+    return sys.platform.startswith("linux")
 
 
 def require_host() -> None:
