@@ -1,13 +1,13 @@
 """``hermes update`` of fleets of several sizes under load, against one gateway's update.
 
-Columns: ``--sizes`` (default 1,4,8,16) per-profile gateways, and ``mx8`` (``--multiplex``):
-8 profiles served by one multiplex gateway. Every column's throwaway install is built up
+Columns: ``--sizes`` (default 1,4,8,16) per-profile supervisord programs (``--programs``), and
+``mx8`` (``--multiplex``): 8 profiles served by one multiplex gateway. Every column's throwaway install is built up
 front, the way ``tests/e2e/test_update.py`` builds one (``tests.support.installs.Install``: a
 bare origin cloned from this repository's committed HEAD, an install cloned from it, a dev
 clone that pushes releases), its profiles made and its code compiled to bytecode
 (``bench.fleet_install``: its processes run as an operator's install does, whatever this
 machine's ``PYTHONDONTWRITEBYTECODE``). A scenario starts the column's gateways under the
-embedded supervisord (``hermes mesh up --profiles ...`` or ``--serve ...``, on the install's
+embedded supervisord (``hermes mesh up --programs --profiles ...`` or ``--serve ...``, on the install's
 code), keeps a steady stream of turns going to every profile, pushes a new release and times
 ``hermes update --yes --json`` while the turns keep coming, then brings the mesh down: each
 run's update has a release of its own to apply.
@@ -60,8 +60,8 @@ ended, asks supervisord to start the program (``fleet.supervisors.supervisord.re
 supervisord's 1 s poll never decides. The receipt's note says who started it: supervisord
 when asked, or its autorestart, which the ask woke first.
 
-``--host N`` adds a column of N gateways run by the gateway host (``hermes mesh up --host``): its
-update is one roll, every new gateway forked from one new fork server.
+``--host N`` adds a column of N gateways run by the gateway host (``hermes mesh up --host``, the
+mesh's default on Linux): its update is one roll, every new gateway forked from one new fork server.
 
     .venv/bin/python bench/update_fleet.py [--runs 3] [--sizes 1,4,8,16] [--multiplex 8] [--host 8] [--clients 2]
         [--turn-seconds 0.1] [--start-samples 10] [--forks 8] [--fork-rounds 3] [--json] [--plot FILE.png]
@@ -222,7 +222,8 @@ class Column:
 
     def mesh_up(self) -> list[str]:
         which = "--serve" if self.multiplex else "--profiles"
-        return ["mesh", "up", which, ",".join(self.profiles), *(["--host"] if self.host else []), "--json"]
+        form = "--host" if self.host else "--programs"  # named either way: the mesh's default is the host
+        return ["mesh", "up", which, ",".join(self.profiles), form, "--json"]
 
 
 def build(base: Path, column: Column) -> FleetInstall:

@@ -765,10 +765,18 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--serve", metavar="A,B,...", help="profiles to serve from one multiplex gateway (program hermes-multiplex)"
         )
-        p.add_argument(
+        form = p.add_mutually_exclusive_group()
+        form.add_argument(
             "--host",
             action="store_true",
-            help="fork the gateways from one gateway host (program hermes-gateway-host): a restart costs one import",
+            help="fork the gateways from one gateway host (program hermes-gateway-host): a restart costs one"
+            " import; the default on Linux",
+        )
+        form.add_argument(
+            "--programs",
+            action="store_true",
+            help="run each gateway as a supervisord program of its own (program hermes-gateway-<profile>);"
+            " the default elsewhere",
         )
 
     _command(actions, "mesh up", "start the mesh (supervisord and its gateways)", up)

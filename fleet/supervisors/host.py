@@ -84,5 +84,19 @@ class ProfileNotHosted(SupervisorError):
     code = "profile_not_hosted"
 
 
+def host_supported() -> bool:
+    """Whether the host can run here: only Linux kills a gateway with its fork server. Where it
+    can, it is the embedded mesh's form unless ``--programs`` is asked for."""
+    return sys.platform.startswith("linux")
+
+
+def require_host() -> None:
+    """HostUnsupported off Linux."""
+    if not host_supported():
+        raise HostUnsupported(
+            "the gateway host runs on Linux only (PR_SET_PDEATHSIG)", detail={"platform": sys.platform}
+        )
+
+
 def host_command(profiles: tuple[str, ...], python: str | None = None) -> list[str]:
     return [python or sys.executable, "-m", MODULE, PROFILES_FLAG, ",".join(profiles)]

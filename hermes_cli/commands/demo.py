@@ -117,7 +117,7 @@ def cmd_demo(args) -> int:
             demo.path, {**demo.env(), **coder}, address, Path(state["POHUNEK_STATE_DIR"])
         )
         demo.extra_env = {**daemon.env(), **state}
-        say(f"starting the mesh: supervisord and {len(PROFILES)} gateways")
+        say(f"starting the mesh: supervisord and {len(PROFILES)} gateways forked from one gateway host")
         _check(demo.hermes("mesh", "up", "--profiles", ",".join(PROFILES), show=show), "start the mesh")
         data["turns"] = _send_turns(demo)
         for turn in data["turns"]:

@@ -1,6 +1,6 @@
-"""``hermes mesh up|down|status``: the install's embedded supervisor, one gateway per profile
-(``--host``: all forked from one gateway host), and at most one multiplex gateway
-(``--serve``) for the profiles it serves.
+"""``hermes mesh up|down|status``: the install's embedded supervisor, a gateway per profile
+(forked from one gateway host where it runs, ``--programs``: a program each), and at most one
+multiplex gateway (``--serve``) for the profiles it serves.
 
 Anchored on the root home, whichever profile is active.
 """
@@ -113,6 +113,15 @@ def _status_text(data: dict[str, Any]) -> str:
 WITH_THE_MESH = ("handoff_retry", "hook_reporter")
 
 
+def _hosted(args) -> bool:
+    """``--host``, ``--programs``, or neither: the gateway host wherever it can run."""
+    from fleet.supervisors.host import host_supported
+
+    if getattr(args, "host", False):
+        return True
+    return not getattr(args, "programs", False) and host_supported()
+
+
 def cmd_up(args) -> int:
     from shared.spawn import ensure_service
 
@@ -123,7 +132,7 @@ def cmd_up(args) -> int:
         ensure_service(root, worker, f"services.{worker}", claim=True)  # this mesh runs here
     progress = StartProgress()
     try:
-        status = supervisord.up(root, profiles, served=served, host=getattr(args, "host", False), progress=progress)
+        status = supervisord.up(root, profiles, served=served, host=_hosted(args), progress=progress)
     finally:
         progress.close()
     output.emit(args, status.to_dict(), _status_text)

@@ -30,7 +30,7 @@ from typing import Any
 
 from fleet.supervisors import HOST_KIND, gateway_environment
 from fleet.supervisors.errors import SupervisorError
-from fleet.supervisors.host import HostUnsupported
+from fleet.supervisors.host import HostUnsupported, require_host
 from services.gateway_host import frames
 from shared import exit_codes, homes, logs
 from shared.errors import HermesError
@@ -52,10 +52,7 @@ class ForkUnsafe(SupervisorError):
 
 def die_with_parent(signum: int) -> None:
     """Have the kernel send ``signum`` to this process when the thread that made it ends."""
-    if not sys.platform.startswith("linux"):
-        raise HostUnsupported(
-            "the gateway host runs on Linux only (PR_SET_PDEATHSIG)", detail={"platform": sys.platform}
-        )
+    require_host()
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) != 0:
         raise HostUnsupported(f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}", detail={})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleet.supervisors.host import PROFILES_FLAG, SERVICE, HostUnsupported
+from fleet.supervisors.host import PROFILES_FLAG, SERVICE, require_host
 from shared import exit_codes, homes, logs
 from shared.errors import HermesError
 from shared.locks import take_or_report
@@ -31,8 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(PROFILES_FLAG, required=True, metavar="A,B,...", help="profiles to run a gateway each for")
     args = parser.parse_args(argv)
     try:
-        if not sys.platform.startswith("linux"):
-            raise HostUnsupported("the gateway host runs on Linux only", detail={"platform": sys.platform})
+        require_host()
         profiles = parse_profiles(args.profiles)
         root = homes.root_home()
         endpoint = homes.endpoint(root, SERVICE)

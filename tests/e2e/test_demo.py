@@ -38,7 +38,7 @@ def test_demo_updates_a_three_gateway_fleet_and_stops_it():
     report = json.loads(result.stdout)
     before = report["before"]
     assert sorted(g["profile"] for g in before) == ["coder", "research", "writer"]
-    assert {(g["state"], g["supervisor"], g["source"]) for g in before} == {("running", "supervisord", "socket")}
+    assert {(g["state"], g["supervisor"], g["source"]) for g in before} == {("running", "gateway_host", "socket")}
     assert sorted(t["text"] for t in report["turns"]) == [
         "hello from coder",
         "hello from research",

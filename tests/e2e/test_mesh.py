@@ -285,7 +285,7 @@ def test_mesh_runs_in_a_long_home_with_space_and_percent():
 
 
 def test_cli_concurrent_up_starts_one_supervisord_then_status_and_down(mesh_root):
-    argv = [sys.executable, "-m", "hermes_cli.main", "mesh", "up", "--profiles", "a,b", "--json"]
+    argv = [sys.executable, "-m", "hermes_cli.main", "mesh", "up", "--programs", "--profiles", "a,b", "--json"]
     env = python_env(HERMES_HOME=str(mesh_root))
     procs = [
         subprocess.Popen(
@@ -330,7 +330,7 @@ def test_cli_up_returns_only_once_a_gateway_that_binds_late_answers(mesh_root):
     # has called it RUNNING (startsecs 1).
     now = time.time()
     write_json_atomic(homes.profile_home("b", mesh_root) / GATEWAY_STARTS_FILE, {"starts": [now - i for i in range(8)]})
-    up = hermes("mesh", "up", "--profiles", "a,b", "--json", home=mesh_root, timeout=90)
+    up = hermes("mesh", "up", "--programs", "--profiles", "a,b", "--json", home=mesh_root, timeout=90)
     assert up.returncode == 0, up.stderr
     assert [p["state"] for p in json.loads(up.stdout)["programs"]] == ["RUNNING", "RUNNING"]
     for profile in ("a", "b"):
@@ -358,7 +358,7 @@ def test_a_gateway_that_never_answers_is_named_within_the_deadline(mesh_root):
 def test_cli_up_refuses_an_unsafe_run_dir_with_exit_2(mesh_root):
     (mesh_root / "run").mkdir(mode=0o755)
     (mesh_root / "run").chmod(0o755)
-    refused = hermes("mesh", "up", "--profiles", "a", "--json", home=mesh_root)
+    refused = hermes("mesh", "up", "--programs", "--profiles", "a", "--json", home=mesh_root)
     assert refused.returncode == 2, refused.stdout
     assert json.loads(refused.stdout)["error"]["code"] == "unsafe_run_dir"
     (mesh_root / "run").chmod(0o700)  # so that the teardown's clients may look in it again

@@ -186,7 +186,7 @@ BEFORE_THE_COMMIT_POINT = {"plan", "snapshot", "apply"}
 def test_a_kill_at_any_stage_is_repaired_by_the_next_update(install, point):
     for name in ("a", "b"):
         assert install.hermes("profile", "create", name).returncode == 0
-    up = install.hermes("mesh", "up", "--profiles", "a,b", timeout=WAIT)
+    up = install.hermes("mesh", "up", "--programs", "--profiles", "a,b", timeout=WAIT)
     assert up.returncode == 0, up.stdout + up.stderr
     install.gateway("default")  # unmanaged: it re-executes itself onto new code
     gates = Gates(install)
@@ -447,7 +447,7 @@ def test_a_gateway_that_never_comes_back_is_down_and_stays_owed(install):
 
     for name in ("a", "b", "c"):
         assert install.hermes("profile", "create", name).returncode == 0
-    up = install.hermes("mesh", "up", "--profiles", "a,b,c", timeout=WAIT)
+    up = install.hermes("mesh", "up", "--programs", "--profiles", "a,b,c", timeout=WAIT)
     assert up.returncode == 0, up.stdout + up.stderr
     before = {p: read_state(install.root / "profiles" / p)["pid"] for p in ("a", "b", "c")}
     new = install.release("release that cannot serve c", edit=refuse_c)

@@ -50,7 +50,7 @@ def spawns(root: Path, name: str) -> int:
 def test_an_update_restarts_each_process_of_a_mixed_fleet_once(install):
     for profile in (*MESH, "w", "x"):
         make_profile(install.root, profile)
-    code, up = install.hermes_json("mesh", "up", "--profiles", "w", "--serve", "c,a,b", timeout=120)
+    code, up = install.hermes_json("mesh", "up", "--programs", "--profiles", "w", "--serve", "c,a,b", timeout=120)
     assert code == 0, up
     programs = {p["name"]: p for p in up["programs"]}
     assert sorted(programs) == ["hermes-gateway-w", "hermes-multiplex"]

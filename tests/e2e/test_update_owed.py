@@ -92,7 +92,7 @@ def test_sigint_after_the_commit_point_keeps_what_is_owed_until_it_is_repaired(i
 
     for name in ("coder", "writer"):
         assert install.hermes("profile", "create", name).returncode == 0
-    assert install.hermes("mesh", "up", "--profiles", "coder,writer", timeout=120).returncode == 0
+    assert install.hermes("mesh", "up", "--programs", "--profiles", "coder,writer", timeout=120).returncode == 0
     old = install.head()
     new = install.release("release 2", edit=hold_completion)
     hold = install.root / "hold-completion"
@@ -188,7 +188,7 @@ def test_a_completion_that_outlives_its_killed_updater_is_taken_by_the_next_upda
     from services.updater.lock import holder
 
     assert install.hermes("profile", "create", "coder").returncode == 0
-    assert install.hermes("mesh", "up", "--profiles", "coder", timeout=120).returncode == 0
+    assert install.hermes("mesh", "up", "--programs", "--profiles", "coder", timeout=120).returncode == 0
     install.release("release 2", edit=hold_completion)
     hold = install.root / "hold-completion"
     hold.touch()
@@ -233,7 +233,7 @@ def test_a_gateway_that_cannot_come_back_is_owed_until_it_runs_the_new_code(inst
 
     for name in ("coder", "writer"):
         assert install.hermes("profile", "create", name).returncode == 0
-    assert install.hermes("mesh", "up", "--profiles", "coder,writer", timeout=120).returncode == 0
+    assert install.hermes("mesh", "up", "--programs", "--profiles", "coder,writer", timeout=120).returncode == 0
     new = install.release("release 2", edit=lambda dev: (hold_completion(dev), refuse_start(dev)))
     hold = install.root / "hold-completion"
     hold.touch()

@@ -9,7 +9,10 @@ import threading
 
 import pytest
 
+from fleet.cli_grammar import build_top_level_parser
+from fleet.supervisors import supervisord as sv
 from fleet.supervisors.host import HostUnsupported
+from hermes_cli.commands import mesh as mesh_command
 from services.gateway_host import frames, main
 from services.gateway_host.forkserver import die_with_parent, fork_hazards
 from services.gateway_host.supervision import START, STAY_DOWN, after_exit
@@ -106,3 +109,32 @@ def test_the_host_and_its_gateways_refuse_a_platform_without_pdeathsig(monkeypat
         die_with_parent(15)
     assert main.main(["--profiles", "a"]) == 78
     assert "Linux only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("platform", "flags", "hosted"),
+    [
+        ("linux", [], True),
+        ("linux", ["--host"], True),
+        ("linux", ["--programs"], False),
+        ("darwin", [], False),
+        ("darwin", ["--programs"], False),
+    ],
+)
+def test_the_mesh_forks_from_the_host_by_default_where_it_runs(monkeypatch, platform, flags, hosted):
+    monkeypatch.setattr(sys, "platform", platform)
+    args = build_top_level_parser().parse_args(["mesh", "up", *flags])
+    assert mesh_command._hosted(args) is hosted
+
+
+def test_asking_for_the_host_and_for_programs_at_once_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as refused:
+        build_top_level_parser().parse_args(["mesh", "up", "--host", "--programs"])
+    assert refused.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_mesh_refuses_the_host_where_it_cannot_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    with pytest.raises(HostUnsupported):
+        sv.up(tmp_path, ["a"], host=True)
+    assert not (tmp_path / "mesh").exists()  # refused before anything was written

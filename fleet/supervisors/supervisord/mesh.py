@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.supervisors.errors import SupervisorUnavailable
+from fleet.supervisors.host import require_host
 from fleet.supervisors.supervisord.config import (
     ConfiguredProgram,
     configured_programs,
@@ -162,8 +163,9 @@ def up(
     timeout: float = START_TIMEOUT,
 ) -> MeshStatus:
     """Run a gateway for each of ``profiles`` (default: every profile not in ``served``) under
-    the mesh supervisor (``host``: all of them from the one gateway host program), and one
-    multiplex gateway serving ``served`` (none when empty); a profile in both raises MeshUsage.
+    the mesh supervisor, and one multiplex gateway serving ``served`` (none when empty); a
+    profile in both raises MeshUsage. ``host``: all of them forked from the one gateway host
+    program (HostUnsupported where it cannot run), else a program each.
 
     Starts supervisord if it is not running, otherwise applies the new config to it (added
     programs start, removed ones stop). Waits, up to ``timeout``, until every program is RUNNING
@@ -174,6 +176,8 @@ def up(
     paths = mesh_paths(root)
     if profiles is None:
         profiles = [p for p in homes.list_profiles(paths.root) if p not in served]
+    if host:
+        require_host()
     programs = mesh_programs(profiles, served, host=host)
     for profile in (*programs.profiles, *programs.served, *programs.hosted):
         homes.profile_home(profile, paths.root, must_exist=True)
