@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +221,17 @@ def ask(root: Path, profile: str, spec, args=None) -> dict:
         return client.call(spec, args or {})
 
 
+def turn_in_flight(pool: ThreadPoolExecutor, root: Path, profile: str, seconds: float) -> Future[dict[str, Any]]:
+    """A turn of ``seconds`` asked of ``profile``'s gateway, once its gateway says it runs it."""
+    turn = pool.submit(ask, root, profile, ops.TURN, {"text": "hold on", "seconds": seconds})
+    wait_for(
+        lambda: read_state(homes.profile_home(profile, root))["active_turns"] == 1,
+        timeout=WAIT,
+        what=f"{profile}'s turn to start",
+    )
+    return turn
+
+
 def head_moved_at(install) -> int:
     """When the update moved the install's HEAD (its reflog's last entry), in whole seconds."""
     entry = git(install.path, "log", "-g", "-1", "--date=unix", "--format=%gd")  # HEAD@{<seconds>}
@@ -257,12 +268,7 @@ def test_an_update_rolls_every_gateway_of_the_host_onto_one_new_fork_server(inst
     new = install.release("release 2")
     with ThreadPoolExecutor(max_workers=1) as pool:
         # A turn in flight as the update starts: answered, never cut, whenever the drain comes.
-        turn = pool.submit(ask, install.root, "a", ops.TURN, {"text": "hold on", "seconds": 5.0})
-        wait_for(
-            lambda: read_state(homes.profile_home("a", install.root))["active_turns"] == 1,
-            timeout=WAIT,
-            what="a's turn to start",
-        )
+        turn = turn_in_flight(pool, install.root, "a", 5.0)
         code, report = install.hermes_json("update", "--yes")
         answered = turn.result(timeout=WAIT)
     assert code == 0 and report["outcome"] == "success" and install.head() == new, report
@@ -459,12 +465,7 @@ def test_a_hosted_gateway_is_stopped_started_and_restarted_alone(mesh_root):
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         # A turn in flight as the restart drains it: answered.
-        turn = pool.submit(ask, mesh_root, "a", ops.TURN, {"text": "hold on", "seconds": 3.0})
-        wait_for(
-            lambda: read_state(homes.profile_home("a", mesh_root))["active_turns"] == 1,
-            timeout=WAIT,
-            what="a's turn to start",
-        )
+        turn = turn_in_flight(pool, mesh_root, "a", 3.0)
         restarted = gateway_cli(mesh_root, "restart", "a", "--json")
         answered = turn.result(timeout=WAIT)
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
@@ -502,12 +503,7 @@ def test_a_stop_during_a_roll_holds_and_a_restart_waits_for_the_roll(mesh_root):
     started = wait_for(lambda: running(mesh_root, "a"), timeout=WAIT, what="a to serve")
     b = wait_for(lambda: running(mesh_root, "b"), timeout=WAIT, what="b to serve")
     with ThreadPoolExecutor(max_workers=3) as pool:
-        turn = pool.submit(ask, mesh_root, "a", ops.TURN, {"text": "hold on", "seconds": 3.0})
-        wait_for(
-            lambda: read_state(homes.profile_home("a", mesh_root))["active_turns"] == 1,
-            timeout=WAIT,
-            what="a's turn to start",
-        )
+        turn = turn_in_flight(pool, mesh_root, "a", 3.0)
         with connect(homes.endpoint(mesh_root, SERVICE, create=False), retry=NO_RETRY) as client:
             roll = pool.submit(client.call, ROLL, {"deadline": 10.0}, timeout=180)
             wait_for(
