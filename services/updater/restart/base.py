@@ -187,12 +187,17 @@ class Turns(TypedDict):
 def turns(answer: Mapping[str, Any]) -> Turns:
     """How many turns a drain's answer says finished and were cut, and the process took in all
     (None from a gateway that does not say)."""
-    accepted = answer.get("accepted")
     return {
         "finished": len(answer.get("finished", [])),
         "cut": len(answer.get("cut", [])),
-        "accepted": accepted if type(accepted) is int and accepted >= 0 else None,
+        "accepted": accepted_turns(answer),
     }
+
+
+def accepted_turns(answer: Mapping[str, Any]) -> int | None:
+    """How many turns an answer says its process took in all; None where it does not say."""
+    accepted = answer.get("accepted")
+    return accepted if type(accepted) is int and accepted >= 0 else None
 
 
 def join(*notes: str | None) -> str | None:

@@ -27,6 +27,7 @@ from services.updater.restart.base import (
     RestartOutcome,
     Target,
     Waits,
+    accepted_turns,
     control_endpoint,
     each,
     failed,
@@ -116,6 +117,6 @@ class GatewayHostKind:
             reason=reason,
             finished=int(rolled.get("finished", 0)),
             cut=int(rolled.get("cut", 0)),
-            accepted=accepted if type(accepted := rolled.get("accepted")) is int and accepted >= 0 else None,
+            accepted=accepted_turns(rolled),
             note=f"rolled by the gateway host onto its new fork server (pid {server.get('pid')})",
         )
