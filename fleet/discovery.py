@@ -29,12 +29,10 @@ No trio here: the CLI imports this module. The scan reads ``/proc`` (``shared.id
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from fleet import state_record
 from fleet.command_lines import gateway_served_profiles, looks_like_gateway_command_line
@@ -64,8 +62,7 @@ REFUSED = "refused"  # the state of a gateway known only by its refused handshak
 LIVE_STATES = frozenset({ops.STARTING, ops.RUNNING, ops.DRAINING, ops.STOPPING})
 
 
-@dataclass(frozen=True)
-class GatewayRecord:
+class GatewayRecord(NamedTuple):
     profile: str
     pid: int  # on this host when it can see the process, else as the gateway reports it
     start_time: int | None
@@ -109,8 +106,7 @@ class GatewayRecord:
         return None if self.start_time is None else ProcessIdentity(self.pid, self.start_time)
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(NamedTuple):
     """A profile's gateway socket that refused this client's CURVE handshake: something serves
     there, but this install cannot ask it (its client key unknown there, a server key this
     install does not trust for it, not a CURVE service)."""
@@ -141,8 +137,7 @@ class Refusal:
         }
 
 
-@dataclass(frozen=True)
-class Survey:
+class Survey(NamedTuple):
     records: list[GatewayRecord]
     refused: list[Refusal]  # by profile, as the records are
 
@@ -405,9 +400,7 @@ def merge_scanned(
     host_pids = {ident: record.pid for ident, record in scanned}
     known = {r._self_identity() for r in found}
     known_profiles = {(r._self_identity(), r.profile) for r in found}
-    merged = [
-        dataclasses.replace(r, pid=host_pids[ident]) if (ident := r._self_identity()) in host_pids else r for r in found
-    ]
+    merged = [r._replace(pid=host_pids[ident]) if (ident := r._self_identity()) in host_pids else r for r in found]
     return merged + [
         record
         for ident, record in scanned
@@ -445,8 +438,7 @@ def scan_foreign(root: Path) -> list[dict[str, Any]]:
     return foreign
 
 
-@dataclass(frozen=True)
-class _Seen:
+class _Seen(NamedTuple):
     pid: int  # on this host
     self_identity: ProcessIdentity  # as the process knows itself, in its own pid namespace
     environ: dict[str, str]

@@ -10,9 +10,8 @@ after it is carried through.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared import homes
 from shared.home_env import is_named_profile
@@ -80,8 +79,7 @@ def check_names(old: object, new: object) -> tuple[str, str]:
     return names[0], names[1]
 
 
-@dataclass(frozen=True)
-class Gateway:
+class Gateway(NamedTuple):
     """OLD's gateway as the rename found it: who supervises it, and whether it was running."""
 
     kind: str
@@ -92,8 +90,7 @@ class Gateway:
         return {"kind": self.kind, "scope": self.scope, "running": self.running}
 
 
-@dataclass(frozen=True)
-class Journal:
+class Journal(NamedTuple):
     old: str
     new: str
     step: str  # the step about to be taken (or being taken when the process died)

@@ -17,9 +17,8 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from hermes_cli.errors import CliError
 from shared import config_text
@@ -151,8 +150,7 @@ class SkinNotFound(CliError):
     code = "skin_not_found"
 
 
-@dataclass(frozen=True)
-class Skin:
+class Skin(NamedTuple):
     name: str
     description: str
     colors: dict[str, str]
@@ -162,7 +160,7 @@ class Skin:
     tool_emojis: dict[str, str]
     source: str  # "builtin" or the user file's path
     # The keys this engine does not use, by dotted name, with their values: kept, never drawn.
-    ignored: dict[str, Any] = field(default_factory=dict)
+    ignored: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -14,8 +14,8 @@ import re
 import stat
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from shared.errors import HermesError, HomeError
 from shared.files import rename_noreplace
@@ -232,8 +232,7 @@ def _service_scope(service: str) -> str:
 # --- the private run directory --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RunDirStatus:
+class RunDirStatus(NamedTuple):
     path: Path
     exists: bool
     problems: tuple[str, ...]
@@ -330,8 +329,7 @@ def check_run_dir(home: Path) -> RunDirStatus:
 # --- endpoints ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Endpoint:
+class Endpoint(NamedTuple):
     service: str
     directory: Path
     control: str  # ROUTER, "ipc://<directory>/<service>.ctl", or where clients connect on TCP
@@ -370,7 +368,7 @@ def endpoint(
     tcp = tcp_address(root, name, env)
     if tcp is None:
         return found
-    return replace(found, control=tcp.control, events=tcp.events, tcp=tcp)
+    return found._replace(control=tcp.control, events=tcp.events, tcp=tcp)
 
 
 def _root_and_profile(home: Path) -> tuple[Path, str]:

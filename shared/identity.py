@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _LINUX = sys.platform.startswith("linux")
 
 
-@dataclass(frozen=True)
-class ProcessIdentity:
+class ProcessIdentity(NamedTuple):
     """One process: the same process only if both the pid and the start time match."""
 
     pid: int

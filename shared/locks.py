@@ -13,9 +13,9 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 from shared.errors import HomeError
 from shared.identity import ProcessIdentity, current_identity
@@ -173,8 +173,7 @@ def _read_holder(fd: int) -> ProcessIdentity | None:
         return None
 
 
-@dataclass(frozen=True)
-class LockStatus:
+class LockStatus(NamedTuple):
     path: Path
     exists: bool
     held: bool

@@ -16,9 +16,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared import config_text
 from shared.errors import TransportError
@@ -33,8 +32,7 @@ class TcpConfigInvalid(TransportError):
     code = "mesh_tcp_invalid"
 
 
-@dataclass(frozen=True)
-class TcpAddress:
+class TcpAddress(NamedTuple):
     host: str
     port: int  # the control socket's; events are on port + 1
 

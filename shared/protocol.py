@@ -20,8 +20,8 @@ are checked before a handler sees it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -95,8 +95,7 @@ class RemoteError(TransportError):
 # --- argument schemas ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     """One argument of an op: its type and bounds.
 
     ``kind`` is one of str, int, float, bool, bytes, list, dict (a tuple allows several).
@@ -146,8 +145,7 @@ def _invalid(name: str, why: str) -> ProtocolError:
     return ProtocolError(Code.INVALID_FIELD, f"field {name!r} {why}", detail={"field": name})
 
 
-@dataclass(frozen=True)
-class OpSpec:
+class OpSpec(NamedTuple):
     """What an op accepts and how clients may treat it.
 
     ``idempotent`` ops are retried by clients after a timeout; nothing else ever is.
@@ -156,7 +154,7 @@ class OpSpec:
     """
 
     name: str
-    fields: Mapping[str, Field] = field(default_factory=dict)
+    fields: Mapping[str, Field] = MappingProxyType({})  # shared by every op without arguments: read-only
     idempotent: bool = False
     streaming: bool = False
     timeout: float = 30.0
@@ -186,8 +184,7 @@ HELLO = OpSpec("hello", idempotent=True, timeout=5.0)
 # --- frames ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     id: str
     op: OpSpec
     args: dict[str, Any]
@@ -195,8 +192,7 @@ class Request:
     deadline_ms: int | None = None
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(NamedTuple):
     id: str
     kind: str  # "event" | "result" | "error"
     payload: Any

@@ -11,7 +11,6 @@ with ``protocol_incompatible``. Retries follow the daemon's rules, not the mesh'
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -26,7 +25,7 @@ def call_rule(spec: OpSpec, args: Mapping[str, Any]) -> tuple[OpSpec, RetryPolic
     """How ``spec`` with ``args`` may be retried (pure, so the rule is tested alone)."""
     if spec.name in MUTATIONS:
         if args.get("idempotency_key"):
-            return dataclasses.replace(spec, idempotent=True), ONE_RETRY
+            return spec._replace(idempotent=True), ONE_RETRY
         return spec, NO_RETRY
     return spec, DEFAULT_RETRY if spec.idempotent else NO_RETRY
 

@@ -12,8 +12,7 @@ import itertools
 import os
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared import protocol
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
@@ -26,8 +25,7 @@ RETRYABLE = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET, Co
 REPLY_GRACE = 0.5
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(NamedTuple):
     retries: int = 2
     backoff: float = 0.05
     backoff_cap: float = 1.0

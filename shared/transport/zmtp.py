@@ -21,8 +21,7 @@ import selectors
 import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared import protocol
 from shared.errors import TransportError
@@ -124,7 +123,6 @@ def _check_ready(body: bytes, expected_type: bytes) -> None:
         raise ZmtpViolation("socket_type", f"the peer is a {said!r} socket, not a {expected_type!r}")
 
 
-@dataclass
 class Session:
     """One DEALER connection to a ROUTER, as bytes: ``outgoing`` is what is due to be sent,
     and ``feed`` takes the peer's bytes as they come and returns the whole messages they
@@ -133,13 +131,16 @@ class Session:
     handshake command. ``max_frame`` caps each frame and each message, as libzmq's MAXMSGSIZE
     does."""
 
-    max_frame: int
-    request: bytes
-    outgoing: bytearray = field(default_factory=lambda: bytearray(GREETING + ready_command({"Socket-Type": b"DEALER"})))
-    _buffer: bytearray = field(default_factory=bytearray)
-    _stage: str = "greeting"  # then "ready", then "messages"
-    _parts: list[bytes] = field(default_factory=list)
-    _size: int = 0  # of the message read so far
+    __slots__ = ("max_frame", "request", "outgoing", "_buffer", "_stage", "_parts", "_size")
+
+    def __init__(self, max_frame: int, request: bytes):
+        self.max_frame = max_frame
+        self.request = request
+        self.outgoing = bytearray(GREETING + ready_command({"Socket-Type": b"DEALER"}))
+        self._buffer = bytearray()
+        self._stage = "greeting"  # then "ready", then "messages"
+        self._parts: list[bytes] = []
+        self._size = 0  # of the message read so far
 
     def feed(self, data: bytes) -> list[list[bytes]]:
         self._buffer += data
@@ -207,8 +208,7 @@ class Session:
 # --- many calls at once ----------------------------------------------------------------------
 
 
-@dataclass
-class _Call:
+class _Call(NamedTuple):
     address: str
     request_id: str
     sock: socket.socket
