@@ -41,14 +41,22 @@ FOLLOW_WAIT = 30.0
 MAX_FOLLOW_WAIT = 3600.0
 
 
-def _follow_wait(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0.0 <= seconds <= MAX_FOLLOW_WAIT:  # also NaN and inf
-        raise argparse.ArgumentTypeError(f"expected seconds from 0 to {MAX_FOLLOW_WAIT:g}, got {text!r}")
-    return seconds
+MAX_MIN_HEALTHY = 3600.0
+
+
+def _seconds(limit: float) -> Callable[[str], float]:
+    """An argument's type: seconds from 0 to ``limit``."""
+
+    def parse(text: str) -> float:
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = -1.0
+        if not 0.0 <= seconds <= limit:  # also NaN and inf
+            raise argparse.ArgumentTypeError(f"expected seconds from 0 to {limit:g}, got {text!r}")
+        return seconds
+
+    return parse
 
 
 def _toolsets(text: str) -> tuple[str, ...]:
@@ -651,7 +659,16 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
         )
 
     _command(actions, "gateway run", "run the active profile's gateway in the foreground", run, json=False)
-    _command(actions, "gateway status", "every live gateway of this install")
+
+    def status(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--min-healthy",
+            type=_seconds(MAX_MIN_HEALTHY),
+            metavar="SECONDS",
+            help="how long a gateway must have run without a restart to be healthy (default 10)",
+        )
+
+    _command(actions, "gateway status", "every live gateway of this install, and its health", status)
     _command(actions, "gateway list", "every profile, with or without a gateway")
 
     def drain(p: argparse.ArgumentParser) -> None:
@@ -705,7 +722,7 @@ def _update_commands(commands: _Commands) -> None:
         p.add_argument("--follow", action="store_true", help="follow the update in progress, or the next to start")
         p.add_argument(
             "--wait",
-            type=_follow_wait,
+            type=_seconds(MAX_FOLLOW_WAIT),
             default=FOLLOW_WAIT,
             metavar="SECONDS",
             help=f"with --follow: how long to wait for an update to start (default {FOLLOW_WAIT:g})",

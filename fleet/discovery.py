@@ -51,7 +51,7 @@ from shared.identity import (
     read_environ,
 )
 from shared.layout import GATEWAY_STATE_FILE
-from shared.protocol import RemoteError
+from shared.protocol import OpSpec, RemoteError
 from shared.transport import HANDSHAKE_REFUSALS
 
 Source = Literal["socket", "state_file", "scan"]
@@ -157,7 +157,7 @@ def survey(root: Path, *, timeout: float = 1.0, scan: bool = True, sockets: dict
     gateway may still be listed, by its state file or the scan, when its home is here."""
     root = Path(root).absolute()
     profile_homes = {name: homes.profile_home(name, root) for name in homes.list_profiles(root)}
-    answers, vouched = _ask_all(profile_homes, timeout, sockets)
+    answers, vouched = ask_gateways(profile_homes, ops.STATUS, timeout=timeout, sockets=sockets)
     install = _install_id(root)  # read after the answers: a gateway makes it before it binds
     found: list[GatewayRecord] = []
     refused = [
@@ -237,12 +237,17 @@ def _install_id(root: Path) -> str | None:
         return None  # no gateway can prove it is ours by id: the ones from before the ids still can
 
 
-def _ask_all(
-    profile_homes: Mapping[str, Path], timeout: float, sockets: dict[str, Any] | None
+def ask_gateways(
+    profile_homes: Mapping[str, Path],
+    spec: OpSpec,
+    args: Mapping[str, Any] | None = None,
+    *,
+    timeout: float,
+    sockets: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], set[str]]:
-    """STATUS from every profile's gateway at once: profile -> answer (or the typed error it
-    ended with), and the profiles asked over CURVE, whose server key proved which gateway
-    answered."""
+    """One call of ``spec`` to every profile's gateway at once: profile -> answer (or the typed
+    error it ended with; a profile with no socket to ask is left out), and the profiles asked
+    over CURVE, whose server key proved which gateway answered."""
     endpoints: dict[str, homes.Endpoint] = {}
     for name, home in profile_homes.items():
         try:
@@ -258,10 +263,10 @@ def _ask_all(
 
         options = {endpoint.control: curve.client_options(endpoint) for endpoint in endpoints.values()}
         outcomes = transport.call_all(
-            addresses, ops.STATUS, timeout=timeout, options=options, probe=False, sockets=sockets
+            addresses, spec, args, timeout=timeout, options=options, probe=False, sockets=sockets
         )
     else:
-        outcomes = transport.call_all_ipc(addresses, ops.STATUS, timeout=timeout)
+        outcomes = transport.call_all_ipc(addresses, spec, args, timeout=timeout)
     return {name: outcomes.get(endpoint.control) for name, endpoint in endpoints.items()}, vouched
 
 

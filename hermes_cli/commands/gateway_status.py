@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from fleet import discovery
+from fleet.health import MIN_HEALTHY_SECONDS, UNKNOWN, Health
+from fleet.health_probe import probe_health
 from hermes_cli import output
 from hermes_cli.service_client import answers, connect
 from shared import exit_codes, homes
@@ -89,9 +91,28 @@ def _state(g: dict[str, Any]) -> str:
     return f"{g['state']} ({discovery.REFUSED}: {g['error']['code']})"
 
 
+def _with_health(rows: list[dict[str, Any]], found: discovery.Survey, min_healthy: float | None) -> None:
+    """Each row's ``health``: a probe turn's verdict (``fleet.health``); a refused row's is unknown."""
+    health = probe_health(found.records, min_healthy=MIN_HEALTHY_SECONDS if min_healthy is None else min_healthy)
+    for row in rows:
+        verdict = health.get((row["profile"], row["pid"]), Health(UNKNOWN, "its gateway refused this client"))
+        row["health"] = verdict.to_dict()
+
+
+def _health_notes(gateways: list[dict[str, Any]]) -> list[str]:
+    """Why each gateway that is not healthy is not, one line each."""
+    return [
+        f"{g['profile']} (pid {_dash(g['pid'])}): {g['health']['state']}: {g['health']['why']}"
+        for g in gateways
+        if g["health"]["why"]
+    ]
+
+
 def cmd_status(args) -> int:
     _refuse_unsafe_run_dirs(homes.root_home())
-    data = {"gateways": _rows(discovery.survey(homes.root_home()))}
+    found = discovery.survey(homes.root_home())
+    data = {"gateways": _rows(found)}
+    _with_health(data["gateways"], found, args.min_healthy)
 
     def text(d: dict[str, Any]) -> str:
         if not d["gateways"]:
@@ -102,6 +123,7 @@ def cmd_status(args) -> int:
                 g["profile"],
                 pid(g),
                 _state(g),
+                g["health"]["state"],
                 (g["code_sha"] or "-")[:12],
                 _dash(g["code_version"]),
                 _dash(g["active_turns"]),
@@ -110,8 +132,8 @@ def cmd_status(args) -> int:
             )
             for g in d["gateways"]
         ]
-        headers = ("PROFILE", "PID", "STATE", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE")
-        return _with_notes(output.table(headers, rows), notes)
+        headers = ("PROFILE", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE")
+        return _with_notes(output.table(headers, rows), notes + _health_notes(d["gateways"]))
 
     output.emit(args, data, text)
     return 0

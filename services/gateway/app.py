@@ -24,7 +24,7 @@ import trio
 
 from services.gateway import profile_scope, transitions
 from services.gateway.profile_scope import ProfileScope
-from services.gateway.state import GatewayState, utc_now
+from services.gateway.state import IMPORTED_CODE_SHA, GatewayState, utc_now
 from shared import exit_codes
 from shared.config import get as config_get
 from shared.faults import pause_at
@@ -55,6 +55,8 @@ class ServingProcess(Protocol):
     (``services.gateway.process.GatewayProcess``, which imports this module, not the reverse)."""
 
     def next_turn_id(self) -> str: ...
+    def next_probe_id(self) -> str: ...
+    def up_for(self) -> float: ...
     def turn_started(self) -> None: ...
     def turn_finished(self) -> None: ...
     async def drain(self, deadline: float) -> dict[str, Any]: ...
@@ -258,6 +260,8 @@ class Gateway:
                 f"gateway {self.state.profile} is {self.state.state}; the turn was not started",
                 detail={"profile": self.state.profile, "state": self.state.state},
             )
+        if call.args.get("probe"):
+            return await self._probe(call)
         process = self._process()
         turn_id = process.next_turn_id()
         scope = trio.CancelScope()
@@ -265,9 +269,10 @@ class Gateway:
         self._turns_moved()
         process.turn_started()
         started_at = utc_now()
+        ran_with: dict[str, Any] = {}
         try:
             with scope:
-                await trio.sleep(call.args.get("seconds", 0.0))
+                ran_with = await _agent_turn(call.args.get("seconds", 0.0))
             if scope.cancelled_caught:
                 raise TurnCut(
                     f"gateway {self.state.profile} stopped before turn {turn_id} finished",
@@ -280,12 +285,33 @@ class Gateway:
                 "text": call.args["text"],
                 "started_at": started_at,
                 "finished_at": utc_now(),
-                **_what_the_turn_ran_with(profile_scope.current()),
+                **ran_with,
             }
         finally:
             del self._turns[turn_id]
             self._turns_moved()
             process.turn_finished()
+
+    async def _probe(self, call: Call) -> dict[str, Any]:
+        """A synthetic turn, for health: the agent's work as a turn does it, with no provider and
+        no side effect. It stays out of the turn accounting: no turn id (a drain's ``accepted``
+        counts callers' turns alone), no activity reported to the operator, not in
+        ``active_turns``; a drain does not wait for it, and it takes no time to wait for."""
+        process = self._process()
+        probe_id = process.next_probe_id()
+        log.info("gateway %s: probe turn %s (synthetic: no provider, no side effect)", self.profile, probe_id)
+        started_at = utc_now()
+        ran_with = await _agent_turn(0.0)
+        return {
+            "turn_id": probe_id,
+            "probe": True,
+            "text": call.args["text"],
+            "started_at": started_at,
+            "finished_at": utc_now(),
+            "code_sha": IMPORTED_CODE_SHA,
+            "up_for": round(process.up_for(), 3),
+            **ran_with,
+        }
 
     async def _drain_op(self, call: Call) -> dict[str, Any]:
         process = self._process()
@@ -331,6 +357,13 @@ class Gateway:
         self._drain_result = {"finished": list(self._finished_while_draining), "cut": cut}
         self._drain_done.set()
         return dict(self._drain_result)
+
+
+async def _agent_turn(seconds: float) -> dict[str, Any]:
+    """The agent's work in a turn, a probe's as a caller's: here an echo that takes ``seconds``
+    and calls no provider; then what the turn ran with."""
+    await trio.sleep(seconds)
+    return _what_the_turn_ran_with(profile_scope.current())
 
 
 def _what_the_turn_ran_with(scope: ProfileScope) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import itertools
 import logging
 import os
 import signal
+import time
 from collections.abc import Iterable
 from functools import partial
 from typing import Any
@@ -64,6 +65,8 @@ class GatewayProcess:
         self._watching = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
         self._turn_ids = (f"t{n}" for n in itertools.count(1))
+        self._probe_ids = (f"p{n}" for n in itertools.count(1))
+        self._born = time.monotonic()  # in this interpreter: a re-executed gateway starts again
         self._turns_accepted = 0  # ids given out: a drain's answer says how many, so none goes unseen
         self._active_turns = 0
         self._drain_done: trio.Event | None = None
@@ -199,6 +202,13 @@ class GatewayProcess:
     def next_turn_id(self) -> str:
         self._turns_accepted += 1
         return next(self._turn_ids)
+
+    def next_probe_id(self) -> str:
+        return next(self._probe_ids)
+
+    def up_for(self) -> float:
+        """Seconds this process has run: how long no supervisor has restarted it."""
+        return time.monotonic() - self._born
 
     def turn_started(self) -> None:
         self._active_turns += 1

@@ -11,6 +11,10 @@ The exit codes a gateway ends with are ``shared.exit_codes``.
   while ``starting``: the set is named once every profile's socket answers, with ``running``).
 - ``turn {text, seconds?}`` → ``{"turn_id", "text", "started_at", "finished_at"}``: one agent turn
   (an echo that takes ``seconds``). While draining: error ``draining``, and nothing is started.
+  With ``probe``, a synthetic turn for health: the agent's work as a turn does it, with no
+  provider and no side effect, outside the turn accounting (its id is ``p<n>``, never a turn's);
+  the answer adds ``"probe": true``, the ``code_sha`` it ran and ``up_for``, the seconds its
+  process has run.
 - ``drain {deadline, stay?}`` → ``{"finished": [turn ids], "cut": [turn ids], "accepted": n,
   "exit_code": 75 | null}`` (``accepted``: every turn the process took, t1 to tn; it takes no more);
   without ``stay`` the gateway exits 75 (planned restart) right after answering.
@@ -56,7 +60,11 @@ PING = OpSpec("ping", idempotent=True, timeout=5.0)
 STATUS = OpSpec("status", idempotent=True, timeout=5.0)
 TURN = OpSpec(
     "turn",
-    {"text": Field(str, max_len=64 * 1024), "seconds": Field(float, required=False, min=0.0, max=MAX_TURN_SECONDS)},
+    {
+        "text": Field(str, max_len=64 * 1024),
+        "seconds": Field(float, required=False, min=0.0, max=MAX_TURN_SECONDS),
+        "probe": Field(bool, required=False),
+    },
     timeout=MAX_TURN_SECONDS + 5,
 )
 DRAIN = OpSpec(

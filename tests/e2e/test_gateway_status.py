@@ -80,6 +80,7 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
             "served_profiles",
             "multiplex",
             "error",  # None: it answered, or was found without a refused handshake
+            "health",  # its probe turn's verdict: tests/e2e/test_gateway_health.py
         }
         assert (g["served_profiles"], g["multiplex"], g["error"]) == ([g["profile"]], False, None)
 

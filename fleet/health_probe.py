@@ -1,0 +1,44 @@
+"""The health of an install's gateways: a probe turn for each that answered on its socket,
+judged by ``fleet.health``. All of them are asked at once, each within one bound."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fleet.discovery import GatewayRecord, ask_gateways
+from fleet.health import MIN_HEALTHY_SECONDS, PROBE, UNHEALTHY, UNKNOWN, Health, judge
+from shared.gateways import ops
+
+# A probe turn takes no time of its own: this bound is for a machine busy enough to delay it.
+PROBE_TIMEOUT = 3.0
+
+
+def probe_health(
+    records: Iterable[GatewayRecord],
+    *,
+    expected_sha: str | None = None,
+    min_healthy: float = MIN_HEALTHY_SECONDS,
+    timeout: float = PROBE_TIMEOUT,
+) -> dict[tuple[str, int], Health]:
+    """(profile, pid) -> the health of each record's gateway. One that answered ``status`` on
+    its socket is asked for a probe turn there; one known by its state file or the scan alone is
+    ``unknown``: nothing can ask it for a turn."""
+    records = list(records)
+    asked = {r.profile: r.home for r in records if r.source == "socket"}
+    answers, _ = ask_gateways(asked, ops.TURN, PROBE, timeout=timeout) if asked else ({}, set())
+    health: dict[tuple[str, int], Health] = {}
+    for record in records:
+        key = (record.profile, record.pid)
+        if record.source != "socket":
+            health[key] = Health(UNKNOWN, "it did not answer on its socket")
+        elif record.profile not in answers:
+            health[key] = Health(UNKNOWN, "its socket was gone before its probe turn")
+        elif _for_another_profile(answers[record.profile], record.profile):
+            health[key] = Health(UNHEALTHY, "its probe turn ran for another profile")
+        else:
+            health[key] = judge(answers[record.profile], expected_sha=expected_sha, min_healthy=min_healthy)
+    return health
+
+
+def _for_another_profile(answer: object, profile: str) -> bool:
+    return isinstance(answer, dict) and answer.get("profile") != profile
