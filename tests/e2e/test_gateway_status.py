@@ -317,10 +317,13 @@ def test_status_text_names_the_columns_and_an_empty_install(root, gateways):
     empty = hermes("gateway", "status", home=root)
     assert (empty.returncode, empty.stdout.strip()) == (0, f"no gateway is running for {root}")
     gateway = gateways(root, "default")
-    lines = hermes("gateway", "status", home=root).stdout.splitlines()
-    assert lines[0].split() == ["PROFILE", "PID", "STATE", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE"]
+    lines = hermes("gateway", "status", "--min-healthy", "3600", home=root).stdout.splitlines()
+    header = ["PROFILE", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE"]
+    assert lines[0].split() == header
     sha = code_sha()
-    assert lines[1].split()[:4] == ["default", str(gateway.pid), "running", sha[:12] if sha else "-"]
+    # Its health is unknown until it has run the window, and the line below says so.
+    assert lines[1].split()[:5] == ["default", str(gateway.pid), "running", "unknown", sha[:12] if sha else "-"]
+    assert lines[2].startswith(f"default (pid {gateway.pid}): unknown: up ")
 
 
 # --- gateways that see their home elsewhere, or live in their own pid namespace ------------------
