@@ -344,10 +344,14 @@ def _summary_text(d: dict[str, Any]) -> str:
                 (r["running"] or "-")[:12],
                 (r["expected"] or "-")[:12],
                 r["verdict"],
+                (r.get("health") or {}).get("state", "-"),
             )
             for r in d["fleet"]
         ]
-        lines += [output.table(("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "EXPECTED", "VERDICT"), rows), ""]
+        from hermes_cli.commands.gateway_status import health_notes  # its lines, as status writes them
+
+        headers = ("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "EXPECTED", "VERDICT", "HEALTH")
+        lines += [output.table(headers, rows), *health_notes(d["fleet"]), ""]
     for owed in d["followups"]:
         lines.append(f"⚠ {owed['step']}: {owed['reason']}")
     for failed in d["restart_failed"]:
