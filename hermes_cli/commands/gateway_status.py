@@ -111,7 +111,7 @@ def health_notes(gateways: list[dict[str, Any]]) -> list[str]:
 
 
 def _named(g: dict[str, Any]) -> str:
-    return f"{g['profile']} (pid {g['pid']})" if g["pid"] else g["profile"]
+    return f"{g['profile']} (pid {g['pid']})" if g.get("pid") else g["profile"]
 
 
 def cmd_status(args) -> int:

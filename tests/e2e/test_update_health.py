@@ -35,8 +35,10 @@ def test_a_release_whose_turns_fail_is_current_and_unhealthy_in_the_receipt(inst
     assert row["health"] == {"state": "unhealthy", "why": "its probe turn failed (internal_error)"}
     receipt = json.loads(Path(json.loads(done.stdout)["receipt"]).read_text())
     assert fleet(receipt)["default"]["health"] == row["health"]
-    text = install.hermes("logs", "update")
+    text = install.hermes("logs", "update")  # the receipt, as text: its steps, then its fleet
     assert text.returncode == 0, text.stderr
+    fleet_row = next(line.split() for line in text.stdout.splitlines() if line.startswith("default "))
+    assert fleet_row[-2:] == ["current", "unhealthy"]
     assert f"default (pid {row['pid']}): unhealthy: its probe turn failed (internal_error)" in text.stdout
 
 
