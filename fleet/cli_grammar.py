@@ -41,9 +41,6 @@ FOLLOW_WAIT = 30.0
 MAX_FOLLOW_WAIT = 3600.0
 
 
-MAX_MIN_HEALTHY = 3600.0
-
-
 def _seconds(limit: float) -> Callable[[str], float]:
     """An argument's type: seconds from 0 to ``limit``."""
 
@@ -661,11 +658,13 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
     _command(actions, "gateway run", "run the active profile's gateway in the foreground", run, json=False)
 
     def status(p: argparse.ArgumentParser) -> None:
+        from fleet.health import MAX_MIN_HEALTHY, MIN_HEALTHY_SECONDS  # the command imports it anyway
+
         p.add_argument(
             "--min-healthy",
             type=_seconds(MAX_MIN_HEALTHY),
             metavar="SECONDS",
-            help="how long a gateway must have run without a restart to be healthy (default 10)",
+            help=f"how long a gateway must have run without a restart to be healthy (default {MIN_HEALTHY_SECONDS:g})",
         )
 
     _command(actions, "gateway status", "every live gateway of this install, and its health", status)

@@ -99,13 +99,19 @@ def _with_health(rows: list[dict[str, Any]], found: discovery.Survey, min_health
         row["health"] = verdict.to_dict()
 
 
-def _health_notes(gateways: list[dict[str, Any]]) -> list[str]:
-    """Why each gateway that is not healthy is not, one line each."""
-    return [
-        f"{g['profile']} (pid {_dash(g['pid'])}): {g['health']['state']}: {g['health']['why']}"
+def health_notes(gateways: list[dict[str, Any]]) -> list[str]:
+    """Why each gateway that is not healthy is not, one line each, after a blank line that ends
+    the table (a row with no health, as a verify's from before health has, says nothing)."""
+    notes = [
+        f"{_named(g)}: {g['health']['state']}: {g['health']['why']}"
         for g in gateways
-        if g["health"]["why"]
+        if (g.get("health") or {}).get("why")
     ]
+    return ["", *notes] if notes else []
+
+
+def _named(g: dict[str, Any]) -> str:
+    return f"{g['profile']} (pid {g['pid']})" if g.get("pid") else g["profile"]
 
 
 def cmd_status(args) -> int:
@@ -133,7 +139,7 @@ def cmd_status(args) -> int:
             for g in d["gateways"]
         ]
         headers = ("PROFILE", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE")
-        return _with_notes(output.table(headers, rows), notes + _health_notes(d["gateways"]))
+        return _with_notes(output.table(headers, rows), notes + health_notes(d["gateways"]))
 
     output.emit(args, data, text)
     return 0

@@ -317,6 +317,28 @@ def _failure(outcome: str, steps: list[dict[str, Any]]) -> dict[str, Any] | None
     return {"step": step["name"], "reason": None if reason is None else str(reason), "detail": detail}
 
 
+def _fleet_lines(fleet: list[dict[str, Any]]) -> list[str]:
+    """The verify's fleet: a row per profile's gateway, its commit against the expected one,
+    and its health, with why for each that is not healthy."""
+    from hermes_cli.commands.gateway_status import health_notes  # its lines, as status writes them
+
+    rows = [
+        (
+            r["profile"],
+            r.get("supervisor") or "-",
+            r.get("pid") or "-",
+            r.get("state") or "-",
+            (r.get("running") or "-")[:12],
+            (r.get("expected") or "-")[:12],
+            r["verdict"],
+            (r.get("health") or {}).get("state", "-"),
+        )
+        for r in fleet
+    ]
+    headers = ("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "EXPECTED", "VERDICT", "HEALTH")
+    return [output.table(headers, rows), *health_notes(fleet)]
+
+
 def _summary_text(d: dict[str, Any]) -> str:
     lines = [
         f"! update {update_id} had been interrupted; marked so in its receipt" for update_id in d["found_interrupted"]
@@ -335,19 +357,7 @@ def _summary_text(d: dict[str, Any]) -> str:
         else:
             lines.append(f"↻ retried the restart of {', '.join(retry['gateways'])}")
     if d["fleet"]:
-        rows = [
-            (
-                r["profile"],
-                r["supervisor"] or "-",
-                r["pid"] or "-",
-                r["state"],
-                (r["running"] or "-")[:12],
-                (r["expected"] or "-")[:12],
-                r["verdict"],
-            )
-            for r in d["fleet"]
-        ]
-        lines += [output.table(("PROFILE", "SUPERVISOR", "PID", "STATE", "RUNNING", "EXPECTED", "VERDICT"), rows), ""]
+        lines += [*_fleet_lines(d["fleet"]), ""]
     for owed in d["followups"]:
         lines.append(f"⚠ {owed['step']}: {owed['reason']}")
     for failed in d["restart_failed"]:
@@ -500,4 +510,6 @@ def _receipt_text(r: dict[str, Any]) -> str:
         lines.append(f"  skip {skip['name']}: {skip['reason']}")
     for owed in r.get("followups", []):
         lines.append(f"  ⚠ {owed['step']}: {owed['reason']}")
+    if r.get("fleet"):
+        lines += ["", *_fleet_lines(r["fleet"])]
     return "\n".join(lines)

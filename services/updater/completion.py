@@ -44,6 +44,18 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def _min_healthy(root: Path) -> tuple[float, str | None]:
+    """The health window ``update.min_healthy`` sets (this code may be the first to read that
+    key), and None; or the default and why the setting could not be taken."""
+    from fleet.health import MIN_HEALTHY_SECONDS
+    from services.updater.settings import load_settings  # its parser only where config.yaml names it
+
+    try:
+        return load_settings(root).min_healthy, None
+    except HermesError as exc:
+        return MIN_HEALTHY_SECONDS, f"{exc.message}; the default {MIN_HEALTHY_SECONDS:g} s was taken"
+
+
 class Completion:
     def __init__(self, request: Request):
         self.request = request
@@ -68,9 +80,14 @@ class Completion:
             self.compile_code(install_root)
             restart = restart_fleet(root, request.after)
             self.step(NEW_RESTART.name, all(r.ok for r in restart), {"gateways": len(restart)})
-            matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles)
+            window, unread = _min_healthy(root)
+            matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles, min_healthy=window)
             self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
-            self.step(NEW_VERIFY.name, not self.followups, {"current": sum(r.verdict == CURRENT for r in matrix)})
+            verified = {
+                "current": sum(r.verdict == CURRENT for r in matrix),
+                **({"min_healthy": unread} if unread else {}),
+            }
+            self.step(NEW_VERIFY.name, not self.followups, verified)
         except Exception as exc:  # still answer: what broke is owed, not lost
             self.step("completion", False, failure_reason(exc))
             self.followups.append({"step": "completion", "reason": failure_reason(exc)})

@@ -246,7 +246,7 @@ class Pipeline:
             self.write()  # the receipt on disk hands the change to the operator: no longer owed
             self.debts.unstashed()
         if not result.moved:
-            self._retry_owed(result.after)
+            self._retry_owed(result.after, settings.min_healthy)
             return
         if rollback and rollback["backup"]:
             self._boundary(RESTORE)
@@ -471,7 +471,7 @@ class Pipeline:
             },
         )
 
-    def _retry_owed(self, code: str) -> None:
+    def _retry_owed(self, code: str, min_healthy: float) -> None:
         """Already up to date: retry what earlier runs left owed, then verify the fleet."""
         receipt, debts = self.receipt, self.debts
         pending = debts.pending
@@ -486,7 +486,7 @@ class Pipeline:
         else:
             receipt.skip("completion", "already up to date: the code did not change")
         self._boundary(VERIFY)
-        matrix = fleet_matrix(self.root, code, expected_profiles=debts.expected)
+        matrix = fleet_matrix(self.root, code, expected_profiles=debts.expected, min_healthy=min_healthy)
         wanting = wanting_restart(matrix, debts.fleet)
         if wanting:
             receipt.step("retry", True, {"owed": "fleet-restart", "gateways": sorted(wanting)})
@@ -496,7 +496,7 @@ class Pipeline:
             receipt.step("restart", all(o.ok for o in outcomes), {"gateways": len(outcomes)})
             self.emit(RESTART, "done", {"restarted": sum(o.ok for o in outcomes), "gateways": len(outcomes)})
             self._boundary(VERIFY)
-            matrix = fleet_matrix(self.root, code, expected_profiles=debts.expected)
+            matrix = fleet_matrix(self.root, code, expected_profiles=debts.expected, min_healthy=min_healthy)
         rows = [row.to_dict() for row in matrix]
         receipt.set("fleet", rows)
         debts.after_verify(matrix)

@@ -4,6 +4,7 @@
       branch: main                      # default: the branch checked out
       archive_url: https://…/{branch}.zip   # where to fall back to when git fails; none: no fallback
       preserved_nested: [web/node_modules, web/dist]   # build outputs the archive swap carries
+      min_healthy: 10                   # seconds a gateway runs without a restart before it is healthy
 
 Every value is checked here, at the boundary: a wrong type or an unsafe path is a
 ``ConfigError`` naming the file and the key, and the update stops before touching anything.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from fleet.health import MAX_MIN_HEALTHY, MIN_HEALTHY_SECONDS
 from services.updater.apply_archive import PRESERVED_NESTED
 from services.updater.archive import ArchiveFailed, archive_url
 from shared import config_text
@@ -29,6 +31,7 @@ class UpdateSettings:
     branch: str | None = None
     archive_url: str | None = None
     preserved_nested: tuple[str, ...] = PRESERVED_NESTED
+    min_healthy: float = MIN_HEALTHY_SECONDS
 
 
 def load_settings(root: Path) -> UpdateSettings:
@@ -48,6 +51,7 @@ def load_settings(root: Path) -> UpdateSettings:
         branch=_text(path, section, "branch"),
         archive_url=_url(path, section),
         preserved_nested=_paths(path, section),
+        min_healthy=_min_healthy(path, section),
     )
 
 
@@ -56,6 +60,13 @@ def _text(path: Path, section: dict[str, Any], key: str) -> str | None:
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise _invalid(path, f"update.{key}", "must be a non-empty string")
     return value
+
+
+def _min_healthy(path: Path, section: dict[str, Any]) -> float:
+    value = section.get("min_healthy", MIN_HEALTHY_SECONDS)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_MIN_HEALTHY:
+        raise _invalid(path, "update.min_healthy", f"must be seconds from 0 to {MAX_MIN_HEALTHY:g}")
+    return float(value)
 
 
 def _url(path: Path, section: dict[str, Any]) -> str | None:

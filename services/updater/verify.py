@@ -2,8 +2,9 @@
 
 The matrix has a row per profile with a gateway (one that ran before the update and is gone
 now is ``down``): the supervisor, the pid, the state, the commit the gateway runs and the
-commit expected, and a verdict. After the commit point a ``stale`` or ``down`` row is a
-follow-up, never a failure.
+commit expected, a verdict, and its health (a probe turn on the expected commit:
+``fleet.health``). After the commit point a ``stale`` or ``down`` row is a follow-up, never a
+failure.
 
 A row stays a ``MatrixRow`` from the verify that makes it until it is written into the
 receipt, an event or the completion's result file (``to_dict``); a row read back from a
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from fleet.discovery import GatewayRecord, discover
+from fleet.health import HEALTH_STATES, MIN_HEALTHY_SECONDS
+from fleet.health_probe import probe_health
 from services.updater.errors import UpdateError
 from shared import homes
 
@@ -42,6 +45,9 @@ class MatrixRow:
     expected: str | None  # the commit it should run
     verdict: str
     source: str | None  # how discovery found it
+    # {"state", "why"} (``fleet.health``); None for a profile with no gateway, or in a row read
+    # back from a completion that predates health.
+    health: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +59,7 @@ class MatrixRow:
             "expected": self.expected,
             "verdict": self.verdict,
             "source": self.source,
+            "health": self.health,
         }
 
     @classmethod
@@ -79,6 +86,7 @@ class MatrixRow:
             expected=field("expected", _str_or_none, required=True),
             verdict=field("verdict", _text, required=True),
             source=field("source", _str_or_none),
+            health=field("health", _health_or_none),
         )
 
 
@@ -94,6 +102,15 @@ def _int_or_none(value: Any) -> bool:
     return value is None or type(value) is int
 
 
+def _health_or_none(value: Any) -> bool:
+    return value is None or (
+        isinstance(value, dict)
+        and set(value) == {"state", "why"}
+        and value["state"] in HEALTH_STATES
+        and _str_or_none(value["why"])
+    )
+
+
 def verdict(running: str | None, expected: str | None, *, alive: bool) -> str:
     if not alive:
         return DOWN
@@ -102,12 +119,20 @@ def verdict(running: str | None, expected: str | None, *, alive: bool) -> str:
     return CURRENT if running == expected else STALE
 
 
-def fleet_matrix(root: Path, expected_sha: str | None, *, expected_profiles: Iterable[str] = ()) -> list[MatrixRow]:
+def fleet_matrix(
+    root: Path,
+    expected_sha: str | None,
+    *,
+    expected_profiles: Iterable[str] = (),
+    min_healthy: float = MIN_HEALTHY_SECONDS,
+) -> list[MatrixRow]:
     """A row per profile that runs a gateway now or should (``expected_profiles``: those
-    that ran one before the update); a profile that never had one is not listed."""
+    that ran one before the update); a profile that never had one is not listed. Each gateway
+    that answered is asked for a probe turn, judged against ``expected_sha``."""
     found: dict[str, GatewayRecord] = {}
     for seen in discover(root):
         found.setdefault(seen.profile, seen)  # the best-informed record comes first
+    health = probe_health(found.values(), expected_sha=expected_sha, min_healthy=min_healthy)
     wanted = set(found) | set(expected_profiles)
     rows = []
     for profile in [p for p in homes.list_profiles(root) if p in wanted]:
@@ -122,6 +147,7 @@ def fleet_matrix(root: Path, expected_sha: str | None, *, expected_profiles: Ite
                 expected=expected_sha,
                 verdict=verdict(record.code_sha if record else None, expected_sha, alive=record is not None),
                 source=record.source if record else None,
+                health=health[(profile, record.pid)].to_dict() if record else None,
             )
         )
     return rows

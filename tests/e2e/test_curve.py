@@ -259,7 +259,8 @@ def test_gateway_status_and_list_give_a_refused_handshake_its_own_typed_row(root
         assert stranger not in json.dumps(status)
         text = hermes("gateway", "status", home=root, env_extra=env)
         assert text.returncode == 0, text.stderr
-        rows = {line.split()[0]: line.split() for line in text.stdout.splitlines()[1:]}
+        table = text.stdout.split("\n\n")[0]  # a blank line ends the table: the health notes follow
+        rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
         assert rows["coder"][1:4] == ["-", "refused:", "auth_failed"]
         assert rows["critic"][1:5] == [str(critic.pid), "running", "(refused:", "server_key_mismatch)"]
         assert rows["default"][1:3] == [str(default.pid), "running"]

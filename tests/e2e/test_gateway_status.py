@@ -323,7 +323,7 @@ def test_status_text_names_the_columns_and_an_empty_install(root, gateways):
     sha = code_sha()
     # Its health is unknown until it has run the window, and the line below says so.
     assert lines[1].split()[:5] == ["default", str(gateway.pid), "running", "unknown", sha[:12] if sha else "-"]
-    assert lines[2].startswith(f"default (pid {gateway.pid}): unknown: up ")
+    assert lines[2:3] == [""] and lines[3].startswith(f"default (pid {gateway.pid}): unknown: up ")
 
 
 # --- gateways that see their home elsewhere, or live in their own pid namespace ------------------

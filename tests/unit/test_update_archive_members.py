@@ -97,12 +97,20 @@ def test_settings_come_from_the_root_config_and_are_checked(tmp_path):
     )
     settings = load_settings(tmp_path)
     assert (settings.branch, settings.preserved_nested) == ("stable", ("web/dist",))
+    assert settings.min_healthy == 10.0  # the default window
+    (tmp_path / "config.yaml").write_text("update:\n  min_healthy: 2.5\n")
+    assert load_settings(tmp_path).min_healthy == 2.5
     for bad, key in [
         ("update: [1]", "update"),
         ("update:\n  archive_url: file:///tmp/{branch}", "update.archive_url"),
         ("update:\n  preserved_nested: [../outside]", "update.preserved_nested"),
         ("update:\n  preserved_nested: [node_modules]", "update.preserved_nested"),
         ("update:\n  branch: 7", "update.branch"),
+        ("update:\n  min_healthy: soon", "update.min_healthy"),
+        ("update:\n  min_healthy: -1", "update.min_healthy"),
+        ("update:\n  min_healthy: 3601", "update.min_healthy"),
+        ("update:\n  min_healthy: true", "update.min_healthy"),
+        ("update:\n  min_healthy: .nan", "update.min_healthy"),
     ]:
         (tmp_path / "config.yaml").write_text(bad + "\n")
         with pytest.raises(ConfigError) as caught:

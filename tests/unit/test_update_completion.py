@@ -164,12 +164,24 @@ def test_read_result_ignores_what_is_not_for_this_request_and_refuses_a_bad_shap
 def test_a_results_fleet_rows_are_read_whole_and_a_malformed_one_is_named_by_its_field():
     pinned = json.loads((COMPAT / "completion_result_v1.json").read_text())
     rows = result_matrix(pinned)
-    assert [row.to_dict() for row in rows] == pinned["fleet"]  # the frozen shape, key for key
+    # The frozen shape, key for key, and health, which a completion from before it leaves out.
+    assert [row.to_dict() for row in rows] == [{**row, "health": None} for row in pinned["fleet"]]
     assert [(row.profile, row.verdict) for row in rows] == [("default", "current"), ("coder", "down")]
     # Another release's completion may leave out what only describes the gateway.
     [bare] = result_matrix({"fleet": [{"profile": "a", "verdict": "stale", "running": OLD, "expected": NEW}]})
     assert (bare.supervisor, bare.pid, bare.state, bare.source) == (None, None, None, None)
-    for field, value in (("verdict", None), ("profile", " "), ("expected", 7), ("pid", True), ("state", 1)):
+    assert bare.health is None  # a completion from before health says none
+    unhealthy = {"state": "unhealthy", "why": "its probe turn failed (internal_error)"}
+    assert MatrixRow.from_dict({**pinned["fleet"][0], "health": unhealthy}, "row").health == unhealthy
+    malformed_health = ({"state": "fine", "why": None}, {"state": "healthy"}, {"state": "unknown", "why": 3}, "healthy")
+    for field, value in (
+        ("verdict", None),
+        ("profile", " "),
+        ("expected", 7),
+        ("pid", True),
+        ("state", 1),
+        *(("health", health) for health in malformed_health),
+    ):
         row = {**pinned["fleet"][0], field: value}
         with pytest.raises(MalformedRow) as refused:
             MatrixRow.from_dict(row, "row")
