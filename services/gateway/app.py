@@ -299,7 +299,8 @@ class Gateway:
         ``active_turns``; a drain does not wait for it, and it takes no time to wait for."""
         process = self._process()
         probe_id = process.next_probe_id()
-        log.info("gateway %s: probe turn %s (synthetic: no provider, no side effect)", self.profile, probe_id)
+        # DEBUG: a status every few seconds asks one; no caller's turn is logged at INFO either.
+        log.debug("gateway %s: probe turn %s (synthetic: no provider, no side effect)", self.profile, probe_id)
         started_at = utc_now()
         ran_with = await _agent_turn(0.0)
         return {

@@ -52,8 +52,8 @@ def _min_healthy(root: Path) -> tuple[float, str | None]:
 
     try:
         return load_settings(root).min_healthy, None
-    except HermesError as exc:
-        return MIN_HEALTHY_SECONDS, f"{exc.message}; the default {MIN_HEALTHY_SECONDS:g} s was taken"
+    except Exception as exc:  # a wrong value, or no ruamel yet (its sync failed): the verify still runs
+        return MIN_HEALTHY_SECONDS, f"{failure_reason(exc)}; the default {MIN_HEALTHY_SECONDS:g} s was taken"
 
 
 class Completion:

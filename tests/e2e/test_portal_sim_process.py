@@ -3,6 +3,7 @@ command line, and SIGTERM and SIGINT."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import ssl
@@ -66,10 +67,14 @@ def test_tls_with_a_test_ca(tmp_path: Path) -> None:
                 httpx.get(f"{sim.url}{RECOMMENDED}", verify=ssl.create_default_context(), timeout=10)
             url = httpx.URL(sim.url)
             with socket.create_connection((url.host, url.port), timeout=10) as sock:
-                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")  # plain HTTP on the TLS port
-                sock.shutdown(socket.SHUT_WR)
-                while sock.recv(4096):
-                    pass
+                # Plain HTTP on the TLS port. The server may drop the connection as soon as the
+                # bytes arrive, before this end has said it is done (ENOTCONN, a reset): what is
+                # tested is that it serves on afterwards.
+                with contextlib.suppress(OSError):
+                    sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                    sock.shutdown(socket.SHUT_WR)
+                    while sock.recv(4096):
+                        pass
             answer = web.get(RECOMMENDED, headers=bearer(grant["access_token"]))
             assert answer.json() == {"model": "Hermes-4-70B", "tier": "plus"}
 
