@@ -664,7 +664,8 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
             "--min-healthy",
             type=_seconds(MAX_MIN_HEALTHY),
             metavar="SECONDS",
-            help=f"how long a gateway must have run without a restart to be healthy (default {MIN_HEALTHY_SECONDS:g})",
+            help="how long a gateway must have run without a restart to be healthy (default: the update's "
+            f"update.min_healthy in config.yaml, else {MIN_HEALTHY_SECONDS:g})",
         )
 
     _command(actions, "gateway status", "every live gateway of this install, and its health", status)

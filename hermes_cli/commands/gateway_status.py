@@ -12,10 +12,12 @@ from fleet.health import MIN_HEALTHY_SECONDS, UNKNOWN, Health
 from fleet.health_probe import probe_health
 from hermes_cli import output
 from hermes_cli.service_client import answers, connect
-from shared import exit_codes, homes
+from shared import config_text, exit_codes, homes
 from shared.endpoint_lock import lock_says
+from shared.errors import HermesError
 from shared.gateways import ops
 from shared.gateways.ops import GatewayError
+from shared.layout import CONFIG_FILE
 from shared.locks import probe
 from shared.protocol import Code, RemoteError
 from shared.transport import NO_RETRY
@@ -91,9 +93,26 @@ def _state(g: dict[str, Any]) -> str:
     return f"{g['state']} ({discovery.REFUSED}: {g['error']['code']})"
 
 
-def _with_health(rows: list[dict[str, Any]], found: discovery.Survey, min_healthy: float | None) -> None:
+def _window(root: Path, asked: float | None) -> tuple[float, str | None]:
+    """The health window, and why config.yaml's could not be taken (None: it was, or there is
+    none): ``--min-healthy``, else the root's ``update.min_healthy``, the window the update's
+    verify judges by (the file parsed only where it names the key), else the default."""
+    if asked is not None:
+        return asked, None
+    try:
+        if not config_text.mentions(root, b"min_healthy"):
+            return MIN_HEALTHY_SECONDS, None
+        from services.updater import load_settings  # the parser, only where it is needed
+
+        return load_settings(root).min_healthy, None
+    except (OSError, HermesError) as exc:  # status still answers: the default, and why
+        reason = exc.message if isinstance(exc, HermesError) else f"{CONFIG_FILE}: {exc.strerror or exc}"
+        return MIN_HEALTHY_SECONDS, f"{reason}; the default {MIN_HEALTHY_SECONDS:g} s was taken"
+
+
+def _with_health(rows: list[dict[str, Any]], found: discovery.Survey, min_healthy: float) -> None:
     """Each row's ``health``: a probe turn's verdict (``fleet.health``); a refused row's is unknown."""
-    health = probe_health(found.records, min_healthy=MIN_HEALTHY_SECONDS if min_healthy is None else min_healthy)
+    health = probe_health(found.records, min_healthy=min_healthy)
     for row in rows:
         verdict = health.get((row["profile"], row["pid"]), Health(UNKNOWN, "its gateway refused this client"))
         row["health"] = verdict.to_dict()
@@ -116,9 +135,13 @@ def _named(g: dict[str, Any]) -> str:
 
 def cmd_status(args) -> int:
     _refuse_unsafe_run_dirs(homes.root_home())
-    found = discovery.survey(homes.root_home())
-    data = {"gateways": _rows(found)}
-    _with_health(data["gateways"], found, args.min_healthy)
+    root = homes.root_home()
+    found = discovery.survey(root)
+    window, unread = _window(root, args.min_healthy)
+    data: dict[str, Any] = {"gateways": _rows(found), "min_healthy": window}
+    if unread:
+        data["min_healthy_error"] = unread
+    _with_health(data["gateways"], found, window)
 
     def text(d: dict[str, Any]) -> str:
         if not d["gateways"]:
@@ -139,7 +162,8 @@ def cmd_status(args) -> int:
             for g in d["gateways"]
         ]
         headers = ("PROFILE", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE")
-        return _with_notes(output.table(headers, rows), notes + health_notes(d["gateways"]))
+        unread_window = [f"! {d['min_healthy_error']}"] if d.get("min_healthy_error") else []
+        return _with_notes(output.table(headers, rows), notes + health_notes(d["gateways"]) + unread_window)
 
     output.emit(args, data, text)
     return 0

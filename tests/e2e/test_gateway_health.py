@@ -72,3 +72,31 @@ def test_a_gateway_known_only_by_its_state_file_is_of_unknown_health(root, gatew
 
     assert (seen["pid"], seen["source"]) == (gateway.pid, "state_file")
     assert seen["health"] == {"state": "unknown", "why": "it did not answer on its socket"}
+
+
+def test_the_window_is_config_yamls_unless_the_command_line_names_one(root, gateways):
+    gateways(root, "default")
+    (root / "config.yaml").write_text("update:\n  min_healthy: 0\n")
+
+    done = hermes("gateway", "status", "--json", home=root)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["min_healthy"] == 0 and "min_healthy_error" not in document
+    assert document["gateways"][0]["health"] == {"state": "healthy", "why": None}
+
+    assert listed(root, "--min-healthy", "3600")["default"]["health"]["state"] == "unknown"
+
+
+def test_a_window_config_yaml_gets_wrong_is_named_and_status_answers_with_the_default(root, gateways):
+    gateways(root, "default")
+    (root / "config.yaml").write_text("update:\n  min_healthy: -5\n")
+
+    done = hermes("gateway", "status", "--json", home=root)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["min_healthy"] == 10
+    assert "update.min_healthy" in document["min_healthy_error"]
+    assert "the default 10 s was taken" in document["min_healthy_error"]
+    table = hermes("gateway", "status", home=root)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.rstrip().splitlines()[-1].startswith("! ")
