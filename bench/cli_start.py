@@ -8,7 +8,8 @@ has its bytecode, and compiling the sources on every start is not what a user wa
 
 ``gateway status`` runs on an install with ``--gateways`` real gateways (default 2), so it
 pays for the sockets and the scan as a user's does. Targets: ``--version`` at most 2.5x the
-bare interpreter; ``gateway status`` at most 100 ms. Where the rest goes:
+bare interpreter; ``gateway status`` (which also asks each gateway for a probe turn, its
+health) at most 100 ms with 2 gateways, 150 ms with more (20). Where the rest goes:
 ``python -X importtime -c 'from hermes_cli.main import main; main(["gateway", "status"])'``.
 
     .venv/bin/python bench/cli_start.py [--runs N] [--gateways N]
@@ -69,10 +70,16 @@ def main() -> None:
         f"(target <= 2.5: {'met' if ratio <= 2.5 else 'NOT met'})"
     )
     print(f"hermes profile list         {listing:6.1f} ms   ratio {listing / bare:.2f}")
+    target = status_target_ms(args.gateways)
     print(
         f"hermes gateway status       {status:6.1f} ms   ratio {status / bare:.2f}   "
-        f"({args.gateways} gateways; target <= 100 ms: {'met' if status <= 100 else 'NOT met'})"
+        f"({args.gateways} gateways; target <= {target} ms: {'met' if status <= target else 'NOT met'})"
     )
+
+
+def status_target_ms(gateways: int) -> int:
+    """The status target: 100 ms for a few gateways, 150 ms for a fleet (20)."""
+    return 100 if gateways <= 2 else 150
 
 
 if __name__ == "__main__":
