@@ -15,10 +15,15 @@ AGENT_TURN = Path("services") / "gateway" / "app.py"
 WORK = "    await trio.sleep(seconds)\n"
 
 
-def listed(root: Path, *args: str) -> dict[str, dict]:
+def status(root: Path, *args: str) -> dict:
+    """``hermes gateway status --json ARGS``'s document."""
     done = hermes("gateway", "status", "--json", *args, home=root)
     assert done.returncode == 0, done.stderr
-    return {g["profile"]: g for g in json.loads(done.stdout)["gateways"]}
+    return json.loads(done.stdout)
+
+
+def listed(root: Path, *args: str) -> dict[str, dict]:
+    return {g["profile"]: g for g in status(root, *args)["gateways"]}
 
 
 def test_a_serving_gateway_is_healthy_once_it_has_run_the_window(root, gateways):
@@ -78,9 +83,7 @@ def test_the_window_is_config_yamls_unless_the_command_line_names_one(root, gate
     gateways(root, "default")
     (root / "config.yaml").write_text("update:\n  min_healthy: 0\n")
 
-    done = hermes("gateway", "status", "--json", home=root)
-    assert done.returncode == 0, done.stderr
-    document = json.loads(done.stdout)
+    document = status(root)
     assert document["min_healthy"] == 0 and "min_healthy_error" not in document
     assert document["gateways"][0]["health"] == {"state": "healthy", "why": None}
 
@@ -91,9 +94,7 @@ def test_a_window_config_yaml_gets_wrong_is_named_and_status_answers_with_the_de
     gateways(root, "default")
     (root / "config.yaml").write_text("update:\n  min_healthy: -5\n")
 
-    done = hermes("gateway", "status", "--json", home=root)
-    assert done.returncode == 0, done.stderr
-    document = json.loads(done.stdout)
+    document = status(root)
     assert document["min_healthy"] == 10
     assert "update.min_healthy" in document["min_healthy_error"]
     assert "the default 10 s was taken" in document["min_healthy_error"]
