@@ -68,8 +68,10 @@ async def serve_until_stopped(
     """Serve ``service`` and run ``tasks`` until ``life`` says stop; then ``before_stop``, the
     service's last answers (bounded), and the tasks cancelled."""
     async with trio.open_nursery() as nursery:
-        await nursery.start(service.serve)
+        # Watched before it serves: its first answer already says the commit it runs, and a
+        # stop sent as soon as it answers is caught, not the default that kills it.
         await life.watch(nursery)
+        await nursery.start(service.serve)
         for task in tasks:
             nursery.start_soon(task)
         await life.stop.wait()
