@@ -8,6 +8,12 @@ cannot make a bridge; runc and cgroupfs; the ulimits root without CAP_SYS_RESOUR
 (``libpod_parent`` cgroups, ``/var/lib/containers``) is removed on the way out when it was not
 there before, and the host's network tables, links, ``ip_forward``, mounts and podman dirs are
 compared with a snapshot taken on the way in: any difference fails the run.
+
+A run killed before its cleanup cannot clean up, so the sandbox makes ``/var/lib/containers``
+itself, with a record inside naming its process, its work dir and the cgroups that were there
+before. The next run finds that record and, once that process is gone, removes exactly what the
+killed run left; while it lives, the next run refuses. A directory without the record, or with
+anything in it podman's private run does not write, is someone else's.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from shared.identity import ProcessIdentity, current_identity, is_alive
 from tests.support.processes import ROOT
 
 COMPOSE = ROOT / ".venv-containers" / "bin" / "podman-compose"
@@ -33,6 +40,10 @@ TOOLS = ("podman", "runc", "catatonit", "debootstrap", "docker-compose")
 OPT_OUT = "HERMES_CONTAINER_TIER"
 # Someone else's podman state: the sandbox refuses to run beside it rather than touch it.
 FOREIGN_STATE: tuple[Path, ...] = (Path("/var/lib/containers"), Path("/run/libpod"))
+RECORD = ".hermes-mesh-sandbox.json"
+# All podman writes in STATE_DIR under the private configuration (no setting moves it).
+PODMAN_WRITES = frozenset({"cache", "cache/blob-info-cache-v1.boltdb"})
+WORK_PREFIX = "hm-podman-"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # What podman may create on the host although every path of its own is in the work dir.
 PODMAN_DIRS = ("/run/libpod", "/run/netns", "/var/lib/cni", "/etc/cni/net.d/cni.lock", "/var/lib/containers")
@@ -86,9 +97,9 @@ def _mounts() -> str:
     return "\n".join(sorted(rows))
 
 
-def _podman_cgroups() -> str:
-    found = [str(p) for p in CGROUP_ROOT.glob("**/libpod_parent*")]
-    found += [str(p) for p in CGROUP_ROOT.glob("**/machine.slice/libpod-*")]
+def _podman_cgroups(root: Path = CGROUP_ROOT) -> str:
+    found = [str(p) for p in root.glob("**/libpod_parent*")]
+    found += [str(p) for p in root.glob("**/machine.slice/libpod-*")]
     return "\n".join(sorted(found))
 
 
@@ -156,6 +167,8 @@ class PodmanSandbox:
         self._had_cgroups: set[str] = set()
 
     def __enter__(self) -> PodmanSandbox:
+        state_dir = FOREIGN_STATE[0]
+        recover_interrupted_run(state_dir)
         for path in FOREIGN_STATE:
             if os.path.lexists(path):
                 raise SandboxRefused(f"{path} exists: another podman's state, which this tier must not touch")
@@ -166,7 +179,8 @@ class PodmanSandbox:
             raise SandboxRefused("the host already forwards or has podman's bridge: it could not be proven unchanged")
         self._before = host_state()
         self._had_cgroups = set(self._before["cgroups"].splitlines())
-        self.work = Path(tempfile.mkdtemp(prefix="hm-podman-"))
+        self.work = Path(tempfile.mkdtemp(prefix=WORK_PREFIX))
+        claim_state_dir(state_dir, self.work, self._had_cgroups)
         (self.work / "cni").mkdir()
         (self.work / "containers.conf").write_text(
             "[containers]\n"
@@ -183,11 +197,7 @@ class PodmanSandbox:
         (self.work / "storage.conf").write_text(
             f'[storage]\ndriver = "overlay"\ngraphroot = "{self.work / "storage"}"\nrunroot = "{self.work / "run"}"\n'
         )
-        self.env = {
-            **os.environ,
-            "CONTAINERS_CONF": str(self.work / "containers.conf"),
-            "CONTAINERS_STORAGE_CONF": str(self.work / "storage.conf"),
-        }
+        self.env = _private_env(self.work)
         return self
 
     def podman(self, *args: str, timeout: float = TIMEOUT, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -245,22 +255,100 @@ class PodmanSandbox:
             raise SandboxLeak("the container tier changed the host:\n" + "\n".join(differences))
 
     def _remove_everything(self) -> None:
-        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-            ids = self.podman("ps", "-aq", check=False).stdout.split()
-            if ids:
-                self.podman("rm", "-f", "-t", "0", *ids, check=False)
-            self.podman("pod", "rm", "-f", "-a", check=False)
-            self.podman("system", "reset", "-f", timeout=120, check=False)
-        for line in sorted(Path("/proc/self/mountinfo").read_text().splitlines(), reverse=True):
-            point = line.split()[4]
-            if point.startswith(str(self.work)):
-                subprocess.run(["umount", "-l", point], capture_output=True, timeout=TIMEOUT)
-        for cgroup in sorted(set(_podman_cgroups().splitlines()) - self._had_cgroups, key=len, reverse=True):
-            subprocess.run(
-                ["find", cgroup, "-depth", "-type", "d", "-exec", "rmdir", "{}", ";"],
-                capture_output=True,
-                timeout=TIMEOUT,
-            )
-        for path in FOREIGN_STATE:  # absent on the way in (or the sandbox refused): ours
-            shutil.rmtree(path, ignore_errors=True)
+        _reset_podman(self.work)
+        _unmount_under(self.work)
+        _remove_new_cgroups(self._had_cgroups)
         shutil.rmtree(self.work, ignore_errors=True)
+        # Absent on the way in (or the sandbox refused): ours. The record goes last, so a kill
+        # before this line leaves it for the next run to finish the job.
+        for path in FOREIGN_STATE:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def claim_state_dir(state_dir: Path, work: Path, had_cgroups: set[str]) -> None:
+    """Make ``state_dir`` before podman does, with the record of this run inside: built beside
+    it and renamed, so the directory never exists without its record."""
+    draft = Path(tempfile.mkdtemp(prefix=".hm-claim-", dir=state_dir.parent))
+    record = {"owner": current_identity().to_dict(), "work": str(work), "cgroups": sorted(had_cgroups)}
+    (draft / RECORD).write_text(json.dumps(record))
+    draft.rename(state_dir)
+
+
+def interrupted_run(state_dir: Path) -> dict[str, Any] | None:
+    """The record of a killed run that ``state_dir`` holds; None when it is absent, has no
+    record, holds anything podman's private run does not write (then it is not ours alone), or
+    names a process still running (then the run is not over)."""
+    try:
+        record = json.loads((state_dir / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    found = {str(p.relative_to(state_dir)) for p in state_dir.rglob("*")} - {RECORD}
+    if not found <= PODMAN_WRITES or not isinstance(record, dict):
+        return None
+    work, cgroups = record.get("work"), record.get("cgroups")
+    if not isinstance(work, str) or not isinstance(cgroups, list):
+        return None
+    try:
+        owner = ProcessIdentity.from_dict(record.get("owner") or {})
+    except ValueError:
+        return None
+    return None if is_alive(owner) else record
+
+
+def recover_interrupted_run(state_dir: Path, cgroup_root: Path = CGROUP_ROOT) -> bool:
+    """Remove what a killed run left (its work dir, mounts, new cgroups and ``state_dir``);
+    whether there was one."""
+    for draft in state_dir.parent.glob(".hm-claim-*"):  # killed before the rename
+        if {p.name for p in draft.iterdir()} <= {RECORD}:
+            shutil.rmtree(draft)
+    record = interrupted_run(state_dir)
+    if record is None:
+        return False
+    work = Path(record["work"])
+    # Only a sandbox work dir: the record is a file on the host, not a licence to delete anything.
+    if work.parent == Path(tempfile.gettempdir()) and work.name.startswith(WORK_PREFIX):
+        if (work / "storage.conf").is_file():  # its containers outlive it: conmon is their parent
+            _reset_podman(work)
+        _unmount_under(work)
+        shutil.rmtree(work, ignore_errors=True)
+    _remove_new_cgroups({str(c) for c in record["cgroups"]}, cgroup_root)
+    shutil.rmtree(state_dir)
+    return True
+
+
+def _private_env(work: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "CONTAINERS_CONF": str(work / "containers.conf"),
+        "CONTAINERS_STORAGE_CONF": str(work / "storage.conf"),
+    }
+
+
+def _reset_podman(work: Path) -> None:
+    """Remove every container, pod and image of the private podman in ``work``."""
+    env = _private_env(work)
+
+    def podman(*args: str, timeout: float = TIMEOUT) -> str:
+        return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout, env=env).stdout
+
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        ids = podman("ps", "-aq").split()
+        if ids:
+            podman("rm", "-f", "-t", "0", *ids)
+        podman("pod", "rm", "-f", "-a")
+        podman("system", "reset", "-f", timeout=120)
+
+
+def _unmount_under(work: Path) -> None:
+    for line in sorted(Path("/proc/self/mountinfo").read_text().splitlines(), reverse=True):
+        point = line.split()[4]
+        if point.startswith(f"{work}/") or point == str(work):
+            subprocess.run(["umount", "-l", point], capture_output=True, timeout=TIMEOUT)
+
+
+def _remove_new_cgroups(had: set[str], root: Path = CGROUP_ROOT) -> None:
+    # A cgroup goes with rmdir once its children are gone; one still in use stays (EBUSY).
+    for cgroup in sorted(set(_podman_cgroups(root).splitlines()) - had, key=len, reverse=True):
+        for parent, _dirs, _files in os.walk(cgroup, topdown=False):
+            with contextlib.suppress(OSError):
+                os.rmdir(parent)
