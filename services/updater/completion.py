@@ -5,7 +5,9 @@ It syncs dependencies when their spec changed, migrates every home's config.yaml
 the tree's code (``bytecode``) so that no restarted process compiles it again, restarts
 the fleet, verifies it, and writes one result correlated with the request's update id and
 nonce. Nothing here fails the update: what could not be done becomes a follow-up, and the
-obligation stays armed.
+obligation stays armed. Each step has a bound (``update.step_timeout``): one past it is
+stopped, owed as a follow-up naming it, and the next step goes on. A heartbeat keeps the
+step on disk for the updater to show and to enforce.
 """
 
 from __future__ import annotations
@@ -16,14 +18,24 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from services.updater.bytecode import compile_tree
-from services.updater.completion_contract import RESULT_SCHEMA, UNKNOWN_SPEC, Request, dependency_digest
+from services.updater.completion_contract import (
+    RESULT_SCHEMA,
+    UNKNOWN_SPEC,
+    Request,
+    dependency_digest,
+    progress_path,
+)
+from services.updater.heartbeat import Heartbeat
 from services.updater.restart import RestartOutcome, restart_fleet
+from services.updater.settings import STEP_TIMEOUT, UpdateSettings
 from services.updater.stages import BYTECODE, DEPENDENCIES, MIGRATIONS, NEW_RESTART, NEW_VERIFY
+from services.updater.step_bound import StepOverran, bounded
 from services.updater.verify import CURRENT, MatrixRow, fleet_matrix, followups_for
 from shared import exit_codes
 from shared.errors import HermesError, failure_reason
@@ -40,20 +52,22 @@ IMPORTED_CODE_SHA = code_sha()
 IMPORTED_CODE_VERSION = __version__
 
 
+T = TypeVar("T")
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _min_healthy(root: Path) -> tuple[float, str | None]:
-    """The health window ``update.min_healthy`` sets (this code may be the first to read that
-    key), and None; or the default and why the setting could not be taken."""
-    from fleet.health import MIN_HEALTHY_SECONDS
+def _settings(root: Path) -> tuple[UpdateSettings, str | None]:
+    """The ``update:`` settings (this code may be the first to read a key), and None; or the
+    defaults and why the settings could not be taken."""
     from services.updater.settings import load_settings  # its parser only where config.yaml names it
 
     try:
-        return load_settings(root).min_healthy, None
-    except Exception as exc:  # a wrong value, or no ruamel yet (its sync failed): the verify still runs
-        return MIN_HEALTHY_SECONDS, f"{failure_reason(exc)}; the default {MIN_HEALTHY_SECONDS:g} s was taken"
+        return load_settings(root), None
+    except Exception as exc:  # a wrong value, or no ruamel yet (its sync failed): the steps still run
+        return UpdateSettings(), f"{failure_reason(exc)}; the defaults were taken"
 
 
 class Completion:
@@ -74,23 +88,21 @@ class Completion:
         install_root, root = Path(request.install_root), Path(request.root)
         restart: list[RestartOutcome] = []
         matrix: list[MatrixRow] = []
-        try:
-            self.sync_dependencies(install_root)
-            self.migrate_configs(root)
-            self.compile_code(install_root)
-            restart = restart_fleet(root, request.after)
-            self.step(NEW_RESTART.name, all(r.ok for r in restart), {"gateways": len(restart)})
-            window, unread = _min_healthy(root)
-            matrix = fleet_matrix(root, request.after, expected_profiles=request.live_profiles, min_healthy=window)
-            self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
-            verified = {
-                "current": sum(r.verdict == CURRENT for r in matrix),
-                **({"min_healthy": unread} if unread else {}),
-            }
-            self.step(NEW_VERIFY.name, not self.followups, verified)
-        except Exception as exc:  # still answer: what broke is owed, not lost
-            self.step("completion", False, failure_reason(exc))
-            self.followups.append({"step": "completion", "reason": failure_reason(exc)})
+        # Read before the dependencies sync, which may be what brings the settings' parser.
+        settings, unread = _settings(root)
+        if unread is not None:
+            self.skip("settings", f"update.step_timeout: {unread} ({STEP_TIMEOUT:g} s)")
+        with Heartbeat(progress_path(request.result_path), request.update_id) as beat:
+            try:
+                bound = settings.step_timeout
+                self.bounded(beat, DEPENDENCIES.name, bound, None, self.sync_dependencies, install_root)
+                self.bounded(beat, MIGRATIONS.name, bound, None, self.migrate_configs, root)
+                self.bounded(beat, BYTECODE.name, bound, None, self.compile_code, install_root)
+                restart = self.bounded(beat, NEW_RESTART.name, bound, [], self.restart_fleet, root)
+                matrix = self.bounded(beat, NEW_VERIFY.name, bound, [], self.verify_fleet, root)
+            except Exception as exc:  # still answer: what broke is owed, not lost
+                self.step("completion", False, failure_reason(exc))
+                self.followups.append({"step": "completion", "reason": failure_reason(exc)})
         me = current_identity()
         return {
             "schema": RESULT_SCHEMA,
@@ -108,6 +120,39 @@ class Completion:
             "fleet": [row.to_dict() for row in matrix],
             "followups": self.followups,
         }
+
+    def bounded(self, beat: Heartbeat, name: str, bound: float, overran: T, step: Callable[..., T], *args: Any) -> T:
+        """``step(*args)`` within ``bound`` seconds; past it, a failed step and a follow-up
+        naming it, and ``overran`` stands for what it would have returned."""
+        beat.enter(name, bound)
+        try:
+            with bounded(name, bound):
+                return step(*args)
+        except StepOverran as over:
+            self.step(name, False, over.reason)
+            self.followups.append({"step": name, "reason": over.reason})
+            return overran
+
+    def restart_fleet(self, root: Path) -> list[RestartOutcome]:
+        restart = restart_fleet(root, self.request.after)
+        self.step(NEW_RESTART.name, all(r.ok for r in restart), {"gateways": len(restart)})
+        return restart
+
+    def verify_fleet(self, root: Path) -> list[MatrixRow]:
+        """The fleet against the new commit, each gateway's health within ``update.min_healthy``
+        read now: the migrations may have just written it."""
+        settings, unread = _settings(root)
+        request = self.request
+        matrix = fleet_matrix(
+            root, request.after, expected_profiles=request.live_profiles, min_healthy=settings.min_healthy
+        )
+        self.followups += followups_for(matrix, expected_profiles=set(request.live_profiles))
+        verified = {
+            "current": sum(r.verdict == CURRENT for r in matrix),
+            **({"min_healthy": unread} if unread else {}),
+        }
+        self.step(NEW_VERIFY.name, not self.followups, verified)
+        return matrix
 
     def migrate_configs(self, root: Path) -> None:
         """Every home's config.yaml to this release's version, before the fleet restarts onto it."""

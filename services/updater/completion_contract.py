@@ -15,6 +15,10 @@ Request schemas:
   the ``dependency_digest`` of the install as it was before the swap (null: it had no
   pyproject.toml). Left out when the updater could not know it (a completion owed by an
   older release); the completion then compares commits instead, as it does for schema 1.
+
+While it runs, a completion keeps its progress beside its result (``progress_path``): the step
+it is in, since when, within what bound, and when it last said so. An updater that finds no
+progress (a completion of an older release) waits on the whole completion's bound instead.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from services.updater.errors import UpdateError
 from services.updater.obligations import UNKNOWN_SPEC  # not a digest: nobody knows the spec before the swap
@@ -37,6 +41,7 @@ from shared.files import read_json, write_json_atomic
 REQUEST_SCHEMA = 2
 SUPPORTED_REQUEST_SCHEMAS = frozenset({1, 2})
 RESULT_SCHEMA = 1
+PROGRESS_SCHEMA = 1
 ENTRY_MODULE = "services.updater.completion"
 
 DEPENDENCY_SPEC = "pyproject.toml"
@@ -126,6 +131,56 @@ class Request:
             dependency_spec=spec,
             schema=schema,
         )
+
+
+class StepProgress(NamedTuple):
+    """Where a running completion is: in ``step`` since ``started_at``, which may take ``bound``
+    seconds; ``at`` is when it last said so."""
+
+    pid: int
+    step: str
+    bound: float
+    started_at: datetime
+    at: datetime
+
+    def to_dict(self, update_id: str) -> dict[str, Any]:
+        return {
+            "schema": PROGRESS_SCHEMA,
+            "update_id": update_id,
+            "pid": self.pid,
+            "step": self.step,
+            "bound": self.bound,
+            "started_at": self.started_at.isoformat(timespec="milliseconds"),
+            "at": self.at.isoformat(timespec="milliseconds"),
+        }
+
+
+def progress_path(result_path: str | Path) -> Path:
+    """Where the completion answering at ``result_path`` keeps its progress: beside it."""
+    return Path(str(result_path).removesuffix(".result.json") + ".progress.json")
+
+
+def read_progress(path: Path, request: Request) -> StepProgress | None:
+    """The progress the completion of ``request`` last wrote; None when there is none yet, or
+    none of this update, or one of a shape this release does not read (then the updater waits
+    on the whole completion's bound, as for a completion that writes none)."""
+    try:
+        data = read_json(path, default=None)
+    except (OSError, HermesError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != PROGRESS_SCHEMA:
+        return None
+    if data.get("update_id") != request.update_id:
+        return None
+    pid, step, bound = data.get("pid"), data.get("step"), data.get("bound")
+    if type(pid) is not int or pid <= 0 or not isinstance(step, str) or not step.strip():
+        return None
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not bound > 0:
+        return None
+    if not (_moment(data.get("started_at")) and _moment(data.get("at"))):
+        return None
+    started_at, at = datetime.fromisoformat(data["started_at"]), datetime.fromisoformat(data["at"])
+    return StepProgress(pid, step, float(bound), started_at, at)
 
 
 def read_result(path: Path, request: Request) -> dict[str, Any] | None:

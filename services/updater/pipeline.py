@@ -111,7 +111,7 @@ class Pipeline:
         self.receipt = Receipt.begin(update_id, list(sys.orig_argv), current_identity(), self._code())
         self.receipt_path: Path | None = None
         self.debts = Debts(root, update_id, self.receipt, self.emit)
-        self.completion = CompletionChild(install_root, self.receipt, self.debts, self.emit, lock, stop)
+        self.completion = CompletionChild(install_root, self.receipt, self.debts, self.emit, lock, stop, self.write)
         self.restore = RestoreOwed(root, install_root, update_id, self.receipt, self.emit)
         self.stage = STARTING
         self.committed = False

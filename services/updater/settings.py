@@ -5,6 +5,7 @@
       archive_url: https://…/{branch}.zip   # where to fall back to when git fails; none: no fallback
       preserved_nested: [web/node_modules, web/dist]   # build outputs the archive swap carries
       min_healthy: 10                   # seconds a gateway runs without a restart before it is healthy
+      step_timeout: 600                 # seconds each step of the completion may take
 
 Every value is checked here, at the boundary: a wrong type or an unsafe path is a
 ``ConfigError`` naming the file and the key, and the update stops before touching anything.
@@ -25,6 +26,10 @@ from shared import config_text
 from shared.errors import HermesError
 from shared.layout import CONFIG_FILE
 
+# Long enough for a dependency sync and for a restart whose gateways finish their turns first.
+STEP_TIMEOUT = 600.0
+MAX_STEP_TIMEOUT = 86400.0
+
 
 @dataclass(frozen=True)
 class UpdateSettings:
@@ -32,6 +37,7 @@ class UpdateSettings:
     archive_url: str | None = None
     preserved_nested: tuple[str, ...] = PRESERVED_NESTED
     min_healthy: float = MIN_HEALTHY_SECONDS
+    step_timeout: float = STEP_TIMEOUT
 
 
 def load_settings(root: Path) -> UpdateSettings:
@@ -51,7 +57,8 @@ def load_settings(root: Path) -> UpdateSettings:
         branch=_text(path, section, "branch"),
         archive_url=_url(path, section),
         preserved_nested=_paths(path, section),
-        min_healthy=_min_healthy(path, section),
+        min_healthy=_seconds(path, section, "min_healthy", MIN_HEALTHY_SECONDS, 0, MAX_MIN_HEALTHY),
+        step_timeout=_seconds(path, section, "step_timeout", STEP_TIMEOUT, 1, MAX_STEP_TIMEOUT),
     )
 
 
@@ -62,10 +69,10 @@ def _text(path: Path, section: dict[str, Any], key: str) -> str | None:
     return value
 
 
-def _min_healthy(path: Path, section: dict[str, Any]) -> float:
-    value = section.get("min_healthy", MIN_HEALTHY_SECONDS)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_MIN_HEALTHY:
-        raise _invalid(path, "update.min_healthy", f"must be seconds from 0 to {MAX_MIN_HEALTHY:g}")
+def _seconds(path: Path, section: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise _invalid(path, f"update.{key}", f"must be seconds from {low:g} to {high:g}")
     return float(value)
 
 

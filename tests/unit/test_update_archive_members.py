@@ -97,9 +97,9 @@ def test_settings_come_from_the_root_config_and_are_checked(tmp_path):
     )
     settings = load_settings(tmp_path)
     assert (settings.branch, settings.preserved_nested) == ("stable", ("web/dist",))
-    assert settings.min_healthy == 10.0  # the default window
-    (tmp_path / "config.yaml").write_text("update:\n  min_healthy: 2.5\n")
-    assert load_settings(tmp_path).min_healthy == 2.5
+    assert (settings.min_healthy, settings.step_timeout) == (10.0, 600.0)  # the defaults
+    (tmp_path / "config.yaml").write_text("update:\n  min_healthy: 2.5\n  step_timeout: 30\n")
+    assert (load_settings(tmp_path).min_healthy, load_settings(tmp_path).step_timeout) == (2.5, 30.0)
     for bad, key in [
         ("update: [1]", "update"),
         ("update:\n  archive_url: file:///tmp/{branch}", "update.archive_url"),
@@ -111,6 +111,10 @@ def test_settings_come_from_the_root_config_and_are_checked(tmp_path):
         ("update:\n  min_healthy: 3601", "update.min_healthy"),
         ("update:\n  min_healthy: true", "update.min_healthy"),
         ("update:\n  min_healthy: .nan", "update.min_healthy"),
+        ("update:\n  step_timeout: 0", "update.step_timeout"),
+        ("update:\n  step_timeout: 86401", "update.step_timeout"),
+        ("update:\n  step_timeout: '60'", "update.step_timeout"),
+        ("update:\n  step_timeout: .inf", "update.step_timeout"),
     ]:
         (tmp_path / "config.yaml").write_text(bad + "\n")
         with pytest.raises(ConfigError) as caught:

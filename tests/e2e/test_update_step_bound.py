@@ -1,0 +1,74 @@
+"""No completion step hangs an update: a step past ``update.step_timeout`` is stopped, owed as a
+follow-up naming it, and the update finishes; its progress is shown while it runs. Against a
+real origin, a real install, real gateways and the real completion of a release that hangs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from shared.identity import read_cmdline
+from tests.support.installs import owed_warnings
+from tests.support.releases import patch_release
+
+MIGRATIONS = Path("services") / "updater" / "migrations.py"
+ANCHOR = '    """Every home of the install, the root first; one home\'s failure is its own outcome only."""\n'
+
+
+def hang_migrations(dev: Path, *, deaf: bool = False) -> None:
+    """A release whose migrations step never ends; ``deaf``: not even for the completion's own
+    stop, a signal it ignores."""
+    deafen = "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n" if deaf else ""
+    hang = f"    import signal, time\n{deafen}    while True:\n        time.sleep(0.1)\n"
+    patch_release(dev / MIGRATIONS, ANCHOR, ANCHOR + hang)
+
+
+def receipt_of(report: dict) -> dict:
+    return json.loads(Path(report["receipt"]).read_text())
+
+
+def steps(receipt: dict) -> dict[str, dict]:
+    return {step["name"]: step for step in receipt["steps"]}
+
+
+def test_a_hung_step_is_stopped_owed_and_the_steps_after_it_still_run(install):
+    (install.root / "config.yaml").write_text("update:\n  step_timeout: 2\n")
+    install.gateway("default")
+    new = install.release("release 2: migrations hang", edit=hang_migrations)
+
+    done = install.hermes("update", "--yes", timeout=240)
+
+    assert done.returncode == 0, done.stdout + done.stderr  # committed: nothing fails it now
+    code, receipt = install.hermes_json("logs", "update")
+    assert code == 0, receipt
+    assert receipt["outcome"] == "success" and install.head() == new
+    by_name = steps(receipt)
+    assert by_name["migrations"]["ok"] is False
+    assert "passed its bound of 2 s (update.step_timeout) and was stopped" in by_name["migrations"]["detail"]
+    assert {"restart", "verify"} <= by_name.keys()
+    assert [row["verdict"] for row in receipt["fleet"]] == ["current"]
+    owed = {f["step"]: f["reason"] for f in receipt["followups"]}
+    assert "bound of 2 s" in owed["migrations"] and "completion" not in owed
+    # The follower saw the step while it ran, with its age against its bound.
+    assert "completion  migrations 0 s of 2 s" in done.stderr, done.stderr
+    assert receipt["completion"]["code_sha"] == new
+
+
+def test_a_step_deaf_to_its_stop_is_ended_by_the_updater_and_the_completion_is_owed(install):
+    (install.root / "config.yaml").write_text("update:\n  step_timeout: 1\n")
+    install.gateway("default")
+    new = install.release("release 2: migrations hang, deaf", edit=lambda dev: hang_migrations(dev, deaf=True))
+
+    code, report = install.hermes_json("update", "--yes", timeout=240)
+
+    assert code == 0, report
+    receipt = receipt_of(report)
+    assert receipt["outcome"] == "success" and install.head() == new
+    owed = {f["step"]: f["reason"] for f in receipt["followups"]}
+    assert "killed" in owed["migrations"] and "update.step_timeout" in owed["migrations"]
+    assert "migrations step" in owed["completion"]
+    progress = receipt["completion"]["progress"]  # the last the updater heard of it
+    assert (progress["step"], progress["bound"]) == ("migrations", 1)
+    assert "services.updater.completion" not in " ".join(read_cmdline(receipt["completion"]["pid"]) or [])
+    # Owed, so the next command says so.
+    assert owed_warnings(install) == ["⚠ 1 gateway still runs old code (default): run `hermes update`"]
