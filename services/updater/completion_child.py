@@ -10,8 +10,8 @@ update out until it has finished; the next update then adopts the result it left
 
 While it waits, the updater reads the completion's progress (``completion_contract``): each new
 step, and every ``PROGRESS_EVERY`` seconds the step's age, go to the followers and into the
-receipt (``completion.progress``). A step past its bound by ``SLACK`` (one that did not yield to
-the completion's own stop) ends the completion: owed, with a follow-up naming the step.
+receipt (``completion.progress``). A step past its bound by ``STEP_SLACK`` (one that did not
+yield to the completion's own stop) ends the completion: owed, with a follow-up naming the step.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 
 from services.updater.completion_contract import (
     ENTRY_MODULE,
+    STEP_SLACK,
     BadResult,
     Request,
     StepProgress,
@@ -45,9 +46,6 @@ from shared.errors import HermesError
 
 # The whole completion's bound while it says nothing of its steps (one of an older release).
 TIMEOUT = 1800.0
-# How far past its bound a step may run before the completion is killed: its own stop (a
-# signal in its main thread) comes first, and what the stop cuts short needs a moment to end.
-SLACK = 30.0
 # How often the step's age goes to the followers and into the receipt.
 PROGRESS_EVERY = 4.0
 # How long a completion told to stop (SIGTERM) has before it is killed.
@@ -95,8 +93,10 @@ class CompletionChild:
         self.emit(COMPLETION, "started", {"pid": child.pid})
         watch = _Watch(self, child.pid, request)
         stopped = self._wait(child, watch)
-        if watch.overran is not None:
-            self._overran(child.pid, watch.overran)
+        # Killed by this wait, or by its own heartbeat (SIGKILL past its step's bound).
+        overran = watch.overran or (watch.past_its_step() if child.returncode == -signal.SIGKILL else None)
+        if overran is not None and not stopped:
+            self._overran(child.pid, overran)
             return None, stopped
         try:
             result = read_result(Path(request.result_path), request)
@@ -134,9 +134,7 @@ class CompletionChild:
         if progress is None:
             self.debts.unfinished(f"the completion (pid {pid}) said nothing of its steps for {TIMEOUT:g} s: killed")
             return
-        why = (
-            f"passed its bound of {progress.bound:g} s (update.step_timeout) by {SLACK:g} s: the completion was killed"
-        )
+        why = f"passed its bound of {progress.bound:g} s (update.step_timeout) by {STEP_SLACK:g} s: the completion was killed"
         self.receipt.step(progress.step, False, why)
         self.receipt.followup(progress.step, why)
         self.debts.unfinished(f"the completion (pid {pid}) was killed in its {progress.step} step")
@@ -210,11 +208,18 @@ class _Watch:
         if self.progress is None:
             deadline = self.started + TIMEOUT
         else:
-            deadline = self.step_seen + self.progress.bound + SLACK
+            deadline = self.step_seen + self.progress.bound + STEP_SLACK
         if now <= deadline:
             return False
         self.overran = self.progress
         return True
+
+    def past_its_step(self) -> StepProgress | None:
+        """The step the completion was in, when it had passed its bound by the time it ended."""
+        progress = self.progress
+        if progress is None or time.monotonic() < self.step_seen + progress.bound:
+            return None
+        return progress
 
     def _tell(self, now: float) -> None:
         """The step and its age, to the followers and into the receipt."""

@@ -19,6 +19,7 @@ Request schemas:
 While it runs, a completion keeps its progress beside its result (``progress_path``): the step
 it is in, since when, within what bound, and when it last said so. An updater that finds no
 progress (a completion of an older release) waits on the whole completion's bound instead.
+A step past its bound by ``STEP_SLACK`` ends the completion, whichever side sees it first.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ REQUEST_SCHEMA = 2
 SUPPORTED_REQUEST_SCHEMAS = frozenset({1, 2})
 RESULT_SCHEMA = 1
 PROGRESS_SCHEMA = 1
+# How far past its bound a step may run before the completion is killed (by the updater, or by
+# its own heartbeat where no updater is left): its own stop comes first, and what that stop cuts
+# short needs a moment to end.
+STEP_SLACK = 30.0
 ENTRY_MODULE = "services.updater.completion"
 
 DEPENDENCY_SPEC = "pyproject.toml"

@@ -3,7 +3,7 @@
 SIGALRM raises ``StepOverran`` in the main thread, which interrupts a blocking wait (a sleep, a
 socket, a lock, a child process: ``subprocess.run`` kills its child on the way out). What does
 not yield to a signal is stopped from outside: the updater kills the completion once its step is
-past the bound by ``completion_child.SLACK``.
+past the bound by ``completion_contract.STEP_SLACK`` (or, with no updater left, its own heartbeat).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from services.updater import completion_child, heartbeat
-from services.updater.completion_contract import Request, StepProgress, progress_path, read_progress
+from services.updater.completion_contract import STEP_SLACK, Request, StepProgress, progress_path, read_progress
 from services.updater.receipt import Receipt
 from services.updater.stages import COMPLETION
 from shared.identity import current_identity
@@ -120,7 +120,7 @@ def test_the_watch_passes_each_step_on_and_kills_only_past_its_bound_and_slack(t
     assert child.events == [(COMPLETION.name, "migrations", "0 s of 5 s")]
     assert child.receipt["completion"]["progress"]["step"] == "migrations" and child.saves == 1
 
-    watch.step_seen -= 5.0 + completion_child.SLACK - 1  # within the slack: its own stop comes first
+    watch.step_seen -= 5.0 + STEP_SLACK - 1  # within the slack: its own stop comes first
     assert watch.past_bound() is False and watch.overran is None
     watch.step_seen -= 2
     assert watch.past_bound() is True and watch.overran == migrations
