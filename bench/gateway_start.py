@@ -109,7 +109,7 @@ def _bare(install: FleetInstall, code: str) -> float:
     return time.perf_counter() - started
 
 
-def _gateway(install: FleetInstall) -> dict[str, Any]:
+def one_start(install: FleetInstall) -> dict[str, Any]:
     home = fresh_home(install, PROFILE)
     at = time.time()
     proc = subprocess.Popen(
@@ -130,11 +130,11 @@ def measure(install: FleetInstall, samples: int) -> dict[str, Any]:
     """``samples`` of each start, interleaved, and their medians (s) and ratios."""
     times: dict[str, list[float]] = {"pass": [], "import_trio_zmq": [], "gateway_imported": [], "gateway_serving": []}
     _bare(install, "pass")  # the first start of anything pays for the disk cache
-    _gateway(install)
+    one_start(install)
     for _ in range(samples):
         for name, code in BARE.items():
             times[name].append(_bare(install, code))
-        gateway = _gateway(install)
+        gateway = one_start(install)
         times["gateway_imported"].append(gateway["imported"])
         times["gateway_serving"].append(gateway["serving"])
     median = {name: round(statistics.median(values), 4) for name, values in times.items()}

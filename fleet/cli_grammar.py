@@ -703,6 +703,11 @@ def _update_commands(commands: _Commands) -> None:
         p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
         p.add_argument("--branch", metavar="NAME", help="branch to update to (default: the current one)")
         p.add_argument(
+            "--no-canary",
+            action="store_true",
+            help="move the tree without first running the new code's canary (update.canary in config.yaml)",
+        )
+        p.add_argument(
             "--rollback",
             nargs="?",
             const="",

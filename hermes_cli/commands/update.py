@@ -113,7 +113,13 @@ def _plan(args, root: Path) -> int:
 
 def _options(args) -> dict[str, Any]:
     """The options the updater is started with (see ``services.updater``)."""
-    return {"branch": args.branch, "backup": args.backup, "no_backup": args.no_backup, "rollback": args.rollback}
+    return {
+        "branch": args.branch,
+        "backup": args.backup,
+        "no_backup": args.no_backup,
+        "no_canary": args.no_canary,
+        "rollback": args.rollback,
+    }
 
 
 def _rollback_target(root: Path, args) -> str:
@@ -153,6 +159,8 @@ def _spawn(root: Path, update_id: str, args) -> subprocess.Popen:
         argv.append("--backup")
     if args.no_backup:
         argv.append("--no-backup")
+    if args.no_canary:
+        argv.append("--no-canary")
     if args.rollback is not None:
         argv += ["--rollback", args.rollback] if args.rollback else ["--rollback"]
     logs = root / "logs"
@@ -314,7 +322,9 @@ def _failure(outcome: str, steps: list[dict[str, Any]]) -> dict[str, Any] | None
     step = redact(failed[-1])
     detail = step["detail"]
     reason = detail.get("message") if isinstance(detail, dict) else detail
-    return {"step": step["name"], "reason": None if reason is None else str(reason), "detail": detail}
+    named = detail.get("detail") if isinstance(detail, dict) else None  # a canary's: its profile and check
+    where = {key: named[key] for key in ("profile", "check") if isinstance(named, dict) and key in named}
+    return {"step": step["name"], "reason": None if reason is None else str(reason), **where, "detail": detail}
 
 
 def _fleet_lines(fleet: list[dict[str, Any]]) -> list[str]:
@@ -421,7 +431,7 @@ class _Progress:
 def _detail_text(stage: str, detail: Any) -> str:
     if isinstance(detail, (str, int)):
         return f" {detail}"
-    if isinstance(detail, dict) and stage in ("plan", "apply", "snapshot", "completion"):
+    if isinstance(detail, dict) and stage in ("plan", "snapshot", "fetch", "canary", "apply", "completion"):
         return " " + ", ".join(f"{k}={str(v)[:12]}" for k, v in detail.items() if v is not None)
     return ""
 

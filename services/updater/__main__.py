@@ -1,4 +1,4 @@
-"""``python -m services.updater --update-id ID [--branch NAME] [--backup | --no-backup] [--rollback [ID]]``.
+"""``python -m services.updater --update-id ID [--branch NAME] [--backup | --no-backup] [--no-canary] [--rollback [ID]]``.
 
 Started detached by ``hermes update`` (its own session, so a dying CLI or a restarted gateway
 that launched it does not take the update down); ``hermes logs update --follow`` re-attaches.
@@ -17,8 +17,15 @@ parser.add_argument("--branch")
 backup = parser.add_mutually_exclusive_group()
 backup.add_argument("--backup", action="store_true")
 backup.add_argument("--no-backup", action="store_true")
+parser.add_argument("--no-canary", action="store_true")
 parser.add_argument("--rollback", nargs="?", const="", metavar="UPDATE_ID")
 args = parser.parse_args()
 logs.configure("updater")
-options = {"branch": args.branch, "backup": args.backup, "no_backup": args.no_backup, "rollback": args.rollback}
+options = {
+    "branch": args.branch,
+    "backup": args.backup,
+    "no_backup": args.no_backup,
+    "no_canary": args.no_canary,
+    "rollback": args.rollback,
+}
 sys.exit(run_update(homes.root_home(), INSTALL_ROOT, args.update_id, options))

@@ -103,8 +103,10 @@ def apply(
     remote: str = "origin",
     timeout: float = APPLY_TIMEOUT,
     on_step: StepCallback | None = None,
+    gate: Callable[[str], None] | None = None,
 ) -> ApplyResult:
-    """Fetch ``remote``'s ``branch`` and fast-forward the tree to it.
+    """Fetch ``remote``'s ``branch`` and fast-forward the tree to it; with ``gate``, only
+    once ``gate(target)`` returned: what it raises ends the run before anything moved.
 
     ``on_step(name, detail)`` is called with "fetched", "stashed" (the stash commit exists, and
     the tree is about to be cleaned: record it now), "moving" (just before the fast-forward:
@@ -154,6 +156,8 @@ def apply(
             "refusing to update over them",
             detail={"head": before, "target": target, "ahead": ahead, "behind": behind},
         )
+    if gate is not None:
+        gate(target)
 
     dirty = is_dirty(repo, timeout=timeout)
     stash_sha = _stash(repo, before, dirty, emit, timeout) if dirty else None

@@ -29,6 +29,7 @@ from services.updater.apply_git import (
     rewind,
 )
 from services.updater.archive import ArchiveFailed, DownloadStopped
+from services.updater.canary import CanaryFailed, CanaryStopped, remove_abandoned, run_canary
 from services.updater.completion_child import CompletionChild
 from services.updater.completion_contract import UNKNOWN_SPEC, Request, dependency_digest, result_matrix
 from services.updater.debts import Debts
@@ -46,7 +47,9 @@ from services.updater.settings import UpdateSettings, load_settings
 from services.updater.snapshot import BackupFailed, SnapshotFailed, full_backup, snapshot_all
 from services.updater.stages import (
     APPLY,
+    CANARY,
     COMPLETION,
+    FETCH,
     PLAN,
     RECOVER,
     RESTART,
@@ -216,14 +219,15 @@ class Pipeline:
         self._boundary(PLAN)
         settings, plan = self._plan()
         self.restore.repair()
+        self._remove_abandoned_canaries()
         self._boundary(SNAPSHOT)
         self._snapshot(plan)
-        self._boundary(APPLY)
+        self._boundary(APPLY if plan.rollback else FETCH)  # a rollback's commit is in the local .git
         branch = (plan.git or {}).get("branch") or self.options.get("branch") or settings.branch
         branch = branch or current_branch(self.install_root) or DEFAULT_BRANCH
         rollback = plan.rollback
         try:
-            result = self._rewind(rollback) if rollback else self._apply(branch, settings)
+            result = self._rewind(rollback) if rollback else self._apply(branch, settings, plan)
         except APPLY_FAILURES as exc:
             self.receipt.step("apply", False, exc.to_dict())
             self.emit(APPLY, "fail", exc.message)
@@ -326,13 +330,15 @@ class Pipeline:
 
     # --- apply ----------------------------------------------------------------------------
 
-    def _apply(self, branch: str, settings: UpdateSettings) -> ApplyResult:
-        """Fast-forward with git; when git itself fails before the commit point and an archive
-        URL is configured, install the branch's source archive instead."""
+    def _apply(self, branch: str, settings: UpdateSettings, plan: Plan) -> ApplyResult:
+        """Fast-forward with git, once the fetched commit passed its canary; when git itself
+        fails before the commit point and an archive URL is configured, install the branch's
+        source archive instead."""
         self._recover_swap()
         self._restore_owed_stash()
+        canary = plan.canary
         try:
-            return apply(self.install_root, branch, on_step=self._applied)
+            return apply(self.install_root, branch, on_step=self._applied, gate=lambda sha: self._gate(canary, sha))
         except BaseException as exc:
             self.debts.withdraw()
             if (
@@ -344,6 +350,8 @@ class Pipeline:
                 raise
             self.receipt.step("apply", False, exc.to_dict())
             self.emit(APPLY, "fallback", f"{exc.message}; installing the release archive instead")
+            if canary is not None and "skip" not in canary:
+                self.receipt.skip("canary", "git could not fetch the commit to stage: the archive is not gated")
             self.write()
         try:
             return apply_archive(
@@ -361,6 +369,51 @@ class Pipeline:
         except BaseException:
             self.debts.withdraw()
             raise
+
+    def _gate(self, canary: dict[str, Any] | None, sha: str) -> None:
+        """Between the fetch and the move of the tree: the fetched commit's canary
+        (``services.updater.canary``) as the plan says, then the apply stage's boundary. A
+        canary that fails ends the run ``failed`` with nothing changed."""
+        if canary is not None:
+            self._canary(canary, sha)
+        self._boundary(APPLY)
+
+    def _canary(self, canary: dict[str, Any], sha: str) -> None:
+        if "skip" in canary:
+            self.receipt.skip("canary", canary["skip"])
+            self.emit(CANARY, "skip", canary["skip"])
+            return
+        self._boundary(CANARY)
+        try:
+            passed = run_canary(
+                self.install_root,
+                self.root,
+                sha,
+                canary["profile"],
+                canary["window"],
+                self.stop,
+                spec_now=self.debts.dependency_spec,
+            )
+        except CanaryStopped:
+            raise Interrupted from None
+        except CanaryFailed as exc:
+            self.receipt.step("canary", False, exc.to_dict())
+            self.emit(CANARY, "fail", exc.message)
+            raise _Finish("failed") from None
+        if isinstance(passed, str):
+            self.receipt.skip("canary", passed)
+            self.emit(CANARY, "skip", passed)
+        else:
+            self.receipt.step("canary", True, passed.to_dict())
+            self.emit(CANARY, "done", passed.to_dict())
+        self.write()
+
+    def _remove_abandoned_canaries(self) -> None:
+        """A canary an updater killed mid-way left behind: its gateway stopped, its files gone."""
+        removed = remove_abandoned(self.root)
+        if removed:
+            self.receipt.step("recover", True, {"canaries": removed})
+            self.emit(RECOVER, "done", f"removed {len(removed)} canary left by a killed update")
 
     def _rewind(self, rollback: dict[str, Any]) -> ApplyResult:
         """A rollback's move back to ``rollback["target"]``, from the local ``.git`` alone; the
@@ -429,7 +482,7 @@ class Pipeline:
             self.debts.moved(detail["before"], detail["after"])
             self.write()
             prepare_host(self.root)  # a gateway host imports the new code while the completion starts
-        self.emit(APPLY, name, detail)
+        self.emit(FETCH if name in ("fetched", "adopted") else APPLY, name, detail)
 
     # --- after apply: the completion, or a retry of what is owed --------------------------
 

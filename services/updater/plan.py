@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleet import discovery
+from fleet.health import MIN_HEALTHY_SECONDS
+from services.updater.canary import window_for
 from services.updater.git import GitFailed
 from services.updater.git_target import GIT_TIMEOUT, git_target
 from services.updater.install_kind import SYSTEM_PROBES, InstallKind, Probes, detect_install_kind, refusal
@@ -50,6 +52,7 @@ class Plan:
     snapshot: bool  # whether the run snapshots the profiles: ``takes_snapshot``
     actions: list[str]
     rollback: dict[str, Any] | None = None  # a rollback's {of, target, backup} (``rollback.target``)
+    canary: dict[str, Any] | None = None  # {profile, window}, {skip: why}, None: the code does not move by git
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
@@ -75,18 +78,29 @@ class Plan:
             "snapshot": self.snapshot,
             "actions": self.actions,
             "rollback": self.rollback,
+            "canary": self.canary,
         }
 
 
 def plan_update(root: Path, install_root: Path, options: Mapping[str, Any], settings: UpdateSettings) -> Plan:
-    """The plan of an update run with ``options`` (``branch``, ``backup``, ``no_backup``) under
-    the root's ``settings``: the one the updater follows and the one ``--plan`` shows."""
+    """The plan of an update run with ``options`` (``branch``, ``backup``, ``no_backup``,
+    ``no_canary``) under the root's ``settings``: the one the updater follows and the one
+    ``--plan`` shows."""
     backup: BackupMode = "none" if options.get("no_backup") else "full" if options.get("backup") else "quick"
     branch = options.get("branch") or settings.branch
     rollback = options.get("rollback")
     if rollback is not None:  # "": the newest update that moved the code
         return make_plan(root, install_root, backup=backup, rollback=rollback or None)
-    return make_plan(root, install_root, branch=branch, backup=backup, archive_url=settings.archive_url)
+    off = "--no-canary" if options.get("no_canary") else None if settings.canary else "update.canary is false"
+    return make_plan(
+        root,
+        install_root,
+        branch=branch,
+        backup=backup,
+        archive_url=settings.archive_url,
+        canary_off=off,
+        canary_window=window_for(settings.min_healthy),
+    )
 
 
 def availability(plan: Plan) -> tuple[bool | None, str]:
@@ -116,6 +130,8 @@ def make_plan(
     git_timeout: float = GIT_TIMEOUT,
     archive_url: str | None = None,
     rollback: str | None | Literal[False] = False,
+    canary_off: str | None = None,
+    canary_window: float = window_for(MIN_HEALTHY_SECONDS),
 ) -> Plan:
     """The read-only inventory of an update of ``install_root`` serving the homes under ``root``;
     with ``rollback`` (an update id, or None for the newest that moved the code), of a rollback,
@@ -142,6 +158,7 @@ def make_plan(
     sha = code_sha(install_root)
     owed = _owed_completion(root)
     snapshot = takes_snapshot(install, target, archive_url, owed)
+    canary = canary_plan(target, undo, gateways, canary_off, canary_window)
     return Plan(
         root=root,
         install_root=install_root,
@@ -156,9 +173,12 @@ def make_plan(
         backup=backup,
         owed_completion=owed,
         snapshot=snapshot,
-        actions=_actions(install, target, target_error, profiles, gateways, backup, archive_url, owed, snapshot, undo)
+        actions=_actions(
+            install, target, target_error, profiles, gateways, backup, archive_url, owed, snapshot, undo, canary
+        )
         + _leave_alone(foreign),
         rollback=undo,
+        canary=canary,
     )
 
 
@@ -175,6 +195,25 @@ def takes_snapshot(
     if target["remote_sha"] is None:
         return False  # the run stops at the plan
     return not target["up_to_date"] or owed_completion is not None
+
+
+def canary_plan(
+    target: dict[str, Any] | None,
+    rollback: dict[str, Any] | None,
+    gateways: list[discovery.GatewayRecord],
+    off: str | None,
+    window: float,
+) -> dict[str, Any] | None:
+    """What gates the tree's move: ``{profile, window}`` (the canary copies the first live
+    gateway's profile, else the default's), ``{skip: why}``, or None when git does not move the
+    code (the archive fallback is not gated: it runs when git cannot fetch the commit to stage)."""
+    if target is None or target["remote_sha"] is None or target["up_to_date"]:
+        return None
+    if rollback is not None:
+        return {"skip": "a rollback returns to code this install ran before"}
+    if off is not None:
+        return {"skip": off}
+    return {"profile": gateways[0].profile if gateways else homes.DEFAULT_PROFILE, "window": window}
 
 
 def _owed_completion(root: Path) -> str | None:
@@ -202,6 +241,7 @@ def _actions(
     owed: str | None,
     snapshot: bool,
     rollback: dict[str, Any] | None = None,
+    canary: dict[str, Any] | None = None,
 ) -> list[str]:
     if not install.in_place:
         run = f"; run instead: {install.external_command}" if install.external_command else ""
@@ -233,6 +273,8 @@ def _actions(
         actions = [f"no code change: {target['branch']} is at origin's {short(new)}"]
     if snapshot:
         actions.append(_snapshot_action(profiles, backup))
+    if canary is not None:
+        actions.append(_canary_action(new, canary))
     if rollback is not None and rollback["backup"] and moves:
         actions.append(f"restore the root home from {rollback['backup']['path']} (what it does not hold is kept)")
     if owed is not None and not moves:
@@ -244,6 +286,15 @@ def _actions(
     elif not gateways:
         actions.append("no live gateway to restart")
     return actions
+
+
+def _canary_action(new: str, canary: dict[str, Any]) -> str:
+    if "skip" in canary:
+        return f"no canary ({canary['skip']}): the tree moves without a probe turn of {short(new)} first"
+    return (
+        f"canary, before the tree moves: {short(new)}, staged apart, serves a probe turn on a scratch copy of "
+        f"profile {canary['profile']}'s config and runs {canary['window']:g} s; if it fails, nothing moves"
+    )
 
 
 def _rollback_action(target: dict[str, Any], rollback: dict[str, Any]) -> str:

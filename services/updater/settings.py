@@ -6,6 +6,7 @@
       preserved_nested: [web/node_modules, web/dist]   # build outputs the archive swap carries
       min_healthy: 10                   # seconds a gateway runs without a restart before it is healthy
       step_timeout: 600                 # seconds each step of the completion may take
+      canary: true                      # the fetched code serves a probe turn before the tree moves
 
 Every value is checked here, at the boundary: a wrong type or an unsafe path is a
 ``ConfigError`` naming the file and the key, and the update stops before touching anything.
@@ -38,6 +39,7 @@ class UpdateSettings:
     preserved_nested: tuple[str, ...] = PRESERVED_NESTED
     min_healthy: float = MIN_HEALTHY_SECONDS
     step_timeout: float = STEP_TIMEOUT
+    canary: bool = True
 
 
 def load_settings(root: Path) -> UpdateSettings:
@@ -59,6 +61,7 @@ def load_settings(root: Path) -> UpdateSettings:
         preserved_nested=_paths(path, section),
         min_healthy=_seconds(path, section, "min_healthy", MIN_HEALTHY_SECONDS, 0, MAX_MIN_HEALTHY),
         step_timeout=_seconds(path, section, "step_timeout", STEP_TIMEOUT, 1, MAX_STEP_TIMEOUT),
+        canary=_flag(path, section, "canary", True),
     )
 
 
@@ -74,6 +77,13 @@ def _seconds(path: Path, section: dict[str, Any], key: str, default: float, low:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise _invalid(path, f"update.{key}", f"must be seconds from {low:g} to {high:g}")
     return float(value)
+
+
+def _flag(path: Path, section: dict[str, Any], key: str, default: bool) -> bool:
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise _invalid(path, f"update.{key}", "must be true or false")
+    return value
 
 
 def _url(path: Path, section: dict[str, Any]) -> str | None:

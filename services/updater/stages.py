@@ -36,7 +36,9 @@ STARTING = Stage("starting", Side.BEFORE, False, "what status says before the fi
 RECOVER = Stage("recover", Side.BEFORE, False, "an earlier run's leftovers repaired (also inside apply)")
 PLAN = Stage("plan", Side.BEFORE, True, "read-only: settings, target, fleet, what is owed")
 SNAPSHOT = Stage("snapshot", Side.BEFORE, True, "every profile's files, all or nothing")
-APPLY = Stage("apply", Side.COMMIT, True, "fetch and fast-forward (or the archive): the tree moves")
+FETCH = Stage("fetch", Side.BEFORE, True, "the target commit from origin; nothing moves yet")
+CANARY = Stage("canary", Side.BEFORE, True, "the fetched code, staged apart, serves a probe turn")
+APPLY = Stage("apply", Side.COMMIT, True, "the fast-forward (or the archive): the tree moves")
 RESTORE = Stage("restore", Side.AFTER, True, "a rollback's restore of the root home")
 COMPLETION = Stage("completion", Side.AFTER, True, "hands over to the new code, waits for its result")
 VERIFY = Stage("verify", Side.AFTER, True, "the code did not move: the fleet against it")
@@ -55,6 +57,8 @@ STAGES = (
     RECOVER,
     PLAN,
     SNAPSHOT,
+    FETCH,
+    CANARY,
     APPLY,
     RESTORE,
     COMPLETION,

@@ -293,7 +293,7 @@ def test_when_git_fails_the_release_archive_is_installed_and_the_fleet_follows(i
     server = ArchiveOrigin(install.origin)
     try:
         (install.root / "config.yaml").write_text(
-            f"# operator's settings\nupdate:\n  archive_url: {server.url('.tar.gz')}\n"
+            f"# operator's settings\nupdate:\n  archive_url: {server.url('.tar.gz')}\n  canary: false\n"
         )
         built = install.path / "hermes_cli" / "web_dist" / "index.html"  # a live build output (ignored)
         built.parent.mkdir(parents=True)
@@ -409,7 +409,7 @@ def test_sigint_during_an_archive_download_ends_the_update_interrupted(install):
 
     server = ArchiveOrigin(install.origin)
     try:
-        (install.root / "config.yaml").write_text(f"update:\n  archive_url: {server.url('.tar.gz')}\n")
+        (install.root / "config.yaml").write_text(f"update:\n  archive_url: {server.url('.tar.gz')}\n  canary: false\n")
         server.faults.append(Fault(drip=0.2))  # a download that would outlast any test
         old = install.head()
         install.release("release 2")

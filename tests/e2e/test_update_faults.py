@@ -225,8 +225,8 @@ def test_a_kill_at_any_stage_is_repaired_by_the_next_update(install, point):
             update.wait_event("plan", "done")
             orphans = kill(victim)
     elif point == "apply":
-        update.wait_event("apply", "start")
-        gates.wait_holding("upload-pack-2")  # inside apply, before the commit point: its fetch
+        update.wait_event("fetch", "start")
+        gates.wait_holding("upload-pack-2")  # before the commit point: apply's fetch
         victim = holder(install.root)["pid"]
         orphans = kill(victim)
         gates.release("upload-pack-2")
@@ -267,7 +267,7 @@ def test_a_kill_at_any_stage_is_repaired_by_the_next_update(install, point):
     stage_at_kill = {
         "plan": ("plan", "start"),
         "snapshot": ("plan", "done"),
-        "apply": ("apply", "start"),
+        "apply": ("fetch", "start"),
         "moved": ("apply", "moving"),
         "completion": ("completion", "started"),
     }

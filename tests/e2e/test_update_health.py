@@ -23,7 +23,7 @@ def fleet(report: dict) -> dict[str, dict]:
 
 
 def test_a_release_whose_turns_fail_is_current_and_unhealthy_in_the_receipt(install):
-    (install.root / "config.yaml").write_text("update:\n  min_healthy: 0\n")
+    (install.root / "config.yaml").write_text("update:\n  min_healthy: 0\n  canary: false\n")
     install.gateway("default")
     new = install.release("release 2: turns fail", edit=break_turns)
 
@@ -45,7 +45,7 @@ def test_a_release_whose_turns_fail_is_current_and_unhealthy_in_the_receipt(inst
 def test_the_window_of_config_yaml_judges_a_sound_release(install):
     install.gateway("default")
     install.release("release 2")
-    (install.root / "config.yaml").write_text("update:\n  min_healthy: 3600\n")
+    (install.root / "config.yaml").write_text("update:\n  min_healthy: 3600\n  canary: false\n")
 
     done = install.hermes("update", "--yes", "--json")
 
@@ -54,7 +54,7 @@ def test_the_window_of_config_yaml_judges_a_sound_release(install):
     assert health["state"] == "unknown" and "healthy after 3600 s without a restart" in health["why"]
 
     install.release("release 3")
-    (install.root / "config.yaml").write_text("update:\n  min_healthy: 0\n")
+    (install.root / "config.yaml").write_text("update:\n  min_healthy: 0\n  canary: false\n")
     done = install.hermes("update", "--yes", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert fleet(json.loads(done.stdout))["default"]["health"] == {"state": "healthy", "why": None}

@@ -34,7 +34,7 @@ def steps(receipt: dict) -> dict[str, dict]:
 
 
 def test_a_hung_step_is_stopped_owed_and_the_steps_after_it_still_run(install):
-    (install.root / "config.yaml").write_text("update:\n  step_timeout: 2\n")
+    (install.root / "config.yaml").write_text("update:\n  step_timeout: 2\n  canary: false\n")
     install.gateway("default")
     new = install.release("release 2: migrations hang", edit=hang_migrations)
     follower = subprocess.Popen(
@@ -74,7 +74,7 @@ def test_a_hung_step_is_stopped_owed_and_the_steps_after_it_still_run(install):
 
 
 def test_a_step_deaf_to_its_stop_is_ended_by_the_updater_and_the_completion_is_owed(install):
-    (install.root / "config.yaml").write_text("update:\n  step_timeout: 1\n")
+    (install.root / "config.yaml").write_text("update:\n  step_timeout: 1\n  canary: false\n")
     install.gateway("default")
     new = install.release("release 2: migrations hang, deaf", edit=lambda dev: hang_migrations(dev, deaf=True))
 
@@ -94,7 +94,7 @@ def test_a_step_deaf_to_its_stop_is_ended_by_the_updater_and_the_completion_is_o
 
 
 def test_an_orphaned_completion_deaf_to_its_stop_ends_itself_and_frees_the_lock(install):
-    (install.root / "config.yaml").write_text("update:\n  step_timeout: 1\n")
+    (install.root / "config.yaml").write_text("update:\n  step_timeout: 1\n  canary: false\n")
     install.gateway("default")
     install.release("release 2: migrations hang, deaf", edit=lambda dev: hang_migrations(dev, deaf=True))
 

@@ -56,9 +56,15 @@ def release(code: Path) -> str:
     return git(code, "rev-parse", "HEAD")
 
 
+NO_CANARY = "update:\n  canary: false\n"
+
+
 class Install:
     """An origin, the install cloned from it, a dev clone that pushes releases, and the root
-    home, under ``base``; every gateway it started is listed in ``gateways``."""
+    home, under ``base``; every gateway it started is listed in ``gateways``.
+
+    Its root's config.yaml turns the canary off (``NO_CANARY``): the canary's own tests turn
+    it on, and every other update would wait out its window."""
 
     def __init__(self, base: Path):
         self.base = base
@@ -72,6 +78,7 @@ class Install:
         git(base, "clone", "-q", str(self.origin), str(self.path))
         git(base, "clone", "-q", str(self.origin), str(self.dev))
         self.root.mkdir()
+        (self.root / "config.yaml").write_text(NO_CANARY)
 
     def env(self, **extra: str) -> dict[str, str]:
         """The install's environment: its root home, its code (not this checkout's), no user or

@@ -100,6 +100,9 @@ def test_settings_come_from_the_root_config_and_are_checked(tmp_path):
     assert (settings.min_healthy, settings.step_timeout) == (10.0, 600.0)  # the defaults
     (tmp_path / "config.yaml").write_text("update:\n  min_healthy: 2.5\n  step_timeout: 30\n")
     assert (load_settings(tmp_path).min_healthy, load_settings(tmp_path).step_timeout) == (2.5, 30.0)
+    assert settings.canary is True  # the default
+    (tmp_path / "config.yaml").write_text("update:\n  canary: false\n")
+    assert load_settings(tmp_path).canary is False
     for bad, key in [
         ("update: [1]", "update"),
         ("update:\n  archive_url: file:///tmp/{branch}", "update.archive_url"),
@@ -115,6 +118,8 @@ def test_settings_come_from_the_root_config_and_are_checked(tmp_path):
         ("update:\n  step_timeout: 86401", "update.step_timeout"),
         ("update:\n  step_timeout: '60'", "update.step_timeout"),
         ("update:\n  step_timeout: .inf", "update.step_timeout"),
+        ("update:\n  canary: 0", "update.canary"),
+        ("update:\n  canary: 'no'", "update.canary"),
     ]:
         (tmp_path / "config.yaml").write_text(bad + "\n")
         with pytest.raises(ConfigError) as caught:

@@ -14,6 +14,7 @@ import pytest
 from services.updater import pipeline as pipeline_module
 from services.updater import stages
 from services.updater.apply_git import ApplyResult
+from services.updater.canary import Canary
 from services.updater.completion import Completion
 from services.updater.install_kind import InstallKind
 from services.updater.plan import Plan
@@ -120,6 +121,7 @@ def _plan(root: Path, rollback: dict[str, Any] | None = None) -> Plan:
         snapshot=True,
         actions=[],
         rollback=rollback,
+        canary=None if rollback else {"profile": "default", "window": 0.0},
     )
 
 
@@ -136,12 +138,18 @@ def _stages_of_a_run(tmp_path: Path, monkeypatch, *, moved: bool, **path: Any) -
     monkeypatch.setattr(run, "_snapshot", lambda plan: None)
     result = ApplyResult(before=OLD, after=NEW if moved else OLD, branch="main", fetched_sha=NEW, moved=moved)
 
-    def apply(*args: Any) -> ApplyResult:
+    def apply(branch: str, settings: UpdateSettings, plan: Plan) -> ApplyResult:
+        if moved:  # git's apply calls its gate between the fetch and the move
+            run._gate(plan.canary, NEW)
+        return rewind()
+
+    def rewind(*args: Any) -> ApplyResult:
         run.committed = moved
         return result
 
     monkeypatch.setattr(run, "_apply", apply)
-    monkeypatch.setattr(run, "_rewind", apply)
+    monkeypatch.setattr(run, "_rewind", rewind)
+    monkeypatch.setattr(pipeline_module, "run_canary", lambda *a, **k: Canary("default", NEW, 0.0, 0.1))
     monkeypatch.setattr(run.restore, "run", lambda: None)
     monkeypatch.setattr(run, "complete", lambda before, after: None)
     run.debts.pending = path.get("pending")
@@ -169,15 +177,18 @@ def _runs(tmp_path: Path, monkeypatch) -> Iterator[list[str]]:
 def test_the_updater_runs_its_stages_in_the_tables_order(tmp_path, monkeypatch):
     runs = list(_runs(tmp_path, monkeypatch))
     assert runs == [  # each stage's start and what it reports, as far as the stubs leave it
-        ["starting", "recover", "plan", "snapshot", "apply", "apply", "completion", "completion", "done"],
+        [
+            *("starting", "recover", "plan", "snapshot", "fetch", "canary", "canary", "apply", "apply"),
+            *("completion", "completion", "done"),
+        ],
         ["starting", "recover", "plan", "snapshot", "apply", "apply", "restore", "completion", "completion", "done"],
-        ["starting", "recover", "plan", "snapshot", "apply", "apply", "completion", "completion", "completion", "done"],
+        ["starting", "recover", "plan", "snapshot", "fetch", "apply", "completion", "completion", "completion", "done"],
         [
             "starting",
             "recover",
             "plan",
             "snapshot",
-            "apply",
+            "fetch",
             "apply",
             "verify",
             "restart",
@@ -196,7 +207,8 @@ def test_the_updater_runs_its_stages_in_the_tables_order(tmp_path, monkeypatch):
 def test_a_planted_table_out_of_order_fails_the_pipelines_order(tmp_path, monkeypatch):
     runs = list(_runs(tmp_path, monkeypatch))
     old = list(updater_stages(STAGES))
-    for i, j in [(2, 3), (4, 5), (5, 6), (7, 8)]:  # plan/snapshot, apply/restore, restore/completion, verify/restart
+    # plan/snapshot, fetch/canary, canary/apply, apply/restore, restore/completion, verify/restart
+    for i, j in [(2, 3), (4, 5), (5, 6), (6, 7), (7, 8), (9, 10)]:
         planted = list(old)
         planted[i], planted[j] = planted[j], planted[i]
         assert not all(in_table_order(seen, tuple(planted)) for seen in runs), (old[i].name, old[j].name)
