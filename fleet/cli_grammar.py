@@ -56,6 +56,21 @@ def _seconds(limit: float) -> Callable[[str], float]:
     return parse
 
 
+def _count(limit: int) -> Callable[[str], int]:
+    """An argument's type: a whole number from 0 to ``limit``."""
+
+    def parse(text: str) -> int:
+        try:
+            count = int(text)
+        except ValueError:
+            count = -1
+        if not 0 <= count <= limit:
+            raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {limit}, got {text!r}")
+        return count
+
+    return parse
+
+
 def _toolsets(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(","))
     if not 0 < len(names) <= MAX_TOOLSETS or not all(_TOOLSET.fullmatch(name) for name in names):
@@ -705,7 +720,15 @@ def _update_commands(commands: _Commands) -> None:
         p.add_argument(
             "--no-canary",
             action="store_true",
-            help="move the tree without first running the new code's canary (update.canary in config.yaml)",
+            help="no canary before the tree moves and no health gates after it (update.canary in config.yaml)",
+        )
+        from fleet.health import MAX_PARALLEL
+
+        p.add_argument(
+            "--max-parallel",
+            type=_count(MAX_PARALLEL),
+            metavar="N",
+            help="gateways restarted per health-gated wave; 0: all at once (update.max_parallel in config.yaml)",
         )
         p.add_argument(
             "--rollback",

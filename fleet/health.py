@@ -20,6 +20,7 @@ HEALTHY, UNHEALTHY, UNKNOWN = "healthy", "unhealthy", "unknown"
 HEALTH_STATES = (HEALTHY, UNHEALTHY, UNKNOWN)
 MIN_HEALTHY_SECONDS = 10.0
 MAX_MIN_HEALTHY = 3600.0  # the longest window a command line or config.yaml may ask for
+MAX_PARALLEL = 1000  # the largest health-gated wave of an update a command line or config.yaml may ask for
 PROBE = {"text": "health probe", "probe": True}
 
 # Answers that say the gateway cannot take a turn now, which is no fault of its code.

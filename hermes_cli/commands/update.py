@@ -88,9 +88,9 @@ def _plan(args, root: Path) -> int:
     """``--plan`` prints the plan the updater would follow; ``--check`` says whether there is
     newer code: exit 0 when it could tell, 1 when it could not, 2 for an install kind that
     is not updated in place."""
-    from services.updater import availability, load_settings, plan_update, render_plan
+    from services.updater import availability, load_settings, plan_update, render_plan, update_options
 
-    plan = plan_update(root, INSTALL_ROOT, _options(args), load_settings(root))
+    plan = plan_update(root, INSTALL_ROOT, update_options(args), load_settings(root))
     data = plan.to_dict()
     owed = _owed(root)
     if args.check:
@@ -111,23 +111,12 @@ def _plan(args, root: Path) -> int:
     return 0
 
 
-def _options(args) -> dict[str, Any]:
-    """The options the updater is started with (see ``services.updater``)."""
-    return {
-        "branch": args.branch,
-        "backup": args.backup,
-        "no_backup": args.no_backup,
-        "no_canary": args.no_canary,
-        "rollback": args.rollback,
-    }
-
-
 def _rollback_target(root: Path, args) -> str:
     """The commit a rollback goes back to; a rollback that would be refused is refused here,
     before any updater starts (the updater's plan asks the same again)."""
-    from services.updater import load_settings, plan_update
+    from services.updater import load_settings, plan_update, update_options
 
-    plan = plan_update(root, INSTALL_ROOT, _options(args), load_settings(root))
+    plan = plan_update(root, INSTALL_ROOT, update_options(args), load_settings(root))
     assert plan.rollback is not None
     return plan.rollback["target"]
 
@@ -161,6 +150,8 @@ def _spawn(root: Path, update_id: str, args) -> subprocess.Popen:
         argv.append("--no-backup")
     if args.no_canary:
         argv.append("--no-canary")
+    if args.max_parallel is not None:
+        argv += ["--max-parallel", str(args.max_parallel)]
     if args.rollback is not None:
         argv += ["--rollback", args.rollback] if args.rollback else ["--rollback"]
     logs = root / "logs"
@@ -319,6 +310,8 @@ def _failure(outcome: str, steps: list[dict[str, Any]]) -> dict[str, Any] | None
     failed = [s for s in steps if not s["ok"]]
     if outcome == "success" or not failed:
         return None
+    if outcome == "rolled_back":  # what the revert did is in its own steps: the gate is why
+        failed = [s for s in failed if s["name"] == "gate"] or failed
     step = redact(failed[-1])
     detail = step["detail"]
     reason = detail.get("message") if isinstance(detail, dict) else detail

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from services.updater import ops
     from services.updater.errors import UpdateError
     from services.updater.lock import UpdateInProgress, holder, lock_path
-    from services.updater.plan import availability, plan_update
+    from services.updater.plan import availability, plan_update, update_options
     from services.updater.plan_text import render_plan
     from services.updater.receipt import Receipt
     from services.updater.receipt_store import ReceiptStore
@@ -57,6 +57,7 @@ __all__ = [
     "render_plan",
     "restart_warning",
     "restore_snapshot",
+    "update_options",
 ]
 
 # The names imported on first use, and the module each comes from; ``ops`` (the control
@@ -76,6 +77,7 @@ _ON_FIRST_USE = {
     "plan_update": "services.updater.plan",
     "render_plan": "services.updater.plan_text",
     "restore_snapshot": "services.updater.snapshot_restore",
+    "update_options": "services.updater.plan",
 }
 
 

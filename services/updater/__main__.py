@@ -1,4 +1,4 @@
-"""``python -m services.updater --update-id ID [--branch NAME] [--backup | --no-backup] [--no-canary] [--rollback [ID]]``.
+"""``python -m services.updater --update-id ID [--branch NAME] [--backup | --no-backup] [--no-canary] [--max-parallel N] [--rollback [ID]]``.
 
 Started detached by ``hermes update`` (its own session, so a dying CLI or a restarted gateway
 that launched it does not take the update down); ``hermes logs update --follow`` re-attaches.
@@ -7,6 +7,7 @@ that launched it does not take the update down); ``hermes logs update --follow``
 import argparse
 import sys
 
+from services.updater.plan import update_options
 from services.updater.run import run_update
 from shared import homes, logs
 from shared.version import INSTALL_ROOT
@@ -18,14 +19,8 @@ backup = parser.add_mutually_exclusive_group()
 backup.add_argument("--backup", action="store_true")
 backup.add_argument("--no-backup", action="store_true")
 parser.add_argument("--no-canary", action="store_true")
+parser.add_argument("--max-parallel", type=int)
 parser.add_argument("--rollback", nargs="?", const="", metavar="UPDATE_ID")
 args = parser.parse_args()
 logs.configure("updater")
-options = {
-    "branch": args.branch,
-    "backup": args.backup,
-    "no_backup": args.no_backup,
-    "no_canary": args.no_canary,
-    "rollback": args.rollback,
-}
-sys.exit(run_update(homes.root_home(), INSTALL_ROOT, args.update_id, options))
+sys.exit(run_update(homes.root_home(), INSTALL_ROOT, args.update_id, update_options(args)))

@@ -33,6 +33,7 @@ from services.updater.completion_contract import (
 )
 from services.updater.heartbeat import Heartbeat
 from services.updater.restart import RestartOutcome, restart_fleet
+from services.updater.rollout import Rollout, roll_out
 from services.updater.settings import STEP_TIMEOUT, UpdateSettings
 from services.updater.stages import BYTECODE, DEPENDENCIES, MIGRATIONS, NEW_RESTART, NEW_VERIFY
 from services.updater.step_bound import StepOverran, bounded
@@ -76,6 +77,7 @@ class Completion:
         self.steps: list[dict[str, Any]] = []
         self.skips: list[dict[str, Any]] = []
         self.followups: list[dict[str, str]] = []
+        self.rollout: Rollout | None = None  # a gated restart's waves, and the gate that failed
 
     def step(self, name: str, ok: bool, detail: Any = None) -> None:
         self.steps.append({"name": name, "ok": ok, "detail": detail, "at": _now()})
@@ -98,8 +100,11 @@ class Completion:
                 self.bounded(beat, DEPENDENCIES.name, bound, None, self.sync_dependencies, install_root)
                 self.bounded(beat, MIGRATIONS.name, bound, None, self.migrate_configs, root)
                 self.bounded(beat, BYTECODE.name, bound, None, self.compile_code, install_root)
-                restart = self.bounded(beat, NEW_RESTART.name, bound, [], self.restart_fleet, root)
-                matrix = self.bounded(beat, NEW_VERIFY.name, bound, [], self.verify_fleet, root)
+                restart = self.bounded(beat, NEW_RESTART.name, bound, [], self.restart_fleet, root, settings)
+                if self.rollout is not None and self.rollout.failed is not None:
+                    self.skip(NEW_VERIFY.name, f"{self.rollout.failed.message}: the updater rolls the install back")
+                else:
+                    matrix = self.bounded(beat, NEW_VERIFY.name, bound, [], self.verify_fleet, root)
             except Exception as exc:  # still answer: what broke is owed, not lost
                 self.step("completion", False, failure_reason(exc))
                 self.followups.append({"step": "completion", "reason": failure_reason(exc)})
@@ -119,6 +124,7 @@ class Completion:
             "restart": [outcome.to_dict() for outcome in restart],
             "fleet": [row.to_dict() for row in matrix],
             "followups": self.followups,
+            **({"rollout": self.rollout.to_dict()} if self.rollout is not None else {}),
         }
 
     def bounded(self, beat: Heartbeat, name: str, bound: float, overran: T, step: Callable[..., T], *args: Any) -> T:
@@ -133,10 +139,30 @@ class Completion:
             self.followups.append({"step": name, "reason": over.reason})
             return overran
 
-    def restart_fleet(self, root: Path) -> list[RestartOutcome]:
-        restart = restart_fleet(root, self.request.after)
-        self.step(NEW_RESTART.name, all(r.ok for r in restart), {"gateways": len(restart)})
-        return restart
+    def restart_fleet(self, root: Path, settings: UpdateSettings) -> list[RestartOutcome]:
+        """Every gateway onto the new code: in health-gated waves when the updater asks for them
+        (one that does not would not revert a failed gate), else all at once; a revert's
+        completion restarts only the gateways that moved."""
+        options = self.request.options
+        only = options.get("restart_only")
+        if only is not None or options.get("gates") is not True:
+            restart = restart_fleet(root, self.request.after, only=only if isinstance(only, list) else None)
+            self.step(NEW_RESTART.name, all(r.ok for r in restart), {"gateways": len(restart)})
+            return restart
+        wanted = options.get("max_parallel")
+        rollout = roll_out(
+            root,
+            self.request.after,
+            self.request.live_profiles,
+            max_parallel=wanted if type(wanted) is int and wanted >= 0 else settings.max_parallel,
+            min_healthy=settings.min_healthy,
+        )
+        self.rollout = rollout
+        ok = rollout.failed is None and all(r.ok for r in rollout.outcomes)
+        self.step(NEW_RESTART.name, ok, {"gateways": len(rollout.outcomes), "waves": len(rollout.waves)})
+        if rollout.failed is not None:
+            self.step("gate", False, rollout.failed.to_dict())
+        return rollout.outcomes
 
     def verify_fleet(self, root: Path) -> list[MatrixRow]:
         """The fleet against the new commit, each gateway's health within ``update.min_healthy``

@@ -54,6 +54,7 @@ from services.updater.stages import (
     RECOVER,
     RESTART,
     RESTORE,
+    REVERT,
     SNAPSHOT,
     STARTING,
     VERIFY,
@@ -256,10 +257,15 @@ class Pipeline:
             self._boundary(RESTORE)
             self.restore.run()
         self._boundary(COMPLETION)
-        completion = self.complete(self.debts.owed_before(result.before), result.after)
+        # Gated only where a failed gate can be reverted: a move git made.
+        waves = plan.max_parallel if result.via == "git" else None
+        completion = self.complete(self.debts.owed_before(result.before), result.after, max_parallel=waves)
         if result.stash == "parked":
             self.outcome = "partial"  # committed, but only the user can re-apply their changes
         self.report_completion(completion)
+        rollout = (completion or {}).get("rollout") or {}
+        if rollout.get("failed"):
+            self._revert(result.before, result.after, rollout)
 
     def _plan(self) -> tuple[UpdateSettings, Plan]:
         receipt = self.receipt
@@ -390,7 +396,6 @@ class Pipeline:
                 self.root,
                 sha,
                 canary["profile"],
-                canary["window"],
                 self.stop,
                 spec_now=self.debts.dependency_spec,
             )
@@ -486,9 +491,23 @@ class Pipeline:
 
     # --- after apply: the completion, or a retry of what is owed --------------------------
 
-    def complete(self, before: str | None, after: str | None) -> dict[str, Any] | None:
+    def complete(
+        self,
+        before: str | None,
+        after: str | None,
+        *,
+        max_parallel: int | None = None,
+        restart_only: list[str] | None = None,
+    ) -> dict[str, Any] | None:
         """Run the completion of ``before`` -> ``after`` in the new tree; its result, or None
-        when it delivered none (it is owed then)."""
+        when it delivered none (it is owed then). With ``max_parallel`` it restarts the fleet
+        in health-gated waves of that many (0: one wave); ``restart_only``: a revert's,
+        restarting those profiles' gateways alone."""
+        options: dict[str, Any] = {k: v for k, v in self.options.items() if isinstance(v, (str, bool, int, type(None)))}
+        if max_parallel is not None:
+            options.update(gates=True, max_parallel=max_parallel)
+        if restart_only is not None:
+            options["restart_only"] = restart_only
         base = self.store.path_for(self.receipt).with_suffix("")
         plan = self.receipt["plan"]
         request = Request.new(
@@ -499,7 +518,7 @@ class Pipeline:
             after=after,
             result_path=str(base) + ".result.json",
             live_profiles=self.debts.expected,
-            options={k: v for k, v in self.options.items() if isinstance(v, (str, bool, int, type(None)))},
+            options=options,
             plan=redact(plan) if plan is not None else None,
             dependency_spec=self.debts.owed_spec(),
         )
@@ -523,6 +542,32 @@ class Pipeline:
                 "followups": len(completion.get("followups", [])),
             },
         )
+
+    def _revert(self, before: str, after: str, rollout: dict[str, Any]) -> None:
+        """A wave failed its gate (the completion's ``rollout``): the tree back to ``before``,
+        then the old code's completion restarts the gateways the waves moved (the others never
+        left it) and verifies the fleet. Armed as any move is, so a run killed on the way leaves
+        the old code's completion owed."""
+        failed = rollout["failed"]
+        self.emit(REVERT, "reverting", failed.get("message"))
+        self.write()
+        # The spec the revert moves away from: the old code's completion syncs back if it differs.
+        self.debts.dependency_spec = self.spec_digest()
+        try:
+            back = rewind(self.install_root, before, on_step=self._applied)
+        except GitFailed as exc:
+            why = f"could not move the tree back to {before[:12]}: {exc.message}"
+            self.receipt.followup(REVERT.name, why)
+            self.receipt.user_action(f"{failed.get('message')}; {why}: roll back with `hermes update --rollback`")
+            self.emit(REVERT, "fail", why)
+            self.outcome = "partial"
+            return
+        moved = [p for p in rollout.get("moved", []) if isinstance(p, str)]
+        self.receipt.step(REVERT.name, True, {"to": back.after, "from": after, "moved": moved})
+        self.emit(REVERT, "done", {"to": back.after, "gateways": len(moved)})
+        completion = self.complete(self.debts.owed_before(after), back.after, restart_only=moved)
+        self.report_completion(completion)
+        self.outcome = "rolled_back"
 
     def _retry_owed(self, code: str, min_healthy: float) -> None:
         """Already up to date: retry what earlier runs left owed, then verify the fleet."""

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleet import discovery
-from fleet.health import MIN_HEALTHY_SECONDS
-from services.updater.canary import window_for
 from services.updater.git import GitFailed
 from services.updater.git_target import GIT_TIMEOUT, git_target
 from services.updater.install_kind import SYSTEM_PROBES, InstallKind, Probes, detect_install_kind, refusal
@@ -33,6 +31,8 @@ if TYPE_CHECKING:
     from services.updater.settings import UpdateSettings
 
 BackupMode = Literal["quick", "full", "none"]
+# The options an update run takes, as ``hermes update`` and the updater's own command line name them.
+OPTIONS = ("branch", "backup", "no_backup", "no_canary", "max_parallel", "rollback")
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class Plan:
     actions: list[str]
     rollback: dict[str, Any] | None = None  # a rollback's {of, target, backup} (``rollback.target``)
     canary: dict[str, Any] | None = None  # {profile, window}, {skip: why}, None: the code does not move by git
+    max_parallel: int | None = None  # the fleet restarts in health-gated waves of this many (0: one); None: ungated
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
@@ -79,7 +80,13 @@ class Plan:
             "actions": self.actions,
             "rollback": self.rollback,
             "canary": self.canary,
+            "max_parallel": self.max_parallel,
         }
+
+
+def update_options(args: object) -> dict[str, Any]:
+    """The options of an update run, from the parsed command line of either process."""
+    return {name: getattr(args, name) for name in OPTIONS}
 
 
 def plan_update(root: Path, install_root: Path, options: Mapping[str, Any], settings: UpdateSettings) -> Plan:
@@ -92,6 +99,7 @@ def plan_update(root: Path, install_root: Path, options: Mapping[str, Any], sett
     if rollback is not None:  # "": the newest update that moved the code
         return make_plan(root, install_root, backup=backup, rollback=rollback or None)
     off = "--no-canary" if options.get("no_canary") else None if settings.canary else "update.canary is false"
+    wanted = options.get("max_parallel")
     return make_plan(
         root,
         install_root,
@@ -99,7 +107,7 @@ def plan_update(root: Path, install_root: Path, options: Mapping[str, Any], sett
         backup=backup,
         archive_url=settings.archive_url,
         canary_off=off,
-        canary_window=window_for(settings.min_healthy),
+        max_parallel=None if off else wanted if isinstance(wanted, int) else settings.max_parallel,
     )
 
 
@@ -131,7 +139,7 @@ def make_plan(
     archive_url: str | None = None,
     rollback: str | None | Literal[False] = False,
     canary_off: str | None = None,
-    canary_window: float = window_for(MIN_HEALTHY_SECONDS),
+    max_parallel: int | None = None,
 ) -> Plan:
     """The read-only inventory of an update of ``install_root`` serving the homes under ``root``;
     with ``rollback`` (an update id, or None for the newest that moved the code), of a rollback,
@@ -158,7 +166,9 @@ def make_plan(
     sha = code_sha(install_root)
     owed = _owed_completion(root)
     snapshot = takes_snapshot(install, target, archive_url, owed)
-    canary = canary_plan(target, undo, gateways, canary_off, canary_window)
+    canary = canary_plan(target, undo, gateways, canary_off)
+    if canary is None or undo is not None:
+        max_parallel = None  # gated only where git moves the code forward: a failed gate is reverted
     return Plan(
         root=root,
         install_root=install_root,
@@ -176,9 +186,11 @@ def make_plan(
         actions=_actions(
             install, target, target_error, profiles, gateways, backup, archive_url, owed, snapshot, undo, canary
         )
+        + _gates_action(max_parallel)
         + _leave_alone(foreign),
         rollback=undo,
         canary=canary,
+        max_parallel=max_parallel,
     )
 
 
@@ -202,9 +214,8 @@ def canary_plan(
     rollback: dict[str, Any] | None,
     gateways: list[discovery.GatewayRecord],
     off: str | None,
-    window: float,
 ) -> dict[str, Any] | None:
-    """What gates the tree's move: ``{profile, window}`` (the canary copies the first live
+    """What gates the tree's move: ``{profile}`` (the canary copies the first live
     gateway's profile, else the default's), ``{skip: why}``, or None when git does not move the
     code (the archive fallback is not gated: it runs when git cannot fetch the commit to stage)."""
     if target is None or target["remote_sha"] is None or target["up_to_date"]:
@@ -213,7 +224,7 @@ def canary_plan(
         return {"skip": "a rollback returns to code this install ran before"}
     if off is not None:
         return {"skip": off}
-    return {"profile": gateways[0].profile if gateways else homes.DEFAULT_PROFILE, "window": window}
+    return {"profile": gateways[0].profile if gateways else homes.DEFAULT_PROFILE}
 
 
 def _owed_completion(root: Path) -> str | None:
@@ -293,8 +304,18 @@ def _canary_action(new: str, canary: dict[str, Any]) -> str:
         return f"no canary ({canary['skip']}): the tree moves without a probe turn of {short(new)} first"
     return (
         f"canary, before the tree moves: {short(new)}, staged apart, serves a probe turn on a scratch copy of "
-        f"profile {canary['profile']}'s config and runs {canary['window']:g} s; if it fails, nothing moves"
+        f"profile {canary['profile']}'s config; if it fails, nothing moves"
     )
+
+
+def _gates_action(max_parallel: int | None) -> list[str]:
+    if max_parallel is None:
+        return []
+    waves = f"waves of {max_parallel}" if max_parallel else "one wave of every gateway"
+    return [
+        f"gate the restart: {waves}, each healthy (a probe turn on the new commit) before the next; "
+        "a wave that fails rolls the tree and the gateways it moved back"
+    ]
 
 
 def _rollback_action(target: dict[str, Any], rollback: dict[str, Any]) -> str:

@@ -27,7 +27,8 @@ PARTIAL = "partial"
 FAILED = "failed"
 REFUSED = "refused"
 INTERRUPTED = "interrupted"
-TERMINAL = frozenset({SUCCESS, PARTIAL, FAILED, REFUSED, INTERRUPTED})
+ROLLED_BACK = "rolled_back"  # a gate failed after the commit point: the tree and the moved gateways went back
+TERMINAL = frozenset({SUCCESS, PARTIAL, FAILED, REFUSED, INTERRUPTED, ROLLED_BACK})
 OUTCOMES = TERMINAL | {RUNNING}
 
 
@@ -46,6 +47,7 @@ _EXIT_CODES = {
     FAILED: exit_codes.FAILED,
     REFUSED: exit_codes.REFUSED,
     INTERRUPTED: exit_codes.INTERRUPTED,
+    ROLLED_BACK: exit_codes.FAILED,
 }
 
 

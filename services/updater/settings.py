@@ -6,7 +6,8 @@
       preserved_nested: [web/node_modules, web/dist]   # build outputs the archive swap carries
       min_healthy: 10                   # seconds a gateway runs without a restart before it is healthy
       step_timeout: 600                 # seconds each step of the completion may take
-      canary: true                      # the fetched code serves a probe turn before the tree moves
+      canary: true                      # the canary before the tree moves, the gates after it
+      max_parallel: 0                   # gateways restarted per gated wave; 0: all in one wave
 
 Every value is checked here, at the boundary: a wrong type or an unsafe path is a
 ``ConfigError`` naming the file and the key, and the update stops before touching anything.
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from fleet.health import MAX_MIN_HEALTHY, MIN_HEALTHY_SECONDS
+from fleet.health import MAX_MIN_HEALTHY, MAX_PARALLEL, MIN_HEALTHY_SECONDS
 from services.updater.apply_archive import PRESERVED_NESTED
 from services.updater.archive import ArchiveFailed, archive_url
 from shared import config_text
@@ -40,6 +41,7 @@ class UpdateSettings:
     min_healthy: float = MIN_HEALTHY_SECONDS
     step_timeout: float = STEP_TIMEOUT
     canary: bool = True
+    max_parallel: int = 0
 
 
 def load_settings(root: Path) -> UpdateSettings:
@@ -62,6 +64,7 @@ def load_settings(root: Path) -> UpdateSettings:
         min_healthy=_seconds(path, section, "min_healthy", MIN_HEALTHY_SECONDS, 0, MAX_MIN_HEALTHY),
         step_timeout=_seconds(path, section, "step_timeout", STEP_TIMEOUT, 1, MAX_STEP_TIMEOUT),
         canary=_flag(path, section, "canary", True),
+        max_parallel=_count(path, section, "max_parallel", 0, MAX_PARALLEL),
     )
 
 
@@ -83,6 +86,13 @@ def _flag(path: Path, section: dict[str, Any], key: str, default: bool) -> bool:
     value = section.get(key, default)
     if not isinstance(value, bool):
         raise _invalid(path, f"update.{key}", "must be true or false")
+    return value
+
+
+def _count(path: Path, section: dict[str, Any], key: str, default: int, high: int) -> int:
+    value = section.get(key, default)
+    if type(value) is not int or not 0 <= value <= high:
+        raise _invalid(path, f"update.{key}", f"must be a whole number from 0 to {high}")
     return value
 
 

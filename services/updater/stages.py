@@ -41,6 +41,7 @@ CANARY = Stage("canary", Side.BEFORE, True, "the fetched code, staged apart, ser
 APPLY = Stage("apply", Side.COMMIT, True, "the fast-forward (or the archive): the tree moves")
 RESTORE = Stage("restore", Side.AFTER, True, "a rollback's restore of the root home")
 COMPLETION = Stage("completion", Side.AFTER, True, "hands over to the new code, waits for its result")
+REVERT = Stage("revert", Side.AFTER, False, "a wave failed its gate: the tree back, then the gateways that moved")
 VERIFY = Stage("verify", Side.AFTER, True, "the code did not move: the fleet against it")
 RESTART = Stage("restart", Side.AFTER, True, "the gateways found wanting, then verify again")
 DONE = Stage("done", Side.AFTER, False, "the outcome and the exit code")
@@ -62,6 +63,7 @@ STAGES = (
     APPLY,
     RESTORE,
     COMPLETION,
+    REVERT,
     VERIFY,
     RESTART,
     DONE,

@@ -8,33 +8,45 @@ import json
 import os
 import re
 import signal
+import subprocess
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
 
+from fleet.health import PROBE
 from shared import homes
 from shared.gateways import ops
+from shared.protocol import RemoteError
 from shared.transport.sync_client import SyncClient
-from tests.e2e.test_update_health import break_turns
+from tests.e2e.test_update_health import AGENT_TURN, WORK, break_turns
 from tests.support.installs import start_update, updater_pid
 from tests.support.processes import read_state, wait_for
+from tests.support.releases import patch_release
 
 PROFILES = tuple(f"p{n}" for n in range(1, 9))
 WAIT = 60.0
 TURN_SECONDS = 4.0  # long enough to be in flight through the whole canary
 
 
-def canary_on(install, window: float) -> None:
-    """The root's config.yaml with the canary on (the tests' installs turn it off)."""
-    (install.root / "config.yaml").write_text(f"update:\n  min_healthy: {window:g}\n")
+def canary_on(install, min_healthy: float = 1) -> None:
+    """The root's config.yaml with the canary and the gates on (the tests' installs turn them off)."""
+    (install.root / "config.yaml").write_text(f"update:\n  min_healthy: {min_healthy:g}\n")
 
 
-def ask(root: Path, profile: str, spec, args=None) -> dict:
+def hang_the_canary(dev: Path) -> None:
+    """A release whose gateway, started as a canary, hangs before it serves anything."""
+    anchor = "from services.gateway.drained_exit import exit_now\n"
+    hang = 'import os, time\nif "hermes-canary-" in os.getcwd():\n    time.sleep(300)\n'
+    patch_release(dev / "services" / "gateway" / "__main__.py", anchor, hang + anchor)
+
+
+def ask(root: Path, profile: str, spec, args=None, timeout: float = WAIT) -> dict:
     endpoint = homes.endpoint(homes.profile_home(profile, root), ops.SERVICE, create=False)
     with SyncClient(endpoint.control) as client:
-        return client.call(spec, args or {}, timeout=WAIT)
+        return client.call(spec, args or {}, timeout=timeout)
 
 
 def canary_of(updater: int) -> Path | None:
@@ -55,32 +67,50 @@ def processes_inside(work: Path) -> list[psutil.Process]:
     return [p for p in psutil.process_iter(["cwd"]) if (p.info["cwd"] or "").startswith(inside)]
 
 
-def receipt_of(report: dict) -> dict:
-    return json.loads(Path(report["receipt"]).read_text())
+def serves_on(root: Path, profile: str, sha: str) -> bool:
+    """Whether ``profile``'s gateway passes a probe turn on ``sha`` now."""
+    try:
+        return ask(root, profile, ops.TURN, PROBE, timeout=5.0)["code_sha"] == sha
+    except RemoteError:
+        return False  # between two processes
 
 
-def test_a_release_whose_first_turn_fails_never_reaches_a_live_gateway(install):
-    for name in PROFILES:
+def mesh_up(install, profiles: tuple[str, ...]) -> None:
+    """``profiles`` made, and their gateways forked from one gateway host under supervisord."""
+    for name in profiles:
         assert install.hermes("profile", "create", name).returncode == 0
-    up = install.hermes("mesh", "up", "--profiles", ",".join(PROFILES), "--json", timeout=180)
+    up = install.hermes("mesh", "up", "--profiles", ",".join(profiles), "--json", timeout=180)
     assert up.returncode == 0, up.stdout + up.stderr
-    canary_on(install, 1)
-    old = install.head()
-    before = {p: read_state(homes.profile_home(p, install.root))["pid"] for p in PROFILES}
-    install.release("release 2: every turn fails", edit=break_turns)
 
-    with ThreadPoolExecutor(len(PROFILES)) as pool:
-        turns = {
-            p: pool.submit(ask, install.root, p, ops.TURN, {"text": "hold", "seconds": TURN_SECONDS}) for p in PROFILES
-        }
-        for p in PROFILES:
+
+def update_under_turns(install, profiles: tuple[str, ...]) -> tuple[int, dict, dict[str, dict]]:
+    """``hermes update --yes --json`` while every profile's gateway runs a turn it accepted
+    before: its exit code, its report, and each turn's result once it finished."""
+    with ThreadPoolExecutor(len(profiles)) as pool:
+        held = {"text": "hold", "seconds": TURN_SECONDS}
+        turns = {p: pool.submit(ask, install.root, p, ops.TURN, held) for p in profiles}
+        for p in profiles:
             wait_for(
                 lambda p=p: read_state(homes.profile_home(p, install.root))["active_turns"] == 1,
                 timeout=WAIT,
                 what=f"{p}'s turn to start",
             )
         code, report = install.hermes_json("update", "--yes")
-        answered = {p: turn.result(timeout=WAIT) for p, turn in turns.items()}
+        return code, report, {p: turn.result(timeout=WAIT) for p, turn in turns.items()}
+
+
+def receipt_of(report: dict) -> dict:
+    return json.loads(Path(report["receipt"]).read_text())
+
+
+def test_a_release_whose_first_turn_fails_never_reaches_a_live_gateway(install):
+    mesh_up(install, PROFILES)
+    canary_on(install)
+    old = install.head()
+    before = {p: read_state(homes.profile_home(p, install.root))["pid"] for p in PROFILES}
+    install.release("release 2: every turn fails", edit=break_turns)
+
+    code, report, answered = update_under_turns(install, PROFILES)
 
     assert code == 1, report
     assert report["outcome"] == "failed" and install.head() == old
@@ -103,12 +133,12 @@ def test_a_release_whose_first_turn_fails_never_reaches_a_live_gateway(install):
 
 def test_a_sound_release_passes_its_canary_and_the_plan_shows_it(install):
     install.gateway("default")
-    canary_on(install, 1)
+    canary_on(install)
     new = install.release("release 2")
 
     code, plan = install.hermes_json("update", "--plan")
     assert code == 0
-    assert plan["canary"] == {"profile": "default", "window": 1.0}
+    assert (plan["canary"], plan["max_parallel"]) == ({"profile": "default"}, 0)
     assert any(a.startswith("canary, before the tree moves") for a in plan["actions"])
 
     code, report = install.hermes_json("update", "--yes")
@@ -117,17 +147,17 @@ def test_a_sound_release_passes_its_canary_and_the_plan_shows_it(install):
     assert report["outcome"] == "success" and install.head() == new
     steps = {s["name"]: s for s in receipt_of(report)["steps"]}
     assert steps["canary"]["ok"] and steps["canary"]["detail"]["sha"] == new
-    assert steps["canary"]["detail"]["profile"] == "default" and steps["canary"]["detail"]["window"] == 1.0
+    assert steps["canary"]["detail"]["profile"] == "default"
     assert [s["name"] for s in receipt_of(report)["steps"]].index("canary") < list(steps).index("moved")
 
 
 def test_no_canary_moves_the_tree_without_one(install):
     install.gateway("default")
-    canary_on(install, 0)
+    canary_on(install)
     new = install.release("release 2: every turn fails", edit=break_turns)
 
     code, plan = install.hermes_json("update", "--plan", "--no-canary")
-    assert plan["canary"] == {"skip": "--no-canary"}
+    assert (plan["canary"], plan["max_parallel"]) == ({"skip": "--no-canary"}, None)
     code, report = install.hermes_json("update", "--yes", "--no-canary")
 
     assert code == 0, report
@@ -145,41 +175,12 @@ def test_no_canary_moves_the_tree_without_one(install):
     assert plan["canary"] == {"skip": "update.canary is false"}
 
 
-def test_a_canary_left_by_a_killed_updater_is_removed_by_the_next_update(install):
+def canary_caught(install, signum: int) -> tuple[Path, list[psutil.Process], subprocess.Popen[str]]:
+    """An update of a release whose canary hangs, its updater sent ``signum`` mid-canary: the
+    canary's directory, its processes as they were, and the finished ``hermes update``."""
     install.gateway("default")
-    canary_on(install, 60)  # a canary that takes a minute to be healthy: killed well inside it
-    old = install.head()
-    install.release("release 2")
-    update = start_update(install)
-    try:
-        updater = updater_pid(install)
-
-        wait_for(lambda: canary_of(updater) is not None, timeout=WAIT, what="the canary to start")
-        work = canary_of(updater)
-        assert work is not None
-        wait_for(lambda: processes_inside(work) != [], timeout=WAIT, what="the canary's gateway")
-        os.kill(updater, signal.SIGKILL)
-        update.wait(WAIT)
-    finally:
-        if update.poll() is None:
-            update.kill()
-    orphans = processes_inside(work)
-    assert orphans and all(p.is_running() for p in orphans)  # left running by the killed updater
-    assert install.head() == old
-
-    code, report = install.hermes_json("update", "--yes", "--no-canary")
-
-    assert code == 0, report
-    assert not work.exists() and not any(p.is_running() and p.status() != "zombie" for p in orphans)
-    recovered = [s["detail"] for s in receipt_of(report)["steps"] if s["name"] == "recover"]
-    assert {"canaries": [str(work)]} in recovered
-
-
-def test_a_stop_mid_canary_ends_the_run_interrupted_with_the_canary_gone(install):
-    install.gateway("default")
-    canary_on(install, 60)
-    old = install.head()
-    install.release("release 2")
+    canary_on(install)
+    install.release("release 2: its canary hangs", edit=hang_the_canary)
     update = start_update(install)
     try:
         updater = updater_pid(install)
@@ -188,13 +189,109 @@ def test_a_stop_mid_canary_ends_the_run_interrupted_with_the_canary_gone(install
         assert work is not None
         wait_for(lambda: processes_inside(work) != [], timeout=WAIT, what="the canary's gateway")
         gateways = processes_inside(work)
-        os.kill(updater, signal.SIGINT)  # as `kill -INT`, or a Ctrl-C the CLI passes on
-        out, err = update.communicate(timeout=WAIT)
+        os.kill(updater, signum)
+        update.wait(WAIT)
     finally:
         if update.poll() is None:
             update.kill()
+    return work, gateways, update
 
+
+def gone(processes: list[psutil.Process]) -> bool:
+    return not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in processes)
+
+
+def test_a_canary_left_by_a_killed_updater_is_removed_by_the_next_update(install):
+    old = install.head()
+    work, orphans, _ = canary_caught(install, signal.SIGKILL)
+    assert not gone(orphans) and work.exists()  # left running by the killed updater
+    assert install.head() == old
+
+    code, report = install.hermes_json("update", "--yes", "--no-canary")
+
+    assert code == 0, report
+    assert not work.exists() and gone(orphans)
+    recovered = [s["detail"] for s in receipt_of(report)["steps"] if s["name"] == "recover"]
+    assert {"canaries": [str(work)]} in recovered
+
+
+def test_a_stop_mid_canary_ends_the_run_interrupted_with_the_canary_gone(install):
+    old = install.head()
+    work, gateways, update = canary_caught(install, signal.SIGINT)  # as `kill -INT`, or a Ctrl-C passed on
+
+    out, err = update.communicate(timeout=WAIT)
     assert update.returncode == 130, out + err
     assert json.loads(out)["outcome"] == "interrupted"
-    assert install.head() == old and not work.exists()
-    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in gateways)
+    assert install.head() == old and not work.exists() and gone(gateways)
+
+
+def fail_turns_of(profile: str) -> Callable[[Path], None]:
+    """A release whose gateways serve every profile but ``profile``, whose turns all fail."""
+
+    def edit(dev: Path) -> None:
+        fail = f'    if profile_scope.current().profile == "{profile}":\n        raise RuntimeError("broken for {profile}")\n'
+        patch_release(dev / AGENT_TURN, WORK, WORK + fail)
+
+    return edit
+
+
+def test_a_release_whose_third_wave_fails_its_gate_is_rolled_back(install):
+    mesh_up(install, PROFILES)
+    (install.root / "config.yaml").write_text("update:\n  min_healthy: 1\n  max_parallel: 2\n")
+    old = install.head()
+    before = {p: read_state(homes.profile_home(p, install.root))["pid"] for p in PROFILES}
+    new = install.release("release 2: p5's turns fail", edit=fail_turns_of("p5"))
+
+    code, report, answered = update_under_turns(install, PROFILES)
+
+    assert code == 1, report
+    assert report["outcome"] == "rolled_back" and install.head() == old
+    failure = report["failure"]
+    assert (failure["step"], failure["profile"], failure["check"]) == ("gate", "p5", "turn")
+    assert failure["detail"]["detail"]["wave"] == 3
+    receipt = receipt_of(report)
+    steps = [s["name"] for s in receipt["steps"]]
+    assert steps.index("canary") < steps.index("moved") < steps.index("gate") < steps.index("revert")
+    [revert] = [s for s in receipt["steps"] if s["name"] == "revert"]
+    assert revert["detail"]["moved"] == ["p1", "p2", "p3", "p4", "p5", "p6"] and revert["detail"]["from"] == new
+    # Back on the old commit, every profile; the fourth wave's gateways never moved.
+    assert {row["profile"]: (row["verdict"], row["running"]) for row in report["fleet"]} == dict.fromkeys(
+        PROFILES, ("current", old)
+    )
+    for p in PROFILES:
+        status = ask(install.root, p, ops.STATUS)
+        assert status["code_sha"] == old, p
+        assert (status["pid"] == before[p]) == (p in ("p7", "p8")), p
+        assert (answered[p]["profile"], answered[p]["text"]) == (p, "hold")  # no accepted turn lost
+    wait_for(
+        lambda: all(serves_on(install.root, p, old) for p in PROFILES),
+        timeout=WAIT,
+        what="every profile to serve a probe turn on the old commit",
+    )
+    assert receipt["followups"] == []
+
+
+def test_an_updater_killed_mid_revert_still_leaves_the_fleet_on_the_old_commit(install):
+    from services.updater import holder
+    from tests.e2e.test_update_faults import Update
+
+    profiles = ("p1", "p2")
+    mesh_up(install, profiles)
+    (install.root / "config.yaml").write_text("update:\n  min_healthy: 1\n  max_parallel: 1\n")
+    old = install.head()
+    install.release("release 2: p2's turns fail", edit=fail_turns_of("p2"))
+
+    update = Update(install)
+    updater = updater_pid(install)
+    update.wait_event("revert", "done")  # the tree is back; the old code's completion restarts what moved
+    os.kill(updater, signal.SIGKILL)
+    code, _, err = update.finish()
+
+    assert code == 130, err  # its follower saw the updater die
+    assert install.head() == old
+    wait_for(lambda: holder(install.root) is None, timeout=WAIT, what="the orphaned completion to finish")
+    wait_for(
+        lambda: all(serves_on(install.root, p, old) for p in profiles),
+        timeout=WAIT,
+        what="both profiles to serve on the old commit",
+    )

@@ -101,8 +101,9 @@ def test_settings_come_from_the_root_config_and_are_checked(tmp_path):
     (tmp_path / "config.yaml").write_text("update:\n  min_healthy: 2.5\n  step_timeout: 30\n")
     assert (load_settings(tmp_path).min_healthy, load_settings(tmp_path).step_timeout) == (2.5, 30.0)
     assert settings.canary is True  # the default
-    (tmp_path / "config.yaml").write_text("update:\n  canary: false\n")
-    assert load_settings(tmp_path).canary is False
+    (tmp_path / "config.yaml").write_text("update:\n  canary: false\n  max_parallel: 2\n")
+    assert (load_settings(tmp_path).canary, load_settings(tmp_path).max_parallel) == (False, 2)
+    assert settings.max_parallel == 0  # the default: one wave
     for bad, key in [
         ("update: [1]", "update"),
         ("update:\n  archive_url: file:///tmp/{branch}", "update.archive_url"),
@@ -119,6 +120,10 @@ def test_settings_come_from_the_root_config_and_are_checked(tmp_path):
         ("update:\n  step_timeout: '60'", "update.step_timeout"),
         ("update:\n  step_timeout: .inf", "update.step_timeout"),
         ("update:\n  canary: 0", "update.canary"),
+        ("update:\n  max_parallel: -1", "update.max_parallel"),
+        ("update:\n  max_parallel: 1001", "update.max_parallel"),
+        ("update:\n  max_parallel: 2.5", "update.max_parallel"),
+        ("update:\n  max_parallel: true", "update.max_parallel"),
         ("update:\n  canary: 'no'", "update.canary"),
     ]:
         (tmp_path / "config.yaml").write_text(bad + "\n")

@@ -85,7 +85,7 @@ def test_a_failed_sweep_is_a_follow_up_and_the_fleet_is_restarted_all_the_same(t
         dependency_spec=None,  # no pyproject.toml before or after: nothing to sync
     )
     restarted = []
-    monkeypatch.setattr(completion, "restart_fleet", lambda root, after: restarted.append(after) or [])
+    monkeypatch.setattr(completion, "restart_fleet", lambda root, after, only: restarted.append(after) or [])
     monkeypatch.setattr(completion, "fleet_matrix", lambda root, after, expected_profiles, min_healthy: [])
     result = Completion(request).run()
     check_result(result)

@@ -1,6 +1,7 @@
-"""The canary's rules with no process started: what the plan says gates the move, its window,
-and which leftovers of a killed updater's canary a run removes (only its own root's, only once
-their updater is gone, never a planted link or a stranger's directory)."""
+"""The canary's and the gates' rules with no process started: what the plan says gates the
+move, how the fleet is cut into waves and when a wave passes its gate, and which leftovers of
+a killed updater's canary a run removes (only its own root's, only once their updater is gone,
+never a planted link or a stranger's directory)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import os
 from pathlib import Path
 
 from fleet.discovery import GatewayRecord
-from services.updater.canary import MAX_WINDOW, OWNER, PREFIX, remove_abandoned, window_for
+from fleet.health import HEALTHY, UNHEALTHY, UNKNOWN, Health
+from services.updater.canary import OWNER, PREFIX, remove_abandoned
 from services.updater.plan import canary_plan
+from services.updater.waves import judge_wave, waves
 from shared.identity import ProcessIdentity
 
 OLD, NEW = "a" * 40, "b" * 40
@@ -22,28 +25,58 @@ def gateway(profile: str) -> GatewayRecord:
 
 
 def test_the_plan_gates_a_move_by_git_with_the_first_live_gateways_profile():
-    assert canary_plan(MOVES, None, [gateway("coder"), gateway("writer")], None, 10.0) == {
-        "profile": "coder",
-        "window": 10.0,
-    }
-    assert canary_plan(MOVES, None, [], None, 10.0) == {"profile": "default", "window": 10.0}
+    assert canary_plan(MOVES, None, [gateway("coder"), gateway("writer")], None) == {"profile": "coder"}
+    assert canary_plan(MOVES, None, [], None) == {"profile": "default"}
 
 
 def test_nothing_to_gate_when_git_does_not_move_the_code():
-    assert canary_plan(None, None, [], None, 10.0) is None  # git cannot read the target
-    assert canary_plan({"remote_sha": None, "up_to_date": False}, None, [], None, 10.0) is None
-    assert canary_plan({"remote_sha": OLD, "up_to_date": True}, None, [], None, 10.0) is None
+    assert canary_plan(None, None, [], None) is None  # git cannot read the target
+    assert canary_plan({"remote_sha": None, "up_to_date": False}, None, [], None) is None
+    assert canary_plan({"remote_sha": OLD, "up_to_date": True}, None, [], None) is None
 
 
 def test_a_skipped_canary_says_why():
-    assert canary_plan(MOVES, None, [], "--no-canary", 10.0) == {"skip": "--no-canary"}
+    assert canary_plan(MOVES, None, [], "--no-canary") == {"skip": "--no-canary"}
     rollback = {"of": "u1", "target": OLD, "backup": None}
-    assert "rollback" in canary_plan(MOVES, rollback, [], None, 10.0)["skip"]
+    assert "rollback" in canary_plan(MOVES, rollback, [], None)["skip"]
 
 
-def test_the_window_is_min_healthy_up_to_a_minute():
-    assert window_for(0) == 0 and window_for(10) == 10
-    assert window_for(3600) == MAX_WINDOW == 60
+def test_the_fleet_is_cut_into_waves_in_order():
+    assert waves(["a", "b", "c", "d", "e"], 2) == [["a", "b"], ["c", "d"], ["e"]]
+    assert waves(["a", "b", "c"], 0) == [["a", "b", "c"]]  # 0: one wave of them all
+    assert waves(["a", "b"], 5) == [["a", "b"]]
+    assert waves([], 3) == []
+
+
+OK = {"ok": True}
+
+
+def test_a_wave_passes_its_gate_once_every_gateway_of_it_is_healthy():
+    healthy = Health(HEALTHY)
+    young = Health(UNKNOWN, "up 0 s; healthy after 10 s without a restart")
+    verdict = judge_wave(1, ["a", "b"], {"a": OK, "b": OK}, {"a": healthy, "b": young}, timed_out=False)
+    assert (verdict.passed, verdict.failed) == (False, None)  # waits
+    assert verdict.waiting_on == "b: up 0 s; healthy after 10 s without a restart"
+    verdict = judge_wave(1, ["a", "b"], {"a": OK, "b": OK}, {"a": healthy, "b": healthy}, timed_out=False)
+    assert verdict.passed
+
+
+def test_a_wave_fails_at_once_on_a_failed_restart_or_an_unhealthy_gateway():
+    healthy, sick = Health(HEALTHY), Health(UNHEALTHY, "its probe turn failed (internal_error)")
+    failed_restart = {"ok": False, "reason": "no answer within 30 s"}
+    verdict = judge_wave(3, ["e", "f"], {"e": OK, "f": OK}, {"e": healthy, "f": sick}, timed_out=False)
+    assert verdict.failed is not None and not verdict.passed
+    assert verdict.failed.detail == {"wave": 3, "profile": "f", "check": "turn", "why": sick.why}
+    verdict = judge_wave(2, ["c"], {"c": failed_restart}, {"c": healthy}, timed_out=False)
+    assert verdict.failed is not None and verdict.failed.detail["check"] == "restart"
+    assert verdict.failed.detail["why"] == "no answer within 30 s"
+
+
+def test_a_wave_still_waiting_at_its_deadline_fails_naming_what_it_waited_for():
+    verdict = judge_wave(1, ["a", "b"], {"a": OK, "b": OK}, {"a": Health(HEALTHY)}, timed_out=True)
+    assert verdict.failed is not None
+    assert verdict.failed.detail == {"wave": 1, "profile": "b", "check": "deadline", "why": "no gateway of it answers"}
+    assert judge_wave(1, ["a"], {"a": OK}, {"a": Health(HEALTHY)}, timed_out=True).passed
 
 
 def _canary(base: Path, name: str, record: object) -> Path:

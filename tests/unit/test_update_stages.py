@@ -121,7 +121,8 @@ def _plan(root: Path, rollback: dict[str, Any] | None = None) -> Plan:
         snapshot=True,
         actions=[],
         rollback=rollback,
-        canary=None if rollback else {"profile": "default", "window": 0.0},
+        canary=None if rollback else {"profile": "default"},
+        max_parallel=None if rollback else 0,
     )
 
 
@@ -149,9 +150,17 @@ def _stages_of_a_run(tmp_path: Path, monkeypatch, *, moved: bool, **path: Any) -
 
     monkeypatch.setattr(run, "_apply", apply)
     monkeypatch.setattr(run, "_rewind", rewind)
-    monkeypatch.setattr(pipeline_module, "run_canary", lambda *a, **k: Canary("default", NEW, 0.0, 0.1))
+    monkeypatch.setattr(pipeline_module, "run_canary", lambda *a, **k: Canary("default", NEW, 0.1))
     monkeypatch.setattr(run.restore, "run", lambda: None)
-    monkeypatch.setattr(run, "complete", lambda before, after: None)
+    failed = {"code": "gate_failed", "message": "wave 1 failed its gate", "detail": {}}
+    gate = {"rollout": {"waves": [["a"]], "moved": ["a"], "failed": failed}} if path.get("gate_fails") else {}
+
+    def complete(before: str, after: str, **options: Any) -> dict[str, Any] | None:
+        return {**gate, "fleet": []} if "max_parallel" in options and options["max_parallel"] is not None else None
+
+    monkeypatch.setattr(run, "complete", complete)
+    back = ApplyResult(before=NEW, after=OLD, branch="main", fetched_sha=OLD, moved=True)
+    monkeypatch.setattr(pipeline_module, "rewind", lambda *a, **k: back)
     run.debts.pending = path.get("pending")
     row = MatrixRow("a", "unmanaged", 4100, "running", running=OLD, expected=OLD, verdict=STALE, source="socket")
     monkeypatch.setattr(pipeline_module, "fleet_matrix", lambda *a, **k: [row] if path.get("stale") else [])
@@ -166,6 +175,7 @@ def _stages_of_a_run(tmp_path: Path, monkeypatch, *, moved: bool, **path: Any) -
 def _runs(tmp_path: Path, monkeypatch) -> Iterator[list[str]]:
     backup = {"path": "/b.tar.gz", "sha256": "0" * 64}
     yield _stages_of_a_run(tmp_path / "forward", monkeypatch, moved=True)
+    yield _stages_of_a_run(tmp_path / "reverted", monkeypatch, moved=True, gate_fails=True)
     yield _stages_of_a_run(
         tmp_path / "rollback", monkeypatch, moved=True, rollback={"of": "u0", "target": OLD, "backup": backup}
     )
@@ -180,6 +190,10 @@ def test_the_updater_runs_its_stages_in_the_tables_order(tmp_path, monkeypatch):
         [
             *("starting", "recover", "plan", "snapshot", "fetch", "canary", "canary", "apply", "apply"),
             *("completion", "completion", "done"),
+        ],
+        [
+            *("starting", "recover", "plan", "snapshot", "fetch", "canary", "canary", "apply", "apply"),
+            *("completion", "completion", "revert", "revert", "completion", "done"),
         ],
         ["starting", "recover", "plan", "snapshot", "apply", "apply", "restore", "completion", "completion", "done"],
         ["starting", "recover", "plan", "snapshot", "fetch", "apply", "completion", "completion", "completion", "done"],
@@ -207,8 +221,9 @@ def test_the_updater_runs_its_stages_in_the_tables_order(tmp_path, monkeypatch):
 def test_a_planted_table_out_of_order_fails_the_pipelines_order(tmp_path, monkeypatch):
     runs = list(_runs(tmp_path, monkeypatch))
     old = list(updater_stages(STAGES))
-    # plan/snapshot, fetch/canary, canary/apply, apply/restore, restore/completion, verify/restart
-    for i, j in [(2, 3), (4, 5), (5, 6), (6, 7), (7, 8), (9, 10)]:
+    # plan/snapshot, fetch/canary, canary/apply, apply/restore, restore/completion, completion/revert,
+    # verify/restart
+    for i, j in [(2, 3), (4, 5), (5, 6), (6, 7), (7, 8), (8, 9), (10, 11)]:
         planted = list(old)
         planted[i], planted[j] = planted[j], planted[i]
         assert not all(in_table_order(seen, tuple(planted)) for seen in runs), (old[i].name, old[j].name)
