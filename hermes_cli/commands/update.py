@@ -371,6 +371,9 @@ def _summary_text(d: dict[str, Any]) -> str:
         lines.append(f"action needed: {d['user_action']}")
     if d.get("refusal"):
         lines.append(f"✗ {d['refusal']}")
+    failure = d.get("failure") or {}
+    if failure.get("reason") and d.get("outcome") in ("failed", "rolled_back"):  # why, beside the progress
+        lines.append(f"{'↺' if d['outcome'] == 'rolled_back' else '✗'} {failure['step']}: {failure['reason']}")
     lines.append(f"update {d['update_id']}: {d['outcome']} (exit {d['exit_code']}); receipt: {d['receipt']}")
     return "\n".join(lines)
 
@@ -424,7 +427,7 @@ class _Progress:
 def _detail_text(stage: str, detail: Any) -> str:
     if isinstance(detail, (str, int)):
         return f" {detail}"
-    if isinstance(detail, dict) and stage in ("plan", "snapshot", "fetch", "canary", "apply", "completion"):
+    if isinstance(detail, dict) and stage in ("plan", "snapshot", "fetch", "canary", "apply", "completion", "revert"):
         return " " + ", ".join(f"{k}={str(v)[:12]}" for k, v in detail.items() if v is not None)
     return ""
 

@@ -62,6 +62,7 @@ from services.updater.stages import (
 )
 from services.updater.swap import SwapFailed, SwapRecoveryNeeded, recover_interrupted_swap
 from services.updater.verify import CURRENT, fleet_matrix
+from shared import faults
 from shared.errors import HermesError, failure_reason
 from shared.identity import current_identity
 from shared.redaction import redact
@@ -565,6 +566,7 @@ class Pipeline:
         moved = [p for p in rollout.get("moved", []) if isinstance(p, str)]
         self.receipt.step(REVERT.name, True, {"to": back.after, "from": after, "moved": moved})
         self.emit(REVERT, "done", {"to": back.after, "gateways": len(moved)})
+        faults.pause_at("updater:reverted")  # the tree is back; the old code's completion not started
         completion = self.complete(self.debts.owed_before(after), back.after, restart_only=moved)
         self.report_completion(completion)
         self.outcome = "rolled_back"

@@ -184,9 +184,19 @@ def make_plan(
         owed_completion=owed,
         snapshot=snapshot,
         actions=_actions(
-            install, target, target_error, profiles, gateways, backup, archive_url, owed, snapshot, undo, canary
+            install,
+            target,
+            target_error,
+            profiles,
+            gateways,
+            backup,
+            archive_url,
+            owed,
+            snapshot,
+            undo,
+            canary,
+            max_parallel,
         )
-        + _gates_action(max_parallel)
         + _leave_alone(foreign),
         rollback=undo,
         canary=canary,
@@ -253,6 +263,7 @@ def _actions(
     snapshot: bool,
     rollback: dict[str, Any] | None = None,
     canary: dict[str, Any] | None = None,
+    max_parallel: int | None = None,
 ) -> list[str]:
     if not install.in_place:
         run = f"; run instead: {install.external_command}" if install.external_command else ""
@@ -290,6 +301,7 @@ def _actions(
         actions.append(f"restore the root home from {rollback['backup']['path']} (what it does not hold is kept)")
     if owed is not None and not moves:
         actions.append(f"run the completion owed by update {owed} (dependencies, config migrations)")
+    actions += _gates_action(max_parallel)
     if stale:
         listed = ", ".join(f"{g.profile} (pid {g.pid}, {g.supervisor})" for g in stale)
         actions.append(f"restart {len(stale)} gateway(s), drain first: {listed}")

@@ -99,6 +99,13 @@ def update_under_turns(install, profiles: tuple[str, ...]) -> tuple[int, dict, d
         return code, report, {p: turn.result(timeout=WAIT) for p, turn in turns.items()}
 
 
+def all_healthy(install, profiles: tuple[str, ...]) -> bool:
+    """Whether ``hermes gateway status`` finds every profile's gateway healthy (its window: 1 s)."""
+    code, status = install.hermes_json("gateway", "status", "--min-healthy", "1")
+    health = {row["profile"]: (row.get("health") or {}).get("state") for row in status["gateways"]}
+    return code == 0 and all(health.get(p) == "healthy" for p in profiles)
+
+
 def receipt_of(report: dict) -> dict:
     return json.loads(Path(report["receipt"]).read_text())
 
@@ -263,35 +270,41 @@ def test_a_release_whose_third_wave_fails_its_gate_is_rolled_back(install):
         assert status["code_sha"] == old, p
         assert (status["pid"] == before[p]) == (p in ("p7", "p8")), p
         assert (answered[p]["profile"], answered[p]["text"]) == (p, "hold")  # no accepted turn lost
-    wait_for(
-        lambda: all(serves_on(install.root, p, old) for p in PROFILES),
-        timeout=WAIT,
-        what="every profile to serve a probe turn on the old commit",
-    )
+    wait_for(lambda: all_healthy(install, PROFILES), timeout=WAIT, what="every profile healthy on the old commit")
     assert receipt["followups"] == []
 
 
-def test_an_updater_killed_mid_revert_still_leaves_the_fleet_on_the_old_commit(install):
-    from services.updater import holder
-    from tests.e2e.test_update_faults import Update
+def test_an_updater_killed_between_the_revert_and_its_completion_is_finished_by_the_next_update(install):
+    from services.updater import holder, read_completion, read_fleet
 
     profiles = ("p1", "p2")
     mesh_up(install, profiles)
     (install.root / "config.yaml").write_text("update:\n  min_healthy: 1\n  max_parallel: 1\n")
     old = install.head()
-    install.release("release 2: p2's turns fail", edit=fail_turns_of("p2"))
+    new = install.release("release 2: p2's turns fail", edit=fail_turns_of("p2"))
 
-    update = Update(install)
-    updater = updater_pid(install)
-    update.wait_event("revert", "done")  # the tree is back; the old code's completion restarts what moved
-    os.kill(updater, signal.SIGKILL)
-    code, _, err = update.finish()
+    update = start_update(install, HERMES_FAULT_PAUSE_AT="updater:reverted")
+    try:
+        updater = updater_pid(install)
+        log = install.root / "logs" / "update.log"
+        wait_for(lambda: "paused updater:reverted" in log.read_text(), timeout=WAIT, what="the revert's move")
+        os.kill(updater, signal.SIGKILL)
+        update.wait(WAIT)
+    finally:
+        if update.poll() is None:
+            update.kill()
 
-    assert code == 130, err  # its follower saw the updater die
-    assert install.head() == old
-    wait_for(lambda: holder(install.root) is None, timeout=WAIT, what="the orphaned completion to finish")
-    wait_for(
-        lambda: all(serves_on(install.root, p, old) for p in profiles),
-        timeout=WAIT,
-        what="both profiles to serve on the old commit",
-    )
+    # The tree is back; what the revert still had to do is owed: the old code's completion,
+    # and a restart onto the old commit of every gateway (p1 and p2 still run the new one).
+    assert install.head() == old and holder(install.root) is None
+    owed = read_completion(install.root)
+    assert owed is not None and (owed["before"], owed["after"]) == (new, old)
+    assert {p: part["expected"] for p, part in read_fleet(install.root).items()} == dict.fromkeys(profiles, old)
+    assert not serves_on(install.root, "p1", old)
+
+    code, report = install.hermes_json("update", "--yes")
+
+    assert code == 1 and report["outcome"] == "rolled_back", report
+    assert install.head() == old and report["found_interrupted"]
+    wait_for(lambda: all_healthy(install, profiles), timeout=WAIT, what="both profiles healthy")
+    assert all(serves_on(install.root, p, old) for p in profiles)

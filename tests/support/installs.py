@@ -137,12 +137,13 @@ def owed_warnings(install: Install) -> list[str]:
     return [line for line in listed.stderr.splitlines() if line.startswith("⚠")]
 
 
-def start_update(install: Install, *args: str, json_output: bool = True) -> subprocess.Popen[str]:
-    """``hermes update --yes [--json] ARGS`` in ``install``, running: its output on pipes."""
+def start_update(install: Install, *args: str, json_output: bool = True, **env: str) -> subprocess.Popen[str]:
+    """``hermes update --yes [--json] ARGS`` in ``install`` with ``env`` added, running: its
+    output on pipes."""
     return subprocess.Popen(
         [*HERMES, "update", "--yes", *(["--json"] if json_output else []), *args],
         cwd=install.path,
-        env=install.env(),
+        env=install.env(**env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
