@@ -722,6 +722,11 @@ def _update_commands(commands: _Commands) -> None:
             action="store_true",
             help="no canary before the tree moves and no health gates after it (update.canary in config.yaml)",
         )
+        p.add_argument(
+            "--take-held",
+            action="store_true",
+            help="update to origin's commit even though an earlier update's health gate rolled it back",
+        )
         from fleet.health import MAX_PARALLEL
 
         p.add_argument(

@@ -152,6 +152,8 @@ def _spawn(root: Path, update_id: str, args) -> subprocess.Popen:
         argv.append("--no-canary")
     if args.max_parallel is not None:
         argv += ["--max-parallel", str(args.max_parallel)]
+    if args.take_held:
+        argv.append("--take-held")
     if args.rollback is not None:
         argv += ["--rollback", args.rollback] if args.rollback else ["--rollback"]
     logs = root / "logs"

@@ -1,4 +1,4 @@
-"""``python -m services.updater --update-id ID [--branch NAME] [--backup | --no-backup] [--no-canary] [--max-parallel N] [--rollback [ID]]``.
+"""``python -m services.updater --update-id ID [--branch NAME] [--backup | --no-backup] [--no-canary] [--max-parallel N] [--take-held] [--rollback [ID]]``.
 
 Started detached by ``hermes update`` (its own session, so a dying CLI or a restarted gateway
 that launched it does not take the update down); ``hermes logs update --follow`` re-attaches.
@@ -20,6 +20,7 @@ backup.add_argument("--backup", action="store_true")
 backup.add_argument("--no-backup", action="store_true")
 parser.add_argument("--no-canary", action="store_true")
 parser.add_argument("--max-parallel", type=int)
+parser.add_argument("--take-held", action="store_true")
 parser.add_argument("--rollback", nargs="?", const="", metavar="UPDATE_ID")
 args = parser.parse_args()
 logs.configure("updater")

@@ -34,6 +34,7 @@ from services.updater.completion_child import CompletionChild
 from services.updater.completion_contract import UNKNOWN_SPEC, Request, dependency_digest, result_matrix
 from services.updater.debts import Debts
 from services.updater.git_target import DEFAULT_BRANCH
+from services.updater.held import held_back, hold, unhold
 from services.updater.install_kind import refusal
 from services.updater.ledger import wanting_restart
 from services.updater.lock import UpdateLock
@@ -224,6 +225,9 @@ class Pipeline:
         self._remove_abandoned_canaries()
         self._boundary(SNAPSHOT)
         self._snapshot(plan)
+        if plan.held is not None:
+            self._hold_back(plan.held, plan.code_sha, settings.min_healthy)
+            return
         self._boundary(APPLY if plan.rollback else FETCH)  # a rollback's commit is in the local .git
         branch = (plan.git or {}).get("branch") or self.options.get("branch") or settings.branch
         branch = branch or current_branch(self.install_root) or DEFAULT_BRANCH
@@ -267,6 +271,8 @@ class Pipeline:
         rollout = (completion or {}).get("rollout") or {}
         if rollout.get("failed"):
             self._revert(result.before, result.after, rollout)
+        elif not rollback:
+            unhold(self.root)  # the code moved forward: what was held back is history
 
     def _plan(self) -> tuple[UpdateSettings, Plan]:
         receipt = self.receipt
@@ -544,6 +550,15 @@ class Pipeline:
             },
         )
 
+    def _hold_back(self, record: dict[str, Any], code: str | None, min_healthy: float) -> None:
+        """The target is a commit a gate rolled back: the code does not move, what is owed is
+        done on the code as it is, and the run is refused, saying why."""
+        why = held_back(record)
+        self.receipt.skip("apply", why)
+        self.emit(APPLY, "refused", why)
+        self._retry_owed(code or "", min_healthy)
+        self.outcome = "refused"
+
     def _revert(self, before: str, after: str, rollout: dict[str, Any]) -> None:
         """A wave failed its gate (the completion's ``rollout``): the tree back to ``before``,
         then the old code's completion restarts the gateways the waves moved (the others never
@@ -551,6 +566,10 @@ class Pipeline:
         the old code's completion owed."""
         failed = rollout["failed"]
         self.emit(REVERT, "reverting", failed.get("message"))
+        try:  # before the tree moves back: a later update does not take this commit again
+            hold(self.root, sha=after, update_id=self.update_id, why=str(failed.get("message")))
+        except OSError as exc:
+            self.receipt.step("obligations", False, f"could not hold {after[:12]} back: {exc}")
         self.write()
         # The spec the revert moves away from: the old code's completion syncs back if it differs.
         self.debts.dependency_spec = self.spec_digest()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fleet import discovery
 from services.updater.git import GitFailed
 from services.updater.git_target import GIT_TIMEOUT, git_target
+from services.updater.held import held_back, holds, read_held
 from services.updater.install_kind import SYSTEM_PROBES, InstallKind, Probes, detect_install_kind, refusal
 from services.updater.obligations import read_completion
 from services.updater.rollback import local_target
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 BackupMode = Literal["quick", "full", "none"]
 # The options an update run takes, as ``hermes update`` and the updater's own command line name them.
-OPTIONS = ("branch", "backup", "no_backup", "no_canary", "max_parallel", "rollback")
+OPTIONS = ("branch", "backup", "no_backup", "no_canary", "max_parallel", "take_held", "rollback")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Plan:
     rollback: dict[str, Any] | None = None  # a rollback's {of, target, backup} (``rollback.target``)
     canary: dict[str, Any] | None = None  # {profile, window}, {skip: why}, None: the code does not move by git
     max_parallel: int | None = None  # the fleet restarts in health-gated waves of this many (0: one); None: ungated
+    held: dict[str, Any] | None = None  # the target is a commit a gate rolled back (``held``): the code does not move
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
@@ -81,6 +83,7 @@ class Plan:
             "rollback": self.rollback,
             "canary": self.canary,
             "max_parallel": self.max_parallel,
+            "held": self.held,
         }
 
 
@@ -108,6 +111,7 @@ def plan_update(root: Path, install_root: Path, options: Mapping[str, Any], sett
         archive_url=settings.archive_url,
         canary_off=off,
         max_parallel=None if off else wanted if isinstance(wanted, int) else settings.max_parallel,
+        take_held=bool(options.get("take_held")),
     )
 
 
@@ -124,6 +128,8 @@ def availability(plan: Plan) -> tuple[bool | None, str]:
         return None, f"origin has no branch {git['branch']}"
     if git["up_to_date"]:
         return False, f"already up to date on {git['branch']} ({short(git['remote_sha'])})"
+    if plan.held is not None:
+        return False, held_back(plan.held)
     return True, f"an update is available: {git['branch']} @ {short(git['remote_sha'])}"
 
 
@@ -140,6 +146,7 @@ def make_plan(
     rollback: str | None | Literal[False] = False,
     canary_off: str | None = None,
     max_parallel: int | None = None,
+    take_held: bool = False,
 ) -> Plan:
     """The read-only inventory of an update of ``install_root`` serving the homes under ``root``;
     with ``rollback`` (an update id, or None for the newest that moved the code), of a rollback,
@@ -165,8 +172,12 @@ def make_plan(
     foreign = discovery.scan_foreign(root) + _foreign_units(root)
     sha = code_sha(install_root)
     owed = _owed_completion(root)
-    snapshot = takes_snapshot(install, target, archive_url, owed)
-    canary = canary_plan(target, undo, gateways, canary_off)
+    held = None if take_held or undo is not None else read_held(root)
+    if not holds(held, target):
+        held = None
+    # A held commit is not moved to: the run changes files only for what is owed.
+    snapshot = takes_snapshot(install, target, archive_url, owed) and (held is None or owed is not None)
+    canary = None if held else canary_plan(target, undo, gateways, canary_off)
     if canary is None or undo is not None:
         max_parallel = None  # gated only where git moves the code forward: a failed gate is reverted
     return Plan(
@@ -183,24 +194,29 @@ def make_plan(
         backup=backup,
         owed_completion=owed,
         snapshot=snapshot,
-        actions=_actions(
-            install,
-            target,
-            target_error,
-            profiles,
-            gateways,
-            backup,
-            archive_url,
-            owed,
-            snapshot,
-            undo,
-            canary,
-            max_parallel,
+        actions=(
+            _held_actions(held, owed)
+            if held is not None
+            else _actions(
+                install,
+                target,
+                target_error,
+                profiles,
+                gateways,
+                backup,
+                archive_url,
+                owed,
+                snapshot,
+                undo,
+                canary,
+                max_parallel,
+            )
         )
         + _leave_alone(foreign),
         rollback=undo,
         canary=canary,
         max_parallel=max_parallel,
+        held=held,
     )
 
 
@@ -309,6 +325,13 @@ def _actions(
     elif not gateways:
         actions.append("no live gateway to restart")
     return actions
+
+
+def _held_actions(held: dict[str, Any], owed: str | None) -> list[str]:
+    actions = [f"hold: {held_back(held)}"]
+    if owed is not None:
+        actions.append(f"run the completion owed by update {owed}, on the code as it is")
+    return actions + ["restart the gateways owed a restart onto the code as it is, and verify the fleet"]
 
 
 def _canary_action(new: str, canary: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from shared.gateways import ops
 from shared.protocol import RemoteError
 from shared.transport.sync_client import SyncClient
 from tests.e2e.test_update_health import AGENT_TURN, WORK, break_turns
-from tests.support.installs import start_update, updater_pid
+from tests.support.installs import git, start_update, updater_pid
 from tests.support.processes import read_state, wait_for
 from tests.support.releases import patch_release
 
@@ -273,6 +273,20 @@ def test_a_release_whose_third_wave_fails_its_gate_is_rolled_back(install):
     wait_for(lambda: all_healthy(install, PROFILES), timeout=WAIT, what="every profile healthy on the old commit")
     assert receipt["followups"] == []
 
+    # The commit is held back: the next update neither moves the code nor touches a gateway.
+    after = {p: read_state(homes.profile_home(p, install.root))["pid"] for p in PROFILES}
+    code, check = install.hermes_json("update", "--check")
+    assert (code, check["update_available"]) == (0, False) and "rolled back by update" in check["reason"]
+    code, again = install.hermes_json("update", "--yes")
+    assert (code, again["outcome"]) == (2, "refused") and "rolled back by update" in again["refusal"]
+    assert install.head() == old
+    assert {p: read_state(homes.profile_home(p, install.root))["pid"] for p in PROFILES} == after
+    # A release after it moves the fleet, and the hold is history.
+    fixed = install.release("release 3: fixed", edit=lambda dev: git(dev, "checkout", old, "--", str(AGENT_TURN)))
+    code, report = install.hermes_json("update", "--yes")
+    assert (code, report["outcome"]) == (0, "success") and install.head() == fixed
+    assert {row["health"]["state"] for row in report["fleet"]} == {"healthy"}  # every wave passed its gate
+
 
 def test_an_updater_killed_between_the_revert_and_its_completion_is_finished_by_the_next_update(install):
     from services.updater import holder, read_completion, read_fleet
@@ -304,7 +318,9 @@ def test_an_updater_killed_between_the_revert_and_its_completion_is_finished_by_
 
     code, report = install.hermes_json("update", "--yes")
 
-    assert code == 1 and report["outcome"] == "rolled_back", report
+    # The next update does not take the reverted commit again; it finishes the revert.
+    assert code == 2 and report["outcome"] == "refused", report
     assert install.head() == old and report["found_interrupted"]
+    assert [r["owed"] for r in report["retried"]] == ["completion"]
     wait_for(lambda: all_healthy(install, profiles), timeout=WAIT, what="both profiles healthy")
     assert all(serves_on(install.root, p, old) for p in profiles)

@@ -12,6 +12,8 @@ from pathlib import Path
 from fleet.discovery import GatewayRecord
 from fleet.health import HEALTHY, UNHEALTHY, UNKNOWN, Health
 from services.updater.canary import OWNER, PREFIX, remove_abandoned
+from services.updater.held import FILE as HELD_FILE
+from services.updater.held import held_back, hold, holds, read_held, unhold
 from services.updater.plan import canary_plan
 from services.updater.waves import judge_wave, waves
 from shared.identity import ProcessIdentity
@@ -113,3 +115,23 @@ def test_only_this_roots_canaries_of_dead_updaters_are_removed(tmp_path):
         assert kept.exists(), kept
     assert planted.is_symlink()  # a link is never followed, nor removed
     assert remove_abandoned(root, base, alive=alive) == []
+
+
+def test_a_reverted_commit_is_held_back_until_origin_moves_on(tmp_path):
+    assert read_held(tmp_path) is None
+    hold(tmp_path, sha=NEW, update_id="u1", why="wave 2 failed its gate")
+    record = read_held(tmp_path)
+    assert record is not None and (record["sha"], record["update_id"]) == (NEW, "u1")
+    assert holds(record, MOVES)  # origin still offers the reverted commit
+    assert not holds(record, {"remote_sha": "c" * 40, "up_to_date": False})  # origin moved on
+    assert not holds(record, {"remote_sha": NEW, "up_to_date": True}) and not holds(record, None)
+    assert "rolled back by update u1 (wave 2 failed its gate)" in held_back(record)
+    unhold(tmp_path)
+    assert read_held(tmp_path) is None
+    unhold(tmp_path)  # nothing held: nothing to do
+
+
+def test_a_hold_that_cannot_be_read_holds_nothing_back(tmp_path):
+    for text in ("{not json", '{"sha": 7, "update_id": "u1", "why": "x"}', "[]"):
+        (tmp_path / HELD_FILE).write_text(text)
+        assert read_held(tmp_path) is None, text
