@@ -2,9 +2,10 @@
 
 The updater (the OLD code) runs the first rows: its progress events and its receipt name
 them. The commit point lies inside ``apply``, where the tree moves: before it a failure
-leaves the install as it was and the run ends ``failed``; after it nothing can be undone,
-what goes wrong is owed, and the update is finished by the completion, a process of the NEW
-tree, whose own stages (the steps of its result) are the last rows. At the boundary of a
+leaves the install as it was and the run ends ``failed``; after it what goes wrong is owed,
+and the update is finished by the completion, a process of the NEW tree, whose own stages
+(the steps of its result) are the last rows; only a wave of its restart that fails its
+health gate is undone (``revert``: the run ends ``rolled_back``). At the boundary of a
 stage that ``stops`` the receipt is rewritten and a stop request ends the run
 ``interrupted``. ``timeline`` and ``short_timeline`` draw the table for the docs.
 """
@@ -86,7 +87,7 @@ def completion_stages(table: tuple[Stage, ...] = STAGES) -> tuple[Stage, ...]:
 # --- the diagram --------------------------------------------------------------------------------
 
 STOPS, GOES_ON = "■", "·"
-COMMIT_LINE = "══ commit point: the tree moved; nothing after it is undone, what fails is owed ══"
+COMMIT_LINE = "══ commit point: the tree moved; what fails after it is owed, a failed gate reverted ══"
 
 
 def timeline(table: tuple[Stage, ...] = STAGES) -> str:
