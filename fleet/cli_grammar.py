@@ -56,6 +56,37 @@ def _seconds(limit: float) -> Callable[[str], float]:
     return parse
 
 
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# ``hermes update --confirm-within``: long enough to start a command, short of forgetting it.
+CONFIRM_WITHIN = (5.0, 7 * 86400.0)
+
+
+def _duration(low: float, high: float) -> Callable[[str], float]:
+    """An argument's type: a duration as an operator writes it (90, 90s, 15m, 2h, 1d), in
+    seconds from ``low`` to ``high``."""
+
+    def parse(text: str) -> float:
+        raw = text.strip().lower()
+        number, unit = (raw[:-1], raw[-1]) if raw[-1:] in UNITS else (raw, "s")
+        try:
+            seconds = float(number) * UNITS[unit]
+        except ValueError:
+            seconds = -1.0
+        if not low <= seconds <= high:  # also NaN and inf
+            raise argparse.ArgumentTypeError(
+                f"expected a duration from {_written(low)} to {_written(high)} (90, 90s, 15m, 2h, 1d), got {text!r}"
+            )
+        return seconds
+
+    return parse
+
+
+def _written(seconds: float) -> str:
+    """``seconds`` in the largest unit that writes it whole: 604800 is ``7d``."""
+    unit = next(u for u in "dhms" if seconds % UNITS[u] == 0 or u == "s")
+    return f"{seconds / UNITS[unit]:g}{unit}"
+
+
 def _count(limit: int) -> Callable[[str], int]:
     """An argument's type: a whole number from 0 to ``limit``."""
 
@@ -735,12 +766,22 @@ def _update_commands(commands: _Commands) -> None:
             metavar="N",
             help="gateways restarted per health-gated wave; 0: all at once (update.max_parallel in config.yaml)",
         )
-        p.add_argument(
+        move = p.add_mutually_exclusive_group()
+        move.add_argument(
             "--rollback",
             nargs="?",
             const="",
             metavar="UPDATE_ID",
             help="go back to where an update started (default: the newest that moved the code)",
+        )
+        move.add_argument(
+            "--confirm-within",
+            type=_duration(*CONFIRM_WITHIN),
+            metavar="DURATION",
+            help="roll back by itself unless `hermes update --confirm` comes within DURATION (90s, 15m, 2h)",
+        )
+        move.add_argument(
+            "--confirm", action="store_true", help="keep the update that waits for its confirm; change nothing else"
         )
 
     _command(

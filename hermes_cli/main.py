@@ -19,6 +19,10 @@ restart every command ends with one warning line on stderr (stdout, and so ``--j
 the command's own). Two commands do not print it: ``hermes update``, which retries what is
 owed and reports what is still owed itself, and the foreground gateway, whose stderr is a
 service's log. The check is one small file read (``services.updater.obligations``).
+
+While an update waits for its confirm, every command but the foreground gateway says so too,
+and starts the rollback once the deadline has passed, or a timer when none lives: a command
+is one of the confirm's timers (``services.updater.confirm_timer``). One ``stat`` where none waits.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ if TYPE_CHECKING:
     from fleet.cli_grammar import UsageError
 
 # Commands that report owed restarts themselves, or whose stderr is a log.
-NO_RESTART_WARNING = frozenset({"hermes_cli.commands.update:cmd_update", "hermes_cli.commands.gateway:cmd_run"})
+FOREGROUND_GATEWAY = "hermes_cli.commands.gateway:cmd_run"
+NO_RESTART_WARNING = frozenset({"hermes_cli.commands.update:cmd_update", FOREGROUND_GATEWAY})
 
 
 def apply_profile(profile: str | None, model: str | None, *, creates: bool = False) -> None:
@@ -63,6 +68,22 @@ def warn_owed_restarts() -> None:
     from services.updater import restart_warning
 
     line = restart_warning()
+    if line:
+        print(line, file=sys.stderr)
+    settle_confirm()
+
+
+def settle_confirm() -> None:
+    """While an update waits for its confirm: say so, start its rollback once the deadline has
+    passed, or a timer when none lives (``services.updater.confirm_timer``). One ``stat`` else."""
+    from services.updater import confirm_owed
+
+    if not confirm_owed():
+        return
+    from services.updater import settle_confirm as settle
+    from shared import homes
+
+    line = settle(homes.root_home())
     if line:
         print(line, file=sys.stderr)
 
@@ -193,6 +214,8 @@ def _main(argv: list[str], run: _Run) -> int:
     finally:
         if target not in NO_RESTART_WARNING:
             warn_owed_restarts()
+        elif target != FOREGROUND_GATEWAY:
+            settle_confirm()
 
 
 def _asks_version(argv: list[str]) -> bool:

@@ -29,6 +29,8 @@ REFUSAL_CODES = frozenset(
         "endpoint_busy",
         "gateway_not_running",
         "update_in_progress",
+        "confirm_nothing_pending",
+        "confirm_too_late",
         "no_update_started",
         "not_supervised",
         "permission_denied",

@@ -54,6 +54,8 @@ class UpdaterExited(UpdateError):
 
 def cmd_update(args) -> int:
     root = homes.root_home()
+    if args.confirm:
+        return _confirm(args, root)
     if args.plan or args.check:
         return _plan(args, root)
     from services.updater import UpdateInProgress, holder, lock_path, new_update_id
@@ -84,6 +86,25 @@ def cmd_update(args) -> int:
         return exit_codes.INTERRUPTED
 
 
+def _confirm(args, root: Path) -> int:
+    """``--confirm``: the update that waits for its confirm stays; nothing else changes."""
+    if args.plan or args.check:
+        raise output.UsageRefused("hermes update: --confirm changes the confirm alone: no --plan or --check")
+    from services.updater import confirm_update
+
+    record = confirm_update(root)
+    document = {
+        "confirmed": record["update_id"],
+        "code_sha": record["after"],
+        "deadline": record["deadline"],
+        "was": record["state"],
+    }
+    output.emit(
+        args, document, lambda d: f"✓ update {d['confirmed']} confirmed: the install stays on {d['code_sha'][:12]}"
+    )
+    return exit_codes.OK
+
+
 def _plan(args, root: Path) -> int:
     """``--plan`` prints the plan the updater would follow; ``--check`` says whether there is
     newer code: exit 0 when it could tell, 1 when it could not, 2 for an install kind that
@@ -107,7 +128,11 @@ def _plan(args, root: Path) -> int:
             lambda d: _with_owed(why, owed),
         )
         return exit_codes.OK if available is not None else exit_codes.REFUSED if plan.refused else exit_codes.FAILED
-    output.emit(args, {**data, "owed": owed}, lambda d: _with_owed(render_plan(plan), owed))
+    within = args.confirm_within
+    then = f"\n⏲ then rolls back by itself unless `hermes update --confirm` within {within:g}s" if within else ""
+    output.emit(
+        args, {**data, "confirm_within": within, "owed": owed}, lambda d: _with_owed(render_plan(plan) + then, owed)
+    )
     return 0
 
 
@@ -123,9 +148,14 @@ def _rollback_target(root: Path, args) -> str:
 
 def _owed(root: Path) -> dict[str, Any]:
     """What earlier updates left owed, which the next ``hermes update`` retries."""
-    from services.updater import read_completion, read_fleet, read_stash
+    from services.updater import read_completion, read_confirm, read_fleet, read_stash
 
-    return {"completion": read_completion(root), "fleet_restart": read_fleet(root), "stash": read_stash(root)}
+    return {
+        "completion": read_completion(root),
+        "fleet_restart": read_fleet(root),
+        "stash": read_stash(root),
+        "confirm": read_confirm(root),
+    }
 
 
 def _with_owed(text: str, owed: dict[str, Any]) -> str:
@@ -154,6 +184,8 @@ def _spawn(root: Path, update_id: str, args) -> subprocess.Popen:
         argv += ["--max-parallel", str(args.max_parallel)]
     if args.take_held:
         argv.append("--take-held")
+    if args.confirm_within is not None:
+        argv += ["--confirm-within", repr(args.confirm_within)]
     if args.rollback is not None:
         argv += ["--rollback", args.rollback] if args.rollback else ["--rollback"]
     logs = root / "logs"
@@ -274,6 +306,9 @@ def _report(args, terminal: dict[str, Any]) -> int:
         "after": data.get("after"),
         # A rollback: {of, target, backup} (the update it undoes, where it went, the archive).
         "rollback": (data.get("plan") or {}).get("rollback"),
+        # A --confirm-within run's deadline; a rollback's, the deadline it was started for.
+        "confirm": _step_detail(steps, "confirm"),
+        "confirm_expired": _step_detail(steps, "confirm-expired"),
         "found_interrupted": [u for s in steps if s["name"] == "found-interrupted" for u in s["detail"]["updates"]],
         "retried": [s["detail"] for s in steps if s["name"] == "retry"],
         "fleet": data.get("fleet", []),
@@ -288,6 +323,10 @@ def _report(args, terminal: dict[str, Any]) -> int:
     }
     output.emit(args, document, _summary_text)
     return int(terminal["exit_code"])
+
+
+def _step_detail(steps: list[dict[str, Any]], name: str) -> Any:
+    return next((s["detail"] for s in steps if s["name"] == name and s["ok"]), None)
 
 
 def _restart_failed(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -350,6 +389,8 @@ def _summary_text(d: dict[str, Any]) -> str:
     ]
     if d.get("rollback"):
         lines.append(f"↺ rollback of update {d['rollback']['of']} to {d['rollback']['target'][:12]}")
+    if d.get("confirm_expired"):
+        lines.append(f"↺ update {d['confirm_expired']['update_id']} was not confirmed by its deadline")
     if d["up_to_date"]:
         lines.append(f"Already up to date ({str((d['after'] or {}).get('code_sha') or '-')[:12]})")
     for retry in d["retried"]:
@@ -377,6 +418,9 @@ def _summary_text(d: dict[str, Any]) -> str:
     if failure.get("reason") and d.get("outcome") in ("failed", "rolled_back"):  # why, beside the progress
         lines.append(f"{'↺' if d['outcome'] == 'rolled_back' else '✗'} {failure['step']}: {failure['reason']}")
     lines.append(f"update {d['update_id']}: {d['outcome']} (exit {d['exit_code']}); receipt: {d['receipt']}")
+    armed = d.get("confirm") or {}
+    if armed.get("deadline_at"):
+        lines.append(f"⏲ `hermes update --confirm` by {armed['deadline_at']}, or it rolls back by itself")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from services.updater.obligations import (
     clear_gateway,
+    confirm_owed,
     read_completion,
     read_fleet,
     read_stash,
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from services.updater import ops
+    from services.updater.confirm import confirm_update, pending_line, read_confirm
+    from services.updater.confirm_timer import settle_confirm
     from services.updater.errors import UpdateError
     from services.updater.lock import UpdateInProgress, holder, lock_path
     from services.updater.plan import availability, plan_update, update_options
@@ -43,20 +46,25 @@ __all__ = [
     "UpdateInProgress",
     "availability",
     "clear_gateway",
+    "confirm_owed",
+    "confirm_update",
     "holder",
     "list_snapshots",
     "load_settings",
     "lock_path",
     "new_update_id",
     "ops",
+    "pending_line",
     "plan_update",
     "read_completion",
+    "read_confirm",
     "read_fleet",
     "read_stash",
     "rename_gateway",
     "render_plan",
     "restart_warning",
     "restore_snapshot",
+    "settle_confirm",
     "update_options",
 ]
 
@@ -67,6 +75,10 @@ _ON_FIRST_USE = {
     "ReceiptStore": "services.updater.receipt_store",
     "UpdateError": "services.updater.errors",
     "UpdateInProgress": "services.updater.lock",
+    "confirm_update": "services.updater.confirm",
+    "pending_line": "services.updater.confirm",
+    "read_confirm": "services.updater.confirm",
+    "settle_confirm": "services.updater.confirm_timer",
     "availability": "services.updater.plan",
     "holder": "services.updater.lock",
     "list_snapshots": "services.updater.snapshot_restore",

@@ -27,6 +27,8 @@ replaced atomically under a lock:
   the updater once the stash commit exists and before the tree is cleaned or moved; cleared
   once the change is back in the tree, or handed to the operator in a receipt's
   ``user_action``.
+- ``confirm-pending.json``: an update run with ``--confirm-within`` rolls back at its deadline
+  unless confirmed (``services.updater.confirm``, which reads and writes it).
 
 The next ``hermes update``, already up to date or not, retries every one. While a fleet restart is
 owed every ``hermes`` command prints ``restart_warning`` on stderr. That check runs on every
@@ -57,6 +59,7 @@ COMPLETION_FILE = "source-completion-pending.json"
 FLEET_FILE = "fleet-restart.json"
 RESTORE_FILE = "home-restore-pending.json"
 STASH_FILE = "stash-pending.json"
+CONFIRM_FILE = "confirm-pending.json"
 
 # Why a gateway is owed a restart.
 NOT_RESTARTED = "not-restarted"  # the code moved and nothing has restarted it yet
@@ -69,7 +72,7 @@ STATES = frozenset({NOT_RESTARTED, STALE, DOWN})
 UNKNOWN_SPEC = "unknown"
 
 
-def _now() -> str:
+def now_text() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
@@ -98,6 +101,15 @@ def stash_path(root: Path) -> Path:
     return _path(root, STASH_FILE)
 
 
+def confirm_path(root: Path) -> Path:
+    return _path(root, CONFIRM_FILE)
+
+
+def confirm_owed(env: Mapping[str, str] | None = None) -> bool:
+    """Whether an update waits for its confirm (``services.updater.confirm``): one ``stat``."""
+    return os.path.lexists(os.path.join(root_home_path(env), DIRECTORY, CONFIRM_FILE))
+
+
 # --- reading ------------------------------------------------------------------------------------
 
 
@@ -107,7 +119,7 @@ def _corrupt(path: Path, reason: str) -> HermesError:
     return StateFileCorrupt(path, reason)
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+def load(path: Path) -> dict[str, Any] | None:
     """The obligation in ``path``, or None when nothing is owed; a file of any other shape raises
     ``StateFileCorrupt``."""
     import json
@@ -138,7 +150,7 @@ def read_completion(root: Path) -> dict[str, Any] | None:
     ``UNKNOWN_SPEC`` (also when an older release armed it without one).
     """
     path = completion_path(root)
-    data = _load(path)
+    data = load(path)
     if data is None:
         return None
     attempt = data.get("attempt")
@@ -163,7 +175,7 @@ def read_completion(root: Path) -> dict[str, Any] | None:
 def read_fleet(root: Path) -> dict[str, dict[str, Any]]:
     """profile -> ``{expected, state, reason, update_id}`` for every gateway owed a restart."""
     path = fleet_path(root)
-    data = _load(path)
+    data = load(path)
     if data is None:
         return {}
     gateways = data.get("gateways")
@@ -179,7 +191,7 @@ def read_restore(root: Path) -> dict[str, Any] | None:
     """``{schema, update_id, armed_at, target, backup: {path, sha256}}`` while a rollback's restore
     of the root home from ``backup`` is owed (the tree moves, or moved, to ``target``), else None."""
     path = restore_path(root)
-    data = _load(path)
+    data = load(path)
     if data is None:
         return None
     backup = data.get("backup")
@@ -199,7 +211,7 @@ def read_stash(root: Path) -> dict[str, Any] | None:
     from shared.version import is_commit_sha
 
     path = stash_path(root)
-    data = _load(path)
+    data = load(path)
     if data is None:
         return None
     paths = data.get("paths")
@@ -252,7 +264,7 @@ def restart_warning(env: Mapping[str, str] | None = None) -> str | None:
 # --- writing (only the updater and the gateway commands) ---------------------------------------
 
 
-def _locked(path: Path, change: Callable[[], None]) -> None:
+def locked_change(path: Path, change: Callable[[], None]) -> None:
     from shared.files import locked
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -260,7 +272,7 @@ def _locked(path: Path, change: Callable[[], None]) -> None:
         change()
 
 
-def _put(path: Path, data: dict[str, Any] | None) -> None:
+def put(path: Path, data: dict[str, Any] | None) -> None:
     """Under the path's lock: replace it atomically, or remove it (``None``: nothing owed)."""
     from shared.files import write_json_atomic
 
@@ -286,18 +298,18 @@ def arm_completion(
     record = {
         "schema": SCHEMA,
         "update_id": update_id,
-        "armed_at": _now(),
+        "armed_at": now_text(),
         "before": before,
         "after": after,
         "dependency_spec": dependency_spec,
         "attempt": attempt,
     }
-    _locked(path, lambda: _put(path, record))
+    locked_change(path, lambda: put(path, record))
 
 
 def clear_completion(root: Path) -> None:
     path = completion_path(root)
-    _locked(path, lambda: _put(path, None))
+    locked_change(path, lambda: put(path, None))
 
 
 def arm_restore(root: Path, *, update_id: str, target: str, backup: Mapping[str, Any]) -> None:
@@ -306,16 +318,16 @@ def arm_restore(root: Path, *, update_id: str, target: str, backup: Mapping[str,
     record = {
         "schema": SCHEMA,
         "update_id": update_id,
-        "armed_at": _now(),
+        "armed_at": now_text(),
         "target": target,
         "backup": {"path": backup["path"], "sha256": backup["sha256"]},
     }
-    _locked(path, lambda: _put(path, record))
+    locked_change(path, lambda: put(path, record))
 
 
 def clear_restore(root: Path) -> None:
     path = restore_path(root)
-    _locked(path, lambda: _put(path, None))
+    locked_change(path, lambda: put(path, None))
 
 
 def owed_part(expected: str | None, state: str, reason: str, update_id: str) -> dict[str, Any]:
@@ -329,7 +341,7 @@ def replace_fleet(root: Path, parts: Mapping[str, dict[str, Any]]) -> None:
     """Exactly ``parts`` is owed now (the updater knows: the code just moved, or it verified the
     whole fleet); everything else is cleared."""
     path = fleet_path(root)
-    _locked(path, lambda: _put(path, {"schema": SCHEMA, "gateways": dict(parts)} if parts else None))
+    locked_change(path, lambda: put(path, {"schema": SCHEMA, "gateways": dict(parts)} if parts else None))
 
 
 def clear_gateway(root: Path, profile: str, running: str | None) -> bool:
@@ -345,9 +357,9 @@ def clear_gateway(root: Path, profile: str, running: str | None) -> bool:
         if part is not None and running is not None and part["expected"] == running:
             del owed[profile]
             cleared.append(profile)
-            _put(path, {"schema": SCHEMA, "gateways": owed} if owed else None)
+            put(path, {"schema": SCHEMA, "gateways": owed} if owed else None)
 
-    _locked(path, change)
+    locked_change(path, change)
     return bool(cleared)
 
 
@@ -363,9 +375,9 @@ def rename_gateway(root: Path, old: str, new: str) -> bool:
         if old in owed:
             owed[new] = owed.pop(old)
             moved.append(new)
-            _put(path, {"schema": SCHEMA, "gateways": owed})
+            put(path, {"schema": SCHEMA, "gateways": owed})
 
-    _locked(path, change)
+    locked_change(path, change)
     return bool(moved)
 
 
@@ -379,14 +391,14 @@ def arm_stash(root: Path, *, update_id: str, sha: str, before: str, paths: list[
     record = {
         "schema": SCHEMA,
         "update_id": update_id,
-        "stashed_at": _now(),
+        "stashed_at": now_text(),
         "sha": sha,
         "before": before,
         "paths": list(paths),
     }
-    _locked(path, lambda: _put(path, record))
+    locked_change(path, lambda: put(path, record))
 
 
 def clear_stash(root: Path) -> None:
     path = stash_path(root)
-    _locked(path, lambda: _put(path, None))
+    locked_change(path, lambda: put(path, None))

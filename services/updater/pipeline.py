@@ -15,8 +15,9 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from services.updater import confirm, confirm_timer
 from services.updater.apply_archive import ArchiveIsOlder, DirtyTree, apply_archive, should_fall_back
 from services.updater.apply_git import (
     ApplyResult,
@@ -121,6 +122,8 @@ class Pipeline:
         self.restore = RestoreOwed(root, install_root, update_id, self.receipt, self.emit)
         self.stage = STARTING
         self.committed = False
+        # The confirm this run armed ahead of its move, or the expired one its rollback acts on.
+        self.confirm: dict[str, Any] | None = None
         self.outcome: str | None = None
         self.exit_code: int | None = None
 
@@ -166,6 +169,8 @@ class Pipeline:
             outcome = "success" if self.committed else "failed"
             if self.committed:
                 receipt.followup(self.stage.name, failure_reason(exc))
+        if self.options.get("confirm_expired") and self.confirm is not None and not self.committed:
+            self._expired_rollback_failed(outcome)
         code = exit_code_for(outcome, committed=self.committed)
         receipt.set("after", self._after())
         receipt.finish(outcome, code)
@@ -299,6 +304,7 @@ class Pipeline:
             receipt.skip("apply", refusal(plan.install))
             self.emit(PLAN, "refused", plan.install.to_dict())
             raise _Finish("refused")
+        self._confirm_plan(plan)
         git_failed = plan.git is None
         if (git_failed and not settings.archive_url) or (plan.git is not None and plan.git.get("remote_sha") is None):
             why = (plan.git_error or {}).get("message") or "origin has no such branch"
@@ -307,6 +313,52 @@ class Pipeline:
             raise _Finish("failed")
         self.debts.read([g.profile for g in plan.gateways])
         return settings, plan
+
+    def _confirm_plan(self, plan: Plan) -> None:
+        """Refuse what the confirm forbids: a rollback started for a deadline that no longer owes
+        one (confirmed, voided), and a forward move while an update waits for its confirm."""
+        pending = confirm.read_confirm(self.root)
+        if pending is not None and confirm.settled(pending, plan.code_sha):
+            confirm.clear(self.root)
+            self.receipt.step("confirm", True, {"voided": pending["update_id"], "why": "the tree never left it"})
+            pending = None
+        if self.options.get("confirm_expired"):
+            record = confirm.claim(self.root, str(self.options.get("rollback")))
+            if record is None:
+                self._refuse(f"update {self.options.get('rollback')} no longer waits for a rollback at its deadline")
+            self.confirm = record
+            detail = {"update_id": record["update_id"], "deadline": record["deadline"], "to": record["before"]}
+            self.receipt.step("confirm-expired", True, detail)
+            self.emit(PLAN, "confirm-expired", f"update {record['update_id']} was not confirmed in time")
+            return
+        if plan.rollback is not None:
+            return
+        moves = plan.git is not None and not plan.git.get("up_to_date") and plan.held is None
+        if pending is not None and moves:
+            self._refuse(
+                f"update {pending['update_id']} waits for its confirm (deadline {confirm.deadline_text(pending)}): "
+                "`hermes update --confirm` or `hermes update --rollback` first"
+            )
+        if self.options.get("confirm_within") is not None and plan.install.kind != "git":
+            self._refuse(f"a {plan.install.kind} install cannot be rolled back, so it cannot wait for a confirm")
+
+    def _refuse(self, why: str) -> NoReturn:
+        self.receipt.skip("apply", why)
+        self.emit(PLAN, "refused", why)
+        raise _Finish("refused")
+
+    def _expired_rollback_failed(self, outcome: str) -> None:
+        """The deadline's rollback ended before its commit point: refused or failed, no timer
+        starts it again (the operator is told by every command); interrupted, it stays due."""
+        if outcome == "interrupted" or self.confirm is None:
+            return
+        failed = [s for s in self.receipt["steps"] if not s["ok"]]
+        skipped = [s for s in self.receipt["skips"] if s["name"] == "apply"]
+        why = failure_reason(failed[-1]["detail"]) if failed else skipped[-1]["reason"] if skipped else outcome
+        try:
+            confirm.mark_failed(self.root, self.confirm["update_id"], f"update {self.update_id} {outcome}: {why}")
+        except (OSError, HermesError) as exc:
+            self.receipt.followup("confirm", f"could not record the failed rollback: {failure_reason(exc)}")
 
     def _snapshot(self, plan: Plan) -> None:
         receipt = self.receipt
@@ -354,6 +406,7 @@ class Pipeline:
             return apply(self.install_root, branch, on_step=self._applied, gate=lambda sha: self._gate(canary, sha))
         except BaseException as exc:
             self.debts.withdraw()
+            self._withdraw_confirm()
             if (
                 not isinstance(exc, GitFailed)
                 or self.committed
@@ -383,6 +436,11 @@ class Pipeline:
             self.debts.withdraw()
             raise
 
+    def _withdraw_confirm(self) -> None:
+        if self.confirm is not None and not self.committed:
+            confirm.withdraw(self.root, self.update_id)
+            self.confirm = None
+
     def _gate(self, canary: dict[str, Any] | None, sha: str) -> None:
         """Between the fetch and the move of the tree: the fetched commit's canary
         (``services.updater.canary``) as the plan says, then the apply stage's boundary. A
@@ -390,6 +448,17 @@ class Pipeline:
         if canary is not None:
             self._canary(canary, sha)
         self._boundary(APPLY)
+        within = self.options.get("confirm_within")
+        if within is not None:
+            self._arm_confirm(sha, float(within))
+
+    def _arm_confirm(self, sha: str, within: float) -> None:
+        """Just ahead of the move: the tree rolls back by itself unless confirmed within
+        ``within`` seconds, whatever dies meanwhile (``confirm``, ``confirm_timer``)."""
+        before = code_sha(self.install_root) or ""
+        confirm.arm(self.root, update_id=self.update_id, before=before, after=sha, within=within)
+        self.confirm = confirm.read_confirm(self.root)
+        faults.pause_at("updater:confirm-armed")  # armed; the tree not moved yet
 
     def _canary(self, canary: dict[str, Any], sha: str) -> None:
         if "skip" in canary:
@@ -489,12 +558,31 @@ class Pipeline:
             self.debts.moving(detail["before"], detail["after"])
             self.restore.arm()  # a rollback's restore of the home, if it has one
         if name == "moved":
+            first = not self.committed
             self.committed = True  # the commit point: from here on nothing fails the update
             self.receipt.step("moved", True, detail)
+            mine = self.confirm is not None and self.confirm["update_id"] == self.update_id
+            self._confirm_moved(armed_here=first and mine)
             self.debts.moved(detail["before"], detail["after"])
             self.write()
             prepare_host(self.root)  # a gateway host imports the new code while the completion starts
         self.emit(FETCH if name in ("fetched", "adopted") else APPLY, name, detail)
+
+    def _confirm_moved(self, *, armed_here: bool) -> None:
+        """The tree moved: the confirm this move armed gets its timer; any other move (a
+        rollback, a revert) voids the confirm that was owed. Apply's hook: it must not raise."""
+        try:
+            if armed_here:
+                assert self.confirm is not None
+                timer = confirm_timer.ensure_timer(self.root, self.confirm)
+                deadline = {"deadline": self.confirm["deadline"], "deadline_at": confirm.deadline_text(self.confirm)}
+                self.receipt.step("confirm", True, {**deadline, "timer": timer})
+                return
+            voided = confirm.clear(self.root)
+            if voided is not None:
+                self.receipt.step("confirm", True, {"voided": voided["update_id"]})
+        except (OSError, HermesError) as exc:
+            self.receipt.step("confirm", False, failure_reason(exc))
 
     # --- after apply: the completion, or a retry of what is owed --------------------------
 

@@ -33,7 +33,17 @@ if TYPE_CHECKING:
 
 BackupMode = Literal["quick", "full", "none"]
 # The options an update run takes, as ``hermes update`` and the updater's own command line name them.
-OPTIONS = ("branch", "backup", "no_backup", "no_canary", "max_parallel", "take_held", "rollback")
+OPTIONS = (
+    "branch",
+    "backup",
+    "no_backup",
+    "no_canary",
+    "max_parallel",
+    "take_held",
+    "rollback",
+    "confirm_within",
+    "confirm_expired",
+)
 
 
 @dataclass(frozen=True)
@@ -88,8 +98,9 @@ class Plan:
 
 
 def update_options(args: object) -> dict[str, Any]:
-    """The options of an update run, from the parsed command line of either process."""
-    return {name: getattr(args, name) for name in OPTIONS}
+    """The options of an update run, from the parsed command line of either process (only the
+    updater's has ``confirm_expired``: a timer starts the run it marks)."""
+    return {name: getattr(args, name, None) for name in OPTIONS}
 
 
 def plan_update(root: Path, install_root: Path, options: Mapping[str, Any], settings: UpdateSettings) -> Plan:

@@ -22,7 +22,7 @@ from shared.gateways import ops
 from shared.protocol import RemoteError
 from shared.transport.sync_client import SyncClient
 from tests.e2e.test_update_health import AGENT_TURN, WORK, break_turns
-from tests.support.installs import git, start_update, updater_pid
+from tests.support.installs import git, kill_updater_paused_at, start_update, updater_pid
 from tests.support.processes import read_state, wait_for
 from tests.support.releases import patch_release
 
@@ -297,16 +297,7 @@ def test_an_updater_killed_between_the_revert_and_its_completion_is_finished_by_
     old = install.head()
     new = install.release("release 2: p2's turns fail", edit=fail_turns_of("p2"))
 
-    update = start_update(install, HERMES_FAULT_PAUSE_AT="updater:reverted")
-    try:
-        updater = updater_pid(install)
-        log = install.root / "logs" / "update.log"
-        wait_for(lambda: "paused updater:reverted" in log.read_text(), timeout=WAIT, what="the revert's move")
-        os.kill(updater, signal.SIGKILL)
-        update.wait(WAIT)
-    finally:
-        if update.poll() is None:
-            update.kill()
+    kill_updater_paused_at(install, "updater:reverted")
 
     # The tree is back; what the revert still had to do is owed: the old code's completion,
     # and a restart onto the old commit of every gateway (p1 and p2 still run the new one).

@@ -178,3 +178,31 @@ def kill_updater_in_completion(install: Install, *args: str) -> None:
         if proc.poll() is None:
             proc.kill()
     wait_for(lambda: holder(install.root) is None, timeout=120, what="the orphaned completion to finish")
+
+
+def kill_updater_paused_at(install: Install, point: str, *args: str, timeout: float = 60) -> None:
+    """Run ``hermes update ARGS`` with the updater paused at fault point ``point``, then kill -9
+    the updater there (``shared.faults``); return once the command has ended."""
+    update = start_update(install, *args, HERMES_FAULT_PAUSE_AT=point)
+    try:
+        updater = updater_pid(install)
+        log = install.root / "logs" / "update.log"
+        wait_for(lambda: f"paused {point}" in log.read_text(), timeout=timeout, what=f"the updater at {point}")
+        os.kill(updater, signal.SIGKILL)
+        update.wait(timeout)
+    finally:
+        if update.poll() is None:
+            update.kill()
+
+
+def confirm_rollback(root: Path, update_id: str) -> dict[str, Any] | None:
+    """The finished receipt of the rollback a confirm's timer started for ``update_id``, if any."""
+    from services.updater import ReceiptStore
+
+    receipts, _ = ReceiptStore(root).all()
+    for receipt in receipts:
+        data = receipt.to_dict()
+        expired = [s for s in data["steps"] if s["name"] == "confirm-expired"]
+        if expired and expired[0]["detail"]["update_id"] == update_id and data.get("exit_code") is not None:
+            return data
+    return None

@@ -52,7 +52,10 @@ def test_config_survives_a_home_with_space_and_percent(short_dir):
     # Read the way supervisord reads it: its own config reader, %-expansion and all.
     read = ServerOptions().read_config(str(config))
     programs = {pc.name: pc for group in read.process_group_configs for pc in group.process_configs}
-    assert sorted(programs) == ["hermes-gateway", "hermes-gateway-a"]
+    assert sorted(programs) == ["hermes-confirm-timer", "hermes-gateway", "hermes-gateway-a"]
+    timer = programs["hermes-confirm-timer"]  # the confirm's timer: supervisord's tick, on the root
+    assert shlex.split(timer.command)[2:] == ["services.updater.confirm_timer", "listen", "--root", str(root)]
+    assert timer.environment["HERMES_HOME"] == str(root)
     a = programs["hermes-gateway-a"]
     assert shlex.split(a.command) == gateway_command()
     assert a.environment == {
@@ -136,7 +139,7 @@ def test_a_served_set_is_written_as_one_program_and_read_back_by_supervisord(sho
     config.write_config(paths, programs)
     read = ServerOptions().read_config(str(paths.config))
     found = {pc.name: pc for group in read.process_group_configs for pc in group.process_configs}
-    assert sorted(found) == ["hermes-gateway-a", "hermes-gateway-d", "hermes-multiplex"]
+    assert sorted(found) == ["hermes-confirm-timer", "hermes-gateway-a", "hermes-gateway-d", "hermes-multiplex"]
     mx = found["hermes-multiplex"]
     assert shlex.split(mx.command) == [*gateway_command(), "--serve", "default,b,c"]
     assert mx.environment["HERMES_HOME"] == str(root)  # launched on the root home: the default profile
@@ -214,7 +217,7 @@ def test_a_hosted_set_is_one_program_read_back_by_its_command_not_its_name(short
     config.write_config(paths, programs)
     read = ServerOptions().read_config(str(paths.config))
     found = {pc.name: pc for group in read.process_group_configs for pc in group.process_configs}
-    assert sorted(found) == ["hermes-gateway-host", "hermes-multiplex"]
+    assert sorted(found) == ["hermes-confirm-timer", "hermes-gateway-host", "hermes-multiplex"]
     host = found[sv.HOST_PROGRAM]
     assert shlex.split(host.command) == host_command(("default", "b", "host"))
     assert host.environment["HERMES_HOME"] == str(root) and host.stopasgroup

@@ -14,6 +14,7 @@ command line too."""
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from fleet.supervisors.errors import SupervisorError
 from fleet.supervisors.host import MODULE as HOST_MODULE
 from fleet.supervisors.host import PROFILES_FLAG, host_command
 from fleet.supervisors.supervisord.names import (
+    CONFIRM_TIMER,
     HOST_PROGRAM,
     KIND,
     MULTIPLEX_PROGRAM,
@@ -102,6 +104,15 @@ def mesh_programs(profiles: Iterable[str], served: Iterable[str] = (), *, host: 
             detail={"profiles": both},
         )
     return MeshPrograms(tuple(chosen), serve)
+
+
+# supervisord's tick wakes it every 5 s: the confirm's timer under the mesh (``services.updater``).
+CONFIRM_TIMER_MODULE = "services.updater.confirm_timer"
+TIMER_STOP_WAIT_SECS = 5
+
+
+def confirm_timer_command(root: Path) -> list[str]:
+    return [sys.executable, "-m", CONFIRM_TIMER_MODULE, "listen", "--root", str(root)]
 
 
 def multiplex_command(served: Sequence[str]) -> list[str]:
@@ -195,7 +206,25 @@ def _sections(paths: MeshPaths, programs: MeshPrograms) -> list[tuple[str, list[
         (f"program:{name}", _program_settings(paths, name, command, home))
         for name, (command, home) in _expected(paths, programs).items()
     ]
+    sections.append((f"eventlistener:{CONFIRM_TIMER}", _timer_settings(paths)))
     return sections
+
+
+def _timer_settings(paths: MeshPaths) -> list[_Setting]:
+    """The confirm's timer: its stdout is supervisord's event protocol, its stderr its log."""
+    return [
+        _Setting("command", confirm_timer_command(paths.root)),
+        _Setting("directory", str(working_directory())),
+        _Setting("environment", gateway_environment(paths.root, KIND)),
+        _Setting("events", "TICK_5"),
+        _Setting("autostart", "true"),
+        _Setting("autorestart", "true"),
+        _Setting("stopsignal", "TERM"),
+        _Setting("stopwaitsecs", TIMER_STOP_WAIT_SECS),
+        _Setting("stderr_logfile", str(paths.program_log(CONFIRM_TIMER)), expanded_twice=True),
+        _Setting("stderr_logfile_maxbytes", "1MB"),
+        _Setting("stderr_logfile_backups", 1),
+    ]
 
 
 def render_config(paths: MeshPaths, programs: MeshPrograms) -> str:
@@ -228,7 +257,14 @@ def _check_config(paths: MeshPaths, programs: MeshPrograms, text: str) -> None:
             pc.name: (shlex.split(pc.command), pc.directory, pc.environment, pc.stdout_logfile)
             for group in read.process_group_configs
             for pc in group.process_configs
+            if group.name != CONFIRM_TIMER
         },
+        "timer": [
+            (shlex.split(pc.command), pc.stderr_logfile)
+            for group in read.process_group_configs
+            if group.name == CONFIRM_TIMER
+            for pc in group.process_configs
+        ],
     }
     expected: dict[str, Any] = {
         "pidfile": str(paths.pidfile),
@@ -238,6 +274,7 @@ def _check_config(paths: MeshPaths, programs: MeshPrograms, text: str) -> None:
             name: (command, str(working_directory()), gateway_environment(home, KIND), str(paths.program_log(name)))
             for name, (command, home) in _expected(paths, programs).items()
         },
+        "timer": [(confirm_timer_command(paths.root), str(paths.program_log(CONFIRM_TIMER)))],
     }
     for key, value in expected.items():
         if found[key] != value:

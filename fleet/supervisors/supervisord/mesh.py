@@ -30,7 +30,7 @@ from fleet.supervisors.supervisord.daemon import (
     start_daemon,
     stop_orphans,
 )
-from fleet.supervisors.supervisord.names import profile_of
+from fleet.supervisors.supervisord.names import CONFIRM_TIMER, profile_of
 from fleet.supervisors.supervisord.paths import MeshPaths, mesh_paths, prepare
 from fleet.supervisors.supervisord.programs import START_TIMEOUT, Progress, start_stopped, stop_program, wait_running
 from fleet.supervisors.supervisord.rpc import call, failure, process_infos
@@ -120,7 +120,12 @@ def _status(paths: MeshPaths, daemon: ProcessIdentity | None) -> MeshStatus:
         problem = exc.message if isinstance(exc, HermesError) else exc.faultString
         programs = [_absent(paths, p, "UNKNOWN", "supervisord does not answer") for p in configured.values()]
         return MeshStatus(paths, daemon, started_at, problem, tuple(programs))
-    programs = [_from_info(paths, info, configured.get(info["name"])) for info in infos.values()]
+    # The confirm's timer is no gateway: its place is the update's (``hermes update --plan``).
+    programs = [
+        _from_info(paths, info, configured.get(info["name"]))
+        for info in infos.values()
+        if info["name"] != CONFIRM_TIMER
+    ]
     programs += [
         _absent(paths, p, "NOT_LOADED", "in the config but not loaded; run `hermes mesh up`")
         for name, p in configured.items()
@@ -215,7 +220,7 @@ def _apply_config(paths: MeshPaths) -> None:
 @dataclass(frozen=True)
 class DownReport:
     supervisor: ProcessIdentity | None  # the supervisord that was stopped, if one ran
-    programs: tuple[str, ...]  # programs that were running under it
+    programs: tuple[str, ...]  # gateway programs that were running under it
     orphans: tuple[int, ...]  # gateways of a dead supervisord, stopped by signal
     killed: tuple[int, ...]  # pids that did not stop in time and got SIGKILL
 
@@ -258,7 +263,8 @@ def down(root: Path) -> DownReport:
                 paths.socket.parent.rmdir()  # the /tmp fallback dir, once supervisord removed its socket
             except OSError:
                 pass
-    return DownReport(daemon, tuple(sorted(children)), tuple(o.pid for o in orphans), tuple(killed))
+    gateways = tuple(sorted(name for name in children if name != CONFIRM_TIMER))  # the timer stopped with them
+    return DownReport(daemon, gateways, tuple(o.pid for o in orphans), tuple(killed))
 
 
 def _running_children(paths: MeshPaths) -> dict[str, ProcessIdentity]:

@@ -14,6 +14,8 @@ KIND = "supervisord"
 PROGRAM_PREFIX = "hermes-gateway"
 MULTIPLEX_PROGRAM = "hermes-multiplex"
 HOST_PROGRAM = "hermes-gateway-host"
+# The event listener that is the confirm's timer under the mesh (no gateway: never a profile's).
+CONFIRM_TIMER = "hermes-confirm-timer"
 
 
 def unit_name(profile: str) -> str:
