@@ -51,10 +51,15 @@ def _dependencies() -> list[Check]:
             checks.append(Check(f"dependency {name}", FAIL, f"cannot import {name}: {exc}"))
             continue
         version = getattr(module, "__version__", "unknown")
-        message = f"{name} {version}"
+        message, status = f"{name} {version}", OK
         if name == "zmq":
             message += f" (libzmq {module.zmq_version()})"
-        checks.append(Check(f"dependency {name}", OK, message, {"version": version}))
+            from shared.transport.curve import libzmq_problem
+
+            problem = libzmq_problem(module.zmq_version_info())
+            if problem is not None:
+                message, status = f"{message}: TCP is refused, {problem}", WARN
+        checks.append(Check(f"dependency {name}", status, message, {"version": version}))
     return checks
 
 

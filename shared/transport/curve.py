@@ -1,5 +1,5 @@
 """CURVE on every TCP endpoint: the socket options of each side, and the rule that no
-tcp:// socket is ever opened without them.
+tcp:// socket is ever opened without them, nor on a libzmq whose CURVE is known unsafe.
 
 A service's options carry its secret key and its own ZAP domain (registered with this
 process's ZAP handler, ``shared.transport.zap``); a client's carry its keypair and the server public
@@ -24,14 +24,26 @@ if TYPE_CHECKING:
 Options = list[tuple[int, Any]]
 
 
+# Below it a CURVE server can be crashed (CVE-2019-13132) or stalled (CVE-2020-15166) before
+# any key is checked.
+LIBZMQ_FLOOR = (4, 3, 3)
+
+
 class PlaintextRefused(TransportError):
     code = "plaintext_refused"
+
+
+class LibzmqTooOld(TransportError):
+    """A tcp:// socket asked of a libzmq below ``LIBZMQ_FLOOR``."""
+
+    code = "libzmq_too_old"
 
 
 def server_options(endpoint: Endpoint) -> Options:
     """Options for the service's ROUTER and PUB; raises a ``curve_key_*`` error without keys."""
     if endpoint.tcp is None:
         return []
+    refuse_old_libzmq(endpoint.control)  # before any key is read: a service started there exits at once
     from shared.transport import zap
 
     secret = curve_keys.server_secret(endpoint.root, endpoint.key_name)
@@ -46,6 +58,7 @@ def client_options(endpoint: Endpoint) -> Options:
     """Options for a client of ``endpoint``: this install's client keypair and the server key it trusts."""
     if endpoint.tcp is None:
         return []
+    refuse_old_libzmq(endpoint.control)
     server = curve_keys.trusted_server(endpoint.root, endpoint.key_name)
     secret = curve_keys.client_secret(endpoint.root)
     return [
@@ -55,8 +68,34 @@ def client_options(endpoint: Endpoint) -> Options:
     ]
 
 
-def refuse_plaintext(addresses: Sequence[str] | Iterable[str], options: Iterable[tuple[int, Any]]) -> None:
-    """Raise ``PlaintextRefused`` for a tcp:// bind or connect whose options set no CURVE role."""
+def refuse_unsafe_tcp(addresses: Sequence[str] | Iterable[str], options: Iterable[tuple[int, Any]]) -> None:
+    """Raise for a tcp:// bind or connect that would be unsafe: ``LibzmqTooOld`` on a libzmq
+    below the floor, ``PlaintextRefused`` when its options set no CURVE role. ipc needs neither."""
     tcp = [address for address in addresses if address.startswith("tcp://")]
-    if tcp and not any(option in (zmq.CURVE_SERVER, zmq.CURVE_SERVERKEY) for option, _ in options):
+    if not tcp:
+        return
+    refuse_old_libzmq(tcp[0])
+    if not any(option in (zmq.CURVE_SERVER, zmq.CURVE_SERVERKEY) for option, _ in options):
         raise PlaintextRefused(f"refusing plaintext TCP on {tcp[0]}: TCP endpoints are always CURVE")
+
+
+def refuse_old_libzmq(address: str) -> None:
+    """Raise ``LibzmqTooOld`` when this process's libzmq is below the floor, for TCP ``address``."""
+    found = zmq.zmq_version_info()
+    problem = libzmq_problem(found)
+    if problem is not None:
+        raise LibzmqTooOld(f"refusing TCP on {address}: {problem}", detail={"libzmq": _dotted(found)})
+
+
+def libzmq_problem(found: tuple[int, ...]) -> str | None:
+    """Why TCP is refused on libzmq ``found``, or None when it is at the floor or above."""
+    if tuple(found) >= LIBZMQ_FLOOR:
+        return None
+    return (
+        f"libzmq {_dotted(found)} is older than {_dotted(LIBZMQ_FLOOR)}: its CURVE servers have "
+        "pre-authentication faults (CVE-2019-13132, CVE-2020-15166); ipc endpoints still work"
+    )
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(str(part) for part in version)

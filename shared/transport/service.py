@@ -29,7 +29,7 @@ from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.locks import FileLock
 from shared.protocol import HELLO, Code, OpSpec, ProtocolError, RemoteError
-from shared.transport.curve import refuse_plaintext
+from shared.transport.curve import refuse_unsafe_tcp
 from shared.transport.zmq_trio import Message, open_conduit
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class Service:
         self._max_frame = max_frame
         self._info = info
         self._options = tuple(options)
-        refuse_plaintext([address], self._options)  # a tcp:// endpoint is CURVE or nothing
+        refuse_unsafe_tcp([address], self._options)  # a tcp:// endpoint is CURVE or nothing
         self._handlers: dict[str, tuple[OpSpec, Handler, bool]] = {}  # op -> spec, handler, inline
         self._specs: dict[str, OpSpec] = {}
         self._calls: set[trio.CancelScope] = set()

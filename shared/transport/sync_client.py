@@ -32,7 +32,7 @@ from shared.transport.call_rules import (
     reply_frame,
     request_ids,
 )
-from shared.transport.curve import client_options, refuse_plaintext
+from shared.transport.curve import client_options, refuse_unsafe_tcp
 from shared.transport.zmq_monitor import HANDSHAKE_EVENTS, handshake_failure, watched_events
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class DealerTransport:
         """``options`` are ``(zmq option, value)`` pairs set before the connect: the CURVE
         options a tcp:// address must have (``shared.transport.curve.client_options``)."""
         self._options = list(options)
-        refuse_plaintext([address], self._options)
+        refuse_unsafe_tcp([address], self._options)
         self.address = address
         self._max_frame = max_frame
         self._conn: _Connection | None = None
@@ -319,7 +319,7 @@ def call_all(
         for address in addresses:
             socket_options = list((options or {}).get(address, ()))
             try:
-                refuse_plaintext([address], socket_options)
+                refuse_unsafe_tcp([address], socket_options)
             except HermesError as exc:
                 outcomes[address] = RemoteError(exc.code, exc.message)
                 continue

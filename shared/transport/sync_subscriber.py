@@ -18,7 +18,7 @@ import zmq
 
 from shared.protocol import ProtocolError
 from shared.transport import zmq_monitor
-from shared.transport.curve import client_options, refuse_plaintext
+from shared.transport.curve import client_options, refuse_unsafe_tcp
 from shared.transport.pubsub import decode_event
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def subscribe(endpoint: Endpoint, topics: Iterable[str] = ("",)) -> Iterator[Syn
     """Subscribe to ``topics`` (prefixes; "" is everything) of ``endpoint``'s publisher, whether
     or not it is there yet. Raises a ``curve_key_*`` error when a TCP endpoint has no keys."""
     options = client_options(endpoint)
-    refuse_plaintext([endpoint.events], options)
+    refuse_unsafe_tcp([endpoint.events], options)
     sock: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.SUB)
     try:
         for option, value in (

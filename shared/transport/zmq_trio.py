@@ -33,7 +33,7 @@ import trio
 import zmq
 
 from shared.protocol import MAX_FRAME_BYTES, TRANSPORT_SIZE_FACTOR
-from shared.transport.curve import refuse_plaintext
+from shared.transport.curve import refuse_unsafe_tcp
 
 log = logging.getLogger(__name__)
 
@@ -513,7 +513,7 @@ def _make(
 ) -> tuple[zmq.Socket[Any], zmq.Socket[Any] | None]:
     """A configured, bound and connected socket, and its monitor's socket if ``monitor``."""
     bind, connect, options = list(bind), list(connect), list(options)
-    refuse_plaintext([*bind, *connect], options)  # a tcp:// socket is CURVE or nothing
+    refuse_unsafe_tcp([*bind, *connect], options)  # a tcp:// socket is CURVE or nothing
     zsock: zmq.Socket[Any] = zmq.Context.instance().socket(sock_type)
     watch: zmq.Socket[Any] | None = None
     try:

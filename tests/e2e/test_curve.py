@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -21,7 +22,7 @@ from shared.transport import curve, curve_keys
 from shared.transport.sync_client import SyncClient, connect
 from tests.support.cli import DASHED_PUBLIC_KEY, HERMES, hermes, hermes_json
 from tests.support.processes import GatewayProcess, python_env
-from tests.support.tcp import free_port_pair, tcp_env
+from tests.support.tcp import free_port_pair, keyed_install, tcp_env
 
 # Far longer than a handshake takes: failing "fast" means well within it.
 CALL_TIMEOUT = 30.0
@@ -277,3 +278,41 @@ def test_gateway_status_and_list_give_a_refused_handshake_its_own_typed_row(root
         assert "- refused: auth_failed" in text.stdout and "Traceback" not in text.stderr
     finally:
         os.kill(writer.pid, signal.SIGCONT)
+
+
+# A real process whose libzmq reports a version below the floor; everything else is the real code.
+OLD_LIBZMQ = "import zmq; zmq.zmq_version_info = lambda: (4, 3, 2); zmq.zmq_version = lambda: '4.3.2'; "
+
+
+def test_a_libzmq_below_the_floor_serves_no_tcp_and_doctor_names_it(root):
+    keyed_install(root)
+    port = free_port_pair()
+    env = python_env(HERMES_HOME=str(root), **tcp_env("gateway", port))
+    gateway = subprocess.run(
+        [sys.executable, "-c", OLD_LIBZMQ + "import runpy; runpy.run_module('services.gateway', run_name='__main__')"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert gateway.returncode == 78 and "Traceback" not in gateway.stderr  # a broken setting: stays down
+    assert "refusing TCP on tcp://127.0.0.1" in gateway.stderr and "libzmq 4.3.2 is older than 4.3.3" in gateway.stderr
+    with socket.socket() as probe:  # nothing was bound
+        probe.bind(("127.0.0.1", port))
+
+    doctor = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            OLD_LIBZMQ + "import sys; from hermes_cli.main import main; sys.exit(main())",
+            "doctor",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    checks = {check["name"]: check for check in json.loads(doctor.stdout)["checks"]}
+    zmq_check = checks["dependency zmq"]
+    assert zmq_check["status"] == "warn" and "libzmq 4.3.2" in zmq_check["message"]

@@ -80,11 +80,43 @@ def test_keys_are_exactly_40_characters_of_z85():
             curve_keys.validate_name(bad)
 
 
+@pytest.mark.parametrize("found", [(4, 3, 2), (4, 2, 5), (3, 9, 9)])
+def test_tcp_on_a_libzmq_below_the_floor_is_refused_naming_the_version(monkeypatch, found):
+    monkeypatch.setattr(zmq, "zmq_version_info", lambda: found)
+    dotted = ".".join(map(str, found))
+    curve.refuse_unsafe_tcp(["ipc:///tmp/x.ctl"], [])  # ipc is not exposed to the faults
+    for options in ([(zmq.CURVE_SERVER, 1)], [(zmq.CURVE_SERVERKEY, b"k")], []):
+        with pytest.raises(curve.LibzmqTooOld) as refused:
+            curve.refuse_unsafe_tcp(["tcp://127.0.0.1:1"], options)
+        assert refused.value.code == "libzmq_too_old" and refused.value.detail == {"libzmq": dotted}
+        assert f"libzmq {dotted} is older than 4.3.3" in refused.value.message
+
+
+@pytest.mark.parametrize("found", [(4, 3, 3), (4, 3, 5), (5, 0, 0)])
+def test_a_libzmq_at_the_floor_or_above_serves_tcp(monkeypatch, found):
+    monkeypatch.setattr(zmq, "zmq_version_info", lambda: found)
+    assert curve.libzmq_problem(found) is None
+    curve.refuse_unsafe_tcp(["tcp://127.0.0.1:1"], [(zmq.CURVE_SERVER, 1)])
+
+
+def test_doctor_names_a_libzmq_below_the_floor(monkeypatch):
+    from hermes_cli.commands import doctor
+
+    monkeypatch.setattr(zmq, "zmq_version_info", lambda: (4, 3, 2))
+    monkeypatch.setattr(zmq, "zmq_version", lambda: "4.3.2")
+    check = next(c for c in doctor._dependencies() if c.name == "dependency zmq")
+    assert check.status == doctor.WARN and "libzmq 4.3.2" in check.message and "TCP is refused" in check.message
+    monkeypatch.setattr(zmq, "zmq_version_info", lambda: (4, 3, 5))
+    monkeypatch.setattr(zmq, "zmq_version", lambda: "4.3.5")
+    check = next(c for c in doctor._dependencies() if c.name == "dependency zmq")
+    assert (check.status, check.message.endswith("(libzmq 4.3.5)")) == (doctor.OK, True)
+
+
 def test_plaintext_tcp_is_refused_and_ipc_needs_nothing():
-    curve.refuse_plaintext(["ipc:///tmp/x.ctl"], [])
-    curve.refuse_plaintext(["tcp://127.0.0.1:1"], [(zmq.CURVE_SERVER, 1)])
+    curve.refuse_unsafe_tcp(["ipc:///tmp/x.ctl"], [])
+    curve.refuse_unsafe_tcp(["tcp://127.0.0.1:1"], [(zmq.CURVE_SERVER, 1)])
     with pytest.raises(PlaintextRefused):
-        curve.refuse_plaintext(["ipc:///x", "tcp://127.0.0.1:1"], [(zmq.SUBSCRIBE, b"")])
+        curve.refuse_unsafe_tcp(["ipc:///x", "tcp://127.0.0.1:1"], [(zmq.SUBSCRIBE, b"")])
 
 
 def test_monitor_frames_are_parsed_or_refused():
