@@ -54,9 +54,9 @@ def _dependencies() -> list[Check]:
         message, status = f"{name} {version}", OK
         if name == "zmq":
             message += f" (libzmq {module.zmq_version()})"
-            from shared.transport.curve import libzmq_problem
+            from shared.transport import curve
 
-            problem = libzmq_problem(module.zmq_version_info())
+            problem = curve.libzmq_problem(module.zmq_version_info())
             if problem is not None:
                 message, status = f"{message}: TCP is refused, {problem}", WARN
         checks.append(Check(f"dependency {name}", status, message, {"version": version}))
