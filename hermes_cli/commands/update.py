@@ -27,7 +27,7 @@ from shared import exit_codes, homes
 from shared.errors import HermesError
 from shared.files import read_json
 from shared.redaction import redact
-from shared.version import INSTALL_ROOT
+from shared.version import INSTALL_ROOT, code_sha
 
 START_TIMEOUT = 30.0
 # How long a finished update's updater has to exit (dropping the update lock) before its report.
@@ -95,14 +95,20 @@ def _confirm(args, root: Path) -> int:
     record = confirm_update(root)
     document = {
         "confirmed": record["update_id"],
-        "code_sha": record["after"],
+        "code_sha": record["after"] or code_sha(INSTALL_ROOT),
         "deadline": record["deadline"],
         "was": record["state"],
+        "reason": record["reason"],
     }
-    output.emit(
-        args, document, lambda d: f"✓ update {d['confirmed']} confirmed: the install stays on {d['code_sha'][:12]}"
-    )
+    output.emit(args, document, _confirmed_text)
     return exit_codes.OK
+
+
+def _confirmed_text(document: dict[str, Any]) -> str:
+    stays = f"the install stays on {str(document['code_sha'])[:12]}"
+    if document["confirmed"] is None:  # the file was unreadable: removed, nothing moved
+        return f"✓ removed the unreadable confirm record ({document['reason']}): {stays}"
+    return f"✓ update {document['confirmed']} confirmed: {stays}"
 
 
 def _plan(args, root: Path) -> int:
@@ -148,13 +154,13 @@ def _rollback_target(root: Path, args) -> str:
 
 def _owed(root: Path) -> dict[str, Any]:
     """What earlier updates left owed, which the next ``hermes update`` retries."""
-    from services.updater import read_completion, read_confirm, read_fleet, read_stash
+    from services.updater import owed_confirm, read_completion, read_fleet, read_stash
 
     return {
         "completion": read_completion(root),
         "fleet_restart": read_fleet(root),
         "stash": read_stash(root),
-        "confirm": read_confirm(root),
+        "confirm": owed_confirm(root),
     }
 
 

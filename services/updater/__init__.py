@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from services.updater import ops
-    from services.updater.confirm import confirm_update, pending_line, read_confirm
+    from services.updater.confirm import confirm_update, owed_confirm, pending_line
     from services.updater.confirm_timer import settle_confirm
     from services.updater.errors import UpdateError
     from services.updater.lock import UpdateInProgress, holder, lock_path
@@ -54,10 +54,10 @@ __all__ = [
     "lock_path",
     "new_update_id",
     "ops",
+    "owed_confirm",
     "pending_line",
     "plan_update",
     "read_completion",
-    "read_confirm",
     "read_fleet",
     "read_stash",
     "rename_gateway",
@@ -77,7 +77,7 @@ _ON_FIRST_USE = {
     "UpdateInProgress": "services.updater.lock",
     "confirm_update": "services.updater.confirm",
     "pending_line": "services.updater.confirm",
-    "read_confirm": "services.updater.confirm",
+    "owed_confirm": "services.updater.confirm",
     "settle_confirm": "services.updater.confirm_timer",
     "availability": "services.updater.plan",
     "holder": "services.updater.lock",

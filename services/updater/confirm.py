@@ -30,6 +30,7 @@ from shared.files import StateFileCorrupt
 from shared.version import is_commit_sha
 
 ARMED, FAILED = "armed", "failed"
+UNREADABLE = "unreadable"  # a file of another shape: never a record on disk
 
 
 class NothingToConfirm(UpdateError):
@@ -110,19 +111,65 @@ def withdraw(root: Path, update_id: str) -> None:
 
 def clear(root: Path) -> dict[str, Any] | None:
     """The tree moved away from the armed commit (a rollback, a revert): nothing is owed; the
-    record that was, if any."""
+    record that was, if any (``unreadable``, below, for a file of another shape: it goes too)."""
+    path = confirm_path(root)
+    answer: list[dict[str, Any] | None] = []
 
-    def change(record: dict[str, Any] | None) -> dict[str, Any] | None:
-        put(confirm_path(root), None)
-        return record
+    def change() -> None:
+        answer.append(owed_confirm(root))
+        put(path, None)
 
-    return _change(root, change)
+    locked_change(path, change)
+    return answer[0]
+
+
+def unreadable(exc: StateFileCorrupt) -> dict[str, Any]:
+    """What stands for a confirm file of another shape: no update, no deadline; ``state``
+    ``unreadable`` and why. Nothing fires for it: only the operator settles it."""
+    return {
+        "update_id": None,
+        "deadline": None,
+        "before": None,
+        "after": None,
+        "state": UNREADABLE,
+        "reason": exc.message,
+    }
+
+
+def owed_confirm(root: Path) -> dict[str, Any] | None:
+    """The confirm owed as reports show it: its record, ``unreadable``'s for a file of another
+    shape, or None."""
+    try:
+        return read_confirm(root)
+    except StateFileCorrupt as exc:
+        return unreadable(exc)
+
+
+def unreadable_hint(reason: str) -> str:
+    """What every command and a refused update say of an unreadable confirm file."""
+    return (
+        f"{reason}: `hermes update --confirm` removes it and keeps the code as it is, "
+        "`hermes update --rollback` goes back"
+    )
 
 
 def confirm_update(root: Path, now: float | None = None) -> dict[str, Any]:
     """``hermes update --confirm``: the armed update stays; its record. Refused when nothing is
-    armed, or when its deadline has passed (its rollback is due, or under way)."""
+    armed, or when its deadline has passed (its rollback is due, or under way). An unreadable
+    file is removed (the code stays as it is, which is what a confirm asks); its ``unreadable``
+    record is returned."""
     moment = time.time() if now is None else now
+    path = confirm_path(root)
+    answer: list[dict[str, Any]] = []
+
+    def take() -> None:
+        try:
+            record = read_confirm(root)
+        except StateFileCorrupt as exc:
+            put(path, None)
+            answer.append(unreadable(exc))
+            return
+        answer.append(change(record))
 
     def change(record: dict[str, Any] | None) -> dict[str, Any]:
         if record is None:
@@ -133,10 +180,11 @@ def confirm_update(root: Path, now: float | None = None) -> dict[str, Any]:
                 f"so it rolls back to {record['before'][:12]}",
                 detail=_public(record),
             )
-        put(confirm_path(root), None)
+        put(path, None)
         return record
 
-    return _change(root, change)
+    locked_change(path, take)
+    return answer[0]
 
 
 def claim(root: Path, update_id: str, now: float | None = None) -> dict[str, Any] | None:

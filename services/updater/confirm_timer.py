@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from services.updater.confirm import FAILED, due, mark_failed, pending_line, read_confirm
+from services.updater.confirm import FAILED, due, mark_failed, pending_line, read_confirm, unreadable_hint
 from services.updater.lock import holder
 from services.updater.obligations import DIRECTORY, confirm_path
 from services.updater.update_id import new_update_id
@@ -177,7 +177,7 @@ def settle_confirm(root: Path) -> str | None:
     try:
         record = read_confirm(root)
     except HermesError as exc:
-        return f"⚠ {exc.message}: `hermes update --confirm` or `--rollback` settles it"
+        return f"⚠ {unreadable_hint(exc.message)}"
     if record is None:
         return None
     now = time.time()

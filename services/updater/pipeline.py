@@ -66,6 +66,7 @@ from services.updater.swap import SwapFailed, SwapRecoveryNeeded, recover_interr
 from services.updater.verify import CURRENT, fleet_matrix
 from shared import faults
 from shared.errors import HermesError, failure_reason
+from shared.files import StateFileCorrupt
 from shared.identity import current_identity
 from shared.redaction import redact
 from shared.version import __version__, code_sha, current_branch, read_version
@@ -317,8 +318,15 @@ class Pipeline:
     def _confirm_plan(self, plan: Plan) -> None:
         """Refuse what the confirm forbids: a rollback started for a deadline that no longer owes
         one (confirmed, voided), and a forward move while an update waits for its confirm."""
-        pending = confirm.read_confirm(self.root)
-        if pending is not None and confirm.settled(pending, plan.code_sha):
+        try:
+            pending = confirm.read_confirm(self.root)
+        except StateFileCorrupt as exc:
+            # Nothing fires for it: a rollback (which removes it as it moves) or a confirm
+            # settles it, and a forward move waits for that as it would for a readable one.
+            pending = confirm.unreadable(exc)
+            if self.options.get("confirm_expired"):
+                self._refuse(confirm.unreadable_hint(exc.message))
+        if pending is not None and pending["state"] != confirm.UNREADABLE and confirm.settled(pending, plan.code_sha):
             confirm.clear(self.root)
             self.receipt.step("confirm", True, {"voided": pending["update_id"], "why": "the tree never left it"})
             pending = None
@@ -334,6 +342,8 @@ class Pipeline:
         if plan.rollback is not None:
             return
         moves = plan.git is not None and not plan.git.get("up_to_date") and plan.held is None
+        if pending is not None and moves and pending["state"] == confirm.UNREADABLE:
+            self._refuse(confirm.unreadable_hint(pending["reason"]))
         if pending is not None and moves:
             self._refuse(
                 f"update {pending['update_id']} waits for its confirm (deadline {confirm.deadline_text(pending)}): "
@@ -579,7 +589,9 @@ class Pipeline:
                 self.receipt.step("confirm", True, {**deadline, "timer": timer})
                 return
             voided = confirm.clear(self.root)
-            if voided is not None:
+            if voided is not None and voided["state"] == confirm.UNREADABLE:
+                self.receipt.step("confirm", True, {"voided": None, "why": voided["reason"]})
+            elif voided is not None:
                 self.receipt.step("confirm", True, {"voided": voided["update_id"]})
         except (OSError, HermesError) as exc:
             self.receipt.step("confirm", False, failure_reason(exc))

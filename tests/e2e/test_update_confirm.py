@@ -205,3 +205,36 @@ def test_a_confirm_armed_by_an_updater_killed_before_its_move_holds_nothing_back
         ]
     finally:
         kill_confirm_timers(install.root)
+
+
+def test_an_unreadable_confirm_holds_forward_moves_and_a_rollback_or_a_confirm_settles_it(install):
+    mesh_up(install, ("p1",))
+    try:
+        update_id, _, old, new = confirmed_update(install, within=3600)
+        pending = install.root / "obligations" / "confirm-pending.json"
+        pending.write_text('{"schema": 1, "update_id": "torn')  # a disk that lost the write's end
+
+        listed = install.hermes("gateway", "list")  # every command names the way out, and runs
+        assert listed.returncode == 0 and "--confirm` removes it" in listed.stderr and "--rollback" in listed.stderr
+        code, plan = install.hermes_json("update", "--plan")
+        assert code == 0 and plan["owed"]["confirm"]["state"] == "unreadable", plan
+
+        newer = install.release("release 3")
+        code, report = install.hermes_json("update", "--yes")
+        assert (code, report["outcome"]) == (2, "refused") and "confirm-pending.json" in report["refusal"], report
+        assert install.head() == new and pending.exists()
+
+        code, report = install.hermes_json("update", "--yes", "--rollback")
+        assert (code, report["outcome"], report["rollback"]["of"]) == (0, "success", update_id), report["failure"]
+        assert install.head() == old and not pending.exists()
+        steps = [s["detail"] for s in receipt_of(report)["steps"] if s["name"] == "confirm"]
+        assert steps and steps[0]["voided"] is None and "confirm-pending.json" in steps[0]["why"], steps
+
+        pending.write_text("[]")
+        code, confirmed = install.hermes_json("update", "--confirm")
+        assert (code, confirmed["confirmed"], confirmed["was"]) == (0, None, "unreadable"), confirmed
+        assert confirmed["code_sha"] == old and not pending.exists()
+        code, report = install.hermes_json("update", "--yes")
+        assert (code, report["outcome"]) == (0, "success") and install.head() == newer, report["failure"]
+    finally:
+        kill_confirm_timers(install.root)

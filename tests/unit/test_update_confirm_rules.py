@@ -20,6 +20,7 @@ from services.updater.confirm import (
     clear,
     confirm_update,
     mark_failed,
+    owed_confirm,
     pending_line,
     read_confirm,
     settled,
@@ -152,8 +153,30 @@ def test_a_record_of_another_shape_is_corrupt_never_a_rollback(tmp_path, text):
     path.write_text(text)
     with pytest.raises(StateFileCorrupt):
         read_confirm(tmp_path)
-    line = settle_confirm(tmp_path)  # a command says so, and starts nothing
-    assert line is not None and "corrupt" in line
+    line = settle_confirm(tmp_path)  # a command says so, names the way out, and starts nothing
+    assert line is not None and "corrupt" in line and "--confirm` removes it" in line and "--rollback" in line
+    assert owed_confirm(tmp_path)["state"] == "unreadable"
+
+
+def test_a_rollback_removes_an_unreadable_confirm_and_says_so(tmp_path):
+    path = confirm_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schema": 1, "update_id": "torn')
+    voided = clear(tmp_path)
+    assert voided is not None and voided["state"] == "unreadable" and voided["update_id"] is None
+    assert "confirm-pending.json" in voided["reason"] and not path.exists()
+    assert clear(tmp_path) is None  # nothing left to remove
+
+
+def test_a_confirm_removes_an_unreadable_record_and_keeps_the_code(tmp_path):
+    path = confirm_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text("[]")
+    record = confirm_update(tmp_path, now=NOW)
+    assert (record["state"], record["update_id"], record["after"]) == ("unreadable", None, None)
+    assert not path.exists() and owed_confirm(tmp_path) is None
+    with pytest.raises(NothingToConfirm):
+        confirm_update(tmp_path, now=NOW)
 
 
 def test_arming_replaces_a_planted_link_and_writes_nothing_through_it(tmp_path):
