@@ -130,6 +130,16 @@ def own_pid(pid: int) -> int | None:
     return pid
 
 
+def peer_is(peer: int | None, pid: object, start_time: object) -> bool:
+    """Whether ``peer``, the pid the kernel gave for the other end of a local connection
+    (``SO_PEERCRED``), is the process that says it is ``pid`` started at ``start_time``, as it
+    names itself (in its own pid namespace). False when the kernel gave none."""
+    if not peer:
+        return False
+    probe = _probe(peer)
+    return probe is not None and probe[0] == start_time and own_pid(peer) == pid
+
+
 def ancestor_pids() -> set[int]:
     """The pids of this process's parent, its parent's, and so on up to the first process;
     as many as could be read."""

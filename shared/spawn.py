@@ -14,7 +14,6 @@ clients, which trust that container's server key, would be refused by it anyway.
 
 from __future__ import annotations
 
-import os
 import selectors
 import signal
 import subprocess
@@ -26,8 +25,8 @@ from pathlib import Path
 from shared import exit_codes, homes
 from shared.endpoint_lock import lock_says
 from shared.errors import TransportError
-from shared.identity import is_alive
 from shared.locks import probe
+from shared.process_signals import HeldProcess
 from shared.transport import answers, ipc_unreachable
 from shared.version import INSTALL_ROOT
 
@@ -143,19 +142,14 @@ def stop_service(root: Path, service: str, *, timeout: float = STOP_TIMEOUT) -> 
     it is that very process (pid and start time), never a pid that was reused since."""
     lock = probe(homes.endpoint(root, service, create=False).lock_path)
     holder = lock.holder
-    if not lock.held or holder is None or not is_alive(holder):
+    process = HeldProcess.hold(holder) if lock.held and holder is not None else None
+    if process is None:
         return None
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.kill(holder.pid, signum)
-        except ProcessLookupError:
-            return holder.pid
-        deadline = time.monotonic() + timeout
-        while is_alive(holder) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not is_alive(holder):
-            return holder.pid
-    return holder.pid
+    with process:
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            if not process.signal(signum) or process.wait_gone(timeout):
+                break
+        return process.ident.pid
 
 
 def stop_workers(root: Path) -> dict[str, int]:

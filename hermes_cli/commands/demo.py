@@ -29,6 +29,8 @@ from typing import Any
 from hermes_cli import output
 from hermes_cli.commands import demo_integration, demo_operator, demo_signin
 from hermes_cli.errors import DemoFailed
+from shared.identity import ProcessIdentity
+from shared.process_signals import signal_identified
 from shared.version import INSTALL_ROOT, code_sha
 
 PROFILES = ("coder", "writer", "research")
@@ -177,11 +179,11 @@ def _stop_update(home: Path) -> None:
     from services.updater import holder
 
     running = holder(home)
-    if running is None or not running.get("pid"):
-        return
     try:
-        os.kill(running["pid"], signal.SIGINT)
-    except ProcessLookupError:
+        ident = ProcessIdentity.from_dict(running or {})
+    except ValueError:  # nothing holds it, or its holder's identity is not readable
+        return
+    if not signal_identified(ident, signal.SIGINT):
         return
     deadline = time.monotonic() + UPDATE_STOP_TIMEOUT
     while holder(home) is not None and time.monotonic() < deadline:  # its completion shares the lock

@@ -34,6 +34,7 @@ from fleet.supervisors.host import HostUnsupported, require_host
 from services.gateway_host import frames
 from shared import exit_codes, homes, logs
 from shared.errors import HermesError
+from shared.identity import process_identity
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,10 @@ class ForkServer:
             if isinstance(line, frames.FrameInvalid):
                 raise line
             profile = frames.parse_request(line)
-            self.send(frames.FORKED, profile=profile, pid=self.fork(profile))
+            pid = self.fork(profile)
+            # Read before this process reaps it: the pid cannot name another process yet.
+            ident = process_identity(pid)
+            self.send(frames.FORKED, profile=profile, pid=pid, start_time=ident.start_time if ident else 0)
         except HermesError as exc:
             log.error("refused an ask: %s", exc.message)
             field = exc.detail.get("field") if isinstance(exc.detail, dict) else None

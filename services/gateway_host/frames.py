@@ -23,7 +23,7 @@ READY, FORKED, REFUSED, EXITED = "ready", "forked", "refused", "exited"
 # Each event's fields and their types (beside "event").
 _EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     READY: {"pid": int, "code_sha": (str, type(None))},
-    FORKED: {"profile": str, "pid": int},
+    FORKED: {"profile": str, "pid": int, "start_time": int},
     REFUSED: {"code": str, "message": str, "field": (str, type(None))},
     EXITED: {"profile": str, "pid": int, "code": int},
 }

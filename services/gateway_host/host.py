@@ -53,7 +53,9 @@ from shared import homes
 from shared.errors import HermesError
 from shared.gateways import ops
 from shared.homes import Endpoint
+from shared.identity import ProcessIdentity
 from shared.locks import FileLock
+from shared.process_signals import HeldProcess
 from shared.protocol import RemoteError
 from shared.transport import NO_RETRY, Call, connect
 from shared.version import INSTALL_ROOT, code_sha
@@ -104,6 +106,7 @@ class Child:
 
     profile: str
     pid: int | None = None
+    process: HeldProcess | None = None  # its gateway, held from the fork: signals reach it alone
     server: ForkServer | None = None
     state: str = "starting"  # "starting", "running", "stopping", "down"
     reason: str = ""
@@ -175,15 +178,16 @@ class GatewayHost:
     async def _stop_all(self) -> None:
         """Each gateway is sent SIGTERM (its own short drain), then the fork servers go."""
         for child in self.children.values():
-            if child.pid is not None:
-                _signal(child.pid, signal.SIGTERM)
+            if child.process is not None:
+                child.process.signal(signal.SIGTERM)
         with trio.move_on_after(STOP_SECONDS):
             while any(child.pid is not None for child in self.children.values()):
                 await trio.sleep(POLL)
         for child in self.children.values():
             if child.pid is not None:
                 log.warning("the gateway of %r (pid %d) did not stop in time: killed", child.profile, child.pid)
-                _signal(child.pid, signal.SIGKILL)
+                if child.process is not None:
+                    child.process.signal(signal.SIGKILL)
         for server in list(self.servers):
             await self._let_go(server)
 
@@ -291,6 +295,8 @@ class GatewayHost:
             if child is not None:
                 server.children[event["pid"]] = child.profile
                 child.pid, child.server, child.state, child.reason = event["pid"], server, "running", ""
+                # The fork server has not reaped it yet, so the start time it read is this process's.
+                child.process = HeldProcess.hold(ProcessIdentity(event["pid"], event["start_time"]))
                 child.starts += 1
             await server.replies_in.send(event)
         elif kind == frames.REFUSED:
@@ -306,12 +312,17 @@ class GatewayHost:
         if orphans and not self.stopping:
             log.error("fork server %d ended with %d gateway(s) of its own", server.pid, len(orphans))
         with trio.move_on_after(STOP_SECONDS):
-            while any(_alive(pid) for pid in orphans):
+            while any(self._alive(pid, profile) for pid, profile in orphans.items()):
                 await trio.sleep(POLL)
         for pid, profile in orphans.items():
             self._on_exit(server, profile, pid, -signal.SIGTERM)
         if server.process.poll() is None:
             await trio.to_thread.run_sync(server.process.wait)
+
+    def _alive(self, pid: int, profile: str) -> bool:
+        """Whether the gateway ``pid`` of ``profile`` still runs, as its held process tells."""
+        child = self.children.get(profile)
+        return child is not None and child.pid == pid and child.process is not None and child.process.alive()
 
     # --- supervision ----------------------------------------------------------------------
 
@@ -363,6 +374,9 @@ class GatewayHost:
         if child is None or child.pid != pid:
             return
         child.pid, child.server = None, None
+        if child.process is not None:
+            child.process.close()
+            child.process = None
         if self.stopping:
             child.state, child.reason = "down", "stopped with the host"
             return
@@ -493,7 +507,8 @@ class GatewayHost:
                     break
                 if signum == signal.SIGKILL:
                     log.warning("the gateway of %r (pid %d) did not stop in time: killed", child.profile, child.pid)
-                _signal(child.pid, signum)
+                if child.process is not None:
+                    child.process.signal(signum)
                 await _until(lambda: child.pid is None, seconds)
             if child.pid is not None:
                 raise SupervisorFailed(
@@ -553,20 +568,3 @@ def _drain_call(home: Path, deadline: float) -> dict[str, Any]:
     with connect(endpoint, retry=NO_RETRY) as client:
         answer = client.call(ops.DRAIN, {"deadline": deadline}, timeout=deadline + 10)
     return answer if isinstance(answer, dict) else {}
-
-
-def _signal(pid: int, signum: int) -> None:
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

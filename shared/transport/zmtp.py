@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import selectors
 import socket
+import struct
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -223,10 +224,14 @@ def call_all_ipc(
     timeout: float,
     window: tuple[int, int] = protocol.PROTOCOL_WINDOW,
     max_frame: int = protocol.MAX_FRAME_BYTES,
+    peers: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """``shared.transport.sync_client.call_all`` for ``ipc://`` addresses, with no socket
     options and no pool: each address maps to its result, to the ``RemoteError`` it ended
-    with, or to the ``ZmtpViolation`` its peer committed. No retries."""
+    with, or to the ``ZmtpViolation`` its peer committed. No retries.
+
+    ``peers`` is given each connected address's peer pid as the kernel tells it here
+    (``SO_PEERCRED``: the process that listens there), where the kernel tells one."""
     next_id = request_ids()
     outcomes: dict[str, Any] = {}
     selector = selectors.DefaultSelector()
@@ -241,6 +246,8 @@ def call_all_ipc(
                 outcomes[address] = exc
                 continue
             selector.register(call.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, call)
+            if peers is not None and (pid := peer_pid(call.sock)) is not None:
+                peers[address] = pid
         deadline = time.monotonic() + timeout + REPLY_GRACE
         while selector.get_map():
             remaining = deadline - time.monotonic()
@@ -266,6 +273,22 @@ def call_all_ipc(
             sock.close()
         selector.close()
     return outcomes
+
+
+_PEERCRED = getattr(socket, "SO_PEERCRED", None)  # Linux
+_UCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+def peer_pid(sock: socket.socket) -> int | None:
+    """The pid of the process at the other end of a connected AF_UNIX socket, as this pid
+    namespace sees it (0: not seen from here); None where the kernel does not say."""
+    if _PEERCRED is None:
+        return None
+    try:
+        pid, _, _ = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, _PEERCRED, _UCRED.size))
+    except OSError:
+        return None
+    return pid
 
 
 def _open(

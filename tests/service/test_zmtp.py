@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared import protocol
+from shared.identity import current_identity, peer_is
 from shared.protocol import Code, RemoteError
 from shared.transport.zmtp import (
     GREETING,
@@ -225,3 +226,13 @@ def test_what_the_client_sends_first_is_a_zmtp_3_greeting_and_a_dealer_ready():
     assert opening[:64] == GREETING and len(GREETING) == 64
     assert (opening[0], opening[9], opening[10], opening[12:32], opening[32]) == (0xFF, 0x7F, 3, MECHANISM, 0)
     assert opening[64:] == b"\x04\x1c\x05READY\x0bSocket-Type\x00\x00\x00\x06DEALER"
+
+
+async def test_the_kernel_names_the_process_that_answers(served):
+    peers: dict[str, int] = {}
+    outcome = await trio.to_thread.run_sync(
+        lambda: call_all_ipc([served], ECHO, {"text": "x"}, timeout=10, peers=peers)
+    )
+    me = current_identity()
+    assert not isinstance(outcome[served], Exception) and peers == {served: me.pid}
+    assert peer_is(peers[served], me.pid, me.start_time)

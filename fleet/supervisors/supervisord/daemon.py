@@ -31,6 +31,7 @@ from shared import homes
 from shared.files import StateFileCorrupt, read_json, write_json_atomic
 from shared.identity import ProcessIdentity, is_alive, process_identity
 from shared.locks import probe
+from shared.process_signals import signal_identified
 
 DAEMON_START_TIMEOUT = 15.0
 DOWN_TIMEOUT = STOP_WAIT_SECS + 15.0
@@ -208,13 +209,5 @@ def kill(ident: ProcessIdentity, *, group: bool) -> list[int]:
 
 
 def send_signal(ident: ProcessIdentity, signum: int, *, group: bool) -> None:
-    # Checked right before sending, so a recycled pid is never signalled.
-    if not is_alive(ident):
-        return
-    try:
-        if group and os.getpgid(ident.pid) == ident.pid:
-            os.killpg(ident.pid, signum)  # supervisord made each program its group's leader
-        else:
-            os.kill(ident.pid, signum)
-    except ProcessLookupError:
-        pass
+    # Through the kernel's handle for that very process: a recycled pid is never signalled.
+    signal_identified(ident, signum, group=group)  # supervisord made each program its group's leader

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
 
 from fleet.discovery import GatewayRecord
+from fleet.own_answer import own_status
 from fleet.supervisors import Unit
 from services.updater.restart.freshness import FRESH, STALE, OldProcess, judge
 from shared import homes
@@ -160,16 +161,6 @@ def control_endpoint(home: Path) -> homes.Endpoint:
     return homes.endpoint(home, ops.SERVICE, create=False)
 
 
-def status(endpoint: homes.Endpoint, timeout: float) -> dict[str, Any] | None:
-    """The gateway's status answer, or None when it gave none."""
-    try:
-        with connect(endpoint, retry=NO_RETRY) as client:
-            answer = client.call(ops.STATUS, timeout=timeout)
-    except RemoteError:
-        return None
-    return answer if isinstance(answer, dict) else None
-
-
 def drain(endpoint: homes.Endpoint, waits: Waits, *, reexec: bool = False) -> dict[str, Any]:
     """Ask the gateway to drain and exit (``reexec``: and re-execute itself); its answer, with the
     turns that ``finished`` and were ``cut``. A refusal or no answer raises RemoteError."""
@@ -301,7 +292,7 @@ def wait_for_fresh(
             why = gave_up() if gave_up is not None and last is None else None
             if why is not None:
                 return None, why
-            last = status(address, waits.status)
+            last = own_status(address, waits.status)
             seen = judge(last, old, expected_sha, reexec=reexec)
             if seen.verdict == STALE:
                 return seen.pid, f"came back on {str(seen.code_sha)[:12]}, not the new code"

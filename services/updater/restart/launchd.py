@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.discovery import GatewayRecord
+from fleet.own_answer import own_status
 from fleet.supervisors import Unit, launchd
 from fleet.supervisors.commands import command_failed
 from fleet.supervisors.scopes import SCOPES
@@ -37,7 +38,6 @@ from services.updater.restart.base import (
     drain,
     each,
     restart_live,
-    status,
     turns,
 )
 from services.updater.restart.freshness import FRESH, OLD, SILENT, STARTING, OldProcess, judge
@@ -222,7 +222,7 @@ class _Restart:
         deadline = time.monotonic() + waits.come_back
         while True:
             remaining = deadline - time.monotonic()
-            seen = judge(status(address, max(0.1, min(waits.status, remaining))), old, self.expected_sha)
+            seen = judge(own_status(address, max(0.1, min(waits.status, remaining))), old, self.expected_sha)
             if seen.verdict == FRESH:
                 return seen.pid, None
             if remaining <= 0:

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fleet.discovery import GatewayRecord
+from fleet.own_answer import own_status
 from services.updater.restart.base import (
     RestartOutcome,
     Target,
     Waits,
     control_endpoint,
     join,
-    status,
     wait_for_fresh,
 )
 
@@ -38,7 +38,7 @@ def served(outcome: RestartOutcome, target: Target, expected_sha: str | None, wa
     if not outcome.ok:
         why = f"served by the process of {lead.profile}: {outcome.reason}"
         return outcomes + [_of(sibling, outcome, ok=False, reason=why, note=note) for sibling in siblings]
-    answer = status(control_endpoint(lead.home), waits.status)
+    answer = own_status(control_endpoint(lead.home), waits.status)
     fresh_set = answer.get("served_profiles") if answer else None
     for sibling in siblings:
         if not sibling.home.is_dir():
@@ -56,7 +56,7 @@ def served(outcome: RestartOutcome, target: Target, expected_sha: str | None, wa
 def _dropped(sibling: GatewayRecord, outcome: RestartOutcome, note: str, waits: Waits) -> RestartOutcome:
     """A sibling the fresh process does not serve: ok while some gateway answers for it."""
     gone = f"{note}; the fresh process no longer serves {sibling.profile}"
-    answer = status(control_endpoint(sibling.home), waits.status)
+    answer = own_status(control_endpoint(sibling.home), waits.status)
     if answer is None:
         return _of(sibling, outcome, ok=False, reason=f"{gone}, and no gateway runs it now", note=note)
     pid = answer.get("pid")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.discovery import GatewayRecord
+from fleet.own_answer import own_status
 from fleet.supervisors import Unit, systemd
 from fleet.supervisors.errors import SupervisorFailed, SupervisorTimeout
 from fleet.supervisors.scopes import SCOPES
@@ -43,7 +44,6 @@ from services.updater.restart.base import (
     join,
     live_gateways,
     restart_live,
-    status,
     turns,
 )
 from services.updater.restart.freshness import FRESH, STALE, OldProcess, judge
@@ -261,7 +261,7 @@ class _Restart:
         deadline = time.monotonic() + seconds
         last: dict[str, Any] | None = None
         while True:
-            answer = status(self.address, self.waits.status)
+            answer = own_status(self.address, self.waits.status)
             shown = self._show()
             if answer is not None:
                 last = answer
