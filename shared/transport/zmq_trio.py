@@ -45,6 +45,10 @@ _BATCH = 16
 _DRAIN_BATCH = 64
 # How often a sender waiting for a ROUTER peer over its high-water mark tries again.
 FULL_PEER_POLL = 0.005
+# Connections a bound socket lets wait to be accepted (the kernel caps it at somaxconn).
+LISTEN_BACKLOG = 4096
+# The open files a process serving on TCP asks for, within its hard limit.
+NOFILE_WANTED = 65536
 # How often ``wait_input_consumed`` looks whether the pump and the receiver have caught up.
 INPUT_POLL = 0.001
 
@@ -496,6 +500,7 @@ def _configure(
     zsock.setsockopt(zmq.MAXMSGSIZE, max_frame * TRANSPORT_SIZE_FACTOR)
     if sock_type == zmq.ROUTER:
         zsock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        zsock.setsockopt(zmq.BACKLOG, 4096)
     # No IMMEDIATE on a DEALER: with it, zmq drops the replies already received but not yet
     # read when the peer disconnects (a service answering, then exiting). Clients probe
     # whether anything listens before they connect instead (call_rules.ipc_unreachable).
@@ -520,6 +525,12 @@ def _make(
         _configure(zsock, sock_type, max_frame, options)
         if monitor:
             watch = zsock.get_monitor_socket(monitor)  # before the first connect: no event is missed
+        if bind:
+            # A flood of connections must not fill the accept queue: past it the kernel drops
+            # new SYNs, and a legitimate client's connection waits out a 1 s retransmit.
+            zsock.setsockopt(zmq.BACKLOG, LISTEN_BACKLOG)
+        if any(address.startswith("tcp://") for address in bind):
+            _room_for_connections()
         for address in bind:
             zsock.bind(address)
         for address in connect:
@@ -531,6 +542,22 @@ def _make(
         zsock.close(linger=0)
         raise
     return zsock, watch
+
+
+def _room_for_connections() -> None:
+    """Raise this process's soft limit on open files to its hard one (at most
+    ``NOFILE_WANTED``): a socket on a network holds a descriptor per connection, a storm's
+    included, and the usual soft limit of 1024 would let a thousand of them starve the process
+    of files (its state writes, its logs) long before memory runs short."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = NOFILE_WANTED if hard == resource.RLIM_INFINITY else min(hard, NOFILE_WANTED)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError) as exc:  # a sandbox that forbids it: serve within the limit
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, wanted, exc)
 
 
 @asynccontextmanager
