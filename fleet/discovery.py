@@ -20,9 +20,11 @@ serves, each record carrying the whole set: by each profile's socket or state fi
 scan, from the state files naming the process, else from its command line
 (``gateway_served_profiles``) when none does.
 
-A gateway whose socket refuses this client's CURVE handshake (``auth_failed``,
-``server_key_mismatch``, ``handshake_failed``) is a ``Refusal``: its profile and the typed
-error, for ``survey`` to report beside the gateways that answered.
+A gateway asked over TCP that gave no answer is ``Unreached``: its profile and the typed error,
+for ``survey`` to report beside the gateways that answered. Its state is ``refused`` when its
+socket refused this client's CURVE handshake (``auth_failed``, ``server_key_mismatch``,
+``handshake_failed``), ``offline`` when it could not be reached within the bound (no connection
+made, or one lost: ``protocol.UNANSWERED``), as a gateway on a host that is down or cut off.
 
 No trio here: the CLI imports this module. The scan reads ``/proc`` (``shared.identity``).
 """
@@ -51,13 +53,14 @@ from shared.identity import (
     read_environ,
 )
 from shared.layout import GATEWAY_STATE_FILE
-from shared.protocol import OpSpec, RemoteError
+from shared.protocol import UNANSWERED, OpSpec, RemoteError
 from shared.transport import HANDSHAKE_REFUSALS
 
 Source = Literal["socket", "state_file", "scan"]
 
 UNKNOWN = "unknown"
 REFUSED = "refused"  # the state of a gateway known only by its refused handshake
+OFFLINE = "offline"  # the state of a TCP gateway known only by its socket, which did not answer
 # States in which a state file may describe a process that is still a gateway.
 LIVE_STATES = frozenset({ops.STARTING, ops.RUNNING, ops.DRAINING, ops.STOPPING})
 
@@ -106,23 +109,28 @@ class GatewayRecord(NamedTuple):
         return None if self.start_time is None else ProcessIdentity(self.pid, self.start_time)
 
 
-class Refusal(NamedTuple):
-    """A profile's gateway socket that refused this client's CURVE handshake: something serves
-    there, but this install cannot ask it (its client key unknown there, a server key this
-    install does not trust for it, not a CURVE service)."""
+class Unreached(NamedTuple):
+    """A profile's gateway socket, asked over TCP, that gave no answer. ``refused``: something
+    serves there, but this install cannot ask it (its client key unknown there, a server key
+    this install does not trust for it, not a CURVE service). ``offline``: no connection was
+    made or kept within the bound (its host down, cut off, or not serving there)."""
 
     profile: str
     home: Path
     error: RemoteError
 
+    @property
+    def state(self) -> str:
+        return REFUSED if self.error.code in HANDSHAKE_REFUSALS else OFFLINE
+
     def to_dict(self) -> dict[str, Any]:
-        """The refusal as a gateway row: the keys of ``GatewayRecord.to_dict``, what the
-        refusal does not tell None, and the typed error."""
+        """The gateway row it makes: the keys of ``GatewayRecord.to_dict``, what the socket
+        did not tell None, and the typed error."""
         return {
             "profile": self.profile,
             "pid": None,
             "start_time": None,
-            "state": REFUSED,
+            "state": self.state,
             "code_sha": None,
             "code_version": None,
             "active_turns": None,
@@ -139,7 +147,7 @@ class Refusal(NamedTuple):
 
 class Survey(NamedTuple):
     records: list[GatewayRecord]
-    refused: list[Refusal]  # by profile, as the records are
+    unreached: list[Unreached]  # by profile, as the records are
 
 
 def discover(
@@ -153,17 +161,20 @@ def discover(
 
 
 def survey(root: Path, *, timeout: float = 1.0, scan: bool = True, sockets: dict[str, Any] | None = None) -> Survey:
-    """``discover``'s gateways, and the profiles whose gateway refused the handshake. A refused
-    gateway may still be listed, by its state file or the scan, when its home is here."""
+    """``discover``'s gateways, and the profiles whose gateway, asked over TCP, refused the
+    handshake or could not be reached. Such a gateway may still be listed, by its state file
+    or the scan, when its home is here."""
     root = Path(root).absolute()
     profile_homes = {name: homes.profile_home(name, root) for name in homes.list_profiles(root)}
     answers, vouched = ask_gateways(profile_homes, ops.STATUS, timeout=timeout, sockets=sockets)
     install = _install_id(root)  # read after the answers: a gateway makes it before it binds
     found: list[GatewayRecord] = []
-    refused = [
-        Refusal(name, home, answer)
+    unreached = [
+        Unreached(name, home, answer)
         for name, home in profile_homes.items()
-        if isinstance(answer := answers.get(name), RemoteError) and answer.code in HANDSHAKE_REFUSALS
+        if name in vouched
+        and isinstance(answer := answers.get(name), RemoteError)
+        and answer.code in HANDSHAKE_REFUSALS | UNANSWERED
     ]
     seen: set[object] = set()
     for name, home in profile_homes.items():
@@ -178,7 +189,7 @@ def survey(root: Path, *, timeout: float = 1.0, scan: bool = True, sockets: dict
             found.append(record)
     if scan and _scan_can_add(profile_homes, found):
         found = _with_scan(root, found)
-    return Survey(sorted(found, key=_order), sorted(refused, key=lambda r: homes.profile_order(r.profile)))
+    return Survey(sorted(found, key=_order), sorted(unreached, key=lambda u: homes.profile_order(u.profile)))
 
 
 def _scan_can_add(profiles: Mapping[str, Path], found: list[GatewayRecord]) -> bool:

@@ -64,7 +64,8 @@ class Code:
     # Raised on the client side only.
     TIMEOUT = "timeout"
     UNAVAILABLE = "unavailable"
-    CONNECTION_RESET = "connection_reset"
+    CONNECTION_RESET = "connection_reset"  # an ipc service went away with the call in flight
+    CONNECTION_LOST = "connection_lost"  # a TCP connection dropped with the call in flight
     MALFORMED_REPLY = "malformed_reply"
     AUTH_FAILED = "auth_failed"  # the service's ZAP handler refused our CURVE key
     SERVER_KEY_MISMATCH = "server_key_mismatch"  # the service does not hold the key we trust
@@ -72,7 +73,7 @@ class Code:
 
 
 # A service that cannot take a call at all (as opposed to one that refuses it): the client's own codes.
-UNANSWERED = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET})
+UNANSWERED = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET, Code.CONNECTION_LOST})
 
 
 class ProtocolError(TransportError):

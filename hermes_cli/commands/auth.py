@@ -46,8 +46,11 @@ EXIT_BY_STATE = {
 # How long a Ctrl-C waits for a sign-in whose save had begun to end (its save, handoff and settle
 # are bounded by the worker; this bounds the worker not answering).
 FINISH_SECONDS = 120.0
-# How a call ends when the worker stopped answering mid-sign-in: died, stopped or hung.
-WORKER_GONE = frozenset({"connection_reset", "unavailable", "timeout", "deadline_exceeded", "shutting_down"})
+# How a call ends when the worker stopped answering mid-sign-in: died, stopped or hung, or (on
+# TCP) its connection was lost; every code of ``shared.protocol.UNANSWERED`` among them.
+WORKER_GONE = frozenset(
+    {"connection_reset", "connection_lost", "unavailable", "timeout", "deadline_exceeded", "shutting_down"}
+)
 
 
 def cmd_login(args) -> int:

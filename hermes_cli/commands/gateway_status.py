@@ -71,22 +71,24 @@ def _refuse_unsafe_run_dirs(root: Path) -> None:
 
 
 def _rows(found: discovery.Survey) -> list[dict[str, Any]]:
-    """A row per gateway found, each with its ``error`` (None), and one per profile whose gateway
-    refused the handshake: the refusal is the error of that profile's best-informed row (its
-    state file is here), or a row of its own (it is out of sight). Default profile first."""
+    """A row per gateway found, each with its ``error`` (None), and one per profile whose gateway,
+    asked over TCP, gave no answer and is out of sight (no state file or process here): state
+    ``refused`` or ``offline``. A refusal of a gateway listed otherwise (its state file is here) is
+    that profile's best-informed row's error; such a gateway that was only slow to answer is
+    listed as it was found. Default profile first."""
     rows = [{**record.to_dict(), "error": None} for record in found.records]
-    for refusal in found.refused:
-        row = next((r for r in rows if r["profile"] == refusal.profile), None)
+    for unreached in found.unreached:
+        row = next((r for r in rows if r["profile"] == unreached.profile), None)
         if row is None:
-            rows.append(refusal.to_dict())
-        else:
-            row["error"] = refusal.to_dict()["error"]
+            rows.append(unreached.to_dict())
+        elif unreached.state == discovery.REFUSED:
+            row["error"] = unreached.to_dict()["error"]
     return sorted(rows, key=lambda row: homes.profile_order(row["profile"]))  # stable: best-informed first
 
 
 def _state(g: dict[str, Any]) -> str:
     """The STATE cell: a refused gateway's says which refusal."""
-    if g["error"] is None:
+    if g["error"] is None or g["state"] == discovery.OFFLINE:
         return str(g["state"])
     if g["state"] == discovery.REFUSED:
         return f"{discovery.REFUSED}: {g['error']['code']}"
@@ -110,11 +112,15 @@ def _window(root: Path, asked: float | None) -> tuple[float, str | None]:
         return MIN_HEALTHY_SECONDS, f"{reason}; the default {MIN_HEALTHY_SECONDS:g} s was taken"
 
 
+# Why the health of a gateway known only by its unanswered socket cannot be told.
+_UNTOLD = {discovery.REFUSED: "its gateway refused this client", discovery.OFFLINE: "its gateway could not be reached"}
+
+
 def _with_health(rows: list[dict[str, Any]], found: discovery.Survey, min_healthy: float) -> None:
-    """Each row's ``health``: a probe turn's verdict (``fleet.health``); a refused row's is unknown."""
+    """Each row's ``health``: a probe turn's verdict (``fleet.health``); a refused or offline row's is unknown."""
     health = probe_health(found.records, min_healthy=min_healthy)
     for row in rows:
-        verdict = health.get((row["profile"], row["pid"]), Health(UNKNOWN, "its gateway refused this client"))
+        verdict = health.get((row["profile"], row["pid"])) or Health(UNKNOWN, _UNTOLD[row["state"]])
         row["health"] = verdict.to_dict()
 
 

@@ -214,7 +214,7 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
     on an updater that is gone."""
     from hermes_cli.service_client import connect
     from services.updater import holder, ops
-    from shared.protocol import Code, RemoteError
+    from shared.protocol import UNANSWERED, Code, RemoteError
     from shared.transport import NO_RETRY
 
     def updater_alive() -> bool:
@@ -230,7 +230,7 @@ def _follow(args, root: Path, updater: subprocess.Popen | None, update_id: str |
             )
         time.sleep(0.05)
     view = _Progress(args)
-    retry_codes = {Code.TIMEOUT, Code.DEADLINE_EXCEEDED, Code.UNAVAILABLE, Code.SHUTTING_DOWN, Code.CONNECTION_RESET}
+    retry_codes = UNANSWERED | {Code.DEADLINE_EXCEEDED, Code.SHUTTING_DOWN}
     with connect(endpoint, retry=NO_RETRY) as client:
         while True:
             try:

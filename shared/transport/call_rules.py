@@ -18,7 +18,9 @@ from shared import protocol
 from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
 
 # Codes after which a second attempt of an idempotent op can succeed.
-RETRYABLE = frozenset({Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET, Code.BUSY, Code.SHUTTING_DOWN})
+RETRYABLE = frozenset(
+    {Code.TIMEOUT, Code.UNAVAILABLE, Code.CONNECTION_RESET, Code.CONNECTION_LOST, Code.BUSY, Code.SHUTTING_DOWN}
+)
 
 # How long a client waits past the deadline it sent, for the service's own
 # ``deadline_exceeded`` answer to arrive.
@@ -79,6 +81,27 @@ def ipc_unreachable(address: str) -> bool:
         return False
     finally:
         probe.close()
+
+
+def dropped(address: str, op: str) -> RemoteError:
+    """What a call in flight ends with when its connection drops (the socket monitor's
+    ``EVENT_DISCONNECTED``), once every answer that came before is read.
+
+    Over ipc the service is a process on this host, whose socket the kernel closes when it
+    exits: the service went away (``connection_reset``). Over TCP the client cannot tell a
+    service that exited from a host or link that went away, which heartbeats find
+    (``shared.transport.curve``): the connection was lost (``connection_lost``). Both are
+    ``RETRYABLE`` and in ``protocol.UNANSWERED``, so a caller that treats a vanished service
+    one way treats both alike."""
+    if address.startswith("tcp://"):
+        return RemoteError(
+            Code.CONNECTION_LOST,
+            f"the connection to {address} was lost before {op!r} was answered",
+            detail={"op": op},
+        )
+    return RemoteError(
+        Code.CONNECTION_RESET, f"the service at {address} went away before answering {op!r}", detail={"op": op}
+    )
 
 
 # The codes of a refused handshake: a service is there, but will not (or cannot) be asked.

@@ -1,9 +1,13 @@
-"""CURVE on every TCP endpoint: the socket options of each side, and the rule that no
-tcp:// socket is ever opened without them, nor on a libzmq whose CURVE is known unsafe.
+"""The socket options of every TCP endpoint, each side's: CURVE, and ZMTP heartbeats; and the
+rule that no tcp:// socket is ever opened without CURVE, nor on a libzmq whose CURVE is known
+unsafe.
 
 A service's options carry its secret key and its own ZAP domain (registered with this
 process's ZAP handler, ``shared.transport.zap``); a client's carry its keypair and the server public
-key it trusts. An ipc endpoint needs none (the private run dir guards it).
+key it trusts. Both sides' carry the install's heartbeats (``shared.mesh_heartbeat``), so a peer
+or link that went away drops the connection in seconds: a client then fails the calls in flight
+on it at once (``connection_lost``). An ipc endpoint needs none of these: the private run dir
+guards it, and a local service that exits closes its socket, which the client sees at once.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
+from shared import mesh_heartbeat
 from shared.errors import TransportError
 from shared.transport import curve_keys
 
@@ -51,7 +56,12 @@ def server_options(endpoint: Endpoint) -> Options:
     digest = hashlib.sha256(os.fsencode(os.path.realpath(endpoint.root))).hexdigest()[:16]
     domain = f"{endpoint.key_name}/{digest}"
     zap.register(domain, endpoint.root)
-    return [(zmq.CURVE_SERVER, 1), (zmq.CURVE_SECRETKEY, secret), (zmq.ZAP_DOMAIN, domain.encode())]
+    return [
+        (zmq.CURVE_SERVER, 1),
+        (zmq.CURVE_SECRETKEY, secret),
+        (zmq.ZAP_DOMAIN, domain.encode()),
+        *_heartbeats(endpoint, connects=False),
+    ]
 
 
 def client_options(endpoint: Endpoint) -> Options:
@@ -65,7 +75,27 @@ def client_options(endpoint: Endpoint) -> Options:
         (zmq.CURVE_SERVERKEY, server),
         (zmq.CURVE_PUBLICKEY, curve_keys.public_of(secret)),
         (zmq.CURVE_SECRETKEY, secret),
+        *_heartbeats(endpoint, connects=True),
     ]
+
+
+def _heartbeats(endpoint: Endpoint, *, connects: bool) -> Options:
+    """ZMTP heartbeats for a socket of ``endpoint``; ``mesh_heartbeat_invalid`` for a bad setting."""
+    beat = mesh_heartbeat.heartbeat(endpoint.root)
+    options: Options = [
+        (zmq.HEARTBEAT_IVL, _ms(beat.interval)),
+        (zmq.HEARTBEAT_TIMEOUT, _ms(beat.timeout)),
+        (zmq.HEARTBEAT_TTL, _ms(beat.ttl)),
+    ]
+    if connects:
+        # A connect whose packets a dead link swallows is given up and tried again this soon,
+        # so a link that comes back is found at once, not after the kernel's SYN backoff (minutes).
+        options.append((zmq.CONNECT_TIMEOUT, _ms(beat.timeout)))
+    return options
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
 
 
 def refuse_unsafe_tcp(addresses: Sequence[str] | Iterable[str], options: Iterable[tuple[int, Any]]) -> None:

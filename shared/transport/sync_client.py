@@ -2,8 +2,9 @@
 
 The CLI makes one or two calls per run and must start fast, so it talks to services with
 plain pyzmq and a poller instead of starting an event loop. Like the async client, it fails a
-call at once when the service goes away before answering it (the socket's monitor reports
-the disconnect), after reading every answer the service did send.
+call at once when its connection drops before it is answered (the socket's monitor reports
+the disconnect: the service went away, or, over TCP, heartbeats found the peer or link gone),
+after reading every answer the service did send (``call_rules.dropped`` names the code).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import zmq
 
 from shared import protocol
 from shared.errors import HermesError
-from shared.protocol import Code, OpSpec, ProtocolError, RemoteError
+from shared.protocol import UNANSWERED, Code, OpSpec, ProtocolError, RemoteError
 from shared.transport import zmq_monitor
 from shared.transport.call_rules import (
     DEFAULT_RETRY,
@@ -27,13 +28,14 @@ from shared.transport.call_rules import (
     REPLY_GRACE,
     RetryPolicy,
     answer_to,
+    dropped,
     encode_call,
     ipc_unreachable,
     reply_frame,
     request_ids,
 )
 from shared.transport.curve import client_options, refuse_unsafe_tcp
-from shared.transport.zmq_monitor import HANDSHAKE_EVENTS, handshake_failure, watched_events
+from shared.transport.zmq_monitor import handshake_failure, watched_events
 
 if TYPE_CHECKING:
     from shared.homes import Endpoint
@@ -161,9 +163,6 @@ def connect(endpoint: Endpoint, **options: Any) -> SyncClient:
     return SyncClient(endpoint.control, options=client_options(endpoint), **options)
 
 
-_SILENT = frozenset({Code.UNAVAILABLE, Code.TIMEOUT, Code.CONNECTION_RESET})
-
-
 def answers(endpoint: Endpoint, timeout: float = 1.0) -> bool:
     """Whether a service answers a HELLO at ``endpoint`` within ``timeout``, asked once: for a
     service whose lock cannot be seen from here, since over TCP nobody refuses a connection
@@ -179,7 +178,7 @@ def says_hello(client: SyncClient, timeout: float = 1.0) -> bool:
     except RemoteError as exc:
         if exc.code in HANDSHAKE_REFUSALS:
             raise
-        return exc.code not in _SILENT
+        return exc.code not in UNANSWERED
     return True
 
 
@@ -250,11 +249,7 @@ class SyncClient:
                     detail={"op": spec.name},
                 ) from None
             except ConnectionResetError:
-                raise RemoteError(
-                    Code.CONNECTION_RESET,
-                    f"the service at {self.address} went away before answering {spec.name!r}",
-                    detail={"op": spec.name},
-                ) from None
+                raise dropped(self.address, spec.name) from None
             frame = reply_frame(message, self.address)
             if frame is None:
                 continue
@@ -307,7 +302,8 @@ def call_all(
     ``probe=False`` skips the ipc probe, for a caller that already knows someone listens.
     ``sockets``, kept by the caller between calls, holds the connected sockets: a second call
     to the same services does not reconnect. A socket that timed out or failed its handshake
-    is closed and dropped from it; the caller closes the rest."""
+    is closed and dropped from it, and so is one whose connection dropped (a tcp:// one ends
+    with ``connection_lost`` at once); the caller closes the rest."""
     context: zmq.Context[zmq.Socket[Any]] = zmq.Context.instance()
     next_id = request_ids()
     outcomes: dict[str, Any] = {}
@@ -339,8 +335,8 @@ def call_all(
                 sock.setsockopt(zmq.MAXMSGSIZE, max_frame * protocol.TRANSPORT_SIZE_FACTOR)
                 for option, value in socket_options:
                     sock.setsockopt(option, value)
-                if socket_options:  # a new CURVE connection: watch its handshake
-                    monitor = sock.get_monitor_socket(HANDSHAKE_EVENTS)
+                if socket_options:  # a new CURVE connection: watch its handshake, and its loss
+                    monitor = sock.get_monitor_socket(watched_events(socket_options))
                     monitors[monitor] = sock
                     poller.register(monitor, zmq.POLLIN)
                 sock.connect(address)
@@ -353,6 +349,8 @@ def call_all(
             if remaining <= 0:
                 break
             for ready, _ in poller.poll(int(remaining * 1000) + 1):
+                if ready.closed:  # its call ended earlier in this round
+                    continue
                 sock = monitors.get(ready, ready)
                 if sock not in waiting:
                     poller.unregister(ready)
@@ -360,14 +358,18 @@ def call_all(
                 address, request_id = waiting[sock]
                 if ready is not sock:
                     try:
-                        _peer_left(ready, address)
+                        if not _peer_left(ready, address):
+                            continue
+                        outcomes[address] = _last_word(sock, address, request_id, window, max_frame, spec.name)
                     except RemoteError as exc:
                         outcomes[address] = exc
-                        poller.unregister(sock)
-                        poller.unregister(ready)  # a closed socket left in the poller fails every poll
-                        del waiting[sock]
-                        pool.pop(address, None)  # a failed handshake is retried for ever: never reuse it
-                        _close(sock, monitors)
+                    poller.unregister(sock)
+                    poller.unregister(ready)  # a closed socket left in the poller fails every poll
+                    del waiting[sock]
+                    # A failed handshake is retried for ever; a dropped connection's request may
+                    # still be queued for the next one: never reuse either.
+                    pool.pop(address, None)
+                    _close(sock, monitors)
                     continue
                 answer = answer_to(sock.recv_multipart(zmq.NOBLOCK), address, request_id, window, max_frame)
                 if answer is NO_ANSWER:
@@ -387,6 +389,18 @@ def call_all(
             for sock in pool.values():
                 sock.close(linger=0)
     return outcomes
+
+
+def _last_word(
+    sock: zmq.Socket, address: str, request_id: str, window: tuple[int, int], max_frame: int, op: str
+) -> Any:
+    """What a call whose connection dropped ends with: the answer the service sent before, else
+    the code of a dropped connection."""
+    while sock.poll(0):
+        answer = answer_to(sock.recv_multipart(zmq.NOBLOCK), address, request_id, window, max_frame)
+        if answer is not NO_ANSWER:
+            return answer
+    return dropped(address, op)
 
 
 def _close(sock: zmq.Socket, monitors: dict[zmq.Socket, zmq.Socket]) -> None:

@@ -16,6 +16,7 @@ import zmq
 
 from shared import homes
 from shared.gateways import ops
+from shared.mesh_heartbeat import HEARTBEAT_ENV
 from shared.mesh_tcp import TCP_ENV
 from shared.protocol import Code, RemoteError
 from shared.transport import curve, curve_keys
@@ -194,6 +195,22 @@ def test_a_gateway_on_tcp_without_keys_refuses_to_start(root):
     ep = homes.endpoint(root, "gateway", env=tcp_env("gateway", port))
     with pytest.raises(curve_keys.CurveKeyMissing):
         curve.client_options(ep)
+
+
+def test_a_bad_heartbeat_setting_keeps_a_tcp_gateway_down_and_the_cli_says_why(root):
+    keyed_install(root)
+    port = free_port_pair()
+    env = python_env(HERMES_HOME=str(root), **tcp_env("gateway", port), **{HEARTBEAT_ENV: "interval=2,ttl=1"})
+    gateway = subprocess.run(
+        [sys.executable, "-m", "services.gateway"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert gateway.returncode == 78 and "Traceback" not in gateway.stderr
+    named = [line for line in gateway.stderr.splitlines() if HEARTBEAT_ENV in line]
+    assert len(named) == 1 and "ttl" in named[0], gateway.stderr
+    with socket.socket() as probe:  # nothing was bound
+        probe.bind(("127.0.0.1", port))
+    code, said = hermes_json("gateway", "status", env=env)
+    assert code == 1 and said["error"]["code"] == "mesh_heartbeat_invalid" and "ttl" in said["error"]["message"]
 
 
 def test_rotating_the_client_key_during_a_stream_of_calls_loses_none(root, tcp_gateway):

@@ -1,15 +1,21 @@
 """Two hosts (network namespaces joined by a veth pair): a gateway on host A, its client on
-host B, talking over TCP+CURVE; a wrong key from B fails fast with its typed error."""
+host B, talking over TCP+CURVE; a wrong key from B fails fast with its typed error; a cut
+cable fails the calls in flight with ``connection_lost`` (heartbeats find it), and
+``hermes gateway status`` shows the gateway ``offline`` until the cable is back."""
 
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from shared.mesh_heartbeat import HEARTBEAT_ENV
 from shared.transport import curve_keys
 from tests.support import netns
 from tests.support.cli import HERMES, hermes
@@ -38,6 +44,50 @@ out["seconds"] = time.monotonic() - started
 print(json.dumps(out))
 """
 
+# Heartbeats for the cut-cable test: a dead link is found in about 2 s.
+FAST_HEARTBEAT = "interval=0.5,timeout=2,ttl=2"
+# Far longer than heartbeats take to find a cut cable: a call still waiting is not failed by them.
+HELD_TIMEOUT = 60.0
+# Loose bounds, each far below HELD_TIMEOUT.
+CUT_NOTICED = 20.0
+STATUS_RETURNS = 15.0
+
+# What host B runs to hold a call across a cut cable: it connects (one ping), says "ready", waits
+# for a line on stdin (the cable is cut, or about to be), makes one call of argv[1] ("turn": a
+# turn of HELD_TIMEOUT / 2 seconds, not idempotent; "ping": idempotent) and prints how it ended.
+# Each failed attempt is printed with whether it is retried, as it is decided, so the test can
+# plug the cable back in.
+HELD = """
+import json, sys, time
+from shared import homes
+from shared.gateways import ops
+from shared.protocol import RemoteError
+from shared.transport import RetryPolicy
+from shared.transport.sync_client import connect
+
+class Told(RetryPolicy):
+    def should_retry(self, spec, code, attempt):
+        again = super().should_retry(spec, code, attempt)
+        print(json.dumps({"retry": code, "again": again}), flush=True)
+        return again
+
+op, timeout = sys.argv[1], float(sys.argv[2])
+with connect(homes.endpoint(homes.root_home(), "gateway", create=False), retry=Told()) as client:
+    client.call(ops.PING, timeout=timeout)
+    print(json.dumps({"ready": True}), flush=True)
+    sys.stdin.readline()
+    started = time.monotonic()
+    try:
+        if op == "turn":
+            out = {"answer": client.call(ops.TURN, {"text": "held", "seconds": timeout / 2}, timeout=timeout)}
+        else:
+            out = {"answer": client.call(ops.PING, timeout=timeout)}
+    except RemoteError as exc:
+        out = {"code": exc.code, "message": exc.message}
+    out["seconds"] = time.monotonic() - started
+print(json.dumps(out), flush=True)
+"""
+
 
 @pytest.fixture
 def hosts():
@@ -59,17 +109,24 @@ def _public(root: Path, *path: str) -> str:
     return (curve_keys.store(root).joinpath(*path)).read_text().strip()
 
 
-def test_client_on_another_host_talks_curve_and_a_wrong_key_fails_fast(hosts, short_dir):
+def _keyed(hosts, short_dir: Path, **extra: str) -> tuple[Path, Path, dict[str, str], dict[str, str], str]:
+    """Host A's and host B's homes, keyed so B's client and A's gateway trust each other, the
+    environment of each (``extra`` on top), and B's client public key."""
     host_a, host_b = short_dir / "a", short_dir / "b"
-    env_a = python_env(HERMES_HOME=str(host_a), **tcp_env("gateway", PORT, host=hosts.address_a))
-    env_b = python_env(HERMES_HOME=str(host_b), **tcp_env("gateway", PORT, host=hosts.address_a))
+    tcp = tcp_env("gateway", PORT, host=hosts.address_a)
+    env_a = python_env(HERMES_HOME=str(host_a), **tcp, **extra)
+    env_b = python_env(HERMES_HOME=str(host_b), **tcp, **extra)
     for home in (host_a, host_b):
         assert hermes("mesh", "keys", "init", home=home).returncode == 0
     client_b = curve_keys.public_of(curve_keys.client_secret(host_b)).decode()
     gateway_a = _public(host_a, "servers", "gateway.key")
     assert hermes("mesh", "keys", "authorize", "host-b", client_b, home=host_a).returncode == 0
     assert hermes("mesh", "keys", "authorize", "gateway", gateway_a, "--server", home=host_b).returncode == 0
+    return host_a, host_b, env_a, env_b, client_b
 
+
+def _gateway_on_a(hosts, host_a: Path, env_a: dict[str, str]) -> subprocess.Popen:
+    """A gateway running on host A; the caller kills it."""
     gateway = subprocess.Popen(
         [*hosts.exec(hosts.a), sys.executable, "-m", "services.gateway"],
         cwd=ROOT,
@@ -83,6 +140,17 @@ def test_client_on_another_host_talks_curve_and_a_wrong_key_fails_fast(hosts, sh
             timeout=30,
             what="the gateway on host A",
         )
+    except BaseException:
+        gateway.kill()
+        gateway.wait(timeout=10)
+        raise
+    return gateway
+
+
+def test_client_on_another_host_talks_curve_and_a_wrong_key_fails_fast(hosts, short_dir):
+    host_a, host_b, env_a, env_b, client_b = _keyed(hosts, short_dir)
+    gateway = _gateway_on_a(hosts, host_a, env_a)
+    try:
 
         def ping_from_b() -> dict:
             done = subprocess.run(
@@ -119,5 +187,121 @@ def test_client_on_another_host_talks_curve_and_a_wrong_key_fails_fast(hosts, sh
         assert mismatch["code"] == "server_key_mismatch" and mismatch["seconds"] < CALL_TIMEOUT / 2
         assert gateway.poll() is None
     finally:
+        gateway.kill()
+        gateway.wait(timeout=10)
+
+
+class _Held:
+    """The ``HELD`` client on host B, its lines read as they come (bounded waits)."""
+
+    def __init__(self, hosts, env: dict[str, str], op: str):
+        self.proc = subprocess.Popen(
+            [*hosts.exec(hosts.b), sys.executable, "-c", HELD, op, str(HELD_TIMEOUT)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+
+    def line(self, timeout: float) -> dict:
+        try:
+            return json.loads(self._lines.get(timeout=timeout))
+        except queue.Empty:
+            raise AssertionError(f"the client on host B said nothing more within {timeout:g} s") from None
+
+    def go(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def _status_from_b(hosts, env_b: dict[str, str]) -> tuple[list[dict], float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [*hosts.exec(hosts.b), *HERMES, "gateway", "status", "--json"],
+        cwd=ROOT,
+        env=env_b,
+        capture_output=True,
+        text=True,
+        timeout=HELD_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["gateways"], time.monotonic() - started
+
+
+def test_a_cut_cable_fails_calls_in_flight_at_once_and_shows_the_gateway_offline(hosts, short_dir):
+    host_a, host_b, env_a, env_b, _ = _keyed(hosts, short_dir, **{HEARTBEAT_ENV: FAST_HEARTBEAT})
+    gateway = _gateway_on_a(hosts, host_a, env_a)
+    clients: list[_Held] = []
+    try:
+        # A turn in flight (not idempotent) when the cable is cut fails with connection_lost,
+        # not at its deadline: no retry.
+        turn = _Held(hosts, env_b, "turn")
+        clients.append(turn)
+        assert turn.line(CALL_TIMEOUT) == {"ready": True}
+        turn.go()
+        wait_for(lambda: (read_state(host_a) or {}).get("active_turns") == 1, timeout=30, what="the turn on host A")
+        hosts.set_link(hosts.a, up=False)
+        assert turn.line(CUT_NOTICED) == {"retry": "connection_lost", "again": False}
+        lost = turn.line(CALL_TIMEOUT)
+        assert lost["code"] == "connection_lost", lost
+        assert hosts.address_a in lost["message"] and "'turn'" in lost["message"]
+        assert lost["seconds"] < CUT_NOTICED
+        hosts.set_link(hosts.a, up=True)
+
+        # An idempotent call sent into a cut cable fails the same way, and is tried again: once
+        # the cable is back, the retry is answered.
+        ping = _Held(hosts, env_b, "ping")
+        clients.append(ping)
+        assert ping.line(CALL_TIMEOUT) == {"ready": True}
+        hosts.set_link(hosts.a, up=False)
+        ping.go()
+        assert ping.line(CUT_NOTICED) == {"retry": "connection_lost", "again": True}
+        hosts.set_link(hosts.a, up=True)
+        answered = ping.line(CUT_NOTICED + HELD_TIMEOUT)
+        assert answered["answer"] == {"pong": True, "pid": gateway.pid}, answered
+
+        # With the cable cut, host B's status lists the gateway offline, promptly; back again
+        # once it is plugged in.
+        hosts.set_link(hosts.a, up=False)
+        listed, seconds = _status_from_b(hosts, env_b)
+        assert [(g["profile"], g["state"], g["pid"], g["source"]) for g in listed] == [
+            ("default", "offline", None, "socket")
+        ]
+        assert listed[0]["error"]["code"] in ("timeout", "connection_lost")
+        assert listed[0]["health"]["state"] == "unknown"
+        assert seconds < STATUS_RETURNS
+        text = subprocess.run(
+            [*hosts.exec(hosts.b), *HERMES, "gateway", "list"],
+            cwd=ROOT,
+            env=env_b,
+            capture_output=True,
+            text=True,
+            timeout=HELD_TIMEOUT,
+        )
+        assert text.returncode == 0 and "- offline" in text.stdout, text.stdout + text.stderr
+        hosts.set_link(hosts.a, up=True)
+        wait_for(
+            lambda: [(g["state"], g["pid"]) for g in _status_from_b(hosts, env_b)[0]] == [("running", gateway.pid)],
+            timeout=CALL_TIMEOUT,
+            what="the gateway listed again once the cable is back",
+        )
+        assert gateway.poll() is None
+    finally:
+        for client in clients:
+            client.kill()
         gateway.kill()
         gateway.wait(timeout=10)

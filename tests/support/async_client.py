@@ -34,6 +34,7 @@ from shared.transport.call_rules import (
     DEFAULT_RETRY,
     REPLY_GRACE,
     RetryPolicy,
+    dropped,
     encode_call,
     ipc_unreachable,
     reply_frame,
@@ -240,11 +241,11 @@ class Client:
             self._conn = await self._nursery.start(self._run_connection)
         return self._conn
 
-    def _reset(self, conn: _Connection, why: str | None = None) -> None:
+    def _reset(self, conn: _Connection) -> None:
         if self._conn is conn:
             self._conn = None
         conn.scope.cancel()
-        why = why or f"the connection to {self.address} was reset"
+        why = f"the connection to {self.address} was reset"
         for mailbox in conn.pending.values():
             mailbox.fail(RemoteError(Code.CONNECTION_RESET, why, detail={"op": mailbox.op.name}))
 
@@ -309,8 +310,11 @@ class Client:
         if event == zmq.EVENT_DISCONNECTED:
             assert conn.conduit is not None
             conn.conduit.take_input()  # what the service answered before it left
-            if any(not mailbox.answered for mailbox in conn.pending.values()):
-                self._reset(conn, f"the service at {self.address} went away before answering")
+            unanswered = [mailbox for mailbox in conn.pending.values() if not mailbox.answered]
+            for mailbox in unanswered:
+                mailbox.fail(dropped(self.address, mailbox.op.name))
+            if unanswered:
+                self._reset(conn)
             # else nothing was waiting: zmq reconnects by itself
 
     def _dispatch(self, conn: _Connection, parts: Message) -> None:

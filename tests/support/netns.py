@@ -35,12 +35,14 @@ def unavailable() -> str | None:
 
 
 class TwoHosts:
-    """Namespaces ``a`` and ``b`` with addresses ``address_a`` and ``address_b``."""
+    """Namespaces ``a`` and ``b`` with addresses ``address_a`` and ``address_b``, joined by the
+    veth ends ``veth_a`` (in ``a``) and ``veth_b``."""
 
     def __init__(self) -> None:
         tag = secrets.token_hex(3)
         self.a, self.b = f"{PREFIX}{tag}-a", f"{PREFIX}{tag}-b"
         self.address_a, self.address_b = "10.231.7.1", "10.231.7.2"
+        self.veth_a, self.veth_b = f"{self.a[3:9]}a", f"{self.a[3:9]}b"
         self.made: list[str] = []
         self._had_netns_dir = os.path.lexists(NETNS_DIR)
 
@@ -49,7 +51,7 @@ class TwoHosts:
         clash = existing() & {self.a, self.b}
         if clash:
             raise RuntimeError(f"refusing to reuse existing network namespaces {sorted(clash)}")
-        veth_a, veth_b = f"{self.a[3:9]}a", f"{self.a[3:9]}b"
+        veth_a, veth_b = self.veth_a, self.veth_b
         steps = [
             ("netns", "add", self.a),
             ("netns", "add", self.b),
@@ -69,6 +71,14 @@ class TwoHosts:
                 self.close()
                 return f"`ip {' '.join(step)}` failed: {done.stderr.strip()}"
         return None
+
+    def set_link(self, host: str, up: bool) -> None:
+        """Bring ``host``'s end of the veth pair up or down: the cable between the hosts,
+        plugged or cut (a down end takes the other's carrier with it)."""
+        veth = self.veth_a if host == self.a else self.veth_b
+        done = _ip("-n", host, "link", "set", veth, "up" if up else "down")
+        if done.returncode != 0:
+            raise RuntimeError(f"cannot set {veth} in {host} {'up' if up else 'down'}: {done.stderr.strip()}")
 
     def exec(self, host: str) -> list[str]:
         """The argv prefix that runs a command in namespace ``host``."""
