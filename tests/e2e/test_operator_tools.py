@@ -361,12 +361,24 @@ def test_too_many_waits_on_one_session_are_refused(tools, daemon_sim):
 def test_limits_busy_budget_and_size(tools, daemon_sim):
     sid = daemon_sim.start("limits")["id"]
     one = Tools(daemon_sim.address, max_concurrency=1)
-    tail = result(one("pohunek_session_output", {"session": sid, "max_bytes": 1}))
-    cursor = {**pair(tail), "after_output_offset": tail["runtime_end_offset"]}
-    held = threading.Thread(target=one, args=("pohunek_session_wait", {"session": sid, **cursor, "timeout_ms": 3000}))
+    stop = threading.Event()
+
+    def hold() -> None:
+        """The one slot, taken by a wait again whenever one ends: output the session prints
+        after the cursor was read (slower to come on a busy machine) ends a wait early."""
+        while not stop.is_set():
+            tail = one("pohunek_session_output", {"session": sid, "max_bytes": 1})
+            if tail["ok"]:
+                cursor = {**pair(tail["result"]), "after_output_offset": tail["result"]["runtime_end_offset"]}
+                one("pohunek_session_wait", {"session": sid, **cursor, "timeout_ms": 3000})
+
+    held = threading.Thread(target=hold)
     held.start()
-    busy = wait_for(lambda: (a := one("pohunek_hosts"))["ok"] is False and a, timeout=10, what="a busy answer")
-    held.join(timeout=20)
+    try:
+        busy = wait_for(lambda: (a := one("pohunek_hosts"))["ok"] is False and a, timeout=30, what="a busy answer")
+    finally:
+        stop.set()
+        held.join(timeout=20)
     assert code(busy) == "plugin_busy"
     assert result(one("pohunek_hosts"))["wildcard"] is False  # the slot came back
 
@@ -377,6 +389,6 @@ def test_limits_busy_budget_and_size(tools, daemon_sim):
     finally:
         daemon_sim.daemon.call(SIM_CONFIGURE, {"slow_ms": 0})
 
-    tiny = Tools(daemon_sim.address, max_output_bytes=600)
+    tiny = Tools(daemon_sim.address, max_output_bytes=256)  # one session's record alone is longer
     assert code(tiny("pohunek_sessions")) == "plugin_output_limit_exceeded"
     assert changes(daemon_sim.daemon) >= 1
