@@ -13,8 +13,9 @@ topology the mesh runs in. They are measured in the same run, interleaved (A B C
 - the same on uvloop, when ``uvloop`` is importable;
 - mesh: the mesh's ``Service`` and async ``Client``, the whole stack.
 
-``--transport tcp-curve`` runs every contender over TCP on 127.0.0.1 with CURVE, and the
-mesh over ipc as well, for the ratio of the two.
+``--transport tcp-curve`` runs every contender over TCP on 127.0.0.1 with CURVE (the mesh's
+service with its ZAP handler and an authorized client key, as a real one), and the mesh over
+ipc as well, for the ratio of the two.
 
     .venv/bin/python bench/rpc.py [--transport ipc|tcp-curve] [--round-trips N] [--pipelined N]
                                   [--in-flight K] [--repeat R]
@@ -44,6 +45,7 @@ import zmq  # noqa: E402
 import zmq.asyncio  # noqa: E402
 
 from shared import protocol  # noqa: E402
+from shared.transport import curve_keys, zap  # noqa: E402
 from shared.transport.call_rules import request_ids  # noqa: E402
 from tests.support.async_client import open_client  # noqa: E402
 from tests.support.peers.echo_service import ECHO, build_service  # noqa: E402
@@ -103,7 +105,12 @@ async def serve_asyncio(address: str, options: Options) -> None:
         await router.send_multipart([peer, reply])
 
 
-async def serve_mesh(address: str, lock: str, options: Options) -> None:
+async def serve_mesh(address: str, lock: str, options: Options, authorized: str | None) -> None:
+    if authorized is not None:  # judged by ZAP as a real service is, its client key authorized
+        root = Path(lock).parent / "install"
+        curve_keys.add_public(root, "authorized", "bench", authorized)
+        zap.register("bench", root)
+        options = [*options, (zmq.ZAP_DOMAIN, b"bench")]
     service = build_service(address, Path(lock), concurrency=256, options=options)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.serve)
@@ -111,7 +118,8 @@ async def serve_mesh(address: str, lock: str, options: Options) -> None:
 
 
 def serve(kind: str, address: str, lock: str) -> None:
-    options = _options_from(json.loads(sys.stdin.readline()))
+    given = json.loads(sys.stdin.readline())
+    options = _options_from(given["options"])
     if kind == "rep":
         serve_blocking(zmq.REP, address, options)
     elif kind == "router":
@@ -125,7 +133,7 @@ def serve(kind: str, address: str, lock: str) -> None:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(serve_asyncio(address, options))
     else:
-        trio.run(serve_mesh, address, lock, options)
+        trio.run(serve_mesh, address, lock, options, given["authorized"])
 
 
 # --- CURVE: keys go to the server on its stdin, never on a command line --------------------
@@ -162,6 +170,7 @@ class Endpoint:
     address: str
     server_options: dict[str, str]
     client_options: Options
+    authorized: str | None = None  # the client public key the mesh server's ZAP handler accepts
 
 
 class Endpoints:
@@ -181,7 +190,9 @@ class Endpoints:
         with socket.socket() as probe:  # a free port; the server binds it a moment later
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        return Endpoint(f"tcp://127.0.0.1:{port}", self._curve.server(), self._curve.client())
+        return Endpoint(
+            f"tcp://127.0.0.1:{port}", self._curve.server(), self._curve.client(), self._curve.client_public.decode()
+        )
 
     def lock(self) -> str:
         return str(self._directory / f"e{self._count}.lock")
@@ -196,7 +207,7 @@ def start_server(kind: str, endpoint: Endpoint, lock: str) -> subprocess.Popen:
         text=True,
     )
     assert server.stdin is not None and server.stdout is not None
-    server.stdin.write(json.dumps(endpoint.server_options) + "\n")
+    server.stdin.write(json.dumps({"options": endpoint.server_options, "authorized": endpoint.authorized}) + "\n")
     server.stdin.flush()
     if server.stdout.readline().strip() != "ready":
         server.kill()

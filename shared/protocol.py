@@ -60,6 +60,7 @@ class Code:
     DEADLINE_EXCEEDED = "deadline_exceeded"
     BUSY = "busy"
     SHUTTING_DOWN = "shutting_down"
+    AUTH_REVOKED = "auth_revoked"  # a CURVE service: the key this connection was let in with is revoked since
     INTERNAL_ERROR = HermesError.code
     # Raised on the client side only.
     TIMEOUT = "timeout"

@@ -104,8 +104,9 @@ def dropped(address: str, op: str) -> RemoteError:
     )
 
 
-# The codes of a refused handshake: a service is there, but will not (or cannot) be asked.
-HANDSHAKE_REFUSALS = frozenset({Code.AUTH_FAILED, Code.SERVER_KEY_MISMATCH, Code.HANDSHAKE_FAILED})
+# The codes of a refused handshake, or of a connection whose key was revoked since: a service
+# is there, but will not (or cannot) be asked.
+HANDSHAKE_REFUSALS = frozenset({Code.AUTH_FAILED, Code.AUTH_REVOKED, Code.SERVER_KEY_MISMATCH, Code.HANDSHAKE_FAILED})
 
 
 # What ``answer_to`` makes of an event, a stray answer to another request, or a dropped

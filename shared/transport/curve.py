@@ -25,6 +25,7 @@ from shared.transport import curve_keys
 
 if TYPE_CHECKING:
     from shared.homes import Endpoint
+    from shared.transport.authorized import AuthorizedKeys
 
 Options = list[tuple[int, Any]]
 
@@ -62,6 +63,19 @@ def server_options(endpoint: Endpoint) -> Options:
         (zmq.ZAP_DOMAIN, domain.encode()),
         *_heartbeats(endpoint, connects=False),
     ]
+
+
+def authorized_keys(options: Iterable[tuple[int, Any]]) -> AuthorizedKeys | None:
+    """The keys a service with socket ``options`` holds each request's connection to: its ZAP
+    domain's install's. None without a registered ZAP domain (ipc): no key was judged."""
+    domain = next((value for option, value in options if option == zmq.ZAP_DOMAIN), None)
+    if domain is None:
+        return None
+    from shared.transport import zap
+    from shared.transport.authorized import AuthorizedKeys
+
+    root = zap.root_of(domain.decode())
+    return None if root is None else AuthorizedKeys(root)
 
 
 def client_options(endpoint: Endpoint) -> Options:

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import trio
 import zmq
@@ -29,7 +29,8 @@ from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.locks import FileLock
 from shared.protocol import HELLO, Code, OpSpec, ProtocolError, RemoteError
-from shared.transport.curve import refuse_unsafe_tcp
+from shared.transport import authorized
+from shared.transport.curve import authorized_keys, refuse_unsafe_tcp
 from shared.transport.zmq_trio import Message, open_conduit
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,9 @@ class Service:
     Plain handlers complete as they are called and take no slot.
 
     ``options`` are extra ``(zmq option, value)`` pairs set on the socket before the bind
-    (CURVE keys, for one).
+    (CURVE keys, for one). With a ZAP domain among them, every request is served only while
+    the key its connection was let in with is still authorized (``shared.transport.authorized``);
+    the others are answered ``auth_revoked``.
 
     ``ipc://`` endpoints need their lock: binding an ipc path that another live service
     holds would silently steal it, so the lock is taken before the bind and a held lock
@@ -137,6 +140,7 @@ class Service:
         self._info = info
         self._options = tuple(options)
         refuse_unsafe_tcp([address], self._options)  # a tcp:// endpoint is CURVE or nothing
+        self._authorized = authorized_keys(self._options)
         self._handlers: dict[str, tuple[OpSpec, Handler, bool]] = {}  # op -> spec, handler, inline
         self._specs: dict[str, OpSpec] = {}
         self._calls: set[trio.CancelScope] = set()
@@ -227,13 +231,15 @@ class Service:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery  # before the socket: a request may be dispatched at once
+                identified = self._authorized is not None
                 async with open_conduit(
                     zmq.ROUTER,
-                    self._on_message,
+                    self._on_identified if identified else self._on_message,
                     bind=[self.address],
                     options=self._options,
                     max_frame=self._max_frame,
                     close_linger_ms=1000,
+                    identified=identified,
                 ) as conduit:
                     self._conduit = conduit
                     task_status.started()
@@ -311,6 +317,36 @@ class Service:
         self._calls.add(scope)
         assert self._nursery is not None  # messages arrive only while serving
         self._nursery.start_soon(self._run_call, peer, request, spec, handler, scope, budget)
+
+    def _on_identified(self, parts: Message) -> None:
+        """One request off a CURVE socket, whose first part is the routing id's ``zmq.Frame``:
+        served as any other while its connection's key is authorized, else refused."""
+        first, body = cast(zmq.Frame, parts[0]), parts[1:]
+        peer = first.bytes
+        try:
+            user = str(first.get("User-Id"))  # a property named by text is text
+        except zmq.ZMQError:  # no ZAP answer named this connection
+            user = ""
+        assert self._authorized is not None  # identified only with a ZAP domain
+        refusal = authorized.judge(user, self._authorized.current())
+        if refusal is not None:  # a key let in after the set was read is in the directory: look now
+            refusal = authorized.judge(user, self._authorized.current(fresh=True))
+        if refusal is None:
+            self._on_message([peer, *body])
+            return
+        log.debug("%s: REFUSED a request from client key %r: no longer authorized", self.name, authorized.name_of(user))
+        self._refuse(peer, body, refusal)
+
+    def _refuse(self, peer: bytes, body: list[bytes], error: HermesError) -> None:
+        """Answer ``error`` to a request that is not served, under its id and in its version
+        where they can be read: a client matches an answer to its call by id."""
+        try:
+            raw = protocol.one_frame(body, kind="request")
+            request = protocol.decode_request(raw, self._specs, window=self._window, max_bytes=self._max_frame)
+        except ProtocolError as exc:
+            self._reply_error(peer, exc.request_id, error)
+            return
+        self._reply_error(peer, request.id, error, request.version)
 
     def _run_inline(
         self, peer: bytes, request: protocol.Request, spec: OpSpec, handler: Handler, deadline: float

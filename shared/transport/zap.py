@@ -4,10 +4,13 @@ libzmq asks ``inproc://zeromq.zap.01`` of the socket's context about every CURVE
 One daemon thread per process (one zmq context) answers on a REP socket, started by the
 first ``register``. Each CURVE service sets its own ``ZAP_DOMAIN``; the registry maps that
 domain to the install whose ``authorized/`` directory decides. The directory is read for
-every handshake, so a revoked key is refused at its next handshake; a connection already
-established is kept until it reconnects. Every request is validated: a malformed one gets a
-500 (or 400) answer and the thread keeps serving. The log names keys by their file name only,
-and says "allowed" at info level once per key and domain (a client may connect per call).
+every handshake, so a revoked key is refused at its next handshake. An allowed handshake is
+answered with a User-Id that names the key itself (``authorized.user_id``): libzmq attaches
+it to every message of the connection, and the service refuses the requests of one whose key
+is no longer authorized (``shared.transport.authorized``). Every request is validated: a
+malformed one gets a 500 (or 400) answer and the thread keeps serving. The log names keys by
+their file name only, and says "allowed" at info level once per key and domain (a client may
+connect per call).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 import zmq
 from zmq.utils import z85
 
-from shared.transport import curve_keys
+from shared.transport import authorized, curve_keys
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,12 @@ def register(domain: str, root: Path) -> None:
             sock.bind(ZAP_ENDPOINT)  # bound before the service binds: no handshake goes unanswered
             _thread = threading.Thread(target=_serve, args=(sock,), name="zap", daemon=True)
             _thread.start()
+
+
+def root_of(domain: str) -> Path | None:
+    """The install whose authorized keys ``domain`` accepts; None for a domain not registered."""
+    with _lock:
+        return _domains.get(domain)
 
 
 def _serve(sock: zmq.Socket[Any]) -> None:
@@ -88,18 +97,18 @@ def answer(parts: list[bytes], domains: Mapping[str, Path]) -> list[bytes]:
         return _reply(request_id, b"400", b"CURVE only")
     public = z85.encode(credentials[0])
     try:
-        authorized = curve_keys.public_keys(root, "authorized")
+        keys = curve_keys.public_keys(root, "authorized")
     except curve_keys.CurveKeyUnsafe as exc:
         log.error("zap: DENIED every key: %s", exc.message)
         return _reply(request_id, b"500", b"authorized keys unusable")
     except curve_keys.CurveKeyMissing:
-        authorized = {}
-    for name, key in authorized.items():
+        keys = {}
+    for name, key in keys.items():
         if key == public:
             # A client may connect once per call: the first handshake of each key is enough at info.
             level = logging.DEBUG if (domain, name) in _allowed else logging.INFO
             _allowed.add((domain, name))
             log.log(level, "zap: ALLOWED client key %r in %s", name, domain.decode("utf-8", "replace"))
-            return _reply(request_id, b"200", b"OK", name.encode())
+            return _reply(request_id, b"200", b"OK", authorized.user_id(name, key))
     log.warning("zap: DENIED an unknown client key in %s", domain.decode("utf-8", "replace"))
     return _reply(request_id, b"400", b"unknown key")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import functools
 import logging
 import types
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -311,12 +312,25 @@ class Conduit:
     A ROUTER never holds a message back: a peer over its high-water mark is not reading,
     and holding its message would stall every other peer behind it. A DEALER keeps up to
     ``outbound`` messages zmq cannot take yet (no peer, or one over its high-water mark).
+
+    ``identified``: the first part of each message (a ROUTER's routing id) is a ``zmq.Frame``,
+    whose ``get("User-Id")`` is the ZAP User-Id its connection was let in with. Only a CURVE
+    socket pays for the frame; the other parts are bytes as always.
     """
 
-    def __init__(self, zsock: zmq.Socket[Any], on_message: Callable[[Message], None], *, outbound: int):
+    def __init__(
+        self,
+        zsock: zmq.Socket[Any],
+        on_message: Callable[[Message], None],
+        *,
+        outbound: int,
+        identified: bool = False,
+    ):
         self._zsock = zsock
         self._get = cast(Callable[[int], int], zsock.get)  # FD, EVENTS, RCVMORE: ints
         self._fd = self._get(zmq.FD)
+        # Bytes, or a frame for its metadata: chosen once, so an ipc socket's drain is as it was.
+        self._recv_first: Callable[[int], Any] = functools.partial(zsock.recv, copy=False) if identified else zsock.recv
         # pyzmq's Python ``send`` wrapper costs four times the send itself; its backend's does not.
         self._send = cast(Callable[[bytes, int], None], types.MethodType(zmq.backend.Socket.send, zsock))
         self._on_message = on_message
@@ -410,7 +424,7 @@ class Conduit:
     def _drain(self, limit: int) -> bool:
         """Send what is queued and dispatch what arrived until ``EVENTS`` shows nothing to
         do; ``True`` if messages were still waiting after ``limit`` of them."""
-        get, recv, dispatch = self._get, self._zsock.recv, self._on_message
+        get, recv, recv_first, dispatch = self._get, self._zsock.recv, self._recv_first, self._on_message
         self._draining = True
         try:
             taken = 0
@@ -424,7 +438,7 @@ class Conduit:
                     if taken >= limit:
                         return True
                     try:
-                        message = [recv(_NOBLOCK)]
+                        message = [recv_first(_NOBLOCK)]
                     except zmq.Again:
                         events = get(_EVENTS_OPTION)
                         continue
@@ -574,9 +588,11 @@ async def open_conduit(
     monitor: int = 0,
     on_monitor: Callable[[Message], None] | None = None,
     owned: bool = True,
+    identified: bool = False,
 ) -> AsyncIterator[Conduit]:
     """A configured ``Conduit``, with an owner task watching it unless not ``owned`` (then
-    the tasks that wait for messages ``watch`` it themselves); closed on exit.
+    the tasks that wait for messages ``watch`` it themselves); closed on exit. ``identified``
+    as for ``Conduit``.
 
     ``options`` are ``(option, value)`` pairs set before any bind or connect (CURVE keys go
     here). With a ``monitor`` mask of zmq socket events, each event's message goes to
@@ -586,7 +602,7 @@ async def open_conduit(
     if monitor and on_monitor is None:
         raise ValueError("a monitor needs on_monitor")
     zsock, watch = _make(sock_type, bind, connect, options, max_frame, monitor)
-    conduit = Conduit(zsock, on_message, outbound=outbound)
+    conduit = Conduit(zsock, on_message, outbound=outbound, identified=identified)
     if watch is not None:
         assert on_monitor is not None  # checked above
         conduit.events = Conduit(watch, on_monitor, outbound=1)

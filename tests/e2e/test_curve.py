@@ -20,6 +20,7 @@ from shared.mesh_heartbeat import HEARTBEAT_ENV
 from shared.mesh_tcp import TCP_ENV
 from shared.protocol import Code, RemoteError
 from shared.transport import curve, curve_keys
+from shared.transport.call_rules import NO_RETRY
 from shared.transport.sync_client import SyncClient, connect
 from tests.support.cli import DASHED_PUBLIC_KEY, HERMES, hermes, hermes_json
 from tests.support.processes import GatewayProcess, python_env
@@ -27,6 +28,8 @@ from tests.support.tcp import free_port_pair, keyed_install, tcp_env
 
 # Far longer than a handshake takes: failing "fast" means well within it.
 CALL_TIMEOUT = 30.0
+# Far longer than a service takes to see a revoke (under a second): a loose bound, not a timing.
+REVOKE_BOUND = 20.0
 
 
 def _secrets(root) -> list[str]:
@@ -181,6 +184,47 @@ def test_a_gateway_on_tcp_refuses_a_stranger_fast(root, tcp_gateway):
         client.call(ops.PING, timeout=CALL_TIMEOUT)
     assert caught.value.code == Code.AUTH_FAILED
     assert gateway.proc.poll() is None
+
+
+def _client_of(root, ep, name: str) -> SyncClient:
+    """A client with a keypair of its own, authorized in ``root`` as ``name``."""
+    public, secret = zmq.curve_keypair()
+    assert hermes("mesh", "keys", "authorize", name, public.decode(), home=root).returncode == 0
+    server = curve_keys.trusted_server(root, "gateway")
+    options = [(zmq.CURVE_SERVERKEY, server), (zmq.CURVE_PUBLICKEY, public), (zmq.CURVE_SECRETKEY, secret)]
+    return SyncClient(ep.control, options=options, retry=NO_RETRY)
+
+
+def test_a_revoked_key_is_refused_on_its_live_connection_and_the_others_are_served(root, tcp_gateway):
+    gateway, env, ep = tcp_gateway
+    pong = {"pong": True, "pid": gateway.pid}
+    with _client_of(root, ep, "first") as first, _client_of(root, ep, "second") as second:
+        assert first.call(ops.PING, timeout=CALL_TIMEOUT) == pong  # both connections are up
+        assert second.call(ops.PING, timeout=CALL_TIMEOUT) == pong
+        assert hermes("mesh", "keys", "revoke", "first", home=root).returncode == 0
+        revoked = time.monotonic()
+        refused = None
+        while refused is None:  # the same connection: a new one would fail its handshake (auth_failed)
+            assert time.monotonic() - revoked < REVOKE_BOUND, "the revoked key was still served"
+            try:
+                assert first.call(ops.PING, timeout=CALL_TIMEOUT) == pong
+            except RemoteError as exc:
+                refused = exc
+            assert second.call(ops.PING, timeout=CALL_TIMEOUT) == pong
+        took = time.monotonic() - revoked
+        assert refused.code == Code.AUTH_REVOKED, refused
+        print(f"the revoked key was refused {took:.3f} s after the revoke")
+        # Authorizing the name again with another key does not let the old key back in.
+        assert hermes("mesh", "keys", "authorize", "first", zmq.curve_keypair()[0].decode(), home=root).returncode == 0
+        time.sleep(1.0)  # past the service's next look at authorized/
+        with pytest.raises(RemoteError) as caught:
+            first.call(ops.PING, timeout=CALL_TIMEOUT)
+        assert caught.value.code == Code.AUTH_REVOKED
+        for _ in range(5):
+            assert second.call(ops.PING, timeout=CALL_TIMEOUT) == pong
+    assert gateway.proc.poll() is None
+    code, listed = hermes_json("gateway", "status", home=root, env_extra=env)
+    assert code == 0 and [g["pid"] for g in listed["gateways"]] == [gateway.pid]
 
 
 def test_a_gateway_on_tcp_without_keys_refuses_to_start(root):

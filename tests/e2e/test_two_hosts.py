@@ -87,6 +87,32 @@ with connect(homes.endpoint(homes.root_home(), "gateway", create=False), retry=T
     out["seconds"] = time.monotonic() - started
 print(json.dumps(out), flush=True)
 """
+# What host B runs for a test of live connections: two clients, each keeping its connection,
+# the first with the install's client key, the second with a keypair made here (its public key
+# printed first); then for each line "first" or "second" on stdin, one ping by that client.
+SESSION = """
+import json, sys, zmq
+from shared import homes
+from shared.gateways import ops
+from shared.protocol import RemoteError
+from shared.transport import curve_keys
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import SyncClient, connect
+endpoint = homes.endpoint(homes.root_home(), "gateway", create=False)
+public, secret = zmq.curve_keypair()
+server = curve_keys.trusted_server(homes.root_home(), "gateway")
+options = [(zmq.CURVE_SERVERKEY, server), (zmq.CURVE_PUBLICKEY, public), (zmq.CURVE_SECRETKEY, secret)]
+clients = {"first": connect(endpoint, retry=NO_RETRY), "second": SyncClient(endpoint.control, options=options, retry=NO_RETRY)}
+print(json.dumps({"public": public.decode()}), flush=True)
+for line in sys.stdin:
+    try:
+        out = {"answer": clients[line.strip()].call(ops.PING, timeout=float(sys.argv[1]))}
+    except RemoteError as exc:
+        out = {"code": exc.code}
+    print(json.dumps(out), flush=True)
+"""
+# Far longer than a service takes to see a revoke (under a second): a loose bound, not a timing.
+REVOKE_BOUND = 20.0
 
 
 @pytest.fixture
@@ -303,5 +329,42 @@ def test_a_cut_cable_fails_calls_in_flight_at_once_and_shows_the_gateway_offline
     finally:
         for client in clients:
             client.kill()
+
+
+def test_a_key_revoked_on_host_a_is_refused_on_its_live_connection_from_host_b(hosts, short_dir):
+    host_a, host_b, env_a, env_b, client_b = _keyed(hosts, short_dir)
+    gateway = _gateway_on_a(hosts, host_a, env_a)
+    session = subprocess.Popen(
+        [*hosts.exec(hosts.b), sys.executable, "-c", SESSION, str(CALL_TIMEOUT)],
+        cwd=ROOT,
+        env=env_b,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert session.stdin is not None and session.stdout is not None
+    try:
+        second = json.loads(session.stdout.readline())["public"]
+        assert hermes("mesh", "keys", "authorize", "host-b-second", second, home=host_a).returncode == 0
+
+        def ping(which: str) -> dict:
+            session.stdin.write(which + "\n")
+            session.stdin.flush()
+            return json.loads(session.stdout.readline())
+
+        pong = {"answer": {"pong": True, "pid": gateway.pid}}
+        assert ping("first") == pong and ping("second") == pong  # both connections are up
+        assert hermes("mesh", "keys", "revoke", "host-b", home=host_a).returncode == 0
+        revoked = time.monotonic()
+        while (answer := ping("first")) == pong:  # the same connection: a new one would be auth_failed
+            assert time.monotonic() - revoked < REVOKE_BOUND, "the revoked key was still served"
+            assert ping("second") == pong
+        assert answer == {"code": "auth_revoked"}
+        print(f"the revoked key was refused {time.monotonic() - revoked:.3f} s after the revoke")
+        assert [ping("second") for _ in range(3)] == [pong] * 3
+        assert gateway.poll() is None
+    finally:
+        session.kill()
+        session.wait(timeout=10)
         gateway.kill()
         gateway.wait(timeout=10)

@@ -153,7 +153,7 @@ def test_zap_answers_200_for_an_authorized_key_and_400_otherwise(tmp_path):
     curve_keys.init(tmp_path, ["updater"])
     local = curve_keys.public_keys(tmp_path, "authorized")["local"]
     domains = {"unit-domain": tmp_path}
-    assert zap.answer(_request(b"unit-domain", local), domains)[2:5] == [b"200", b"OK", b"local"]
+    assert zap.answer(_request(b"unit-domain", local), domains)[2:5] == [b"200", b"OK", local + b" local"]
     stranger = zmq.curve_keypair()[0]
     assert zap.answer(_request(b"unit-domain", stranger), domains)[2] == b"400"
     assert zap.answer(_request(b"other-domain", local), domains)[2] == b"400"
