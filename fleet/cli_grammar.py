@@ -918,7 +918,10 @@ def _mesh_keys_actions(keys: argparse.ArgumentParser) -> None:
         )
         p.add_argument("--client", action="store_true", help="the client keypair (the default without --service)")
         p.add_argument(
-            "--grace", type=float, metavar="SECONDS", help="how long the old client key is still accepted (default 5)"
+            "--grace",
+            type=float,
+            metavar="SECONDS",
+            help="how long the old keys are still accepted: a client key, or a service key's connections (default 5)",
         )
 
     _command(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from shared.layout import CONFIG_FILE
 
@@ -24,3 +25,13 @@ def mentions(home: Path, needle: bytes) -> bool:
             return needle in f.read(_PEEK_BYTES + len(needle))
     except FileNotFoundError:
         return False
+
+
+def mentioned_section(home: Path, needle: bytes, key: str) -> Any:
+    """The value at dotted ``key`` of ``home``'s config, parsed only when its text mentions
+    ``needle``; None when it cannot hold it. ``OSError`` when the file cannot be read."""
+    if not mentions(home, needle):
+        return None
+    from shared import config
+
+    return config.get(config.load_config(home), key, None)

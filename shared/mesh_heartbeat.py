@@ -95,13 +95,11 @@ def _env_entries(raw: str) -> dict[str, str]:
 
 def _config_entries(root: Path) -> dict[str, Any]:
     try:
-        if not config_text.mentions(root, b"heartbeat"):
-            return {}
+        section = config_text.mentioned_section(root, b"heartbeat", "mesh.heartbeat")
     except OSError as exc:
         raise HeartbeatConfigInvalid(f"cannot read {root / CONFIG_FILE}: {exc.strerror or exc}") from None
-    from shared import config
-
-    section = config.get(config.load_config(root), "mesh.heartbeat", {})
+    if section is None:
+        return {}
     if not isinstance(section, dict):
         raise HeartbeatConfigInvalid(
             f"{root / CONFIG_FILE}: mesh.heartbeat is not a mapping of {', '.join(FIELDS)}",

@@ -97,13 +97,11 @@ def _env_entries(raw: str) -> dict[str, str]:
 
 def _config_entries(root: Path) -> dict[str, Any]:
     try:
-        if not config_text.mentions(root, b"tcp://"):
-            return {}
+        section = config_text.mentioned_section(root, b"tcp://", "mesh.tcp")
     except OSError as exc:
         raise TcpConfigInvalid(f"cannot read {root / CONFIG_FILE}: {exc.strerror or exc}") from None
-    from shared import config
-
-    section = config.get(config.load_config(root), "mesh.tcp", {})
+    if section is None:
+        return {}
     if not isinstance(section, dict):
         raise TcpConfigInvalid(f"{root / CONFIG_FILE}: mesh.tcp is not a mapping of NAME: tcp://HOST:PORT")
     return section

@@ -10,6 +10,7 @@ trusts every service key another install's ``show --json`` lists.
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from hermes_cli import curve_import, output
@@ -141,18 +142,25 @@ def cmd_revoke(args) -> int:
 
 def cmd_rotate(args) -> int:
     root = homes.root_home()
+    grace = curve_keys.check_grace(curve_keys.ROTATION_GRACE if args.grace is None else args.grace)
     rotated: dict[str, str] = {}
     if args.client or not args.service:
-        grace = curve_keys.ROTATION_GRACE if args.grace is None else args.grace
         rotated["client"] = curve_keys.rotate_client(root, grace=grace).decode()
-    for name in args.service:
-        curve_keys.validate_name(name)
+    names = [curve_keys.validate_name(name) for name in args.service]
+    for name in names:
+        curve_keys.server_secret(root, name)  # what cannot be rotated is refused before the wait
+    if names:
+        # The old keys serve their clients for the grace; then each service takes its new key
+        # and ends the connections made under the old one.
+        print(f"the old keys of {', '.join(names)} serve for {grace:g}s more", file=sys.stderr, flush=True)
+        time.sleep(grace)
+    for name in names:
         rotated[name] = curve_keys.rotate_server(root, name).decode()
 
     def text(d: dict[str, Any]) -> str:
         lines = [f"new public key of {name}: {key}" for name, key in d["rotated"].items()]
         if set(d["rotated"]) - {"client"}:
-            lines.append("restart the rotated services: until then they serve with their old key")
+            lines.append("each rotated service serves with its new key within a second; give it to remote clients")
         return "\n".join(lines)
 
     output.emit(args, {"rotated": rotated}, text)

@@ -246,8 +246,7 @@ def rotate_client(root: Path, *, grace: float = ROTATION_GRACE) -> bytes:
     Returns the new public key."""
     authorized = _check_dirs(root, "authorized")
     client_secret(root)  # refuse to rotate what was never made (or is unsafe)
-    if not 0 <= grace <= MAX_ROTATION_GRACE:
-        raise CurveKeyInvalid(f"the grace is 0 to {MAX_ROTATION_GRACE:g} seconds, not {grace!r}")
+    check_grace(grace)
     # One rotation at a time: a second one, waiting here, rotates the key the first made (and
     # never finds the retired key gone under it). The wait is bounded: LockTimeout after it.
     with locked(store(root) / "client.key_secret", timeout=ROTATION_LOCK_WAIT):
@@ -261,9 +260,16 @@ def rotate_client(root: Path, *, grace: float = ROTATION_GRACE) -> bytes:
     return public_of(secret)
 
 
+def check_grace(grace: float) -> float:
+    if not 0 <= grace <= MAX_ROTATION_GRACE:
+        raise CurveKeyInvalid(f"the grace is 0 to {MAX_ROTATION_GRACE:g} seconds, not {grace!r}")
+    return grace
+
+
 def rotate_server(root: Path, name: str) -> bytes:
-    """Replace a service's keypair and this install's trust in it. A running service keeps
-    its old key until it restarts. Returns the new public key."""
+    """Replace a service's keypair and this install's trust in it. A running service takes the
+    new key within a second (``shared.transport.server_key``), which ends the connections made
+    under the old one. Returns the new public key."""
     top = _dirs(root)
     server_secret(root, name)
     secret = zmq.curve_keypair()[1]

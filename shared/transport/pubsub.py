@@ -60,10 +60,23 @@ async def open_publisher(
     ``options`` (set before the bind) carry CURVE for tcp:// endpoints."""
     # Imported here, not at the top: a blocking subscriber reads events by ``decode_event``
     # in a process that never starts trio.
+    import functools
+
+    import trio
+
+    from shared.transport.server_key import ServerKey, follow
     from shared.transport.zmq_trio import open_socket
 
+    options = list(options)
+    key = ServerKey.of(options)
     async with open_socket(zmq.PUB, bind=[address], outbound=queue, inbound=1, options=options) as sock:
-        yield Publisher(sock)
+        if key is None:
+            yield Publisher(sock)
+            return
+        async with trio.open_nursery() as nursery:  # a rotation of its key takes effect with no restart
+            nursery.start_soon(follow, key, functools.partial(sock.rebind, address))
+            yield Publisher(sock)
+            nursery.cancel_scope.cancel()
 
 
 def decode_event(parts: list[bytes], *, window: tuple[int, int] = protocol.PROTOCOL_WINDOW) -> Event:

@@ -14,6 +14,7 @@ answer cannot wait, and a caller whose pipe is full when it is made does not get
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -31,6 +32,7 @@ from shared.locks import FileLock
 from shared.protocol import HELLO, Code, OpSpec, ProtocolError, RemoteError
 from shared.transport import authorized
 from shared.transport.curve import authorized_keys, refuse_unsafe_tcp
+from shared.transport.server_key import ServerKey, follow
 from shared.transport.zmq_trio import Message, open_conduit
 
 log = logging.getLogger(__name__)
@@ -141,6 +143,7 @@ class Service:
         self._options = tuple(options)
         refuse_unsafe_tcp([address], self._options)  # a tcp:// endpoint is CURVE or nothing
         self._authorized = authorized_keys(self._options)
+        self._server_key = ServerKey.of(self._options)
         self._handlers: dict[str, tuple[OpSpec, Handler, bool]] = {}  # op -> spec, handler, inline
         self._specs: dict[str, OpSpec] = {}
         self._calls: set[trio.CancelScope] = set()
@@ -242,6 +245,8 @@ class Service:
                     identified=identified,
                 ) as conduit:
                     self._conduit = conduit
+                    if self._server_key is not None:  # a rotation of its key takes effect with no restart
+                        nursery.start_soon(follow, self._server_key, functools.partial(conduit.rebind, self.address))
                     task_status.started()
                     await self._stop_requested.wait()
                     await self._shutdown()

@@ -50,6 +50,8 @@ FULL_PEER_POLL = 0.005
 LISTEN_BACKLOG = 4096
 # The open files a process serving on TCP asks for, within its hard limit.
 NOFILE_WANTED = 65536
+# How long a re-bind waits for libzmq to let go of the port it unbound, and how often it tries.
+REBIND_SECONDS, REBIND_RETRY = 2.0, 0.005
 # How often ``wait_input_consumed`` looks whether the pump and the receiver have caught up.
 INPUT_POLL = 0.001
 
@@ -173,6 +175,11 @@ class Socket:
         self._wake()
         while not (self._pump_parked and self._held is None and not self._in_recv.statistics().current_buffer_used):
             await trio.sleep(INPUT_POLL)
+
+    async def rebind(self, address: str, options: Iterable[tuple[int, int | bytes]]) -> None:
+        """Serve ``address`` with ``options`` from now on (``rebind``). Between two
+        checkpoints the pump is not touching the socket, so this task may."""
+        await rebind(self._zsock, address, options)
 
     def _wake(self) -> None:
         if self._pump_parked:
@@ -390,6 +397,10 @@ class Conduit:
                 return
             await trio.sleep(FULL_PEER_POLL)  # zmq has no per-peer POLLOUT to wait on
 
+    async def rebind(self, address: str, options: Iterable[tuple[int, int | bytes]]) -> None:
+        """Serve ``address`` with ``options`` from now on (``rebind``)."""
+        await rebind(self._zsock, address, options)
+
     def pending_output(self) -> int:
         """Messages queued but not yet handed to zmq."""
         return len(self._queue)
@@ -505,6 +516,25 @@ class Conduit:
         self._room.unpark_all()
         trio.lowlevel.notify_closing(self._fd)
         self._zsock.close(linger=linger_ms)
+
+
+async def rebind(zsock: zmq.Socket[Any], address: str, options: Iterable[tuple[int, int | bytes]]) -> None:
+    """Serve ``address`` with ``options`` from now on (a new CURVE secret key): the endpoint is
+    unbound, which closes every connection made through it, and bound again with them. libzmq
+    lets go of the port a moment after the unbind, so the bind is tried again for up to
+    ``REBIND_SECONDS``."""
+    zsock.unbind(address)
+    for option, value in options:
+        zsock.setsockopt(option, value)
+    deadline = trio.current_time() + REBIND_SECONDS
+    while True:
+        try:
+            zsock.bind(address)
+            return
+        except zmq.ZMQError as exc:
+            if exc.errno != errno.EADDRINUSE or trio.current_time() >= deadline:
+                raise
+        await trio.sleep(REBIND_RETRY)
 
 
 def _configure(

@@ -277,6 +277,47 @@ def test_rotating_the_client_key_during_a_stream_of_calls_loses_none(root, tcp_g
     assert set(curve_keys.public_keys(root, "authorized")) == {"local"}
 
 
+def test_a_rotated_service_key_ends_the_old_connections_after_the_grace_with_no_restart(root, tcp_gateway):
+    gateway, env, ep = tcp_gateway
+    pong = {"pong": True, "pid": gateway.pid}
+    old_trust = curve_keys.trusted_server(root, "gateway")
+    with connect(ep, retry=NO_RETRY) as kept:
+        assert kept.call(ops.PING, timeout=CALL_TIMEOUT) == pong
+        rotator = subprocess.Popen(
+            [*HERMES, "mesh", "keys", "rotate", "--service", "gateway", "--grace", "3", "--json"],
+            env=python_env(HERMES_HOME=str(root)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        served_in_grace = 0
+        while rotator.poll() is None:  # the grace: the old key serves its connection on
+            assert kept.call(ops.PING, timeout=CALL_TIMEOUT) == pong
+            served_in_grace += 1
+            time.sleep(0.1)
+        out, err = rotator.communicate(timeout=30)
+        assert rotator.returncode == 0 and served_in_grace > 0, err
+        assert "serve for 3s more" in err
+        new_public = json.loads(out)["rotated"]["gateway"]
+        assert curve_keys.trusted_server(root, "gateway").decode() == new_public != old_trust.decode()
+        ended = time.monotonic()
+        refused = None
+        while refused is None:  # the same client, which trusts the old key
+            assert time.monotonic() - ended < REVOKE_BOUND, "the old key still served after the grace"
+            try:
+                assert kept.call(ops.PING, timeout=CALL_TIMEOUT) == pong
+                time.sleep(0.1)
+            except RemoteError as exc:
+                refused = exc
+        assert refused.code in (Code.CONNECTION_LOST, Code.SERVER_KEY_MISMATCH), refused
+        with pytest.raises(RemoteError) as again:  # its next connection meets the new key
+            kept.call(ops.PING, timeout=CALL_TIMEOUT)
+        assert again.value.code == Code.SERVER_KEY_MISMATCH
+    with connect(ep, retry=NO_RETRY) as fresh:  # a client that trusts the new key is served
+        assert fresh.call(ops.PING, timeout=CALL_TIMEOUT) == pong
+    assert gateway.proc.poll() is None  # the same process: no restart
+
+
 def _port_pairs(count: int) -> list[int]:
     ports: list[int] = []
     while len(ports) < count:

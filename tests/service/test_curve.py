@@ -238,3 +238,35 @@ async def test_events_flow_over_curve_to_an_authorized_subscriber(install):
                     event = await subscriber.receive()
                     break
     assert (event.topic, event.event) == ("state", {"n": 1})
+
+
+async def _first_event(publisher, subscriber) -> None:
+    """Publish until ``subscriber`` hears one (a subscriber that joins late misses what went before)."""
+    with trio.fail_after(CALL_TIMEOUT):
+        while True:
+            publisher.publish("state", {"n": 1})
+            with trio.move_on_after(0.05):
+                await subscriber.receive()
+                return
+
+
+async def test_a_rotated_key_ends_the_old_subscribers_of_a_publisher_that_serves_on(install):
+    root, ep = install
+    async with open_publisher(ep.bind_events, options=curve.server_options(ep)) as publisher:
+        async with open_subscriber(ep.events, options=curve.client_options(ep)) as old:
+            await _first_event(publisher, old)
+            await trio.to_thread.run_sync(curve_keys.rotate_server, root, "updater")
+            async with open_subscriber(ep.events, options=curve.client_options(ep)) as new:
+                await _first_event(publisher, new)  # the publisher serves with the new key now
+                while True:  # what the old one was sent before the switch
+                    with trio.move_on_after(0.2) as idle:
+                        await old.receive()
+                    if idle.cancelled_caught:
+                        break
+                for n in range(20):
+                    publisher.publish("state", {"n": n})
+                    await trio.sleep(0.05)
+                with trio.move_on_after(0.5) as quiet:
+                    await old.receive()
+                assert quiet.cancelled_caught, "a subscriber on the old key still hears the publisher"
+                await new.receive()  # the new one heard them
