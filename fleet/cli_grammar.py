@@ -907,6 +907,14 @@ def _mesh_keys_actions(keys: argparse.ArgumentParser) -> None:
             metavar="FILE",
             help="with --server: trust every service key of another install's `mesh keys show --json` (- for stdin)",
         )
+        p.add_argument(
+            "--grant",
+            dest="grants",
+            metavar="SERVICE.OP",
+            action="append",
+            default=[],
+            help="let the key call this op (gateway.drain, say; repeatable); the key's grants are exactly these",
+        )
 
     def revoke(p: argparse.ArgumentParser) -> None:
         p.add_argument("name", help="the key's name")

@@ -42,6 +42,7 @@ REFUSAL_CODES = frozenset(
         "curve_key_invalid",
         "curve_key_unknown",
         "keys_usage",
+        "grant_invalid",
         "unsafe_run_dir",
         "rollback_unknown_update",
         "rollback_commit_gone",

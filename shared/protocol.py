@@ -20,6 +20,7 @@ are checked before a handler sees it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -61,6 +62,7 @@ class Code:
     BUSY = "busy"
     SHUTTING_DOWN = "shutting_down"
     AUTH_REVOKED = "auth_revoked"  # a CURVE service: the key this connection was let in with is revoked since
+    OP_NOT_GRANTED = "op_not_granted"  # a CURVE service: this connection's key may not call this op
     INTERNAL_ERROR = HermesError.code
     # Raised on the client side only.
     TIMEOUT = "timeout"
@@ -147,19 +149,48 @@ def _invalid(name: str, why: str) -> ProtocolError:
     return ProtocolError(Code.INVALID_FIELD, f"field {name!r} {why}", detail={"field": name})
 
 
-class OpSpec(NamedTuple):
-    """What an op accepts and how clients may treat it.
+# Shared by every op without arguments: read-only.
+_NO_FIELDS: Mapping[str, Field] = MappingProxyType({})
 
-    ``idempotent`` ops are retried by clients after a timeout; nothing else ever is.
-    ``streaming`` ops may send event frames before their terminal frame. ``timeout`` is
-    the longest a service lets one call run, whatever deadline the client asks for.
-    """
 
+class Remote(Enum):
+    """Whether a remote operator's key (any authorized CURVE key but this install's own) may
+    call an op. The home's owner (an ipc caller, or this install's own key) may call every op;
+    the rule is ``shared.transport.principals``."""
+
+    ALLOWED = "allowed"  # read-only: any authorized key
+    WITH_GRANT = "with_grant"  # a key granted this op by name (``hermes mesh keys authorize --grant``)
+    NEVER = "never"  # the owner only, whatever is granted
+
+
+class _OpSpecFields(NamedTuple):
     name: str
-    fields: Mapping[str, Field] = MappingProxyType({})  # shared by every op without arguments: read-only
+    fields: Mapping[str, Field] = _NO_FIELDS
     idempotent: bool = False
     streaming: bool = False
     timeout: float = 30.0
+    remote: Remote | None = None  # never left so: ``OpSpec`` refuses it
+
+
+class OpSpec(_OpSpecFields):
+    """What an op accepts, who may call it and how clients may treat it.
+
+    ``remote`` says whether a remote key may call it, and has no default: every op declares
+    it. ``idempotent`` ops are retried by clients after a timeout; nothing else ever is.
+    ``streaming`` ops may send event frames before their terminal frame. ``timeout`` is
+    the longest a service lets one call run, whatever deadline the client asks for. A named
+    tuple, not a dataclass: the CLI's status path reads op specs and must not import
+    ``dataclasses`` (and ``inspect`` with it).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> OpSpec:
+        spec = super().__new__(cls, *args, **kwargs)
+        if not isinstance(spec.remote, Remote):
+            # Not a HermesError: a declaration missing in the code, found as the module imports.
+            raise TypeError(f"op {spec.name!r} must declare who may call it: remote=Remote.<...>, not {spec.remote!r}")
+        return spec
 
     def check_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         for key in args:
@@ -180,7 +211,7 @@ class OpSpec(NamedTuple):
 
 # Served by every service (``shared.transport.service``): who it is and which protocol versions it
 # speaks. Defined here so a client can ask any service without importing the service side.
-HELLO = OpSpec("hello", idempotent=True, timeout=5.0)
+HELLO = OpSpec("hello", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)
 
 
 # --- frames ----------------------------------------------------------------------------

@@ -39,7 +39,7 @@ import sys
 from fleet.supervisors.errors import SupervisorError
 from shared.gateways.ops import MAX_DRAIN_SECONDS
 from shared.homes import MAX_SERVED
-from shared.protocol import Field, OpSpec
+from shared.protocol import Field, OpSpec, Remote
 
 SERVICE = "gateway_host"
 MODULE = "services.gateway_host"
@@ -49,8 +49,8 @@ READY_SECONDS = 60.0
 # How long a roll waits, once drained, for each gateway of the new fork server to be forked.
 FORKED_SECONDS = 60.0
 
-STATUS = OpSpec("status", idempotent=True, timeout=5.0)
-PREPARE = OpSpec("prepare", idempotent=True, timeout=2.0)
+STATUS = OpSpec("status", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)
+PREPARE = OpSpec("prepare", idempotent=True, timeout=2.0, remote=Remote.WITH_GRANT)
 ROLL = OpSpec(
     "roll",
     {
@@ -58,12 +58,13 @@ ROLL = OpSpec(
         "deadline": Field(float, required=False, min=0.0, max=MAX_DRAIN_SECONDS),
     },
     timeout=READY_SECONDS + MAX_DRAIN_SECONDS + FORKED_SECONDS + 10,
+    remote=Remote.WITH_GRANT,
 )
 # One profile's ops, each bounded by a roll's time: one may wait for a roll, or for the op before it.
 _ONE_PROFILE = {"profile": Field(str, max_len=64)}  # a profile name's longest
-START = OpSpec("start", _ONE_PROFILE, idempotent=True, timeout=ROLL.timeout)
-STOP = OpSpec("stop", _ONE_PROFILE, idempotent=True, timeout=ROLL.timeout)
-RESTART = OpSpec("restart", _ONE_PROFILE, timeout=ROLL.timeout)
+START = OpSpec("start", _ONE_PROFILE, idempotent=True, timeout=ROLL.timeout, remote=Remote.WITH_GRANT)
+STOP = OpSpec("stop", _ONE_PROFILE, idempotent=True, timeout=ROLL.timeout, remote=Remote.WITH_GRANT)
+RESTART = OpSpec("restart", _ONE_PROFILE, timeout=ROLL.timeout, remote=Remote.WITH_GRANT)
 
 
 class HostUnsupported(SupervisorError):

@@ -4,7 +4,8 @@ Anchored on the root home, whichever profile is active. Only public keys are eve
 A mesh whose services run elsewhere (each in its own container) is keyed from here too:
 ``init --profile`` makes keys for gateways of profiles this home does not have, ``show
 --client`` prints the one key another install authorizes, and ``authorize --server --from``
-trusts every service key another install's ``show --json`` lists.
+trusts every service key another install's ``show --json`` lists. An authorized client key
+may call, beyond the read-only ops, exactly the ops ``authorize --grant`` gives its name.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from hermes_cli import curve_import, output
+from hermes_cli import curve_import, mesh_ops, output
 from hermes_cli.errors import CliError
 from shared import homes
 from shared.transport import curve_keys
@@ -74,6 +75,7 @@ def _public_keys(root) -> dict[str, Any]:
         "client": curve_keys.public_of(curve_keys.client_secret(root)).decode(),
         "services": services,
         "authorized": {n: k.decode() for n, k in curve_keys.public_keys(root, "authorized").items()},
+        "grants": {n: sorted(g) for n, g in curve_keys.grants(root).items()},
         "servers": {n: k.decode() for n, k in curve_keys.public_keys(root, "servers").items()},
     }
 
@@ -83,8 +85,13 @@ def _keys_text(d: dict[str, Any]) -> str:
     for title in ("services", "authorized", "servers"):
         lines.append(f"{title}:")
         rows = d[title].items()
-        lines += [f"  {name:<24} {key}" for name, key in rows] or ["  (none)"]
+        lines += [f"  {name:<24} {key}{_granted(d, title, name)}" for name, key in rows] or ["  (none)"]
     return "\n".join(lines)
+
+
+def _granted(d: dict[str, Any], title: str, name: str) -> str:
+    grants = d["grants"].get(name) if title == "authorized" else None
+    return f"  granted: {', '.join(grants)}" if grants else ""
 
 
 def cmd_show(args) -> int:
@@ -99,6 +106,8 @@ def cmd_show(args) -> int:
 
 def cmd_authorize(args) -> int:
     root = homes.root_home()
+    if args.grants and args.server:
+        raise KeysUsage("--grant is for a client key: a server's key is trusted, not granted")
     if args.source is not None:
         if not args.server:
             raise KeysUsage("--from reads another install's service keys: it needs --server")
@@ -113,8 +122,21 @@ def cmd_authorize(args) -> int:
     if args.name is None or args.key is None:
         raise KeysUsage("authorize needs NAME KEY (or --server --from FILE)")
     where = _where(args)
+    if where == "servers":
+        curve_keys.add_public(root, where, args.name, args.key)
+        output.emit(args, {"added": args.name, "in": where}, lambda d: f"added {d['added']} to {d['in']}/")
+        return 0
+    curve_keys.validate_name(args.name)
+    curve_keys.validate_key(args.key, what="public key")
+    grants = sorted({mesh_ops.check_grant(grant) for grant in args.grants})
+    # The grants first: a key is never authorized, even for a moment, with more than it is given.
+    curve_keys.set_grants(root, args.name, grants)
     curve_keys.add_public(root, where, args.name, args.key)
-    output.emit(args, {"added": args.name, "in": where}, lambda d: f"added {d['added']} to {d['in']}/")
+
+    def text(d: dict[str, Any]) -> str:
+        return f"added {d['added']} to {d['in']}/, granted: {', '.join(d['grants']) or 'nothing but the read-only ops'}"
+
+    output.emit(args, {"added": args.name, "in": where, "grants": grants}, text)
     return 0
 
 
@@ -134,6 +156,7 @@ def _read_document(source: str) -> bytes:
 
 
 def cmd_revoke(args) -> int:
+    """Forget a key (an authorized client's grants with it)."""
     where = _where(args)
     curve_keys.remove_public(homes.root_home(), where, args.name)
     output.emit(args, {"removed": args.name, "from": where}, lambda d: f"removed {d['removed']} from {d['from']}/")

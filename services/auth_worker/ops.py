@@ -24,7 +24,7 @@
 
 from __future__ import annotations
 
-from shared.protocol import Field, OpSpec
+from shared.protocol import Field, OpSpec, Remote
 
 SERVICE = "auth_worker"
 SIGN_IN_ID_MAX = 64
@@ -41,8 +41,15 @@ SIGN_IN = OpSpec(
     },
     streaming=True,
     timeout=MAX_SIGN_IN_SECONDS,
+    remote=Remote.WITH_GRANT,
 )
-CANCEL = OpSpec("cancel", {"sign_in_id": Field(str, max_len=SIGN_IN_ID_MAX)}, idempotent=True, timeout=10.0)
+CANCEL = OpSpec(
+    "cancel",
+    {"sign_in_id": Field(str, max_len=SIGN_IN_ID_MAX)},
+    idempotent=True,
+    timeout=10.0,
+    remote=Remote.WITH_GRANT,
+)
 RESULT_WAIT_MAX = 30.0
 SIGN_IN_RESULT = OpSpec(
     "sign_in_result",
@@ -52,10 +59,14 @@ SIGN_IN_RESULT = OpSpec(
     },
     idempotent=True,
     timeout=RESULT_WAIT_MAX + 5.0,
+    remote=Remote.ALLOWED,
 )
-STATUS = OpSpec("status", idempotent=True, timeout=5.0)
-REFRESH = OpSpec("refresh", {"force": Field(bool, required=False)}, idempotent=True, timeout=60.0)
-TOKEN = OpSpec("token", idempotent=True, timeout=60.0)
+STATUS = OpSpec("status", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)
+REFRESH = OpSpec(
+    "refresh", {"force": Field(bool, required=False)}, idempotent=True, timeout=60.0, remote=Remote.WITH_GRANT
+)
+# A token is for the processes of this install alone, whatever a remote key is granted.
+TOKEN = OpSpec("token", idempotent=True, timeout=60.0, remote=Remote.NEVER)
 
 # Typed error codes of this service.
 NOT_SIGNED_IN = "not_signed_in"

@@ -9,16 +9,17 @@
 
 from __future__ import annotations
 
-from shared.protocol import Field, OpSpec
+from shared.protocol import Field, OpSpec, Remote
 
 SERVICE = "handoff_retry"
 MAX_WAIT = 60.0
 
-STATUS = OpSpec("status", idempotent=True, timeout=5.0)
+STATUS = OpSpec("status", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)
 HANDOFF_STATUS = OpSpec(
     "handoff_status",
     {"since": Field(float, min=0), "wait": Field(float, required=False, min=0, max=MAX_WAIT)},
     idempotent=True,
     timeout=MAX_WAIT + 5,
+    remote=Remote.ALLOWED,
 )
-DRAIN = OpSpec("drain", timeout=30.0)
+DRAIN = OpSpec("drain", timeout=30.0, remote=Remote.WITH_GRANT)

@@ -10,9 +10,9 @@ the control socket), one frame each, never answered.
 
 from __future__ import annotations
 
-from shared.protocol import OpSpec
+from shared.protocol import OpSpec, Remote
 
 SERVICE = "hook_reporter"
 
-STATUS = OpSpec("status", idempotent=True, timeout=5.0)
-CHECK = OpSpec("check", idempotent=True, timeout=10.0)
+STATUS = OpSpec("status", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)
+CHECK = OpSpec("check", idempotent=True, timeout=10.0, remote=Remote.ALLOWED)

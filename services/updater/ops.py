@@ -8,12 +8,17 @@
 
 from __future__ import annotations
 
-from shared.protocol import Field, OpSpec
+from shared.protocol import Field, OpSpec, Remote
 
 SERVICE = "updater"
 MAX_RUN_SECONDS = 3600.0
 
 FOLLOW = OpSpec(
-    "follow", {"from": Field(int, required=False, min=0)}, idempotent=True, streaming=True, timeout=MAX_RUN_SECONDS
+    "follow",
+    {"from": Field(int, required=False, min=0)},
+    idempotent=True,
+    streaming=True,
+    timeout=MAX_RUN_SECONDS,
+    remote=Remote.ALLOWED,
 )
-STATUS = OpSpec("status", idempotent=True, timeout=5.0)
+STATUS = OpSpec("status", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)

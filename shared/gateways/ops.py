@@ -34,7 +34,7 @@ write of its state file (the updater's restart wakes on a fresh process's ``runn
 from __future__ import annotations
 
 from shared.errors import HermesError
-from shared.protocol import Field, OpSpec
+from shared.protocol import Field, OpSpec, Remote
 
 
 class GatewayError(HermesError, family=True):
@@ -56,8 +56,8 @@ STATE_TOPIC = "state"  # the events topic each of them is broadcast on
 MAX_TURN_SECONDS = 300.0
 MAX_DRAIN_SECONDS = 3600.0
 
-PING = OpSpec("ping", idempotent=True, timeout=5.0)
-STATUS = OpSpec("status", idempotent=True, timeout=5.0)
+PING = OpSpec("ping", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)
+STATUS = OpSpec("status", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)
 TURN = OpSpec(
     "turn",
     {
@@ -66,14 +66,26 @@ TURN = OpSpec(
         "probe": Field(bool, required=False),
     },
     timeout=MAX_TURN_SECONDS + 5,
+    remote=Remote.WITH_GRANT,
 )
 DRAIN = OpSpec(
     "drain",
     {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS), "stay": Field(bool, required=False)},
     timeout=MAX_DRAIN_SECONDS + 5,
+    remote=Remote.WITH_GRANT,
 )
-REEXEC = OpSpec("reexec", {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS)}, timeout=MAX_DRAIN_SECONDS + 5)
-RELEASE = OpSpec("release", {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS)}, timeout=MAX_DRAIN_SECONDS + 5)
+REEXEC = OpSpec(
+    "reexec",
+    {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS)},
+    timeout=MAX_DRAIN_SECONDS + 5,
+    remote=Remote.WITH_GRANT,
+)
+RELEASE = OpSpec(
+    "release",
+    {"deadline": Field(float, min=0.0, max=MAX_DRAIN_SECONDS)},
+    timeout=MAX_DRAIN_SECONDS + 5,
+    remote=Remote.WITH_GRANT,
+)
 
 # Typed error codes of this service (and DRAINING, above).
 NOT_MULTIPLEX = "not_multiplex"

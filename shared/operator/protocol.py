@@ -24,7 +24,7 @@ the hook reporter's forward of one checked lifecycle report.
 from __future__ import annotations
 
 from shared.errors import HermesError
-from shared.protocol import Field, OpSpec
+from shared.protocol import Field, OpSpec, Remote
 
 DAEMON_WINDOW = (3, 4)
 CLIENT_WINDOW = (3, 4)
@@ -109,11 +109,11 @@ _LIFECYCLE = {
 
 
 def _read(name: str, fields: dict[str, Field], timeout: float = 10.0) -> OpSpec:
-    return OpSpec(name, fields, idempotent=True, timeout=timeout)
+    return OpSpec(name, fields, idempotent=True, timeout=timeout, remote=Remote.ALLOWED)
 
 
 def _mutation(name: str, fields: dict[str, Field] | None = None, timeout: float = 15.0) -> OpSpec:
-    return OpSpec(name, {**_MUTATION, **(fields or {})}, timeout=timeout)
+    return OpSpec(name, {**_MUTATION, **(fields or {})}, timeout=timeout, remote=Remote.WITH_GRANT)
 
 
 HOST_LIST = _read("host.list", {})
@@ -171,6 +171,7 @@ SESSION_NEW = OpSpec(
         "idempotency_key": _str(required=False),
     },
     timeout=60.0,
+    remote=Remote.WITH_GRANT,
 )
 SESSION_INPUT = _mutation(
     "session.input", {**_RUNTIME, "text": Field(str, max_len=INPUT_MAX_BYTES), "submit": Field(bool, required=False)}
@@ -194,16 +195,17 @@ SESSION_SET_METADATA = _mutation("session.set_metadata", {"metadata": _METADATA}
 SESSION_REPORT_AGENT = OpSpec(
     "session.report_agent",
     {**_LIFECYCLE, "activity": Field(str, choices=frozenset({"working", "idle", "blocked"}))},
+    remote=Remote.WITH_GRANT,
 )
-SESSION_RELEASE_AGENT = OpSpec("session.release_agent", {**_LIFECYCLE, "reason": _str(32)})
+SESSION_RELEASE_AGENT = OpSpec("session.release_agent", {**_LIFECYCLE, "reason": _str(32)}, remote=Remote.WITH_GRANT)
 SESSION_REPORT_NATIVE_ID = OpSpec(
-    "session.report_native_id", {**_LIFECYCLE, "native_id": _str(), "resumed": Field(bool)}
+    "session.report_native_id", {**_LIFECYCLE, "native_id": _str(), "resumed": Field(bool)}, remote=Remote.WITH_GRANT
 )
 
 # One checked, payload-free lifecycle report (``shared.hook_reports.Report.to_wire``), as the hook
 # reporter forwards it; the daemon files it as the matching lifecycle op. Any error answer counts
 # as not delivered.
-REPORT = OpSpec("report", {"report": Field(dict, max_len=32)}, timeout=10.0)
+REPORT = OpSpec("report", {"report": Field(dict, max_len=32)}, timeout=10.0, remote=Remote.WITH_GRANT)
 
 # By name: a mutation's spec carries a dict of fields, so it cannot be a set member itself.
 MUTATIONS = frozenset(

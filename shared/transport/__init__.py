@@ -1,8 +1,9 @@
 """The mesh's transport, behind one face: a ROUTER service and its calls, the blocking client
 the CLI uses (over a zmq DEALER, or in process for tests), one call to many ipc services
 without pyzmq (``call_all_ipc``, for a CLI command that must start fast), the retry and reply
-rules both sides keep, the lossy publisher and a blocking subscriber to it, and CURVE (``curve`` the socket
-options and the no-plaintext rule, ``curve_keys`` the key store).
+rules both sides keep, the lossy publisher and a blocking subscriber to it, CURVE (``curve`` the socket
+options and the no-plaintext rule, ``curve_keys`` the key store), and how a grant names an op
+(``grant_name``: who may call what is ``principals``'s rule).
 
 Only the names in ``__all__`` (with the two CURVE modules) are public; every other module
 here is private. A name is imported on first use, not with the package: the CLI's calls must
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
         ipc_unreachable,
     )
     from shared.transport.in_process import InProcessTransport
+    from shared.transport.principals import grant_name
     from shared.transport.pubsub import Publisher, open_publisher
     from shared.transport.service import HELLO, Call, Service
     from shared.transport.sync_client import SyncClient, answers, call_all, connect, says_hello
@@ -50,6 +52,7 @@ _HOME = {
     "SyncSubscriber": "sync_subscriber",
     "subscribe": "sync_subscriber",
     "InProcessTransport": "in_process",
+    "grant_name": "principals",
     "open_socket": "zmq_trio",
 }
 
@@ -69,6 +72,7 @@ __all__ = [
     "call_all",
     "call_all_ipc",
     "connect",
+    "grant_name",
     "curve",
     "curve_keys",
     "ipc_unreachable",

@@ -1,6 +1,8 @@
 """Whether a live CURVE connection's client key is still authorized: the ZAP User-Id that
-names the key a connection was let in with, the install's authorized keys as a cached set,
-and the judgement of each request.
+names the key a connection was let in with, the install's authorized keys (with the names they
+are authorized under and those names' grants) as a cached set, and the judgement of each
+request. Who the key is, once it is let through, and what it may call is
+``shared.transport.principals``'s rule.
 
 The ZAP handler (``shared.transport.zap``) judges a key at the handshake only; libzmq then
 attaches the User-Id it answered to every message of that connection. A CURVE service holds
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shared.protocol import Code, RemoteError
-from shared.transport import curve_keys
+from shared.transport import curve_keys, principals
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,8 @@ class AuthorizedKeys:
         self._directory = curve_keys.store(root) / "authorized"
         self._clock, self._wall = clock, wall
         self._keys: frozenset[str] = frozenset()
-        self._names: dict[str, str] = {}  # key -> name: to say which name was revoked
+        self._names: dict[str, list[str]] = {}  # key -> the names it is authorized under
+        self._grants: dict[str, frozenset[str]] = {}  # name -> its grants
         self._seen: tuple[int, ...] | None = None  # the stat the set was read under, once trusted
         self._next = float("-inf")
 
@@ -90,6 +93,11 @@ class AuthorizedKeys:
             self._next = now + REFRESH
             self._look()
         return self._keys
+
+    def principal(self, user: str) -> principals.Principal:
+        """Who the connection with ZAP User-Id ``user`` is, by its key's names in the set as
+        ``current`` last read it (a key no longer there is a remote key granted nothing)."""
+        return principals.principal(self._names.get(_split(user)[0], ()), self._grants)
 
     def _look(self) -> None:
         try:
@@ -104,14 +112,21 @@ class AuthorizedKeys:
         self._seen = signature if settled else None
 
     def _read(self) -> None:
+        keys: dict[str, bytes] = {}
+        grants: dict[str, frozenset[str]] = {}
         try:
-            names = {key.decode(): name for name, key in curve_keys.public_keys(self._root, "authorized").items()}
+            keys, grants = curve_keys.public_keys(self._root, "authorized"), curve_keys.grants(self._root)
         except curve_keys.CurveKeyMissing:
-            names = {}
+            pass
         except (curve_keys.CurveKeyUnsafe, OSError) as exc:  # as ZAP: fail closed, every key refused
             log.error("refusing every client key's requests: %s", exc)
-            names = {}
+        names: dict[str, list[str]] = {}
+        for name, public in keys.items():
+            names.setdefault(public.decode(), []).append(name)
         for key in self._keys - names.keys():
-            log.info("client key %r is no longer authorized: its connections' requests are refused", self._names[key])
-        self._names = names
+            log.info(
+                "client key %r is no longer authorized: its connections' requests are refused",
+                ", ".join(self._names[key]),
+            )
+        self._names, self._grants = names, grants
         self._keys = frozenset(names)

@@ -3,6 +3,7 @@
     server/<name>.key_secret    a service's secret key (``updater``, ``gateway``, ``gateway@coder``)
     client.key_secret           this install's client secret key
     authorized/<name>.key       client public keys this install's services accept
+    authorized/<name>.grants    the ops such a key may call beyond the read-only ones, one a line
     servers/<name>.key          server public keys this install's clients trust
 
 A key file is one line: the key as 40 characters of Z85. Every directory is 0700 and every
@@ -13,6 +14,7 @@ the secret ones where they are needed; only public keys ever leave this module a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -35,6 +37,12 @@ _Z85 = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
 LOCAL_CLIENT = "local"
 # Where the old client key stays authorized while a rotation is under way.
 _PREVIOUS_CLIENT = "local-previous"
+# The names this install's own client keys are authorized under: the home's owner's.
+OWN_CLIENTS = frozenset({LOCAL_CLIENT, _PREVIOUS_CLIENT})
+# A grant names one op of one service: ``gateway.drain``, ``operator_sim.session.new``.
+GRANT_RE = re.compile(r"[a-z0-9_]{1,64}\.[a-z0-9_.]{1,64}")
+# A grants file is read up to this: far more than every op of every service.
+_GRANTS_MAX_BYTES = 16 * 1024
 # How long a rotation keeps the old client key: a client reads its key just before it connects.
 ROTATION_GRACE = 5.0
 MAX_ROTATION_GRACE = 60.0
@@ -154,6 +162,27 @@ def public_keys(root: Path, sub: str) -> dict[str, bytes]:
     return keys
 
 
+def grants(root: Path) -> dict[str, frozenset[str]]:
+    """name -> the grants of every ``authorized/<name>.grants``. A file that is unsafe, too
+    large or holds a line that is not a grant is left out: that key is granted nothing."""
+    directory = _check_dirs(root, "authorized")
+    found: dict[str, frozenset[str]] = {}
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        name = entry.name.removesuffix(".grants")
+        if not (entry.name.endswith(".grants") and NAME_RE.fullmatch(name)):
+            continue
+        try:
+            _check(Path(entry.path), directory=False)
+            with open(entry.path, "rb") as f:
+                raw = f.read(_GRANTS_MAX_BYTES + 1)
+        except (CurveKeyUnsafe, OSError):
+            continue
+        lines = raw.decode("ascii", "replace").split()
+        if len(raw) <= _GRANTS_MAX_BYTES and all(GRANT_RE.fullmatch(line) for line in lines):
+            found[name] = frozenset(lines)
+    return found
+
+
 def server_names(root: Path) -> list[str]:
     """The names of the services whose secret key is in ``server/``, sorted; whether or not
     the service (a profile's gateway) is of this home: a keys-only install holds others'."""
@@ -230,12 +259,32 @@ def add_public(root: Path, sub: str, name: str, key: object) -> None:
     _write_key(_dirs(root) / sub / f"{validate_name(name)}.key", public)
 
 
+def set_grants(root: Path, name: str, granted: Iterable[str]) -> None:
+    """Grant authorized client ``name`` exactly ``granted`` (each checked by the caller against
+    the ops that exist); none removes its grants file."""
+    path = _dirs(root) / "authorized" / f"{validate_name(name)}.grants"
+    lines = sorted(set(granted))
+    for grant in lines:
+        if not GRANT_RE.fullmatch(grant):
+            raise CurveKeyInvalid(f"invalid grant {grant!r}: use SERVICE.OP", detail={"field": "grant"})
+    if lines:
+        write_bytes_atomic(path, "".join(f"{grant}\n" for grant in lines).encode(), mode=SECRET_MODE)
+    else:
+        _check(path, directory=False)  # a symlink or loose file there is refused, not unlinked
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
 def remove_public(root: Path, sub: str, name: str) -> None:
+    """Forget a key; an authorized client's grants go with it."""
     path = _check_dirs(root, sub) / f"{validate_name(name)}.key"
     try:
         os.unlink(path)
     except FileNotFoundError:
         raise CurveKeyUnknown(f"no key named {name!r} in {sub}/", detail={"name": name}) from None
+    if sub == "authorized":
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path.with_suffix(".grants"))
 
 
 def rotate_client(root: Path, *, grace: float = ROTATION_GRACE) -> bytes:

@@ -30,7 +30,7 @@ from shared.errors import HermesError
 from shared.identity import current_identity
 from shared.locks import FileLock
 from shared.protocol import HELLO, Code, OpSpec, ProtocolError, RemoteError
-from shared.transport import authorized
+from shared.transport import authorized, principals
 from shared.transport.curve import authorized_keys, refuse_unsafe_tcp
 from shared.transport.server_key import ServerKey, follow
 from shared.transport.zmq_trio import Message, open_conduit
@@ -104,7 +104,9 @@ class Service:
     ``options`` are extra ``(zmq option, value)`` pairs set on the socket before the bind
     (CURVE keys, for one). With a ZAP domain among them, every request is served only while
     the key its connection was let in with is still authorized (``shared.transport.authorized``);
-    the others are answered ``auth_revoked``.
+    the others are answered ``auth_revoked``. A request is run only for a caller its op lets
+    call it (``shared.transport.principals``): an ipc caller, or this install's own key, may
+    call every op; others are answered ``op_not_granted``.
 
     ``ipc://`` endpoints need their lock: binding an ipc path that another live service
     holds would silently steal it, so the lock is taken before the bind and a held lock
@@ -282,15 +284,20 @@ class Service:
             await self._idle.wait()
         # The last replies were handed to zmq as they were made; the socket's linger lets them leave.
 
-    def _on_message(self, parts: Message) -> None:
-        """One request off the socket, in whichever task drained it: answered here, or
-        handed to a task of its own. Nothing raised here may reach the socket's drain."""
+    def _on_message(self, parts: Message, caller: principals.Principal = principals.OWNER) -> None:
+        """One request off the socket, from ``caller``, in whichever task drained it: answered
+        here, or handed to a task of its own. Nothing raised here may reach the socket's drain."""
         peer, *body = parts  # ROUTER always puts the peer's routing id first
         try:
             raw = protocol.one_frame(body, kind="request")
             request = protocol.decode_request(raw, self._specs, window=self._window, max_bytes=self._max_frame)
         except ProtocolError as exc:
             self._reply_error(peer, exc.request_id, exc)
+            return
+        refusal = principals.judge(caller, self.name, request.op)
+        if refusal is not None:
+            log.debug("%s: REFUSED %r to client key %r: not granted", self.name, request.op.name, caller.name)
+            self._reply_error(peer, request.id, refusal, request.version)
             return
         if self._stopping:
             self._reply_error(
@@ -325,7 +332,8 @@ class Service:
 
     def _on_identified(self, parts: Message) -> None:
         """One request off a CURVE socket, whose first part is the routing id's ``zmq.Frame``:
-        served as any other while its connection's key is authorized, else refused."""
+        served as any other while its connection's key is authorized, for the principal the
+        key is, else refused."""
         first, body = cast(zmq.Frame, parts[0]), parts[1:]
         peer = first.bytes
         try:
@@ -337,7 +345,7 @@ class Service:
         if refusal is not None:  # a key let in after the set was read is in the directory: look now
             refusal = authorized.judge(user, self._authorized.current(fresh=True))
         if refusal is None:
-            self._on_message([peer, *body])
+            self._on_message([peer, *body], self._authorized.principal(user))
             return
         log.debug("%s: REFUSED a request from client key %r: no longer authorized", self.name, authorized.name_of(user))
         self._refuse(peer, body, refusal)

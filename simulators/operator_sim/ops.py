@@ -15,12 +15,12 @@ the demo use to look inside it and to make it fail on purpose.
 
 from __future__ import annotations
 
-from shared.protocol import Field, OpSpec
+from shared.protocol import Field, OpSpec, Remote
 
 _MS = Field(int, required=False, min=0, max=600_000)
 
-SIM_RECORDS = OpSpec("sim.records", idempotent=True, timeout=5.0)
-SIM_COUNTERS = OpSpec("sim.counters", idempotent=True, timeout=5.0)
+SIM_RECORDS = OpSpec("sim.records", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)
+SIM_COUNTERS = OpSpec("sim.counters", idempotent=True, timeout=5.0, remote=Remote.ALLOWED)
 SIM_CONFIGURE = OpSpec(
     "sim.configure",
     {
@@ -33,4 +33,5 @@ SIM_CONFIGURE = OpSpec(
         "retain_bytes": Field(int, required=False, min=64, max=64 << 20),
     },
     timeout=5.0,
+    remote=Remote.WITH_GRANT,
 )

@@ -32,6 +32,17 @@ PROJECT = "hmtier"
 SERVICES = {"gateway": "gateway", "gateway@coder": "gateway-coder", "auth_worker": "auth-worker"}
 SERVICES |= {"handoff_retry": "handoff-retry", "hook_reporter": "hook-reporter"}
 UP_TIMEOUT = 60
+# What the host's key is granted: the turns, drains and sign-in these tests make from the host.
+GRANTS = (
+    "--grant",
+    "gateway.turn",
+    "--grant",
+    "gateway.drain",
+    "--grant",
+    "auth_worker.sign_in",
+    "--grant",
+    "auth_worker.cancel",
+)
 
 
 def _free_port_pairs(count: int) -> list[int]:
@@ -109,7 +120,18 @@ class Mesh:
         self.hermes("mesh", "keys", "authorize", "--server", "--from", str(document))
         client = self.hermes("mesh", "keys", "show", "--client").stdout.strip()
         self.compose(
-            "--profile", "setup", "run", "--rm", "keys", "hermes", "mesh", "keys", "authorize", "operator", client
+            "--profile",
+            "setup",
+            "run",
+            "--rm",
+            "keys",
+            "hermes",
+            "mesh",
+            "keys",
+            "authorize",
+            "operator",
+            client,
+            *GRANTS,
         )
 
 

@@ -52,11 +52,18 @@ def test_mesh_keys_commands_never_print_a_secret(root):
     assert shown["authorized"] == {"local": shown["client"]}
     assert shown["servers"]["updater"] == shown["services"]["updater"]
     stranger = DASHED_PUBLIC_KEY  # a key that starts with "-" is a key, not an option
-    assert run("authorize", "laptop", stranger) == {"added": "laptop", "in": "authorized"}
+    assert run("authorize", "laptop", stranger) == {"added": "laptop", "in": "authorized", "grants": []}
+    granted = run("authorize", "laptop", stranger, "--grant", "gateway.drain", "--grant", "gateway.turn")
+    assert granted["grants"] == ["gateway.drain", "gateway.turn"]
+    assert run("show")["grants"] == {"laptop": ["gateway.drain", "gateway.turn"]}
+    invalid = run("authorize", "laptop", stranger, "--grant", "gateway.nope", code=2)["error"]
+    assert (invalid["code"], invalid["detail"]["field"]) == ("grant_invalid", "grant")
+    assert run("show")["grants"] == {"laptop": ["gateway.drain", "gateway.turn"]}  # nothing written
     assert run("authorize", "gateway@far", stranger, "--server") == {"added": "gateway@far", "in": "servers"}
     assert run("authorize", "laptop", "too-short", code=2)["error"]["code"] == "curve_key_invalid"
     assert run("revoke", "nobody", code=2)["error"]["code"] == "curve_key_unknown"
     assert run("revoke", "laptop") == {"removed": "laptop", "from": "authorized"}
+    assert run("show")["grants"] == {}  # gone with the key
     rotated = run("rotate", "--client", "--service", "updater", "--grace", "0")["rotated"]
     shown = run("show")
     assert shown["client"] == rotated["client"] == shown["authorized"]["local"]
@@ -186,13 +193,46 @@ def test_a_gateway_on_tcp_refuses_a_stranger_fast(root, tcp_gateway):
     assert gateway.proc.poll() is None
 
 
-def _client_of(root, ep, name: str) -> SyncClient:
-    """A client with a keypair of its own, authorized in ``root`` as ``name``."""
-    public, secret = zmq.curve_keypair()
+def _client_of(root, ep, name: str, public: bytes | None = None, secret: bytes | None = None) -> SyncClient:
+    """A client with a keypair of its own (made here unless given), authorized in ``root`` as ``name``."""
+    if public is None or secret is None:
+        public, secret = zmq.curve_keypair()
     assert hermes("mesh", "keys", "authorize", name, public.decode(), home=root).returncode == 0
     server = curve_keys.trusted_server(root, "gateway")
     options = [(zmq.CURVE_SERVERKEY, server), (zmq.CURVE_PUBLICKEY, public), (zmq.CURVE_SECRETKEY, secret)]
     return SyncClient(ep.control, options=options, retry=NO_RETRY)
+
+
+def test_a_remote_key_may_drain_only_once_granted_and_this_installs_own_key_always(root, tcp_gateway):
+    gateway, env, ep = tcp_gateway
+    public, secret = zmq.curve_keypair()
+    drain = {"deadline": 1.0, "stay": True}
+    with _client_of(root, ep, "laptop", public, secret) as laptop:
+        assert laptop.call(ops.PING, timeout=CALL_TIMEOUT) == {"pong": True, "pid": gateway.pid}
+        assert laptop.call(ops.STATUS, timeout=CALL_TIMEOUT)["state"] == "running"
+        with pytest.raises(RemoteError) as refused:
+            laptop.call(ops.DRAIN, drain, timeout=CALL_TIMEOUT)
+        assert refused.value.code == Code.OP_NOT_GRANTED
+        assert refused.value.detail == {"op": "drain", "service": "gateway", "key_name": "laptop"}
+        assert public.decode() not in refused.value.message
+        granted = hermes("mesh", "keys", "authorize", "laptop", public.decode(), "--grant", "gateway.drain", home=root)
+        assert granted.returncode == 0, granted.stderr
+        since = time.monotonic()
+        while True:  # the same connection: the service reads the grant, no handshake does
+            try:
+                answer = laptop.call(ops.DRAIN, drain, timeout=CALL_TIMEOUT)
+                break
+            except RemoteError as exc:
+                assert exc.code == Code.OP_NOT_GRANTED and time.monotonic() - since < REVOKE_BOUND
+                time.sleep(0.05)
+        assert answer["exit_code"] is None  # drained and stays
+        print(f"the grant was seen {time.monotonic() - since:.3f} s after it was given")
+        with pytest.raises(RemoteError) as turn:  # granted the drain, not the turn
+            laptop.call(ops.TURN, {"text": "hi"}, timeout=CALL_TIMEOUT)
+        assert turn.value.code == Code.OP_NOT_GRANTED
+    with connect(ep, retry=NO_RETRY) as own:  # this install's own key: the owner, granted nothing
+        assert own.call(ops.DRAIN, drain, timeout=CALL_TIMEOUT)["exit_code"] is None
+    assert gateway.proc.poll() is None
 
 
 def test_a_revoked_key_is_refused_on_its_live_connection_and_the_others_are_served(root, tcp_gateway):

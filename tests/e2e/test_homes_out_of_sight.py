@@ -32,7 +32,8 @@ def two_homes(short_dir):
     for home in (home_a, home_b):
         assert hermes("mesh", "keys", "init", home=home).returncode == 0
     client_b = hermes("mesh", "keys", "show", "--client", home=home_b).stdout.strip()
-    assert hermes("mesh", "keys", "authorize", "host-b", client_b, home=home_a).returncode == 0
+    granted = hermes("mesh", "keys", "authorize", "host-b", client_b, "--grant", "gateway.drain", home=home_a)
+    assert granted.returncode == 0
     return home_a, home_b, tcp
 
 

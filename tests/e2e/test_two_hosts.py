@@ -113,6 +113,27 @@ for line in sys.stdin:
 """
 # Far longer than a service takes to see a revoke (under a second): a loose bound, not a timing.
 REVOKE_BOUND = 20.0
+# What host B runs to hold one connection with its install's client key: for each line
+# ("ping", "status" or "drain") on stdin, that call on it, and how it ended.
+CALLS = """
+import json, sys
+from shared import homes
+from shared.gateways import ops
+from shared.protocol import RemoteError
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import connect
+calls = {"ping": (ops.PING, {}), "status": (ops.STATUS, {}), "drain": (ops.DRAIN, {"deadline": 1.0, "stay": True})}
+with connect(homes.endpoint(homes.root_home(), "gateway", create=False), retry=NO_RETRY) as client:
+    for line in sys.stdin:
+        spec, args = calls[line.strip()]
+        try:
+            out = {"answer": client.call(spec, args, timeout=float(sys.argv[1]))}
+        except RemoteError as exc:
+            out = {"code": exc.code, "detail": exc.detail}
+        print(json.dumps(out), flush=True)
+"""
+# Far longer than a service takes to see a grant (a quarter of a second): a loose bound.
+GRANT_BOUND = 20.0
 
 
 @pytest.fixture
@@ -269,7 +290,11 @@ def _status_from_b(hosts, env_b: dict[str, str]) -> tuple[list[dict], float]:
 
 
 def test_a_cut_cable_fails_calls_in_flight_at_once_and_shows_the_gateway_offline(hosts, short_dir):
-    host_a, host_b, env_a, env_b, _ = _keyed(hosts, short_dir, **{HEARTBEAT_ENV: FAST_HEARTBEAT})
+    host_a, host_b, env_a, env_b, client_b = _keyed(hosts, short_dir, **{HEARTBEAT_ENV: FAST_HEARTBEAT})
+    # Host B's key may read A's gateway; its turn needs a grant.
+    assert (
+        hermes("mesh", "keys", "authorize", "host-b", client_b, "--grant", "gateway.turn", home=host_a).returncode == 0
+    )
     gateway = _gateway_on_a(hosts, host_a, env_a)
     clients: list[_Held] = []
     try:
@@ -362,6 +387,49 @@ def test_a_key_revoked_on_host_a_is_refused_on_its_live_connection_from_host_b(h
         assert answer == {"code": "auth_revoked"}
         print(f"the revoked key was refused {time.monotonic() - revoked:.3f} s after the revoke")
         assert [ping("second") for _ in range(3)] == [pong] * 3
+        assert gateway.poll() is None
+    finally:
+        session.kill()
+        session.wait(timeout=10)
+        gateway.kill()
+        gateway.wait(timeout=10)
+
+
+def test_a_remote_key_drains_host_as_gateway_only_once_granted_on_its_live_connection(hosts, short_dir):
+    host_a, host_b, env_a, env_b, client_b = _keyed(hosts, short_dir)
+    gateway = _gateway_on_a(hosts, host_a, env_a)
+    session = subprocess.Popen(
+        [*hosts.exec(hosts.b), sys.executable, "-c", CALLS, str(CALL_TIMEOUT)],
+        cwd=ROOT,
+        env=env_b,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert session.stdin is not None and session.stdout is not None
+    try:
+
+        def call(op: str) -> dict:
+            session.stdin.write(op + "\n")
+            session.stdin.flush()
+            return json.loads(session.stdout.readline())
+
+        assert call("ping") == {"answer": {"pong": True, "pid": gateway.pid}}
+        refused = call("drain")
+        assert refused == {
+            "code": "op_not_granted",
+            "detail": {"op": "drain", "service": "gateway", "key_name": "host-b"},
+        }, refused
+        assert call("status")["answer"]["state"] == "running"  # a refusal of one op, not of the key
+        assert call("ping") == {"answer": {"pong": True, "pid": gateway.pid}}
+        granted = hermes("mesh", "keys", "authorize", "host-b", client_b, "--grant", "gateway.drain", home=host_a)
+        assert granted.returncode == 0, granted.stderr
+        since = time.monotonic()
+        while (answer := call("drain")).get("code") == "op_not_granted":  # the same connection
+            assert time.monotonic() - since < GRANT_BOUND, "the grant was never seen"
+            time.sleep(0.05)
+        assert answer["answer"]["exit_code"] is None, answer  # drained, and stays (``stay``)
+        print(f"the grant was seen {time.monotonic() - since:.3f} s after it was given")
         assert gateway.poll() is None
     finally:
         session.kill()

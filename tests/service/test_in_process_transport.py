@@ -9,21 +9,21 @@ import trio
 
 from shared import protocol
 from shared.errors import HermesError
-from shared.protocol import Code, Field, OpSpec, RemoteError
+from shared.protocol import Code, Field, OpSpec, Remote, RemoteError
 from shared.transport.call_rules import NO_RETRY, RetryPolicy
 from shared.transport.in_process import InProcessTransport
 from shared.transport.service import Call, Service
 from shared.transport.sync_client import SyncClient
 
-ECHO = OpSpec("echo", {"text": Field(str, max_len=100_000)}, idempotent=True)
-COUNT = OpSpec("count", {"to": Field(int, min=0, max=100)}, streaming=True)
-REFUSE = OpSpec("refuse")
-BREAK = OpSpec("break")
-STALL = OpSpec("stall")
-FLAKY = OpSpec("flaky", idempotent=True)
-FLAKY_ONCE_ONLY = OpSpec("flaky_once_only")
-BIG = OpSpec("big", {"size": Field(int, min=0, max=10_000)})
-NOT_SERVED = OpSpec("not_served")
+ECHO = OpSpec("echo", {"text": Field(str, max_len=100_000)}, idempotent=True, remote=Remote.ALLOWED)
+COUNT = OpSpec("count", {"to": Field(int, min=0, max=100)}, streaming=True, remote=Remote.ALLOWED)
+REFUSE = OpSpec("refuse", remote=Remote.ALLOWED)
+BREAK = OpSpec("break", remote=Remote.ALLOWED)
+STALL = OpSpec("stall", remote=Remote.ALLOWED)
+FLAKY = OpSpec("flaky", idempotent=True, remote=Remote.ALLOWED)
+FLAKY_ONCE_ONLY = OpSpec("flaky_once_only", remote=Remote.ALLOWED)
+BIG = OpSpec("big", {"size": Field(int, min=0, max=10_000)}, remote=Remote.ALLOWED)
+NOT_SERVED = OpSpec("not_served", remote=Remote.ALLOWED)
 
 
 class Refused(HermesError):

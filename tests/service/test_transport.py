@@ -15,7 +15,7 @@ import zmq
 
 from shared import protocol
 from shared.locks import LockHeld
-from shared.protocol import Code, OpSpec, RemoteError
+from shared.protocol import Code, OpSpec, Remote, RemoteError
 from shared.transport.call_rules import NO_RETRY, RetryPolicy
 from shared.transport.service import HELLO
 from shared.transport.sync_client import SyncClient
@@ -102,7 +102,7 @@ async def test_errors_from_handlers_are_typed_and_the_service_survives(served):
             await client.call(BIG, {"size": protocol.MAX_FRAME_BYTES + 10})
         assert info.value.code == Code.FRAME_TOO_LARGE
         with pytest.raises(RemoteError) as info:
-            await client.call(OpSpec("no_such_op"))
+            await client.call(OpSpec("no_such_op", remote=Remote.ALLOWED))
         assert info.value.code == Code.UNKNOWN_OP
         assert "echo" in info.value.detail["known"]
         assert await client.call(ECHO, {"text": "ok"}) == "ok"
@@ -187,7 +187,7 @@ async def test_idempotent_call_is_retried_until_the_service_appears(nursery, end
         with trio.fail_after(10):
             assert await client.call(ECHO, {"text": "late"}, retry=patient) == "late"
         with pytest.raises(RemoteError):
-            await client.call(OpSpec("unknown_non_idempotent"), retry=patient)
+            await client.call(OpSpec("unknown_non_idempotent", remote=Remote.ALLOWED), retry=patient)
     service.stop(0)
 
 

@@ -10,7 +10,7 @@ import trio.testing
 import zmq
 
 from shared import protocol
-from shared.protocol import Code, OpSpec, RemoteError
+from shared.protocol import Code, OpSpec, Remote, RemoteError
 from shared.transport.call_rules import NO_RETRY
 from shared.transport.service import Call, Service
 from tests.support.async_client import open_client
@@ -104,7 +104,7 @@ async def test_an_async_answer_waits_for_room_in_a_full_pipe_instead_of_being_lo
         await release.wait()
         return "held"
 
-    service.add(OpSpec("held"), held)
+    service.add(OpSpec("held", remote=Remote.ALLOWED), held)
     await nursery.start(service.serve)
     late = zmq.Context.instance().socket(zmq.DEALER)
     late.setsockopt(zmq.LINGER, 0)
@@ -245,7 +245,7 @@ async def test_inline_handlers_that_raise_answer_typed_and_the_service_keeps_ser
 
 async def test_an_inline_result_msgpack_cannot_carry_is_an_internal_error(nursery, endpoint):
     address, lock = endpoint
-    odd = OpSpec("odd")
+    odd = OpSpec("odd", remote=Remote.ALLOWED)
     service = Service("odd", address, lock_path=lock)
     service.add(odd, lambda call: object())
     await nursery.start(service.serve)
@@ -253,7 +253,7 @@ async def test_an_inline_result_msgpack_cannot_carry_is_an_internal_error(nurser
         with pytest.raises(RemoteError) as info:
             await client.call(odd)
         assert info.value.code == Code.INTERNAL_ERROR
-        assert (await client.call(OpSpec("hello", idempotent=True)))["service"] == "odd"
+        assert (await client.call(OpSpec("hello", idempotent=True, remote=Remote.ALLOWED)))["service"] == "odd"
     service.stop(0)
 
 
@@ -265,9 +265,9 @@ def test_a_streaming_op_needs_an_async_handler(endpoint):
         return 0
 
     with pytest.raises(ValueError, match="async"):
-        service.add(OpSpec("stream", streaming=True), plain)
+        service.add(OpSpec("stream", streaming=True, remote=Remote.ALLOWED), plain)
 
     async def fine(call: Call) -> int:
         return 0
 
-    service.add(OpSpec("stream", streaming=True), fine)
+    service.add(OpSpec("stream", streaming=True, remote=Remote.ALLOWED), fine)

@@ -15,6 +15,7 @@ BLOCKS: tuple[tuple[str, str, str], ...] = (
     ("docs/updates.md", "stages", "services.updater.stages:timeline"),
     ("README.md", "stages", "services.updater.stages:short_timeline"),
     ("docs/gateways.md", "states", "services.gateway.transitions:render"),
+    ("docs/tcp-and-curve.md", "ops", "hermes_cli.mesh_ops:render"),
 )
 
 

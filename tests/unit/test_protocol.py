@@ -11,11 +11,11 @@ import pytest
 
 from shared import protocol
 from shared.errors import HermesError
-from shared.protocol import Code, Field, OpSpec, ProtocolError
+from shared.protocol import Code, Field, OpSpec, ProtocolError, Remote
 from shared.transport import pubsub
 from tests.support.processes import PACKAGES, ROOT
 
-PING = OpSpec("ping", idempotent=True)
+PING = OpSpec("ping", idempotent=True, remote=Remote.ALLOWED)
 SET = OpSpec(
     "set",
     {
@@ -26,6 +26,7 @@ SET = OpSpec(
         "blob": Field(bytes, required=False, max_len=4),
         "items": Field(list, required=False, max_len=2),
     },
+    remote=Remote.ALLOWED,
 )
 OPS = {spec.name: spec for spec in (PING, SET)}
 
@@ -144,7 +145,9 @@ def test_frame_over_the_cap_is_refused_before_decoding():
     raw = frame(args={"name": "x" * 100})
     code, _ = code_of(raw, max_bytes=len(raw) - 1)
     assert code == Code.FRAME_TOO_LARGE
-    assert protocol.decode_request(raw, {"ping": OpSpec("ping", {"name": Field(str)})}, max_bytes=len(raw))
+    assert protocol.decode_request(
+        raw, {"ping": OpSpec("ping", {"name": Field(str)}, remote=Remote.ALLOWED)}, max_bytes=len(raw)
+    )
 
 
 @pytest.mark.parametrize(

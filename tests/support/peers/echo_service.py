@@ -14,18 +14,21 @@ from typing import Any
 import trio
 
 from shared.errors import HermesError
-from shared.protocol import Field, OpSpec
+from shared.protocol import Field, OpSpec, Remote
 from shared.transport.service import Call, Service
 
-ECHO = OpSpec("echo", {"text": Field(str, max_len=1 << 21)}, idempotent=True)
-ECHO_ASYNC = OpSpec("echo_async", {"text": Field(str, max_len=1 << 21)}, idempotent=True)
-SLOW = OpSpec("slow", {"seconds": Field(float, min=0, max=60)}, timeout=60)
+ECHO = OpSpec("echo", {"text": Field(str, max_len=1 << 21)}, idempotent=True, remote=Remote.ALLOWED)
+ECHO_ASYNC = OpSpec("echo_async", {"text": Field(str, max_len=1 << 21)}, idempotent=True, remote=Remote.ALLOWED)
+SLOW = OpSpec("slow", {"seconds": Field(float, min=0, max=60)}, timeout=60, remote=Remote.ALLOWED)
 STREAM = OpSpec(
-    "count", {"to": Field(int, min=0, max=10_000), "pause": Field(float, required=False, min=0, max=1)}, streaming=True
+    "count",
+    {"to": Field(int, min=0, max=10_000), "pause": Field(float, required=False, min=0, max=1)},
+    streaming=True,
+    remote=Remote.ALLOWED,
 )
-FAIL = OpSpec("fail", {"typed": Field(bool)})
-FAIL_NOW = OpSpec("fail_now", {"typed": Field(bool)})
-BIG = OpSpec("big", {"size": Field(int, min=0, max=1 << 22)})
+FAIL = OpSpec("fail", {"typed": Field(bool)}, remote=Remote.ALLOWED)
+FAIL_NOW = OpSpec("fail_now", {"typed": Field(bool)}, remote=Remote.ALLOWED)
+BIG = OpSpec("big", {"size": Field(int, min=0, max=1 << 22)}, remote=Remote.ALLOWED)
 OPS = (ECHO, ECHO_ASYNC, SLOW, STREAM, FAIL, FAIL_NOW, BIG)
 
 
