@@ -289,8 +289,7 @@ class Service:
         here, or handed to a task of its own. Nothing raised here may reach the socket's drain."""
         peer, *body = parts  # ROUTER always puts the peer's routing id first
         try:
-            raw = protocol.one_frame(body, kind="request")
-            request = protocol.decode_request(raw, self._specs, window=self._window, max_bytes=self._max_frame)
+            request = self._decode(body)
         except ProtocolError as exc:
             self._reply_error(peer, exc.request_id, exc)
             return
@@ -354,12 +353,16 @@ class Service:
         """Answer ``error`` to a request that is not served, under its id and in its version
         where they can be read: a client matches an answer to its call by id."""
         try:
-            raw = protocol.one_frame(body, kind="request")
-            request = protocol.decode_request(raw, self._specs, window=self._window, max_bytes=self._max_frame)
+            request = self._decode(body)
         except ProtocolError as exc:
             self._reply_error(peer, exc.request_id, error)
             return
         self._reply_error(peer, request.id, error, request.version)
+
+    def _decode(self, body: list[bytes]) -> protocol.Request:
+        """The request ``body`` holds; ``ProtocolError`` naming what is wrong with it."""
+        raw = protocol.one_frame(body, kind="request")
+        return protocol.decode_request(raw, self._specs, window=self._window, max_bytes=self._max_frame)
 
     def _run_inline(
         self, peer: bytes, request: protocol.Request, spec: OpSpec, handler: Handler, deadline: float

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -194,6 +195,37 @@ def _gateway_on_a(hosts, host_a: Path, env_a: dict[str, str]) -> subprocess.Pope
     return gateway
 
 
+@pytest.fixture
+def on_b(hosts):
+    """Start a script on host B (its argv[1] the call timeout): its process, and a function that
+    sends it one line and reads back the JSON line it answers. Every one is ended after the test."""
+    started: list[subprocess.Popen] = []
+
+    def start(env_b: dict[str, str], script: str) -> tuple[subprocess.Popen, Callable[[str], dict]]:
+        session = subprocess.Popen(
+            [*hosts.exec(hosts.b), sys.executable, "-c", script, str(CALL_TIMEOUT)],
+            cwd=ROOT,
+            env=env_b,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        started.append(session)
+        assert session.stdin is not None and session.stdout is not None
+
+        def ask(line: str) -> dict:
+            session.stdin.write(line + "\n")
+            session.stdin.flush()
+            return json.loads(session.stdout.readline())
+
+        return session, ask
+
+    yield start
+    for session in started:
+        session.kill()
+        session.wait(timeout=10)
+
+
 def test_client_on_another_host_talks_curve_and_a_wrong_key_fails_fast(hosts, short_dir):
     host_a, host_b, env_a, env_b, client_b = _keyed(hosts, short_dir)
     gateway = _gateway_on_a(hosts, host_a, env_a)
@@ -356,27 +388,13 @@ def test_a_cut_cable_fails_calls_in_flight_at_once_and_shows_the_gateway_offline
             client.kill()
 
 
-def test_a_key_revoked_on_host_a_is_refused_on_its_live_connection_from_host_b(hosts, short_dir):
+def test_a_key_revoked_on_host_a_is_refused_on_its_live_connection_from_host_b(hosts, on_b, short_dir):
     host_a, host_b, env_a, env_b, client_b = _keyed(hosts, short_dir)
     gateway = _gateway_on_a(hosts, host_a, env_a)
-    session = subprocess.Popen(
-        [*hosts.exec(hosts.b), sys.executable, "-c", SESSION, str(CALL_TIMEOUT)],
-        cwd=ROOT,
-        env=env_b,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert session.stdin is not None and session.stdout is not None
     try:
+        session, ping = on_b(env_b, SESSION)
         second = json.loads(session.stdout.readline())["public"]
         assert hermes("mesh", "keys", "authorize", "host-b-second", second, home=host_a).returncode == 0
-
-        def ping(which: str) -> dict:
-            session.stdin.write(which + "\n")
-            session.stdin.flush()
-            return json.loads(session.stdout.readline())
-
         pong = {"answer": {"pong": True, "pid": gateway.pid}}
         assert ping("first") == pong and ping("second") == pong  # both connections are up
         assert hermes("mesh", "keys", "revoke", "host-b", home=host_a).returncode == 0
@@ -389,31 +407,15 @@ def test_a_key_revoked_on_host_a_is_refused_on_its_live_connection_from_host_b(h
         assert [ping("second") for _ in range(3)] == [pong] * 3
         assert gateway.poll() is None
     finally:
-        session.kill()
-        session.wait(timeout=10)
         gateway.kill()
         gateway.wait(timeout=10)
 
 
-def test_a_remote_key_drains_host_as_gateway_only_once_granted_on_its_live_connection(hosts, short_dir):
+def test_a_remote_key_drains_host_as_gateway_only_once_granted_on_its_live_connection(hosts, on_b, short_dir):
     host_a, host_b, env_a, env_b, client_b = _keyed(hosts, short_dir)
     gateway = _gateway_on_a(hosts, host_a, env_a)
-    session = subprocess.Popen(
-        [*hosts.exec(hosts.b), sys.executable, "-c", CALLS, str(CALL_TIMEOUT)],
-        cwd=ROOT,
-        env=env_b,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert session.stdin is not None and session.stdout is not None
     try:
-
-        def call(op: str) -> dict:
-            session.stdin.write(op + "\n")
-            session.stdin.flush()
-            return json.loads(session.stdout.readline())
-
+        _, call = on_b(env_b, CALLS)
         assert call("ping") == {"answer": {"pong": True, "pid": gateway.pid}}
         refused = call("drain")
         assert refused == {
@@ -432,7 +434,5 @@ def test_a_remote_key_drains_host_as_gateway_only_once_granted_on_its_live_conne
         print(f"the grant was seen {time.monotonic() - since:.3f} s after it was given")
         assert gateway.poll() is None
     finally:
-        session.kill()
-        session.wait(timeout=10)
         gateway.kill()
         gateway.wait(timeout=10)
