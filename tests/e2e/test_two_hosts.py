@@ -149,8 +149,10 @@ def hosts():
             pytest.skip(f"cannot make network namespaces here: {why}")
         yield pair
     finally:
+        left = pair.stragglers()
         pair.close()
         assert not netns.existing() & {pair.a, pair.b}, "network namespaces were left behind"
+    assert not left, f"processes were left running in the hosts: {left}"
 
 
 def _public(root: Path, *path: str) -> str:
@@ -386,6 +388,8 @@ def test_a_cut_cable_fails_calls_in_flight_at_once_and_shows_the_gateway_offline
     finally:
         for client in clients:
             client.kill()
+        gateway.kill()
+        gateway.wait(timeout=10)
 
 
 def test_a_key_revoked_on_host_a_is_refused_on_its_live_connection_from_host_b(hosts, on_b, short_dir):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 
 PREFIX = "hm-"
@@ -83,6 +84,20 @@ class TwoHosts:
     def exec(self, host: str) -> list[str]:
         """The argv prefix that runs a command in namespace ``host``."""
         return ["ip", "netns", "exec", host]
+
+    def stragglers(self) -> list[int]:
+        """Every process still in either host, killed: a test ends what it started there, and
+        one it left would outlive the namespace's name."""
+        left: list[int] = []
+        for name in self.made:
+            listed = _ip("netns", "pids", name)
+            left += [int(pid) for pid in listed.stdout.split() if pid.isdigit()]
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return left
 
     def close(self) -> None:
         for name in self.made:
