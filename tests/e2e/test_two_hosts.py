@@ -247,16 +247,7 @@ def test_client_on_another_host_talks_curve_and_a_wrong_key_fails_fast(hosts, sh
 
         assert ping_from_b()["answer"] == {"pong": True, "pid": gateway.pid}
         # The CLI on host B lists host A's gateway from its own answer over CURVE.
-        status = subprocess.run(
-            [*hosts.exec(hosts.b), *HERMES, "gateway", "status", "--json"],
-            cwd=ROOT,
-            env=env_b,
-            capture_output=True,
-            text=True,
-            timeout=CALL_TIMEOUT,
-        )
-        assert status.returncode == 0, status.stderr
-        listed = json.loads(status.stdout)["gateways"]
+        listed, _ = _status_from_b(hosts, env_b)
         assert [(g["pid"], g["source"], g["profile"]) for g in listed] == [(gateway.pid, "socket", "default")]
         assert hermes("mesh", "keys", "revoke", "host-b", home=host_a).returncode == 0
         refused = ping_from_b()
