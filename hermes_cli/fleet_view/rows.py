@@ -15,8 +15,11 @@ from typing import Any
 
 from fleet.health import UNKNOWN
 from shared.gateways import ops
+from shared.protocol import Code
 
-CONNECTING, DOWN, OFFLINE, REFUSED = "connecting", "down", "offline", "refused"
+CONNECTING, DOWN, OFFLINE, REFUSED, UNRESPONSIVE = "connecting", "down", "offline", "refused", "unresponsive"
+# A local gateway's status call that ended so: its process is going, or gone.
+_GOING = frozenset({Code.CONNECTION_RESET, Code.UNAVAILABLE})
 CURRENT, STALE = "current", "stale"
 LOCAL = "local"
 HEADERS = ("PROFILE", "HOST", "PID", "STATE", "HEALTH", "CODE", "TURNS", "LAST TURN", "RESTARTS/1h", "OWED")
@@ -95,7 +98,12 @@ def heard(row: Mapping[str, Any], event: object) -> dict[str, Any]:
 
 def gone(row: Mapping[str, Any], state: str, error: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``row`` once its gateway is ``down``, ``offline`` or ``refused``: nothing it said holds."""
-    why = {DOWN: "no process serves it", OFFLINE: "it could not be reached", REFUSED: "its handshake was refused"}
+    why = {
+        DOWN: "no process serves it",
+        OFFLINE: "it could not be reached",
+        REFUSED: "its handshake was refused",
+        UNRESPONSIVE: "its process lives, and did not answer",
+    }
     return {
         **blank(row["profile"], row["host"]),
         "state": state,
@@ -103,6 +111,14 @@ def gone(row: Mapping[str, Any], state: str, error: Mapping[str, Any] | None = N
         "restarts_last_hour": row["restarts_last_hour"],
         "error": dict(error) if error else None,
     }
+
+
+def unanswered_here(row: Mapping[str, Any], code: str) -> dict[str, Any]:
+    """``row`` once a gateway of this host, whose lock says its process lives, did not answer
+    ``status``: one that is going away is ``down``; one that says nothing is ``unresponsive``."""
+    if code in _GOING:
+        return gone(row, DOWN)
+    return {**gone(row, UNRESPONSIVE, {"code": code}), "pid": row["pid"]}
 
 
 def judged(row: Mapping[str, Any], pid: int | None, health: Mapping[str, Any]) -> dict[str, Any]:

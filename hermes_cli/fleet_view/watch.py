@@ -104,8 +104,11 @@ class GatewayWatch(threading.Thread):
             return
         answer = self._call(ops.STATUS, {})
         if isinstance(answer, RemoteError):
-            self._set(rows.gone(self.row, rows.DOWN if self._local else rows.OFFLINE, answer.to_dict()))
             self._health_due = None
+            if self._local:
+                self._set(rows.unanswered_here(self.row, answer.code))
+            else:
+                self._set(rows.gone(self.row, rows.OFFLINE, answer.to_dict()))
             return
         if not isinstance(answer, Mapping) or answer.get("profile") != self.row["profile"]:
             self._set(rows.gone(self.row, rows.REFUSED, {"code": "not_this_gateway"}))

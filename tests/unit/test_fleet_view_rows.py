@@ -124,3 +124,10 @@ def test_the_cells_say_the_state_its_error_the_code_and_what_is_owed():
 
 def test_the_tally_counts_rows_by_state():
     assert rows.tally([running(), running(), rows.gone(running(), rows.DOWN)]) == {"running": 2, "down": 1}
+
+
+def test_a_gateway_here_that_does_not_answer_is_down_when_going_and_unresponsive_when_silent():
+    assert rows.unanswered_here(running(), "connection_reset")["state"] == rows.DOWN
+    assert rows.unanswered_here(running(), "connection_reset")["error"] is None
+    silent = rows.unanswered_here(running(), "timeout")
+    assert (silent["state"], silent["pid"], silent["error"]) == (rows.UNRESPONSIVE, 4242, {"code": "timeout"})
