@@ -34,10 +34,10 @@ from shared.homes import Endpoint
 from shared.protocol import OpSpec, RemoteError
 from shared.transport import NO_RETRY, Heard, Liveness, subscribe
 
-# A gateway that comes back is found within 0.1 s, and a silent link counts as cut after 1.5 s:
+# A gateway that comes back is found within 0.1 s, and a silent link counts as cut after 1-1.3 s:
 # the view's heartbeats are its own, since an operator wants an ``offline`` row in under 2 s,
 # which the mesh's defaults (tuned to spare a slow link) would not give.
-LIVENESS = Liveness(reconnect=100, heartbeat=500, timeout=1500)
+LIVENESS = Liveness(reconnect=100, heartbeat=300, timeout=1000)
 CALL_TIMEOUT = 1.5  # a status answer or probe turn later than this is no answer
 RECHECK_HEALTH = 30.0  # a running gateway's probe turn is asked again this often
 
