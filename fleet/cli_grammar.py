@@ -369,6 +369,18 @@ def _agent_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
+def _min_healthy_option(p: argparse.ArgumentParser) -> None:
+    from fleet.health import MAX_MIN_HEALTHY, MIN_HEALTHY_SECONDS  # the commands import it anyway
+
+    p.add_argument(
+        "--min-healthy",
+        type=_seconds(MAX_MIN_HEALTHY),
+        metavar="SECONDS",
+        help="how long a gateway must have run without a restart to be healthy (default: the update's "
+        f"update.min_healthy in config.yaml, else {MIN_HEALTHY_SECONDS:g})",
+    )
+
+
 def _json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
 
@@ -704,15 +716,8 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
     _command(actions, "gateway run", "run the active profile's gateway in the foreground", run, json=False)
 
     def status(p: argparse.ArgumentParser) -> None:
-        from fleet.health import MAX_MIN_HEALTHY, MIN_HEALTHY_SECONDS  # the command imports it anyway
-
-        p.add_argument(
-            "--min-healthy",
-            type=_seconds(MAX_MIN_HEALTHY),
-            metavar="SECONDS",
-            help="how long a gateway must have run without a restart to be healthy (default: the update's "
-            f"update.min_healthy in config.yaml, else {MIN_HEALTHY_SECONDS:g})",
-        )
+        _min_healthy_option(p)
+        p.add_argument("--watch", action="store_true", help="stay and show every change live (as `hermes mesh top`)")
 
     _command(actions, "gateway status", "every live gateway of this install, and its health", status)
     _command(actions, "gateway list", "every profile, with or without a gateway")
@@ -873,6 +878,11 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
     _command(actions, "mesh up", "start the mesh (supervisord and its gateways)", up)
     _command(actions, "mesh down", "stop the mesh; nothing is left running")
     _command(actions, "mesh status", "the mesh's supervisor and its programs")
+
+    def top(p: argparse.ArgumentParser) -> None:
+        _min_healthy_option(p)
+
+    _command(actions, "mesh top", "every gateway of the install and its hosts, live (--json: a line per change)", top)
     _group(actions, "keys", "the CURVE keys of TCP endpoints (public keys only are shown)", _mesh_keys_actions)
 
 

@@ -265,7 +265,7 @@ def ask_gateways(
             endpoint = homes.endpoint(home, ops.SERVICE, create=False)
         except (homes.EndpointPathTooLong, homes.UnsafeRunDir):
             continue  # no socket it could be asked on, or none that can be trusted: not asked
-        if _listening(endpoint):
+        if listening(endpoint):
             endpoints[name] = endpoint
     vouched = {name for name, endpoint in endpoints.items() if endpoint.tcp is not None}
     addresses = [endpoint.control for endpoint in endpoints.values()]
@@ -281,7 +281,7 @@ def ask_gateways(
     return {name: outcomes.get(endpoint.control) for name, endpoint in endpoints.items()}, vouched
 
 
-def _listening(endpoint: homes.Endpoint) -> bool:
+def listening(endpoint: homes.Endpoint) -> bool:
     """Whether a gateway may answer at ``endpoint``, known without waking any gateway up.
 
     No socket file: nobody to ask. A socket file left by a killed gateway would make the client

@@ -27,6 +27,8 @@ PROBE = {"text": "health probe", "probe": True}
 _NOT_NOW = frozenset({ops.DRAINING, Code.SHUTTING_DOWN, Code.UNAVAILABLE, Code.BUSY})
 # Answers of a gateway whose code has no probe turn.
 _PREDATES = frozenset({Code.UNKNOWN_FIELD, Code.UNKNOWN_OP})
+# Answers that refuse the asker, not the gateway's fault: a remote key not granted the turn.
+_NOT_OURS = frozenset({Code.OP_NOT_GRANTED})
 
 
 class Health(NamedTuple):
@@ -45,6 +47,8 @@ def judge(answer: object, *, expected_sha: str | None, min_healthy: float) -> He
             return Health(UNHEALTHY, "its probe turn did not finish in time")
         if answer.code in _PREDATES:
             return Health(UNKNOWN, "it runs code from before probe turns")
+        if answer.code in _NOT_OURS:
+            return Health(UNKNOWN, f"this client may not ask it for a turn ({answer.code})")
         if answer.code in _NOT_NOW:
             return Health(UNKNOWN, f"it takes no turn now ({answer.code})")
         return Health(UNHEALTHY, f"its probe turn failed ({answer.code})")

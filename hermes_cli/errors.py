@@ -19,3 +19,9 @@ class DemoFailed(CliError):
     """A step of a demo failed."""
 
     code = "demo_failed"
+
+
+class NotATerminal(CliError):
+    """A command that draws on a terminal was not given one."""
+
+    code = "not_a_terminal"

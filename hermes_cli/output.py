@@ -129,11 +129,16 @@ def error(args: Any, exc: HermesError) -> int:
     return exit_codes.REFUSED if exc.code in REFUSAL_CODES else exit_codes.FAILED
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Aligned columns; on a terminal the header row takes the skin's title color."""
+def aligned(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """The header and each row as one line of aligned columns, unpainted."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Aligned columns; on a terminal the header row takes the skin's title color."""
+    lines = aligned(headers, rows)
     lines[0] = painter(sys.stdout).paint(lines[0], "banner_title")  # painted after padding: widths stay true
     return "\n".join(lines)
 

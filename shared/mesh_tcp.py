@@ -85,6 +85,12 @@ def tcp_address(root: Path, name: str, env: Mapping[str, str] | None = None) -> 
     return None
 
 
+def configured_names(root: Path, env: Mapping[str, str] | None = None) -> list[str]:
+    """Every service key named on TCP, by the environment or ``config.yaml``, sorted."""
+    env = os.environ if env is None else env
+    return sorted({*_env_entries(env.get(TCP_ENV, "")), *_config_entries(root)})
+
+
 def _env_entries(raw: str) -> dict[str, str]:
     entries: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in raw.split(","))):

@@ -140,6 +140,10 @@ def _named(g: dict[str, Any]) -> str:
 
 
 def cmd_status(args) -> int:
+    if args.watch:
+        from hermes_cli.commands.mesh_top import cmd_top
+
+        return cmd_top(args)
     _refuse_unsafe_run_dirs(homes.root_home())
     root = homes.root_home()
     found = discovery.survey(root)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from shared.transport.pubsub import Publisher, open_publisher
     from shared.transport.service import HELLO, Call, Service
     from shared.transport.sync_client import SyncClient, answers, call_all, connect, says_hello
-    from shared.transport.sync_subscriber import SyncSubscriber, subscribe
+    from shared.transport.sync_subscriber import Heard, Liveness, SyncSubscriber, subscribe
     from shared.transport.zmq_trio import open_socket
     from shared.transport.zmtp import call_all_ipc
 
@@ -49,6 +49,8 @@ _HOME = {
     "call_all_ipc": "zmtp",
     "connect": "sync_client",
     "says_hello": "sync_client",
+    "Heard": "sync_subscriber",
+    "Liveness": "sync_subscriber",
     "SyncSubscriber": "sync_subscriber",
     "subscribe": "sync_subscriber",
     "InProcessTransport": "in_process",
@@ -60,7 +62,9 @@ __all__ = [
     "DEFAULT_RETRY",
     "HANDSHAKE_REFUSALS",
     "HELLO",
+    "Heard",
     "InProcessTransport",
+    "Liveness",
     "NO_RETRY",
     "Call",
     "Publisher",

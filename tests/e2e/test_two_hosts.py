@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 
 from shared.mesh_heartbeat import HEARTBEAT_ENV
+from shared.mesh_tcp import TCP_ENV
 from shared.transport import curve_keys
 from tests.support import netns
 from tests.support.cli import HERMES, hermes
 from tests.support.processes import ROOT, python_env, read_state, wait_for
 from tests.support.tcp import tcp_env
+from tests.support.terminal import TMUX, Terminal, row_of
 
 # Run with the host tiers, one at a time (tests/support/parallel.py): `ip netns add` mounts on the host.
 PORT = 7420
@@ -431,3 +433,90 @@ def test_a_remote_key_drains_host_as_gateway_only_once_granted_on_its_live_conne
     finally:
         gateway.kill()
         gateway.wait(timeout=10)
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_the_fleet_view_on_host_b_shows_host_as_gateways_beside_its_own_and_offline_once_the_cable_is_cut(
+    hosts, short_dir
+):
+    """Host B's view: its own gateway, and host A's two on TCP; once A's cable is cut, A's rows
+    are ``offline`` (the view's own heartbeats find it) while B's own runs on."""
+    host_a, host_b = short_dir / "a", short_dir / "b"
+    tcp = {TCP_ENV: f"gateway@coder=tcp://{hosts.address_a}:{PORT},gateway@critic=tcp://{hosts.address_a}:{PORT + 2}"}
+    env_a, env_b = python_env(HERMES_HOME=str(host_a), **tcp), python_env(HERMES_HOME=str(host_b), **tcp)
+    assert hermes("mesh", "keys", "init", "--profile", "coder", "--profile", "critic", home=host_a).returncode == 0
+    assert hermes("mesh", "keys", "init", home=host_b).returncode == 0
+    client_b = curve_keys.public_of(curve_keys.client_secret(host_b)).decode()
+    assert (
+        hermes("mesh", "keys", "authorize", "host-b", client_b, "--grant", "gateway.turn", home=host_a).returncode == 0
+    )
+    for name in ("coder", "critic"):
+        key = _public(host_a, "servers", f"gateway@{name}.key")
+        assert hermes("mesh", "keys", "authorize", f"gateway@{name}", key, "--server", home=host_b).returncode == 0
+    started: list[subprocess.Popen] = []
+
+    def gateway(host: str, home: Path, env: dict[str, str]) -> subprocess.Popen:
+        home.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen(
+            [*hosts.exec(host), sys.executable, "-m", "services.gateway"],
+            cwd=ROOT,
+            env={**env, "HERMES_HOME": str(home)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        started.append(proc)
+        wait_for(lambda: (read_state(home) or {}).get("gateway_state") == "running", timeout=30, what=f"{home}")
+        return proc
+
+    terminal = None
+    try:
+        coder = gateway(hosts.a, host_a / "profiles" / "coder", env_a)
+        critic = gateway(hosts.a, host_a / "profiles" / "critic", env_a)
+        own = gateway(hosts.b, host_b, env_b)
+        terminal = Terminal(
+            [*HERMES, "mesh", "top"], env=env_b, cwd=ROOT, record=short_dir / "top", prefix=hosts.exec(hosts.b)
+        )
+
+        def shown() -> dict[str, list[str]]:
+            screen = terminal.screen()
+            return {name: row for name in ("default", "coder", "critic") if (row := row_of(screen, name))}
+
+        wait_for(
+            lambda: (
+                {name: row[1:4] for name, row in shown().items()}
+                == {
+                    "default": ["local", str(own.pid), "running"],
+                    "coder": [hosts.address_a, str(coder.pid), "running"],
+                    "critic": [hosts.address_a, str(critic.pid), "running"],
+                }
+            ),
+            timeout=CALL_TIMEOUT,
+            what="host B's own gateway and host A's two, running",
+        )
+        hosts.set_link(hosts.a, up=False)
+        cut = time.monotonic()
+        wait_for(
+            lambda: [shown()[name][3] for name in ("coder", "critic")] == ["offline:", "offline:"],
+            timeout=CUT_NOTICED,
+            what="host A's gateways offline",
+        )
+        print(f"offline shown {time.monotonic() - cut:.2f} s after the cut")
+        assert shown()["default"][1:4] == ["local", str(own.pid), "running"]
+        hosts.set_link(hosts.a, up=True)
+        wait_for(
+            lambda: (
+                [shown()[name][2:4] for name in ("coder", "critic")]
+                == [[str(coder.pid), "running"], [str(critic.pid), "running"]]
+            ),
+            timeout=CALL_TIMEOUT,
+            what="host A's gateways back once the cable is",
+        )
+        terminal.send("q")
+        wait_for(lambda: terminal.exit_code() is not None, timeout=CALL_TIMEOUT, what="the view to end")
+        assert terminal.exit_code() == 0 and "Traceback" not in terminal.stderr(), terminal.stderr()
+    finally:
+        if terminal is not None:
+            terminal.close()
+        for proc in started:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import trio
 
 from shared import homes, protocol
-from shared.transport import subscribe
+from shared.transport import Heard, Liveness, subscribe
 from shared.transport.pubsub import open_publisher
 from tests.support.subscriber import open_subscriber
 
@@ -95,3 +97,44 @@ async def test_a_blocking_subscriber_wakes_when_a_publisher_binds_and_when_it_sa
                 assert not await trio.to_thread.run_sync(events.wait, 0.2, _running)
                 pub.publish("state", {"state": "running"})
                 assert await trio.to_thread.run_sync(events.wait, 10, _running)
+
+
+async def test_a_watcher_hears_connections_made_and_lost_and_events_in_order_and_stops_on_its_pipe(short_dir):
+    endpoint = homes.endpoint(short_dir / "home", "gateway")
+    stop_read, stop_write = os.pipe()
+    heard: list[tuple[str, object]] = []
+
+    def hear(timeout: float) -> list[tuple[str, object]]:
+        got = events.heard(timeout, stop_fd=stop_read)
+        assert got is not None
+        return [(h.kind, h.value) for h in got]
+
+    async def until(kind: str) -> None:
+        with trio.fail_after(10):
+            while not any(k == kind for k, _ in heard):
+                heard.extend(await trio.to_thread.run_sync(hear, 0.05))
+
+    try:
+        with subscribe(
+            endpoint, topics=("state",), liveness=Liveness(reconnect=50, heartbeat=200, timeout=600)
+        ) as events:
+            assert events.heard(0) == []  # nobody publishes yet: nothing heard
+            async with open_publisher(endpoint.bind_events) as pub:
+                await until(Heard.CONNECTED)
+                while not any(k == Heard.EVENT for k, _ in heard):  # until the subscription is in place
+                    pub.publish("state", {"n": -1})
+                    heard.extend(await trio.to_thread.run_sync(hear, 0.05))
+                heard.clear()
+                for i in range(5):
+                    pub.publish("state", {"n": i})
+                    pub.publish("progress", {"n": i})  # another topic
+                    pub._sock.send_nowait([b"state", b"junk"])  # nothing to trust
+                while len(heard) < 5:
+                    heard.extend(await trio.to_thread.run_sync(hear, 0.05))
+                assert heard == [(Heard.EVENT, {"n": i}) for i in range(5)]
+            await until(Heard.DISCONNECTED)  # the publisher went away
+            os.write(stop_write, b".")
+            assert await trio.to_thread.run_sync(lambda: events.heard(None, stop_fd=stop_read)) is None
+    finally:
+        os.close(stop_read)
+        os.close(stop_write)

@@ -35,6 +35,7 @@ CASES = {
     "draining": (RemoteError("draining", "no"), SHA, UNKNOWN, "takes no turn now (draining)"),
     "stopping": (RemoteError(Code.SHUTTING_DOWN, "no"), SHA, UNKNOWN, "(shutting_down)"),
     "gone before the probe": (RemoteError(Code.UNAVAILABLE, "no"), SHA, UNKNOWN, "(unavailable)"),
+    "this client not granted a turn": (RemoteError(Code.OP_NOT_GRANTED, "no"), SHA, UNKNOWN, "may not ask"),
     "code from before probes": (RemoteError(Code.UNKNOWN_FIELD, "probe"), SHA, UNKNOWN, "before probe turns"),
     "an answer that is no probe's": ({"turn_id": "t1", "text": "x"}, SHA, UNHEALTHY, "not a probe turn's"),
     "not a map": ([1, 2], SHA, UNHEALTHY, "not a probe turn's"),
