@@ -873,6 +873,16 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
     _command(actions, "mesh up", "start the mesh (supervisord and its gateways)", up)
     _command(actions, "mesh down", "stop the mesh; nothing is left running")
     _command(actions, "mesh status", "the mesh's supervisor and its programs")
+
+    def metrics(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--listen",
+            metavar="ADDRESS",
+            help="serve GET /metrics until stopped, at a loopback HOST:PORT or unix:/PATH (never another host's:"
+            " the metrics are served unauthenticated)",
+        )
+
+    _command(actions, "mesh metrics", "the install's metrics, as OpenMetrics text for Prometheus", metrics)
     _group(actions, "keys", "the CURVE keys of TCP endpoints (public keys only are shown)", _mesh_keys_actions)
 
 

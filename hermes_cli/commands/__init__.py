@@ -24,6 +24,7 @@ TARGETS = {
     "mesh up": "hermes_cli.commands.mesh:cmd_up",
     "mesh down": "hermes_cli.commands.mesh:cmd_down",
     "mesh status": "hermes_cli.commands.mesh:cmd_status",
+    "mesh metrics": "hermes_cli.commands.mesh_metrics:cmd_metrics",
     "mesh keys init": "hermes_cli.commands.mesh_keys:cmd_init",
     "mesh keys show": "hermes_cli.commands.mesh_keys:cmd_show",
     "mesh keys authorize": "hermes_cli.commands.mesh_keys:cmd_authorize",
