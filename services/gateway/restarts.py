@@ -25,8 +25,9 @@ class Restarts(NamedTuple):
         return {"total": self.total, "last_hour": last_hour(self.times, now)}
 
 
+# Not a HermesError: no user sees it; the gateway starts counting afresh and logs why.
 class Unreadable(ValueError):
-    """Not a restart record. Not a HermesError: the gateway starts counting afresh and logs it."""
+    """Not a restart record."""
 
 
 def from_record(value: object) -> Restarts:
