@@ -883,6 +883,16 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
         _min_healthy_option(p)
 
     _command(actions, "mesh top", "every gateway of the install and its hosts, live (--json: a line per change)", top)
+
+    def metrics(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--listen",
+            metavar="ADDRESS",
+            help="serve GET /metrics until stopped, at a loopback HOST:PORT or unix:/PATH (never another host's:"
+            " the metrics are served unauthenticated)",
+        )
+
+    _command(actions, "mesh metrics", "the install's metrics, as OpenMetrics text for Prometheus", metrics)
     _group(actions, "keys", "the CURVE keys of TCP endpoints (public keys only are shown)", _mesh_keys_actions)
 
 

@@ -25,6 +25,7 @@ TARGETS = {
     "mesh down": "hermes_cli.commands.mesh:cmd_down",
     "mesh status": "hermes_cli.commands.mesh:cmd_status",
     "mesh top": "hermes_cli.commands.mesh_top:cmd_top",
+    "mesh metrics": "hermes_cli.commands.mesh_metrics:cmd_metrics",
     "mesh keys init": "hermes_cli.commands.mesh_keys:cmd_init",
     "mesh keys show": "hermes_cli.commands.mesh_keys:cmd_show",
     "mesh keys authorize": "hermes_cli.commands.mesh_keys:cmd_authorize",

@@ -95,7 +95,7 @@ def _state(g: dict[str, Any]) -> str:
     return f"{g['state']} ({discovery.REFUSED}: {g['error']['code']})"
 
 
-def _window(root: Path, asked: float | None) -> tuple[float, str | None]:
+def health_window(root: Path, asked: float | None) -> tuple[float, str | None]:
     """The health window, and why config.yaml's could not be taken (None: it was, or there is
     none): ``--min-healthy``, else the root's ``update.min_healthy``, the window the update's
     verify judges by (the file parsed only where it names the key), else the default."""
@@ -147,7 +147,7 @@ def cmd_status(args) -> int:
     _refuse_unsafe_run_dirs(homes.root_home())
     root = homes.root_home()
     found = discovery.survey(root)
-    window, unread = _window(root, args.min_healthy)
+    window, unread = health_window(root, args.min_healthy)
     data: dict[str, Any] = {"gateways": _rows(found), "min_healthy": window}
     if unread:
         data["min_healthy_error"] = unread

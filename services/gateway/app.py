@@ -17,6 +17,7 @@ to the process (its exit, its signals, draining, turn ids) is ``services.gateway
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ import trio
 from services.gateway import profile_scope, transitions
 from services.gateway.profile_scope import ProfileScope
 from services.gateway.state import IMPORTED_CODE_SHA, GatewayState, utc_now
+from services.gateway.turn_stats import TurnStats
 from shared import exit_codes
 from shared.config import get as config_get
 from shared.faults import pause_at
@@ -72,6 +74,7 @@ class Gateway:
         self.lock = lock
         self.process: ServingProcess | None = None
         self._turns: dict[str, trio.CancelScope] = {}
+        self.turn_stats = TurnStats()  # the turns that finished, and how long each took
         self._turns_changed = trio.Event()
         self._finished_while_draining: list[str] = []
         self._draining = False
@@ -211,7 +214,13 @@ class Gateway:
                     log.warning("could not write %s: %s", self.state.path, exc.strerror or exc)
         if self._publisher is not None:
             self._publisher.publish(
-                ops.STATE_TOPIC, {"state": self.state.state, "active_turns": self.state.active_turns}
+                ops.STATE_TOPIC,
+                {
+                    "state": self.state.state,
+                    "active_turns": self.state.active_turns,
+                    "turns_finished": self.turn_stats.finished,
+                    "last_turn_seconds": self.turn_stats.last_seconds,
+                },
             )
 
     async def _write_when_dirty(self) -> None:
@@ -251,6 +260,8 @@ class Gateway:
             "supervisor": data["supervisor"],
             "argv": data["argv"],
             "protocol": {"min": window[0], "max": window[1]},
+            "turns": self.turn_stats.to_dict(),
+            "restarts": self.state.restarts.summary(time.time()),
         }
 
     async def _turn(self, call: Call) -> dict[str, Any]:
@@ -268,7 +279,7 @@ class Gateway:
         self._turns[turn_id] = scope
         self._turns_moved()
         process.turn_started()
-        started_at = utc_now()
+        started_at, began = utc_now(), trio.current_time()
         ran_with: dict[str, Any] = {}
         try:
             with scope:
@@ -280,6 +291,8 @@ class Gateway:
                 )
             if self._draining:
                 self._finished_while_draining.append(turn_id)
+            # Counted before the turn leaves ``_turns``: a write that says one turn fewer says one more finished.
+            self.turn_stats.observe(trio.current_time() - began)
             return {
                 "turn_id": turn_id,
                 "text": call.args["text"],

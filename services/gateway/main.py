@@ -27,7 +27,7 @@ from pathlib import Path
 
 from fleet.supervisors import detect_supervisor
 from services.gateway import profile_scope, storm
-from services.gateway.state import GatewayState
+from services.gateway.state import GatewayState, restarts_at_start
 from shared import exit_codes, homes, ids, logs
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, write_json_atomic
@@ -147,6 +147,7 @@ def _serve(root: Path, launch: str, served: list[_Served], listed: tuple[str, ..
     for one in serving:
         assert one.lock is not None
         state = GatewayState(identity, one.profile, one.home, supervisor, said["install_id"], instance)
+        state.restarts = restarts_at_start(one.home, time.time())  # before its first write replaces the file
         gateways.append(Gateway(state, one.endpoint, one.lock, scopes[one.profile]))
     delay = max(_storm_delay(one.home) for one in serving)
     process = GatewayProcess(gateways, multiplex=multiplex, start_delay=delay)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from services.updater.obligations import (
     clear_gateway,
     confirm_owed,
+    owed_counts,
     read_completion,
     read_fleet,
     read_stash,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from services.updater.settings import load_settings
     from services.updater.snapshot_restore import list_snapshots, restore_snapshot
     from services.updater.update_id import new_update_id
+    from services.updater.verify import verdict
 
 __all__ = [
     "Receipt",
@@ -55,6 +57,7 @@ __all__ = [
     "new_update_id",
     "ops",
     "owed_confirm",
+    "owed_counts",
     "pending_line",
     "plan_update",
     "read_completion",
@@ -66,6 +69,7 @@ __all__ = [
     "restore_snapshot",
     "settle_confirm",
     "update_options",
+    "verdict",
 ]
 
 # The names imported on first use, and the module each comes from; ``ops`` (the control
@@ -90,6 +94,7 @@ _ON_FIRST_USE = {
     "render_plan": "services.updater.plan_text",
     "restore_snapshot": "services.updater.snapshot_restore",
     "update_options": "services.updater.plan",
+    "verdict": "services.updater.verify",
 }
 
 

@@ -227,6 +227,33 @@ def read_stash(root: Path) -> dict[str, Any] | None:
     return data
 
 
+# The kinds of obligation ``owed_counts`` names, each with its reader.
+OWED_KINDS = ("completion", "fleet_restart", "home_restore", "stash", "confirm")
+
+
+def owed_counts(root: Path) -> dict[str, int]:
+    """kind -> how much of it is owed: the gateways owed a restart for ``fleet_restart``, 1 or 0
+    for the others. A file that cannot be read counts as owed, as the next update takes it."""
+    from shared.errors import HermesError
+
+    readers: dict[str, Callable[[Path], object]] = {
+        "completion": read_completion,
+        "fleet_restart": read_fleet,
+        "home_restore": read_restore,
+        "stash": read_stash,
+        "confirm": lambda r: True if os.path.lexists(confirm_path(r)) else None,  # its shape is ``confirm``'s
+    }
+    counts = {}
+    for kind in OWED_KINDS:
+        try:
+            owed = readers[kind](root)
+        except HermesError:
+            counts[kind] = 1
+            continue
+        counts[kind] = len(owed) if kind == "fleet_restart" else int(owed is not None)  # type: ignore[arg-type]
+    return counts
+
+
 def restart_warning(env: Mapping[str, str] | None = None) -> str | None:
     """The one line every ``hermes`` command prints while a fleet restart is owed, else None.
 

@@ -147,3 +147,13 @@ def test_a_failed_multiplex_restart_is_owed_and_warned_by_profile_never_by_pid(t
     obligations.replace_fleet(tmp_path, debt.parts)
     line = obligations.restart_warning({"HERMES_HOME": str(tmp_path)})
     assert line == "⚠ 3 gateways still run old code (a, b, c): run `hermes update`"
+
+
+def test_what_is_owed_is_counted_by_kind_and_an_unreadable_file_counts_as_owed(tmp_path):
+    nothing = dict.fromkeys(obligations.OWED_KINDS, 0)
+    assert obligations.owed_counts(tmp_path) == nothing
+    owe(tmp_path, coder=obligations.STALE, writer=obligations.DOWN)
+    obligations.confirm_path(tmp_path).write_text("{}")  # its shape is the confirm's to judge
+    assert obligations.owed_counts(tmp_path) == {**nothing, "fleet_restart": 2, "confirm": 1}
+    obligations.completion_path(tmp_path).write_text('{"schema": 1, "upd')  # torn
+    assert obligations.owed_counts(tmp_path)["completion"] == 1

@@ -1,0 +1,28 @@
+"""``hermes mesh metrics [--listen ADDRESS]``: the install's metrics as an OpenMetrics
+exposition (``--json``: the same values for scripts), or served for a Prometheus to scrape."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hermes_cli import output
+from hermes_cli.fleet_metrics import families
+from hermes_cli.metrics_gather import gather
+from hermes_cli.openmetrics import render
+from shared import homes
+
+
+def exposition() -> str:
+    return render(families(gather(homes.root_home())))
+
+
+def cmd_metrics(args: Any) -> int:
+    if args.listen is not None:
+        from hermes_cli import metrics_address, metrics_listener
+
+        address = metrics_address.parse(args.listen)  # refused before anything is gathered
+        return metrics_listener.serve(address, exposition)
+    snapshot = gather(homes.root_home())
+    output.emit(args, json.loads(json.dumps(snapshot)), lambda d: render(families(d)))
+    return 0
