@@ -14,7 +14,9 @@ import time
 
 import pytest
 
+from shared.gateways import ops
 from shared.restart_storm import MAX_STARTS
+from shared.transport import NO_RETRY, connect
 from tests.support.cli import HERMES, hermes
 from tests.support.processes import ROOT, GatewayProcess, python_env, read_state, wait_for
 from tests.support.terminal import TMUX, Terminal, row_of
@@ -124,6 +126,10 @@ def test_json_lines_follow_a_kill_and_a_restart_and_an_interrupt_ends_them_clean
             "local",
             "current",
         )
+        with connect(gateway.endpoint, retry=NO_RETRY) as client:  # a turn: its event carries its time
+            client.call(ops.TURN, {"text": "hi", "seconds": 0.2}, timeout=GIVE_UP)
+        timed = next_row(lambda r: r["last_turn_seconds"] is not None)
+        assert timed["pid"] == gateway.pid and 0.2 <= timed["last_turn_seconds"] < GIVE_UP
         os.kill(gateway.pid, signal.SIGKILL)
         assert next_row(lambda r: r["state"] == "down")["pid"] is None
         gateway.proc.wait(timeout=10)
