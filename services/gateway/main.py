@@ -65,6 +65,9 @@ def run_gateway(profile: str | None = None, *, create: bool = False, serve: str 
                 if name != homes.DEFAULT_PROFILE:
                     _create_profile(root, name)
         served = _present(root, wanted, multiplex=serve is not None)
+        # A multiplex gateway's records name a profile only inside that profile's activities.
+        logs.bind_profile(None if serve is not None else served[0].profile)
+        logs.set_activity(profile_scope.log_fields)
     except HermesError as exc:  # a bad profile, run dir, TCP setting or key
         print(f"gateway: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
