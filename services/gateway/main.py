@@ -152,6 +152,14 @@ def _serve(root: Path, launch: str, served: list[_Served], listed: tuple[str, ..
         state = GatewayState(identity, one.profile, one.home, supervisor, said["install_id"], instance)
         gateways.append(Gateway(state, one.endpoint, one.lock, scopes[one.profile]))
     delay = max(_storm_delay(one.home) for one in serving)
+    from services.gateway.state import IMPORTED_CODE_SHA
+
+    log.info(
+        "starting: serving %s on code %s, supervised by %s",
+        ", ".join(one.profile for one in serving),
+        (IMPORTED_CODE_SHA or "unknown")[:12],
+        supervisor,
+    )
     process = GatewayProcess(gateways, multiplex=multiplex, start_delay=delay)
     code = trio.run(process.run)
     if process.restart_requested:  # before the locks go: the next start reads the mark
