@@ -85,4 +85,3 @@ def exception_text(record: logging.LogRecord) -> str:
 def json_line(fields: Mapping[str, Any]) -> str:
     """One line: JSON escapes every line break a message or traceback holds."""
     return json.dumps(fields, ensure_ascii=False, default=str, separators=(",", ":"))
-

@@ -72,7 +72,9 @@ def _records(source: LogSource, profile: str, lines: int, *, follow: bool) -> It
         yield from _journal(source, lines, follow=follow)
     else:
         shared = source.shared
-        yield from (r for r in _file(source, profile, lines, follow=follow) if log_lines.belongs(r, profile, shared=shared))
+        yield from (
+            r for r in _file(source, profile, lines, follow=follow) if log_lines.belongs(r, profile, shared=shared)
+        )
 
 
 # --- files ------------------------------------------------------------------------------------
@@ -96,22 +98,25 @@ def _file(source: FileLog, profile: str, lines: int, *, follow: bool) -> Iterato
 def _tail(path: Path, f, partial: bytes) -> Iterator[dict[str, Any]]:
     """What is written to ``path`` from here on, until interrupted; a file rotated away (a new
     inode, or shorter than what was read) is read anew from its start."""
-    while True:
-        data = f.read(TAIL_BYTES)
-        if data:
-            *whole, partial = (partial + data).split(b"\n")
-            for raw in whole:
-                yield _decoded(raw)
-            continue
-        time.sleep(FOLLOW_POLL)
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:  # between a rotation's rename and its new file
-            continue
-        if st.st_ino != os.fstat(f.fileno()).st_ino or st.st_size < f.tell():
-            f.close()
-            f = open(path, "rb")  # noqa: SIM115 (kept open across the loop, closed on the next rotation)
-            partial = b""
+    try:
+        while True:
+            data = f.read(TAIL_BYTES)
+            if data:
+                *whole, partial = (partial + data).split(b"\n")
+                for raw in whole:
+                    yield _decoded(raw)
+                continue
+            time.sleep(FOLLOW_POLL)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:  # between a rotation's rename and its new file
+                continue
+            if st.st_ino != os.fstat(f.fileno()).st_ino or st.st_size < f.tell():
+                f.close()
+                f = open(path, "rb")
+                partial = b""
+    finally:
+        f.close()
 
 
 def _decoded(raw: bytes) -> dict[str, Any]:

@@ -59,7 +59,9 @@ def logs(root: Path, profile: str, *extra: str) -> subprocess.CompletedProcess[s
 def test_json_logs_carry_their_process_and_no_secret_and_read_back_by_profile(mesh, sim):
     up = run_hermes("mesh", "up", "--programs", "--profiles", "coder,writer", env=env_of(mesh), timeout=120)
     assert up.returncode == 0, up.stderr
-    first = {p: wait_for(lambda p=p: serving_pid(mesh, p), timeout=WAIT, what=f"{p} to serve") for p in ("coder", "writer")}
+    first = {
+        p: wait_for(lambda p=p: serving_pid(mesh, p), timeout=WAIT, what=f"{p} to serve") for p in ("coder", "writer")
+    }
     # A sign-in: the auth worker (started by it, as JSON too) holds the account's tokens.
     hermes = JsonHermes(mesh, sim)
     login = hermes.login()

@@ -116,7 +116,15 @@ def test_a_bad_field_name_is_refused(name):
 
 @pytest.mark.parametrize(
     "value, matches",
-    [("8:1234", True), (" 8:1234\n", True), ("8:1235", False), ("9:1234", False), ("", False), (None, False), ("x", False)],
+    [
+        ("8:1234", True),
+        (" 8:1234\n", True),
+        ("8:1235", False),
+        ("9:1234", False),
+        ("", False),
+        (None, False),
+        ("x", False),
+    ],
 )
 def test_stderr_is_the_journal_only_when_the_stream_names_it(value, matches):
     assert is_journal_stream(value, 8, 1234) is matches
