@@ -39,6 +39,9 @@ IMPLYING_DESTS = ("resume", "continue_session")
 # How long ``hermes logs update --follow`` waits for an update to start when none runs.
 FOLLOW_WAIT = 30.0
 MAX_FOLLOW_WAIT = 3600.0
+# ``hermes logs gateway --lines``: how many of a gateway's last records it prints first.
+LOG_LINES = 50
+MAX_LOG_LINES = 100_000
 
 
 def _seconds(limit: float) -> Callable[[str], float]:
@@ -807,13 +810,22 @@ def _update_commands(commands: _Commands) -> None:
             help=f"with --follow: how long to wait for an update to start (default {FOLLOW_WAIT:g})",
         )
 
-    _group(
-        commands,
-        "logs",
-        "what happened: update receipts",
-        lambda logs: _command(
-            _commands(logs, "logs_command", "KIND"), "logs update", "the update receipts (root home)", update_logs
-        ),
+    def logs(group: argparse.ArgumentParser) -> None:
+        kinds = _commands(group, "logs_command", "KIND")
+        _command(kinds, "logs update", "the update receipts (root home)", update_logs)
+        _command(kinds, "logs gateway", "the active profile's gateway log, whichever supervisor runs it", _gateway_logs)
+
+    _group(commands, "logs", "what happened: update receipts and gateway logs", logs)
+
+
+def _gateway_logs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--follow", action="store_true", help="keep printing new records until Ctrl-C")
+    p.add_argument(
+        "--lines",
+        type=_count(MAX_LOG_LINES),
+        default=LOG_LINES,
+        metavar="N",
+        help=f"how many of the last records to print first (default {LOG_LINES})",
     )
 
 

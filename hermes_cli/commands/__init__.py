@@ -33,6 +33,7 @@ TARGETS = {
     "mesh keys rotate": "hermes_cli.commands.mesh_keys:cmd_rotate",
     "update": "hermes_cli.commands.update:cmd_update",
     "logs update": "hermes_cli.commands.update:cmd_logs",
+    "logs gateway": "hermes_cli.commands.gateway_logs:cmd_logs",
     "snapshot list": "hermes_cli.commands.snapshot:cmd_list",
     "snapshot restore": "hermes_cli.commands.snapshot:cmd_restore",
     "auth login": "hermes_cli.commands.auth:cmd_login",

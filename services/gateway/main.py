@@ -65,6 +65,9 @@ def run_gateway(profile: str | None = None, *, create: bool = False, serve: str 
                 if name != homes.DEFAULT_PROFILE:
                     _create_profile(root, name)
         served = _present(root, wanted, multiplex=serve is not None)
+        # A multiplex gateway's records name a profile only inside that profile's activities.
+        logs.bind_profile(None if serve is not None else served[0].profile)
+        logs.set_activity(profile_scope.log_fields)
     except HermesError as exc:  # a bad profile, run dir, TCP setting or key
         print(f"gateway: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
@@ -150,6 +153,14 @@ def _serve(root: Path, launch: str, served: list[_Served], listed: tuple[str, ..
         state.restarts = restarts_at_start(one.home, time.time())  # before its first write replaces the file
         gateways.append(Gateway(state, one.endpoint, one.lock, scopes[one.profile]))
     delay = max(_storm_delay(one.home) for one in serving)
+    from services.gateway.state import IMPORTED_CODE_SHA
+
+    log.info(
+        "starting: serving %s on code %s, supervised by %s",
+        ", ".join(one.profile for one in serving),
+        (IMPORTED_CODE_SHA or "unknown")[:12],
+        supervisor,
+    )
     process = GatewayProcess(gateways, multiplex=multiplex, start_delay=delay)
     code = trio.run(process.run)
     if process.restart_requested:  # before the locks go: the next start reads the mark

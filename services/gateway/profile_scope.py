@@ -89,6 +89,12 @@ def current() -> ProfileScope:
     return scope
 
 
+def log_fields() -> dict[str, str | None]:
+    """What a log record says of the activity running now: its profile, or None outside one."""
+    scope = _ACTIVE.get()
+    return {"profile": None if scope is None else scope.profile}
+
+
 @contextmanager
 def bound(scope: ProfileScope) -> Iterator[ProfileScope]:
     """Run the block as an activity of ``scope``'s profile (the context variable is per task,

@@ -25,5 +25,5 @@ parser.add_argument("--rollback", nargs="?", const="", metavar="UPDATE_ID")
 parser.add_argument("--confirm-within", type=float, metavar="SECONDS")
 parser.add_argument("--confirm-expired", action="store_true")  # started by a confirm timer
 args = parser.parse_args()
-logs.configure("updater")
+logs.configure("updater", update_id=args.update_id)
 sys.exit(run_update(homes.root_home(), INSTALL_ROOT, args.update_id, update_options(args)))

@@ -323,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         return exit_codes.REFUSED
     if args.check:
         return 0
+    from shared import logs
+
+    logs.configure("completion", update_id=request.update_id)
     result = Completion(request).run()
     write_json_atomic(Path(request.result_path), result)
     return 0
