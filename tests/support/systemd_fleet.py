@@ -40,9 +40,7 @@ class SandboxInstall(Install):
                 f"hermes {' '.join(args)} --json printed no document: {done.stdout!r} {done.stderr!r}"
             ) from None
 
-    def unit(
-        self, profile: str, scope: str, *options: str, start: bool = True, enable: bool = False
-    ) -> str:
+    def unit(self, profile: str, scope: str, *options: str, start: bool = True, enable: bool = False) -> str:
         """Install ``profile``'s unit in ``scope`` with the install's ``options`` (making the
         profile first), and start it."""
         if profile != "default" and not (self.root / "profiles" / profile).is_dir():
