@@ -391,7 +391,7 @@ def test_only_the_home_is_writable(scope):
     text = systemd.render("work", home, scope=scope)
     assert values(text, "Service", "ProtectSystem") == ["strict"]
     assert values(text, "Service", "ProtectHome") == ["read-only"]
-    assert values(text, "Service", "ReadWritePaths") == [str(home).replace("%", "%%")]
+    assert values(text, "Service", "ReadWritePaths") == [f'"{home}"'.replace("%", "%%")]  # a list of one
     assert values(text, "Service", "RuntimeDirectory") == []
     # The CLI must see a fallback socket dir under /tmp: never a private one.
     assert values(text, "Service", "PrivateTmp") == []
@@ -402,9 +402,9 @@ def test_only_the_home_is_writable(scope):
 def test_a_home_too_deep_for_its_sockets_may_write_their_fallback_dir():
     deep = Path("/srv") / ("x" * 100) / "profiles" / "work"
     user = systemd.render("work", deep, scope="user")
-    assert values(user, "Service", "ReadWritePaths") == [str(deep)]
+    assert values(user, "Service", "ReadWritePaths") == [f'"{deep}"']
     assert values(user, "Service", "RuntimeDirectory") == ["hermes"]  # $XDG_RUNTIME_DIR/hermes
     assert values(user, "Service", "RuntimeDirectoryPreserve") == ["yes"]  # other gateways' sockets stay
     system = systemd.render("work", deep, scope="system")
-    assert values(system, "Service", "ReadWritePaths") == [str(deep), "/tmp"]  # /tmp/hermes-<uid>
+    assert values(system, "Service", "ReadWritePaths") == [f'"{deep}"', "/tmp"]  # /tmp/hermes-<uid>
     assert values(system, "Service", "RuntimeDirectory") == []

@@ -183,7 +183,7 @@ def _hardening(home: Path, scope: str) -> list[str]:
         "ProtectSystem=strict",
         "ProtectHome=read-only",
         # ... but the home: its state, locks, logs and run/ sockets.
-        f"ReadWritePaths={_path_value(home)}",
+        f"ReadWritePaths={quote_word(str(home), always=True)}",  # a list: quoted, as one word
     ]
     if not homes.run_dir_fits(home, ops.SERVICE):
         # Its sockets' paths would be too long in its home: they go in a short dir the CLI
