@@ -734,6 +734,12 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
     def install(p: argparse.ArgumentParser) -> None:
         p.add_argument("--supervisor", required=True, choices=("supervisord", "systemd", "launchd"))
         p.add_argument("--scope", choices=("user", "system"), default="user", help="systemd/launchd scope")
+        # A string: a bad value is the install's typed error, which names the field.
+        p.add_argument(
+            "--watchdog",
+            metavar="SECONDS",
+            help="systemd: restart a gateway whose loop hangs this long (default 30; 0: off)",
+        )
 
     _command(
         actions,

@@ -48,6 +48,7 @@ __all__ = [
     "profile_home",
     "profiles_dir",
     "root_home",
+    "run_dir_fits",
     "service_home",
     "validate_profile_name",
 ]
@@ -416,6 +417,12 @@ def _endpoint_in(directory: Path, service: str, *, fallback: bool, key_name: str
         key_name=key_name,
         root=root,
     )
+
+
+def run_dir_fits(home: Path, service: str) -> bool:
+    """Whether ``service`` of ``home`` binds in the home's own ``run/`` (else in a short
+    fallback dir): pure, from the path's length alone."""
+    return _sockets_fit(Path(home).absolute() / "run", service)
 
 
 def _sockets_fit(directory: Path, service: str) -> bool:

@@ -13,15 +13,16 @@ obligation is cleared (``services.updater.obligations``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fleet.supervisors import HOST_KIND, Unit, kind_module
-from fleet.supervisors.errors import SupervisorError
+from fleet.supervisors.errors import SupervisorError, UnitValueInvalid
 from hermes_cli import output
-from shared import homes
+from shared import homes, ids
 
 # The order owners are looked for: the embedded mesh first (its programs, then its gateway
 # host's set), then the system supervisors.
@@ -81,7 +82,20 @@ def _install_text(d: dict[str, Any]) -> str:
 
 def cmd_install(args) -> int:
     profile, home = _active()
-    unit = kind_module(args.supervisor).install(profile, home, scope=args.scope)
+    kind = kind_module(args.supervisor)
+    options = {}
+    if args.watchdog is not None:  # a systemd unit's own setting: its module reads the value
+        if not hasattr(kind, "watchdog_seconds"):
+            raise UnitValueInvalid(
+                f"--watchdog applies to systemd units only, not to {args.supervisor}",
+                detail={"field": "watchdog", "value": args.watchdog},
+            )
+        options["watchdog"] = kind.watchdog_seconds(args.watchdog)
+    # Made now if missing: a hardened unit's gateway may write its own home alone. Where it
+    # cannot be (no root home yet), the gateway still serves, reporting no install id.
+    with contextlib.suppress(OSError, ids.InstallIdCorrupt):
+        ids.ensure_install_id(homes.root_home())
+    unit = kind.install(profile, home, scope=args.scope, **options)
     output.emit(args, install_report(unit), _install_text)
     return 0
 

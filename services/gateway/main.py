@@ -18,6 +18,7 @@ warning, and only when none is left does it exit 78.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import sys
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.supervisors import detect_supervisor
-from services.gateway import profile_scope, storm
+from services.gateway import profile_scope, sd_notify, storm
 from services.gateway.state import GatewayState, restarts_at_start
 from shared import exit_codes, homes, ids, logs
 from shared.errors import HermesError
@@ -53,6 +54,10 @@ def run_gateway(profile: str | None = None, *, create: bool = False, serve: str 
     ``serve`` one process for every profile it names; with ``create``, a named profile with
     no home yet gets one first, as ``hermes profile create`` makes it."""
     logs.configure("gateway")
+    # A fatal signal (the watchdog's SIGABRT above all) prints every thread's Python stack to
+    # stderr, the journal under systemd: where the loop hung.
+    faulthandler.enable()
+    sd_notify.starting("reading its profiles")
     try:
         root = homes.root_home()
         launch = homes.active_profile()
@@ -74,6 +79,7 @@ def run_gateway(profile: str | None = None, *, create: bool = False, serve: str 
     except OSError as exc:  # a profile's home could not be made
         print(f"gateway: cannot create a profile's home: {exc.strerror or exc}", file=sys.stderr)
         return exit_codes.CONFIG
+    sd_notify.starting("taking its profiles' locks")
     if not _take_locks(served):
         return exit_codes.DUPLICATE
     try:
@@ -135,11 +141,13 @@ def _serve(root: Path, launch: str, served: list[_Served], listed: tuple[str, ..
     """Serve ``served`` in this process (``listed``: the whole ``--serve`` set of a multiplex
     gateway, the profiles left out at this start included, which a re-exec tries again)."""
     multiplex = listed is not None
+    sd_notify.starting("importing its code")
     import trio  # after the checks above: a refused start stays cheap
 
     from services.gateway.app import Gateway
     from services.gateway.process import GatewayProcess
 
+    sd_notify.starting("reading its profiles' config and secrets")
     scopes = _scopes(launch, served, multiplex=multiplex)
     if scopes is None:
         return exit_codes.CONFIG

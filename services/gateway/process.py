@@ -31,9 +31,10 @@ from typing import Any
 
 import trio
 
-from services.gateway import sd_notify
+from services.gateway import sd_notify, watchdog
 from services.gateway.app import Gateway
 from shared import exit_codes, hooks
+from shared.faults import pause_at
 from shared.gateways import ops
 from shared.gateways.ops import GatewayError
 
@@ -79,19 +80,38 @@ class GatewayProcess:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def run(self) -> int:
+        async with trio.open_nursery() as watched:
+            period = watchdog.feed_interval(os.environ, os.getpid())
+            if period is not None:
+                watched.start_soon(self._feed_watchdog, period)
+            code = await self._run()
+            watched.cancel_scope.cancel()
+        return code
+
+    async def _feed_watchdog(self, period: float) -> None:
+        """Feed systemd's watchdog from this loop, never from a thread: a loop blocked past the
+        bound stops feeding it, and systemd kills and restarts the hung gateway."""
+        while True:
+            sd_notify.notify(WATCHDOG=1)
+            await trio.sleep(period)
+
+    async def _run(self) -> int:
         message = ""
         if self._start_delay:
             message = f"restarting too often; waiting {self._start_delay:g}s before serving"
             log.warning("%s", message)
+            sd_notify.starting(message, self._start_delay + sd_notify.START_STEP_SECONDS)
         for gateway in self.gateways:
             await gateway.starting(message)
         await trio.sleep(self._start_delay)
         # The hook socket's one-off connection wait, before any turn can come: a report sent
         # meanwhile from the loop would wait for it, and could overtake the start's own report.
+        sd_notify.starting("connecting its hook client")
         await trio.to_thread.run_sync(hooks.prepare)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             for gateway in list(self.gateways):  # one let go meanwhile leaves the list
+                sd_notify.starting(f"binding the sockets of profile {gateway.profile}")
                 await nursery.start(partial(gateway.run, self))  # typed: this process is a ServingProcess
             await nursery.start(self._watch)  # a signal sent once it says running is handled
             if not self._exit.is_set():  # a drain asked meanwhile leaves nothing to announce
@@ -211,6 +231,7 @@ class GatewayProcess:
         return time.monotonic() - self._born
 
     def turn_started(self) -> None:
+        pause_at("gateway:turn")  # on the loop: a fault test blocks the whole loop here
         self._active_turns += 1
         if self._active_turns == 1:
             hooks.report_activity("working")  # never blocks, never raises; nothing outside a managed session

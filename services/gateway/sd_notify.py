@@ -13,6 +13,10 @@ import socket
 
 log = logging.getLogger(__name__)
 
+# The longest one slow step of a start (imports, locks, config, binding) may take on a loaded
+# machine before it says it moved on: each step extends systemd's start timeout by this.
+START_STEP_SECONDS = 30.0
+
 
 def notify(**fields: str | int) -> bool:
     """Send ``READY=1``-style fields (``notify(READY=1, STATUS="serving")``); True if sent."""
@@ -30,3 +34,9 @@ def notify(**fields: str | int) -> bool:
         log.warning("sd_notify to %s failed: %s", address, exc)
         return False
     return True
+
+
+def starting(step: str, seconds: float = START_STEP_SECONDS) -> bool:
+    """Tell systemd a start is progressing (``EXTEND_TIMEOUT_USEC``): ``step`` begins, and the
+    next word comes within ``seconds``, so a slow start that moves on is not killed."""
+    return notify(EXTEND_TIMEOUT_USEC=round(seconds * 1_000_000), STATUS=f"starting: {step}")

@@ -109,6 +109,24 @@ def test_cli_installs_for_the_chosen_profile(tmp_path):
     assert f'Environment="HERMES_HOME={root / "profiles" / "work"}"' in path.read_text().splitlines()
 
 
+def test_cli_sets_the_units_watchdog_and_names_a_bad_one(tmp_path):
+    root = tmp_path / "root"
+    env = in_user_dirs(tmp_path)
+    path = tmp_path / "xdg" / "systemd" / "user" / "hermes-gateway.service"
+    done = hermes("gateway", "install", "--supervisor", "systemd", "--watchdog", "5", home=root, env_extra=env)
+    assert done.returncode == 0, done.stderr
+    assert "WatchdogSec=5" in path.read_text().splitlines()
+    for supervisor, value in (("systemd", "1"), ("systemd", "soon"), ("supervisord", "5"), ("launchd", "5")):
+        refused = hermes(
+            "gateway", "install", "--supervisor", supervisor, "--watchdog", value, "--json", home=root, env_extra=env
+        )
+        assert refused.returncode != 0, (supervisor, value)
+        error = json.loads(refused.stdout)["error"]
+        assert (error["code"], error["detail"]) == ("unit_value_invalid", {"field": "watchdog", "value": value})
+        assert "Traceback" not in refused.stderr
+    assert "WatchdogSec=5" in path.read_text().splitlines()  # a refused install wrote nothing
+
+
 def test_cli_installs_a_launchd_plist(tmp_path):
     root = tmp_path / "root"
     result = hermes(

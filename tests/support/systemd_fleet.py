@@ -40,13 +40,14 @@ class SandboxInstall(Install):
                 f"hermes {' '.join(args)} --json printed no document: {done.stdout!r} {done.stderr!r}"
             ) from None
 
-    def unit(self, profile: str, scope: str, *, start: bool = True, enable: bool = False) -> str:
-        """Install ``profile``'s unit in ``scope`` (making the profile first), and start it."""
+    def unit(self, profile: str, scope: str, *options: str, start: bool = True, enable: bool = False) -> str:
+        """Install ``profile``'s unit in ``scope`` with the install's ``options`` (making the
+        profile first), and start it."""
         if profile != "default" and not (self.root / "profiles" / profile).is_dir():
             made = self.hermes("profile", "create", profile)
             assert made.returncode == 0, made.stderr
         code, report = self.hermes_json(
-            "gateway", "install", "--supervisor", "systemd", "--scope", scope, profile=profile
+            "gateway", "install", "--supervisor", "systemd", "--scope", scope, *options, profile=profile
         )
         assert code == 0 and report["reloaded"] is True, report
         self.scopes[profile] = scope
@@ -63,11 +64,16 @@ class SandboxInstall(Install):
     def break_next_start(self, profile: str) -> None:
         """Give ``profile``'s unit a broken TCP setting in a drop-in: the running gateway is left
         alone, its next one exits 78 saying why. Only the unit sees it, never the CLI."""
+        self.drop_in(profile, "broken", {TCP_ENV: BROKEN_TCP_SETTING})
+
+    def drop_in(self, profile: str, name: str, environment: dict[str, str]) -> None:
+        """Set ``environment`` for ``profile``'s unit in a drop-in ``name``, for its next start."""
         user = self.scopes[profile] == "user"
         directory = self.box.config / "systemd" / "user" if user else self.box.system_unit_dir
         drop_in = directory / f"{unit_name(profile)}.d"
         drop_in.mkdir(parents=True, exist_ok=True)
-        (drop_in / "broken.conf").write_text(f"[Service]\nEnvironment={TCP_ENV}={BROKEN_TCP_SETTING}\n")
+        lines = "".join(f"Environment={key}={value}\n" for key, value in environment.items())
+        (drop_in / f"{name}.conf").write_text(f"[Service]\n{lines}")
         self.box.systemctl("daemon-reload", user=user)
 
     def show(self, profile: str, *properties: str) -> dict[str, str]:

@@ -96,6 +96,8 @@ def test_rendered_unit_has_the_restart_contract(tmp_path):
     assert one["SuccessExitStatus"] == ["75"]
     assert one["RestartPreventExitStatus"] == ["78"]
     assert one["TimeoutStopSec"] == ["90"]
+    assert one["RestartSec"] == ["1"]
+    assert one["WatchdogSec"] == ["30"]  # on-failure restarts a unit its watchdog killed
     assert one["KillSignal"] == ["SIGTERM"]
     assert one["After"] == ["network-online.target"]
     assert one["WantedBy"] == ["default.target"]
@@ -350,3 +352,59 @@ def test_parse_environment_undoes_systemctls_quoting():
     shown = r'A=1 "B=two words" "C=q\"uote \\ \$HOME \`x\`" D='
     assert systemd.parse_environment(shown) == {"A": "1", "B": "two words", "C": 'q"uote \\ $HOME `x`', "D": ""}
     assert systemd.parse_environment("") == {}
+
+
+# --- the watchdog and the sandbox ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("0", 0), ("2", 2), (" 45 ", 45), ("3600", 3600), (7, 7)])
+def test_watchdog_takes_off_or_whole_seconds_in_range(value, seconds):
+    assert systemd.watchdog_seconds(value) == seconds
+    text = systemd.render("work", Path("/srv/hermes"), scope="user", watchdog=value)
+    assert values(text, "Service", "WatchdogSec") == [str(seconds)]
+
+
+@pytest.mark.parametrize("value", ["1", "3601", "-1", "1.5", "2s", "", "ten", "+5", "5_0", "３"])
+def test_a_bad_watchdog_is_a_typed_error_naming_the_field(value):
+    with pytest.raises(errors.UnitValueInvalid) as raised:
+        systemd.watchdog_seconds(value)
+    assert raised.value.detail == {"field": "watchdog", "value": value}
+    assert "--watchdog" in raised.value.message
+    with pytest.raises(errors.UnitValueInvalid):
+        systemd.render("work", Path("/srv/hermes"), scope="user", watchdog=value)
+
+
+@pytest.mark.parametrize("watchdog", [0, 2, 30, 600])
+def test_a_rewrite_keeps_the_units_watchdog(watchdog):
+    text = systemd.render("work", Path("/srv/hermes"), scope="system", watchdog=watchdog)
+    assert systemd_units.watchdog_of(text) == watchdog
+
+
+@pytest.mark.parametrize("text", ["", "[Service]\nWatchdogSec=2min\n", "[Unit]\nWatchdogSec=5\n"])
+def test_a_unit_without_a_watchdog_of_ours_gets_the_default_on_rewrite(text):
+    assert systemd_units.watchdog_of(text) == systemd.WATCHDOG_DEFAULT
+
+
+@pytest.mark.parametrize("scope", ["user", "system"])
+def test_only_the_home_is_writable(scope):
+    home = Path("/srv/100% home/profiles/work")
+    text = systemd.render("work", home, scope=scope)
+    assert values(text, "Service", "ProtectSystem") == ["strict"]
+    assert values(text, "Service", "ProtectHome") == ["read-only"]
+    assert values(text, "Service", "ReadWritePaths") == [f'"{home}"'.replace("%", "%%")]  # a list of one
+    assert values(text, "Service", "RuntimeDirectory") == []
+    # The CLI must see a fallback socket dir under /tmp: never a private one.
+    assert values(text, "Service", "PrivateTmp") == []
+    assert values(text, "Service", "LimitCORE") == ["0"]
+    assert values(text, "Service", "CapabilityBoundingSet") == [""]
+
+
+def test_a_home_too_deep_for_its_sockets_may_write_their_fallback_dir():
+    deep = Path("/srv") / ("x" * 100) / "profiles" / "work"
+    user = systemd.render("work", deep, scope="user")
+    assert values(user, "Service", "ReadWritePaths") == [f'"{deep}"']
+    assert values(user, "Service", "RuntimeDirectory") == ["hermes"]  # $XDG_RUNTIME_DIR/hermes
+    assert values(user, "Service", "RuntimeDirectoryPreserve") == ["yes"]  # other gateways' sockets stay
+    system = systemd.render("work", deep, scope="system")
+    assert values(system, "Service", "ReadWritePaths") == [f'"{deep}"', "/tmp"]  # /tmp/hermes-<uid>
+    assert values(system, "Service", "RuntimeDirectory") == []

@@ -28,17 +28,20 @@ from fleet.supervisors.systemd.manager import (
 )
 from fleet.supervisors.systemd.units import (
     KIND,
+    WATCHDOG_DEFAULT,
     ShowOutputInvalid,
     parse_environment,
     parse_show,
     profile_of,
     render,
     unit_name,
+    watchdog_seconds,
 )
 
 __all__ = [
     "CLIENT_SLACK",
     "KIND",
+    "WATCHDOG_DEFAULT",
     "ShowOutputInvalid",
     "find",
     "install",
@@ -60,4 +63,5 @@ __all__ = [
     "unit_file_environment",
     "unit_name",
     "unit_path",
+    "watchdog_seconds",
 ]

@@ -25,10 +25,12 @@ from fleet.supervisors.systemd.units import (
     KIND,
     STOP_TIMEOUT,
     UNIT_PREFIX,
+    WATCHDOG_DEFAULT,
     parse_show,
     render,
     service_environment,
     unit_name,
+    watchdog_of,
 )
 from shared.files import PUBLIC_MODE, write_bytes_atomic
 
@@ -63,11 +65,13 @@ def unit_path(profile: str, *, scope: str) -> Path:
     return unit_dir(scope=scope) / unit_name(profile)
 
 
-def install(profile: str, home: Path, *, scope: str = "user", euid: int | None = None) -> InstalledUnit:
+def install(
+    profile: str, home: Path, *, scope: str = "user", euid: int | None = None, watchdog: int = WATCHDOG_DEFAULT
+) -> InstalledUnit:
     """Write the unit atomically (0644), then ``daemon-reload`` if a manager is reachable."""
     require_scope_permission(scope, euid=euid)
     home = Path(home)
-    text = render(profile, home, scope=scope)
+    text = render(profile, home, scope=scope, watchdog=watchdog)
     path = unit_path(profile, scope=scope)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, text.encode("utf-8"), mode=PUBLIC_MODE)
@@ -86,9 +90,21 @@ def install(profile: str, home: Path, *, scope: str = "user", euid: int | None =
 
 def rename(profile: str, new: str, home: Path, *, scope: str) -> InstalledUnit:
     """``profile``'s unit rewritten as ``new``'s, running the gateway in ``home``; the old unit
-    file removed before the manager reloads. Taken again, it changes nothing more."""
-    unit_path(profile, scope=scope).unlink(missing_ok=True)
-    return install(new, home, scope=scope)
+    file removed before the manager reloads, its watchdog kept. Taken again, it changes nothing more."""
+    old = unit_path(profile, scope=scope)
+    try:
+        watchdog = watchdog_of(old.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):  # gone already (a second run), or unreadable
+        watchdog = watchdog_of(_read_or_empty(unit_path(new, scope=scope)))
+    old.unlink(missing_ok=True)
+    return install(new, home, scope=scope, watchdog=watchdog)
+
+
+def _read_or_empty(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def _daemon_reload(scope: str) -> tuple[bool, str | None]:
