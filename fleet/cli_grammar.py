@@ -715,6 +715,11 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
         )
 
     _command(actions, "gateway status", "every live gateway of this install, and its health", status)
+
+    def health(p: argparse.ArgumentParser) -> None:
+        _health_options(p)
+
+    _command(actions, "gateway health", "the active profile's gateway serves a probe turn now (exit 0), or not", health)
     _command(actions, "gateway list", "every profile, with or without a gateway")
 
     def drain(p: argparse.ArgumentParser) -> None:
@@ -737,6 +742,27 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
         _command(
             actions, f"gateway {action}", f"{action} the active profile's gateway through the supervisor that owns it"
         )
+
+
+def _health_options(p: argparse.ArgumentParser) -> None:
+    """A health check's options, one for every service it checks."""
+    from fleet.hang import MAX_FAILURES
+    from fleet.health_probe import PROBE_TIMEOUT
+
+    p.add_argument(
+        "--timeout",
+        type=_seconds(60.0),
+        default=PROBE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long it has to answer (default {PROBE_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--kill-after",
+        type=_count(MAX_FAILURES),
+        default=0,
+        metavar="N",
+        help="SIGKILL its process after N failed checks in a row, for its supervisor to restart it (default 0: never)",
+    )
 
 
 def _update_commands(commands: _Commands) -> None:
@@ -873,6 +899,14 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
     _command(actions, "mesh up", "start the mesh (supervisord and its gateways)", up)
     _command(actions, "mesh down", "stop the mesh; nothing is left running")
     _command(actions, "mesh status", "the mesh's supervisor and its programs")
+
+    def health(p: argparse.ArgumentParser) -> None:
+        from shared.spawn import WORKERS
+
+        p.add_argument("service", choices=(*WORKERS, "gateway_host"), help="the install-wide service to ask")
+        _health_options(p)
+
+    _command(actions, "mesh health", "an install-wide service answers a hello now (exit 0), or not", health)
     _group(actions, "keys", "the CURVE keys of TCP endpoints (public keys only are shown)", _mesh_keys_actions)
 
 

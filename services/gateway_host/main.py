@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from fleet import hang
 from fleet.supervisors.host import PROFILES_FLAG, SERVICE, require_host
-from shared import exit_codes, homes, logs
+from shared import config, exit_codes, homes, logs
 from shared.errors import HermesError
 from shared.locks import take_or_report
 from shared.transport import curve
@@ -22,6 +24,16 @@ def parse_profiles(text: str) -> tuple[str, ...]:
     if not names:
         homes.validate_profile_name(text)  # raises: the list names no profile
     return tuple(sorted({homes.validate_profile_name(name) for name in names}, key=homes.profile_order))
+
+
+def hang_policy(root: Path) -> hang.Policy:
+    """The hang check the root's ``config.yaml`` asks for under ``gateway_host:``
+    (``health_interval``, 0 for none; ``health_failures``; ``health_start_grace``)."""
+    settings = config.get(config.load_config(root), SERVICE, {})
+    where = f"{config.config_path(root)} key {SERVICE}"
+    if not isinstance(settings, dict):
+        raise hang.HangCheckInvalid(f"{where}: a mapping, not {type(settings).__name__}", detail={"field": SERVICE})
+    return hang.policy_from(settings, where)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         root = homes.root_home()
         endpoint = homes.endpoint(root, SERVICE)
         curve.server_options(endpoint)  # a TCP endpoint without its keys never starts
+        policy = hang_policy(root)
     except HermesError as exc:
         print(f"{SERVICE}: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
@@ -47,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from services.gateway_host.host import GatewayHost
 
-    host = GatewayHost(root, endpoint, lock, profiles)
+    host = GatewayHost(root, endpoint, lock, profiles, policy)
     try:
         return trio.run(host.run)
     finally:
