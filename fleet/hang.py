@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from fleet.health import HEALTHY, UNHEALTHY
-from shared.errors import HermesError
+from fleet.supervisors.errors import SupervisorError
 
 # Three checks 5 s apart, each bounded at 3 s (fleet.health_probe.PROBE_TIMEOUT): a loop blocked
 # for about 15 s is killed; a machine slow enough to miss one probe turn is not.
@@ -28,7 +28,9 @@ MAX_SECONDS = 3600.0
 MAX_FAILURES = 100
 
 
-class HangCheckInvalid(HermesError):
+class HangCheckInvalid(SupervisorError):
+    """A hang check's setting (the gateway host's, in ``config.yaml``) out of its range."""
+
     code = "hang_check_invalid"
 
 

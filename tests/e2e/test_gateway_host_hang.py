@@ -1,4 +1,4 @@
-"""Hang detection under ``hermes mesh up``: a gateway whose loop is blocked (the ``gateway:turn``
+"""Hang detection under ``hermes mesh up``: a gateway whose loop is blocked (the ``gateway:turn:a``
 pause point, inside a caller's turn on the trio loop) fails the host's health checks, is killed
 and forked again by its host, and serves; the other gateway is left alone."""
 
@@ -52,7 +52,7 @@ def test_a_gateway_whose_loop_is_blocked_is_killed_and_forked_again(mesh_root):
         "--host",
         "--json",
         home=mesh_root,
-        env_extra={"HERMES_FAULT_PAUSE_AT": "gateway:turn"},
+        env_extra={"HERMES_FAULT_PAUSE_AT": "gateway:turn:a"},
         timeout=120,
     )
     assert up.returncode == 0, up.stderr

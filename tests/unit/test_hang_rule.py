@@ -12,8 +12,8 @@ POLICY = hang.Policy(interval=5.0, failures=3, start_grace=30.0)
 OLD = 100.0  # seconds since its start: past the start grace
 
 
-def run(states: list[str], *, age: float = OLD, watch: hang.Watch = hang.Watch()) -> list[bool]:
-    kills = []
+def run(states: list[str], *, age: float = OLD) -> list[bool]:
+    watch, kills = hang.Watch(), []
     for state in states:
         watch, kill = hang.after_check(watch, state, age, POLICY)
         kills.append(kill)
