@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from fleet.health import HEALTHY, UNHEALTHY
-from fleet.supervisors.errors import SupervisorError
 
 # Three checks 5 s apart, each bounded at 3 s (fleet.health_probe.PROBE_TIMEOUT): a loop blocked
 # for about 15 s is killed; a machine slow enough to miss one probe turn is not.
@@ -24,14 +23,8 @@ INTERVAL = 5.0
 FAILURES = 3
 # A gateway binds its sockets within a second or two of its start; 30 s covers a loaded machine.
 START_GRACE = 30.0
-MAX_SECONDS = 3600.0
+MAX_SECONDS = 3600.0  # the longest interval or grace a setting may ask for
 MAX_FAILURES = 100
-
-
-class HangCheckInvalid(SupervisorError):
-    """A hang check's setting (the gateway host's, in ``config.yaml``) out of its range."""
-
-    code = "hang_check_invalid"
 
 
 class Policy(NamedTuple):
@@ -75,29 +68,3 @@ def after_check(watch: Watch, state: str, age: float, policy: Policy) -> tuple[W
     if failures >= policy.failures:
         return Watch(), True  # the next process of it starts afresh
     return Watch(failures, watch.passed), False
-
-
-def policy_from(settings: Mapping[str, Any], where: str) -> Policy:
-    """The policy ``settings`` (``health_interval``, ``health_failures``, ``health_start_grace``)
-    ask for, the defaults for what they leave out; ``HangCheckInvalid`` naming the key."""
-    interval = _number(settings, "health_interval", INTERVAL, where)
-    failures = _number(settings, "health_failures", FAILURES, where)
-    start_grace = _number(settings, "health_start_grace", START_GRACE, where)
-    if failures != int(failures) or not 1 <= failures <= MAX_FAILURES:
-        raise HangCheckInvalid(
-            f"{where}.health_failures: a whole number from 1 to {MAX_FAILURES}, not {failures!r}",
-            detail={"field": "health_failures"},
-        )
-    return Policy(float(interval), int(failures), float(start_grace))
-
-
-def _number(settings: Mapping[str, Any], key: str, default: float, where: str) -> float:
-    value = settings.get(key, default)
-    if (
-        isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_SECONDS
-    ):  # NaN fails it too
-        raise HangCheckInvalid(
-            f"{where}.{key}: a number of seconds from 0 to {MAX_SECONDS:g}, not {str(value)[:40]!r}",
-            detail={"field": key},
-        )
-    return float(value)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from fleet import hang
-from fleet.supervisors.host import PROFILES_FLAG, SERVICE, require_host
+from fleet.supervisors.host import PROFILES_FLAG, SERVICE, HangCheckInvalid, require_host
 from shared import config, exit_codes, homes, logs
 from shared.errors import HermesError
 from shared.locks import take_or_report
@@ -28,12 +29,31 @@ def parse_profiles(text: str) -> tuple[str, ...]:
 
 def hang_policy(root: Path) -> hang.Policy:
     """The hang check the root's ``config.yaml`` asks for under ``gateway_host:``
-    (``health_interval``, 0 for none; ``health_failures``; ``health_start_grace``)."""
+    (``health_interval``, 0 for none; ``health_failures``; ``health_start_grace``), the
+    defaults for what it leaves out; ``HangCheckInvalid`` naming the key."""
     settings = config.get(config.load_config(root), SERVICE, {})
     where = f"{config.config_path(root)} key {SERVICE}"
     if not isinstance(settings, dict):
-        raise hang.HangCheckInvalid(f"{where}: a mapping, not {type(settings).__name__}", detail={"field": SERVICE})
-    return hang.policy_from(settings, where)
+        raise HangCheckInvalid(f"{where}: a mapping, not {type(settings).__name__}", detail={"field": SERVICE})
+    interval = _setting(settings, "health_interval", hang.INTERVAL, where)
+    failures = _setting(settings, "health_failures", hang.FAILURES, where)
+    start_grace = _setting(settings, "health_start_grace", hang.START_GRACE, where)
+    if failures != int(failures) or not 1 <= failures <= hang.MAX_FAILURES:
+        raise HangCheckInvalid(
+            f"{where}.health_failures: a whole number from 1 to {hang.MAX_FAILURES}, not {failures!r}",
+            detail={"field": "health_failures"},
+        )
+    return hang.Policy(interval, int(failures), start_grace)
+
+
+def _setting(settings: dict[str, Any], key: str, default: float, where: str) -> float:
+    value = settings.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= hang.MAX_SECONDS:
+        raise HangCheckInvalid(  # NaN fails the range too
+            f"{where}.{key}: a number of seconds from 0 to {hang.MAX_SECONDS:g}, not {str(value)[:40]!r}",
+            detail={"field": key},
+        )
+    return float(value)
 
 
 def main(argv: list[str] | None = None) -> int:

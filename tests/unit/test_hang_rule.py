@@ -1,5 +1,5 @@
 """The hang rule: when a supervisor kills a gateway its health checks find hung (K unhealthy
-checks in a row, a gateway still starting not judged), and the settings that tune it."""
+checks in a row, a gateway still starting not judged), and the gateway host's settings of it."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import pytest
 
 from fleet import hang
 from fleet.health import HEALTHY, UNHEALTHY, UNKNOWN
+from fleet.supervisors.host import HangCheckInvalid
+from services.gateway_host.main import hang_policy
 
 POLICY = hang.Policy(interval=5.0, failures=3, start_grace=30.0)
 OLD = 100.0  # seconds since its start: past the start grace
@@ -47,29 +49,33 @@ def test_a_watch_round_trips_and_anything_else_reads_as_a_fresh_one():
         assert hang.Watch.from_dict(junk) == hang.Watch()
 
 
-def test_settings_take_defaults_and_zero_turns_the_checks_off():
-    assert hang.policy_from({}, "x") == hang.Policy()
-    assert hang.Policy().enabled
-    off = hang.policy_from({"health_interval": 0}, "x")
-    assert not off.enabled
-    tuned = hang.policy_from({"health_interval": 1, "health_failures": 2, "health_start_grace": 4.5}, "x")
+def _policy(tmp_path, text: str) -> hang.Policy:
+    (tmp_path / "config.yaml").write_text(text)
+    return hang_policy(tmp_path)
+
+
+def test_the_host_takes_the_defaults_and_zero_turns_the_checks_off(tmp_path):
+    assert hang_policy(tmp_path) == hang.Policy() and hang.Policy().enabled
+    assert not _policy(tmp_path, "gateway_host:\n  health_interval: 0\n").enabled
+    tuned = _policy(tmp_path, "gateway_host: {health_interval: 1, health_failures: 2, health_start_grace: 4.5}\n")
     assert tuned == hang.Policy(1.0, 2, 4.5)
 
 
 @pytest.mark.parametrize(
     ("settings", "field"),
     [
-        ({"health_interval": -1}, "health_interval"),
-        ({"health_interval": "5"}, "health_interval"),
-        ({"health_interval": float("nan")}, "health_interval"),
-        ({"health_start_grace": True}, "health_start_grace"),
-        ({"health_failures": 0}, "health_failures"),
-        ({"health_failures": 2.5}, "health_failures"),
-        ({"health_failures": hang.MAX_FAILURES + 1}, "health_failures"),
+        ("gateway_host: 5", "gateway_host"),
+        ("gateway_host: {health_interval: -1}", "health_interval"),
+        ("gateway_host: {health_interval: '5'}", "health_interval"),
+        ("gateway_host: {health_interval: .nan}", "health_interval"),
+        ("gateway_host: {health_start_grace: true}", "health_start_grace"),
+        ("gateway_host: {health_failures: 0}", "health_failures"),
+        ("gateway_host: {health_failures: 2.5}", "health_failures"),
+        (f"gateway_host: {{health_failures: {hang.MAX_FAILURES + 1}}}", "health_failures"),
     ],
 )
-def test_a_bad_setting_is_refused_naming_its_key(settings, field):
-    with pytest.raises(hang.HangCheckInvalid) as refused:
-        hang.policy_from(settings, "config.yaml key gateway_host")
+def test_a_bad_setting_stops_the_host_naming_its_key(tmp_path, settings, field):
+    with pytest.raises(HangCheckInvalid) as refused:
+        _policy(tmp_path, settings + "\n")
     assert refused.value.detail == {"field": field}
-    assert f"gateway_host.{field}" in refused.value.message
+    assert field in refused.value.message
