@@ -723,6 +723,11 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
         p.add_argument("--watch", action="store_true", help="stay and show every change live (as `hermes mesh top`)")
 
     _command(actions, "gateway status", "every live gateway of this install, and its health", status)
+
+    def health(p: argparse.ArgumentParser) -> None:
+        _health_options(p)
+
+    _command(actions, "gateway health", "the active profile's gateway serves a probe turn now (exit 0), or not", health)
     _command(actions, "gateway list", "every profile, with or without a gateway")
 
     def drain(p: argparse.ArgumentParser) -> None:
@@ -751,6 +756,27 @@ def _gateway_actions(gateway: argparse.ArgumentParser) -> None:
         _command(
             actions, f"gateway {action}", f"{action} the active profile's gateway through the supervisor that owns it"
         )
+
+
+def _health_options(p: argparse.ArgumentParser) -> None:
+    """A health check's options, one for every service it checks."""
+    from fleet.hang import MAX_FAILURES
+    from fleet.health_probe import PROBE_TIMEOUT
+
+    p.add_argument(
+        "--timeout",
+        type=_seconds(60.0),
+        default=PROBE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long it has to answer (default {PROBE_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--kill-after",
+        type=_count(MAX_FAILURES),
+        default=0,
+        metavar="N",
+        help="SIGKILL its process after N failed checks in a row, for its supervisor to restart it (default 0: never)",
+    )
 
 
 def _update_commands(commands: _Commands) -> None:
@@ -911,6 +937,14 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
         )
 
     _command(actions, "mesh metrics", "the install's metrics, as OpenMetrics text for Prometheus", metrics)
+
+    def health(p: argparse.ArgumentParser) -> None:
+        from shared.spawn import WORKERS
+
+        p.add_argument("service", choices=(*WORKERS, "gateway_host"), help="the install-wide service to ask")
+        _health_options(p)
+
+    _command(actions, "mesh health", "an install-wide service answers a hello now (exit 0), or not", health)
     _group(actions, "keys", "the CURVE keys of TCP endpoints (public keys only are shown)", _mesh_keys_actions)
 
 

@@ -3,7 +3,8 @@ judged by ``fleet.health``. All of them are asked at once, each within one bound
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from fleet.discovery import GatewayRecord, ask_gateways
 from fleet.health import MIN_HEALTHY_SECONDS, PROBE, UNHEALTHY, UNKNOWN, Health, judge
@@ -37,6 +38,22 @@ def probe_health(
             health[key] = Health(UNHEALTHY, "its probe turn ran for another profile")
         else:
             health[key] = judge(answers[record.profile], expected_sha=expected_sha, min_healthy=min_healthy)
+    return health
+
+
+def serving_now(profile_homes: Mapping[str, Path], *, timeout: float = PROBE_TIMEOUT) -> dict[str, Health]:
+    """profile -> whether its gateway serves a probe turn now, all asked at once: a supervisor's
+    liveness check (``fleet.hang``), so no window and any code. One with no socket to ask, or
+    whose endpoint lock is free, is unhealthy: nothing there serves turns."""
+    answers, _ = ask_gateways(profile_homes, ops.TURN, PROBE, timeout=timeout)
+    health: dict[str, Health] = {}
+    for profile in profile_homes:
+        if profile not in answers:
+            health[profile] = Health(UNHEALTHY, "no gateway listens on its socket")
+        elif _for_another_profile(answers[profile], profile):
+            health[profile] = Health(UNHEALTHY, "its probe turn ran for another profile")
+        else:
+            health[profile] = judge(answers[profile], expected_sha=None, min_healthy=0.0)
     return health
 
 

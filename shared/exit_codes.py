@@ -11,6 +11,10 @@ OK = 0
 FAILED = 1
 # Refused before anything changed: a usage error, a bad name, a held lock, a needed confirmation.
 REFUSED = 2
+# ``hermes gateway health`` and ``hermes mesh health``: the service failed its health check (it
+# answered unhealthy, or not at all). 1, because a compose ``healthcheck:`` reads exactly that
+# (and reserves 2).
+UNHEALTHY = 1
 FAILED_TURN = 3  # ``hermes chat``'s ``/fail``: the session ends as a crash, nothing released
 INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C, or SIGTERM
 STDOUT_CLOSED = 141  # 128 + SIGPIPE: whoever read the output went away

@@ -84,6 +84,20 @@ def is_alive(ident: ProcessIdentity) -> bool:
     return probe is not None and probe[0] == ident.start_time and not probe[1]
 
 
+def seconds_running(ident: ProcessIdentity) -> float | None:
+    """How long that process has run, from its start time; None when it cannot be read."""
+    if not _LINUX:
+        import time
+
+        return max(0.0, time.time() - ident.start_time / 1000)  # psutil's milliseconds
+    try:
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return max(0.0, uptime - ident.start_time / os.sysconf("SC_CLK_TCK"))
+
+
 def read_cmdline(pid: int) -> list[str] | None:
     """The full argv of ``pid`` (never truncated), or None when it is gone or unreadable.
 

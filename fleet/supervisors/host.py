@@ -73,6 +73,12 @@ class HostUnsupported(SupervisorError):
     code = "host_unsupported"
 
 
+class HangCheckInvalid(SupervisorError):
+    """A setting of the host's hang check (``gateway_host:`` in ``config.yaml``) out of its range."""
+
+    code = "hang_check_invalid"
+
+
 class RollFailed(SupervisorError):
     """A roll's new fork server did not start or import: the old gateways serve on, undrained."""
 

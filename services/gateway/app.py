@@ -273,6 +273,7 @@ class Gateway:
             )
         if call.args.get("probe"):
             return await self._probe(call)
+        pause_at(f"gateway:turn:{self.profile}")  # on the loop itself: a blocked loop, for hang tests
         process = self._process()
         turn_id = process.next_turn_id()
         scope = trio.CancelScope()

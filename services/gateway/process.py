@@ -34,7 +34,6 @@ import trio
 from services.gateway import sd_notify, watchdog
 from services.gateway.app import Gateway
 from shared import exit_codes, hooks
-from shared.faults import pause_at
 from shared.gateways import ops
 from shared.gateways.ops import GatewayError
 
@@ -231,7 +230,6 @@ class GatewayProcess:
         return time.monotonic() - self._born
 
     def turn_started(self) -> None:
-        pause_at("gateway:turn")  # on the loop: a fault test blocks the whole loop here
         self._active_turns += 1
         if self._active_turns == 1:
             hooks.report_activity("working")  # never blocks, never raises; nothing outside a managed session

@@ -17,6 +17,11 @@ import fails the roll (``roll_failed``) with nothing drained. An old fork server
 One profile's gateway is stopped, started and restarted alone (``stop``, ``start``,
 ``restart``), one op at a time per profile. A stopped gateway is down until started: its exit,
 whatever the code, and a roll's refork of it (a stop during a roll) start nothing.
+
+Hang detection: supervisord has no health checks, so the host asks each running gateway for a
+probe turn every ``policy.interval`` seconds, all at once and bounded, never during a roll; one
+``fleet.hang`` says is hung (a blocked loop answers nothing) gets SIGKILL, and its exit is a
+crash like any other: supervision starts it again.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from typing import Any
 
 import trio
 
+from fleet import hang
+from fleet.health_probe import serving_now
 from fleet.supervisors.errors import SupervisorFailed, SupervisorUnavailable
 from fleet.supervisors.host import (
     FORKED_SECONDS,
@@ -117,6 +124,8 @@ class Child:
     pending: trio.CancelScope | None = None  # a start that waits out its crash delay
     control: trio.Lock = field(default_factory=trio.Lock)  # one op on this profile at a time
     drained: set[int] = field(default_factory=set)  # pids a roll drains: their exit 75 is the roll's
+    forked_at: float = 0.0  # trio.current_time() of its last fork
+    watch: hang.Watch = hang.Watch()  # its health checks since that fork
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -130,8 +139,16 @@ class Child:
 
 
 class GatewayHost:
-    def __init__(self, root: Path, endpoint: Endpoint, lock: FileLock, profiles: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        endpoint: Endpoint,
+        lock: FileLock,
+        profiles: tuple[str, ...],
+        policy: hang.Policy,
+    ) -> None:
         self.root = root
+        self.policy = policy
         self.children = {profile: Child(profile) for profile in profiles}
         self.current: ForkServer | None = None
         self.servers: list[ForkServer] = []
@@ -158,6 +175,8 @@ class GatewayHost:
             await nursery.start(self.service.serve)
             for profile in self.children:
                 nursery.start_soon(self._start, profile, 0.0)
+            if self.policy.enabled:
+                nursery.start_soon(self._check_health)
             await self._stop.wait()
             await self._stop_all()
             self.service.stop(grace=2.0)
@@ -298,6 +317,7 @@ class GatewayHost:
                 # The fork server has not reaped it yet, so the start time it read is this process's.
                 child.process = HeldProcess.hold(ProcessIdentity(event["pid"], event["start_time"]))
                 child.starts += 1
+                child.forked_at, child.watch = trio.current_time(), hang.Watch()
             await server.replies_in.send(event)
         elif kind == frames.REFUSED:
             await server.replies_in.send(event)
@@ -395,6 +415,34 @@ class GatewayHost:
         assert self._nursery is not None
         child.state = "starting"
         self._nursery.start_soon(self._start, child.profile, decision.delay)
+
+    # --- hang detection -------------------------------------------------------------------
+
+    async def _check_health(self) -> None:
+        while True:
+            await trio.sleep(self.policy.interval)
+            if self._rolling.locked():
+                continue  # a roll drains and reforks them: its own waits judge them
+            asked = {p: c.pid for p, c in self.children.items() if c.state == "running" and c.pid is not None}
+            if not asked:
+                continue
+            profile_homes = {p: homes.profile_home(p, self.root) for p in asked}
+            health = await trio.to_thread.run_sync(serving_now, profile_homes)
+            for profile, pid in asked.items():
+                child = self.children[profile]
+                if self._rolling.locked() or child.state != "running" or child.pid != pid:
+                    continue  # it moved on while it was asked: the answer is not its own
+                age = trio.current_time() - child.forked_at
+                child.watch, kill = hang.after_check(child.watch, health[profile].state, age, self.policy)
+                if kill and child.process is not None:
+                    log.error(
+                        "the gateway of %r (pid %d) failed %d health checks in a row (%s): killed",
+                        profile,
+                        pid,
+                        self.policy.failures,
+                        health[profile].why,
+                    )
+                    child.process.signal(signal.SIGKILL)
 
     # --- control --------------------------------------------------------------------------
 

@@ -79,3 +79,23 @@ def test_a_differing_host_aspect_is_reported_and_equal_ones_are_not():
     found = state_differences(before, {"links": "lo UP\ncni-podman0 UP", "ip_forward": "1"})
     assert [line.split(":")[0] for line in found] == ["ip_forward", "links"]
     assert "cni-podman0" in found[1]
+
+
+def test_every_service_has_a_health_check_and_a_restart_policy():
+    for files, env in (((BASE,), None), ((BASE, CI), CI_ENV)):
+        for name, spec in _merged(*files, env=env)["services"].items():
+            check, restart = spec.get("healthcheck"), spec.get("restart")
+            assert check and restart, name
+            if check.get("disable") or check.get("test") == ["NONE"]:  # how `config` writes `disable: true`
+                assert restart == "no", name  # only a one-shot job goes unchecked
+                continue
+            assert {"test", "interval", "timeout", "retries", "start_period"} <= set(check), name
+            if name in ("portal",):
+                continue  # the test's simulator: no hermes service of its own to ask
+            # A long-running service: its own health check kills it when hung, and the engine
+            # starts it again.
+            assert restart == "unless-stopped", name
+            test = check["test"]
+            assert test[:1] == ["CMD"] and "health" in test and test[-2:] == ["--kill-after", str(check["retries"])], (
+                name
+            )

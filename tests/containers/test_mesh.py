@@ -2,7 +2,9 @@
 every container in the host's network namespace, none on a bridge), driven from the host as an
 operator would: the keys made once in a container and exchanged with the host's install, then
 ``hermes gateway status|drain``, a turn, a sign-in and CURVE refusals over TCP, a worker killed
-with SIGKILL, and ``down`` leaving nothing. The tests run in file order: they share one mesh."""
+with SIGKILL, every service's health check, a gateway whose loop is blocked killed by its own
+check and restarted, and ``down`` leaving nothing. The tests run in file order: they share one
+mesh."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -32,6 +35,8 @@ PROJECT = "hmtier"
 SERVICES = {"gateway": "gateway", "gateway@coder": "gateway-coder", "auth_worker": "auth-worker"}
 SERVICES |= {"handoff_retry": "handoff-retry", "hook_reporter": "hook-reporter"}
 UP_TIMEOUT = 60
+BLOCK = "gateway:turn:default"  # the default profile's gateway, in the container "gateway"
+CHECKED = ("gateway", "gateway-coder", "auth-worker", "handoff-retry", "hook-reporter", "portal")
 # What the host's key is granted: the turns, drains and sign-in these tests make from the host.
 GRANTS = (
     "--grant",
@@ -73,6 +78,7 @@ class Mesh:
             "HERMES_IMAGE": image,
             "HERMES_CI_MESH_TCP": self.tcp,
             "HERMES_CI_PORTAL_PORT": str(ports[-1]),
+            "HERMES_CI_FAULT_PAUSE_AT": BLOCK,  # on a caller's turn only: a probe turn never pauses
         }
         self.host = work / "host"
         self.host.mkdir(mode=0o700)
@@ -215,6 +221,33 @@ def test_a_worker_killed_with_sigkill_is_restarted(mesh):
     assert again["pid"] != first["pid"] or again.get("instance_id") != first.get("instance_id")
 
 
+def test_every_service_passes_its_health_check(mesh):
+    for service in CHECKED:
+        done = mesh.sandbox.podman("healthcheck", "run", mesh.container(service), check=False)
+        assert done.returncode == 0, (service, done.stdout, done.stderr)
+        assert _health(mesh, service) == "healthy", service
+
+
+def test_a_gateway_whose_loop_is_blocked_is_killed_by_its_check_and_restarted(mesh):
+    before = {g["profile"]: g["instance_id"] for g in mesh.gateways()}
+    restarts = {service: mesh.restarts(service) for service in ("gateway", "gateway-coder")}
+    with ThreadPoolExecutor(1) as pool:
+        turn = pool.submit(_turn, mesh, "gateway")
+        wait_for(lambda: f"paused {BLOCK}" in _logs(mesh, "gateway"), timeout=UP_TIMEOUT, what="its loop blocked")
+        checks = [mesh.sandbox.podman("healthcheck", "run", mesh.container("gateway"), check=False) for _ in "123"]
+        assert [c.returncode for c in checks] == [1, 1, 1], [c.stdout + c.stderr for c in checks]
+        assert turn.result(timeout=UP_TIMEOUT) != "answered"  # its gateway died inside the turn
+    wait_for(lambda: mesh.restarts("gateway") == restarts["gateway"] + 1, timeout=UP_TIMEOUT, what="it restarted")
+    after = wait_for(lambda: _if_both(mesh.gateways()), timeout=UP_TIMEOUT, what="both gateways back")
+    assert after["default"] != before["default"] and after["coder"] == before["coder"]
+    assert mesh.restarts("gateway-coder") == restarts["gateway-coder"]
+    wait_for(
+        lambda: mesh.sandbox.podman("healthcheck", "run", mesh.container("gateway"), check=False).returncode == 0,
+        timeout=UP_TIMEOUT,
+        what="healthy again",
+    )
+
+
 def test_the_auth_worker_signs_in_against_the_portal_container(mesh):
     login = subprocess.Popen(
         [*HERMES, "auth", "login", "nous", "--no-browser", "--json"],
@@ -270,6 +303,26 @@ def _answer(mesh, key_name: str) -> dict | None:
         return mesh.hello(key_name)
     except RemoteError:
         return None
+
+
+def _health(mesh, service: str) -> str:
+    state = mesh.sandbox.inspect(mesh.container(service))["State"]
+    return str((state.get("Health") or state.get("Healthcheck") or {}).get("Status"))
+
+
+def _logs(mesh, service: str) -> str:
+    done = mesh.sandbox.podman("logs", mesh.container(service), check=False)
+    return done.stdout + done.stderr
+
+
+def _turn(mesh, key_name: str) -> str:
+    """A caller's turn; the code it failed with, or "answered"."""
+    try:
+        with connect(mesh.endpoint(key_name), retry=NO_RETRY) as client:
+            client.call(ops.TURN, {"text": "hold the loop"}, timeout=UP_TIMEOUT)
+    except RemoteError as exc:
+        return exc.code
+    return "answered"
 
 
 def _only_child(pid: int) -> int:

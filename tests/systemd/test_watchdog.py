@@ -2,7 +2,7 @@
 blocked stops feeding it, and systemd kills it and starts a new one.
 
 The loop is blocked by a real turn: the gateway's fault pause at a turn's start
-(``gateway:turn``, set for the unit alone in a drop-in) holds its loop's thread synchronously,
+(``gateway:turn:default``, set for the unit alone in a drop-in) holds its loop's thread synchronously,
 as a hung call on the loop would. The bound is the issue's: ``WatchdogSec`` + ``RestartSec``,
 plus a named margin for the new interpreter to start and say it is ready."""
 
@@ -39,7 +39,7 @@ with SyncClient(endpoint.control) as client:
 def test_a_gateway_whose_loop_hangs_is_restarted_by_its_watchdog(installs, sandbox):
     ours = installs("watched")
     ours.unit("default", "system", "--watchdog", str(WATCHDOG), start=False)
-    ours.drop_in("default", "hang", {PAUSE_ENV: "gateway:turn"})
+    ours.drop_in("default", "hang", {PAUSE_ENV: "gateway:turn:default"})
     ours.start("default")
     before = ours.show("default", *SHOWN)
     assert before["WatchdogUSec"] == f"{WATCHDOG}s" and before["SubState"] == "running", before
@@ -66,7 +66,7 @@ def test_a_gateway_whose_loop_hangs_is_restarted_by_its_watchdog(installs, sandb
     assert took < BOUND
     assert ours.answering()["default"]["pid"] == int(after["MainPID"])  # the new one serves
     said = ours.journal("default", after=cursor)
-    assert "paused gateway:turn" in said  # the turn reached the pause, on the loop
+    assert "paused gateway:turn:default" in said  # the turn reached the pause, on the loop
     unit = unit_name("default")
     assert f"{unit}: Watchdog timeout (limit {WATCHDOG}s)!" in said, said
     assert f"{unit}: Failed with result 'watchdog'." in said, said
