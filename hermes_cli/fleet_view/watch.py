@@ -13,7 +13,8 @@ hears each connection to its publisher made, lost or refused:
 
 Nothing is polled: between those it sleeps on its sockets and the view's stop pipe, waking
 only for a health verdict that is due (a process must run ``min_healthy`` seconds to be
-judged healthy). Every call is bounded, and one gateway's slow answer holds up no other row:
+judged healthy), or to ask again a gateway here that holds its lock and did not answer
+(``unresponsive``: nothing else would say when it answers or dies). Every call is bounded, and one gateway's slow answer holds up no other row:
 each has its own thread.
 """
 
@@ -40,6 +41,8 @@ from shared.transport import NO_RETRY, Heard, Liveness, subscribe
 LIVENESS = Liveness(reconnect=100, heartbeat=300, timeout=1000)
 CALL_TIMEOUT = 1.5  # a status answer or probe turn later than this is no answer
 RECHECK_HEALTH = 30.0  # a running gateway's probe turn is asked again this often
+RECHECK_UNANSWERED = 1.0  # a gateway here whose lock is held and that did not answer is asked again
+LOCK_SETTLE = 0.25  # how long a lost connection's process is given to let go of its lock
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -68,8 +71,12 @@ class GatewayWatch(threading.Thread):
                         return
                     for item in heard:
                         self._take(item)
-                    if self._health_due is not None and time.monotonic() >= self._health_due:
+                    if self._health_due is None or time.monotonic() < self._health_due:
+                        continue
+                    if self.row["state"] == ops.RUNNING:
                         self._judge()
+                    else:
+                        self._ask()
         except HermesError as exc:  # no keys for a TCP gateway, a bad setting: said on its row
             self._set(rows.gone(self.row, rows.REFUSED, exc.to_dict()))
 
@@ -91,6 +98,11 @@ class GatewayWatch(threading.Thread):
 
     def _lost(self) -> None:
         if self._local:
+            # A killed process's sockets may close a moment before its lock does: the lock is
+            # given that moment to say the process is gone, before its socket is asked.
+            deadline = time.monotonic() + LOCK_SETTLE
+            while discovery.listening(self.endpoint) and time.monotonic() < deadline:
+                time.sleep(0.01)
             self._ask()  # gone, or a publisher bound again by a process that lives on
             return
         self._set(rows.gone(self.row, rows.OFFLINE, {"code": "connection_lost"}))
@@ -105,10 +117,13 @@ class GatewayWatch(threading.Thread):
         answer = self._call(ops.STATUS, {})
         if isinstance(answer, RemoteError):
             self._health_due = None
-            if self._local:
-                self._set(rows.unanswered_here(self.row, answer.code))
-            else:
+            if not self._local:
                 self._set(rows.gone(self.row, rows.OFFLINE, answer.to_dict()))
+            elif not discovery.listening(self.endpoint):  # it died while asked
+                self._set(rows.gone(self.row, rows.DOWN))
+            else:  # asked again soon: nothing else would tell when it answers or dies
+                self._set(rows.unanswered_here(self.row, answer.code))
+                self._health_due = time.monotonic() + RECHECK_UNANSWERED
             return
         if not isinstance(answer, Mapping) or answer.get("profile") != self.row["profile"]:
             self._set(rows.gone(self.row, rows.REFUSED, {"code": "not_this_gateway"}))

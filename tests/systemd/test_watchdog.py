@@ -71,4 +71,4 @@ def test_a_gateway_whose_loop_hangs_is_restarted_by_its_watchdog(installs, sandb
     assert f"{unit}: Watchdog timeout (limit {WATCHDOG}s)!" in said, said
     assert f"{unit}: Failed with result 'watchdog'." in said, said
     # Its last words: the stack of the hung loop, from the watchdog's SIGABRT.
-    assert any("in turn_started" in line for line in said), said
+    assert any("in _turn" in line for line in said), said
