@@ -7,8 +7,8 @@ not answers nothing else here, so only ``up``, ``current_code`` and ``healthy`` 
 given for it. ``healthy`` is 1 only for a gateway ``fleet.health`` calls healthy: 0 is
 unhealthy or not known yet (``--json`` says which, and why).
 
-``hermes_update_receipts`` counts the receipts the updater keeps (its newest 20) by outcome: a
-gauge, not a counter, since pruning the oldest lowers it.
+``hermes_updates_total`` counts the updates that ended, by outcome: the receipts the updater
+keeps and the tally it adds each one to as it prunes it, so it only grows.
 
 Sign-in: ``hermes_signin_signed_in`` is 1 while the install holds an account that needs no new
 sign-in; ``hermes_signin_access_expiry_seconds`` (only then) is the time left on its access
@@ -31,7 +31,7 @@ TURN_DURATION = "hermes_gateway_turn_duration_seconds"
 LAST_TURN = "hermes_gateway_last_turn_seconds"
 RESTARTS = "hermes_gateway_restarts"  # a counter: its sample is ``hermes_gateway_restarts_total``
 RESTARTS_LAST_HOUR = "hermes_gateway_restarts_last_hour"
-UPDATE_RECEIPTS = "hermes_update_receipts"
+UPDATES = "hermes_updates"  # a counter: its sample is ``hermes_updates_total``
 OWED = "hermes_owed_obligations"
 SIGNED_IN = "hermes_signin_signed_in"
 ACCESS_EXPIRY = "hermes_signin_access_expiry_seconds"
@@ -46,7 +46,7 @@ METRICS: dict[str, tuple[str, str, str]] = {
     LAST_TURN: ("gauge", "seconds", "wall time of the latest agent turn that finished"),
     RESTARTS: ("counter", "", "starts of the profile's gateway that had a predecessor, whatever the supervisor"),
     RESTARTS_LAST_HOUR: ("gauge", "", "restarts of the profile's gateway in the last hour"),
-    UPDATE_RECEIPTS: ("gauge", "", "update receipts the updater keeps, by outcome"),
+    UPDATES: ("counter", "", "updates that ended, by outcome (a pruned receipt still counts)"),
     OWED: ("gauge", "", "what committed updates still owe, by kind (fleet_restart: gateways owed a restart)"),
     SIGNED_IN: ("gauge", "", "1 while the install holds a Nous account that needs no new sign-in, else 0"),
     ACCESS_EXPIRY: ("gauge", "seconds", "seconds until the Nous access token expires (absent when not signed in)"),
@@ -90,7 +90,7 @@ def families(snapshot: Mapping[str, Any]) -> list[Family]:
             if type(restarts.get("last_hour")) is int:
                 by[RESTARTS_LAST_HOUR].append(Sample("", who, restarts["last_hour"]))
     for outcome, count in snapshot["updates"].items():
-        by[UPDATE_RECEIPTS].append(Sample("", {"outcome": outcome}, count))
+        by[UPDATES].append(Sample("_total", {"outcome": outcome}, count))
     for kind, count in snapshot["owed"].items():
         by[OWED].append(Sample("", {"kind": kind}, count))
     signin = snapshot["signin"]

@@ -83,15 +83,12 @@ def _gateways(root: Path, install_sha: str | None, errors: list[str]) -> list[di
 def _update_outcomes(root: Path, errors: list[str]) -> dict[str, int]:
     from services.updater import ReceiptStore
 
-    counts: dict[str, int] = {}
     try:
-        receipts, problems = ReceiptStore(root).all()
+        counts, problems = ReceiptStore(root).outcome_counts()
     except (OSError, HermesError) as exc:
         errors.append(f"update receipts: {exc.message if isinstance(exc, HermesError) else exc}")
-        return counts
+        return {}
     errors.extend(f"update receipt {p.path}: {p.reason}" for p in problems)
-    for receipt in receipts:
-        counts[receipt.outcome] = counts.get(receipt.outcome, 0) + 1
     return counts
 
 

@@ -3,6 +3,8 @@
 ``ReceiptStore`` is the receipts' only I/O. It writes each receipt (always redacted, always
 atomically) under a name that sorts by start time, keeps the ``latest.json`` pointer and the
 newest ``KEEP`` records, and marks the records of runs whose process is gone ``interrupted``.
+What a pruned receipt ended as is added to a tally (``pruned.json``) first, so the count of
+each outcome (``outcome_counts``) only ever grows: a counter a metrics scraper can trust.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from shared.identity import is_alive
 from shared.redaction import redact
 
 KEEP = 20
+TALLY = "pruned.json"  # {"through": the newest receipt name counted, "outcomes": {outcome: n}}
 DIR_MODE = 0o755
+UNREADABLE = "unreadable"  # the outcome a pruned receipt that could not be read is counted as
 _RECEIPT_NAME = re.compile(rf"update_\d{{8}}_\d{{6}}_\d+_{UPDATE_ID}\.json")
 
 
@@ -113,6 +117,7 @@ class ReceiptStore:
         doomed = [name for name in self._receipt_names()[:-KEEP] if name != keep_also]
         if not doomed:
             return
+        self._count_pruned(doomed)
         stems = tuple(name.removesuffix(".json") + "." for name in doomed)
         for entry in os.scandir(self.directory):
             # A receipt goes with its siblings (the completion's request and result files).
@@ -122,7 +127,43 @@ class ReceiptStore:
                 except FileNotFoundError:
                     pass
 
+    def _count_pruned(self, doomed: list[str]) -> None:
+        """Add the outcomes of ``doomed`` to the tally before they go. Names sort by start time,
+        and the tally says the newest it counted: a prune killed before its deletions counts
+        nothing twice when it is done again."""
+        through, outcomes = self._tally()
+        fresh = [name for name in doomed if name > through]
+        if not fresh:
+            return
+        for name in fresh:
+            try:
+                outcome = self._load(self.directory / name).outcome
+            except (OSError, StateFileCorrupt, ReceiptError):
+                outcome = UNREADABLE
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        write_json_atomic(self.directory / TALLY, {"through": max(fresh), "outcomes": outcomes})
+
+    def _tally(self) -> tuple[str, dict[str, int]]:
+        try:
+            data = read_json(self.directory / TALLY, default={})
+        except StateFileCorrupt:
+            data = {}  # counted afresh from here: the kept receipts still count
+        through, outcomes = data.get("through", ""), data.get("outcomes", {})
+        if not isinstance(through, str) or not isinstance(outcomes, dict):
+            return "", {}
+        return through, {k: v for k, v in outcomes.items() if isinstance(k, str) and type(v) is int and v >= 0}
+
     # --- reading --------------------------------------------------------------------------
+
+    def outcome_counts(self) -> tuple[dict[str, int], list[ReceiptProblem]]:
+        """How many updates ended as each outcome (``running`` ones not yet), pruned ones
+        included, and every kept receipt that could not be read."""
+        _, counts = self._tally()
+        receipts, problems = self.all()
+        for receipt in receipts:
+            if receipt.outcome != RUNNING:
+                counts[receipt.outcome] = counts.get(receipt.outcome, 0) + 1
+        return counts, problems
 
     def _receipt_names(self) -> list[str]:
         try:

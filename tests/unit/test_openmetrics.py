@@ -118,7 +118,7 @@ def test_every_metric_of_a_snapshot_reads_back_under_its_stable_name():
     assert value(got, "hermes_gateway_active_turns", profile="writer") is None  # a down gateway says nothing more
     assert value(got, "hermes_gateway_restarts_total", profile="coder") == 2
     assert value(got, "hermes_gateway_turn_duration_seconds_count", profile="coder") == 0
-    assert value(got, "hermes_update_receipts", outcome="rolled_back") == 1
+    assert value(got, "hermes_updates_total", outcome="rolled_back") == 1
     assert value(got, "hermes_owed_obligations", kind="fleet_restart") == 2
     assert value(got, "hermes_signin_signed_in", provider="nous") == 1
     assert value(got, "hermes_signin_access_expiry_seconds", provider="nous") == 120.5

@@ -12,7 +12,7 @@ import pytest
 
 from services.updater import lock as lock_module
 from services.updater.lock import UpdateInProgress, UpdateLock, holder, stale_holder
-from services.updater.receipt import SCHEMA, Receipt, ReceiptError, exit_code_for
+from services.updater.receipt import FAILED, SCHEMA, SUCCESS, Receipt, ReceiptError, exit_code_for
 from services.updater.receipt_store import KEEP, ReceiptStore
 from services.updater.update_id import InvalidUpdateId, new_update_id
 from shared.files import StateFileCorrupt, write_json_atomic
@@ -414,3 +414,38 @@ def test_a_holder_that_never_writes_its_record_is_named_by_pid_alone(tmp_path, m
         with pytest.raises(UpdateInProgress) as refused:
             UpdateLock(tmp_path).acquire("loser")
     assert (refused.value.holder["pid"], refused.value.holder["update_id"]) == (os.getpid(), None)
+
+
+def _ended(update_id: str, minute: int, outcome: str):
+    receipt = begin(update_id, at=T0 + timedelta(minutes=minute))
+    receipt.finish(outcome, exit_code_for(outcome, committed=False))
+    return receipt
+
+
+def test_the_count_of_each_outcome_keeps_what_was_pruned_and_never_counts_a_receipt_twice(tmp_path):
+    store = ReceiptStore(tmp_path)
+    outcomes = [SUCCESS if i % 3 else FAILED for i in range(KEEP + 7)]
+    for i, outcome in enumerate(outcomes):
+        store.write(_ended(f"u{i:02d}", i, outcome))
+    store.write(begin("running", at=T0 + timedelta(hours=2)))  # not ended: not counted
+    expected = {SUCCESS: outcomes.count(SUCCESS), FAILED: outcomes.count(FAILED)}
+    counts, problems = store.outcome_counts()
+    assert counts == expected and problems == []
+    assert len(store.all()[0]) == KEEP  # 8 were pruned, and still counted
+    # A prune killed after its tally, before its deletions, is done again: counted once.
+    names = store._receipt_names()
+    store._count_pruned(names[:3])
+    store._count_pruned(names[:3])
+    tallied, _ = store._tally()
+    assert tallied == max(names[:3])
+
+
+def test_a_torn_tally_counts_afresh_from_the_receipts_kept(tmp_path):
+    store = ReceiptStore(tmp_path)
+    for i in range(KEEP + 2):
+        store.write(_ended(f"u{i:02d}", i, SUCCESS))
+    (store.directory / "pruned.json").write_text("{torn")
+    counts, _ = store.outcome_counts()
+    assert counts == {SUCCESS: KEEP}
+    store.write(_ended("u99", 99, SUCCESS))  # the next prune writes a whole tally again
+    assert store.outcome_counts()[0] == {SUCCESS: KEEP + 1}
