@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 from hermes_cli import output
-from hermes_cli.fleet_metrics import families
-from hermes_cli.metrics_gather import gather
-from hermes_cli.openmetrics import render
+from hermes_cli.metrics.exposition import render
+from hermes_cli.metrics.families import families
+from hermes_cli.metrics.gather import gather
 from shared import homes
 
 
@@ -19,10 +19,10 @@ def exposition() -> str:
 
 def cmd_metrics(args: Any) -> int:
     if args.listen is not None:
-        from hermes_cli import metrics_address, metrics_listener
+        from hermes_cli.metrics import address, listener
 
-        address = metrics_address.parse(args.listen)  # refused before anything is gathered
-        return metrics_listener.serve(address, exposition)
+        where = address.parse(args.listen)  # refused before anything is gathered
+        return listener.serve(where, exposition)
     snapshot = gather(homes.root_home())
     output.emit(args, json.loads(json.dumps(snapshot)), lambda d: render(families(d)))
     return 0

@@ -56,14 +56,14 @@ class GatewayWatch(threading.Thread):
         self._stop_fd = stop_fd
         self._min_healthy = min_healthy
         self._local = endpoint.tcp is None or endpoint.tcp.is_local
-        self._health_due: float | None = None
+        self._due: float | None = None
 
     def run(self) -> None:
         try:
             with subscribe(self.endpoint, (ops.STATE_TOPIC,), liveness=LIVENESS) as subscriber:
                 self._ask()
                 while True:
-                    due = self._health_due
+                    due = self._due
                     heard = subscriber.heard(
                         None if due is None else max(0.0, due - time.monotonic()), stop_fd=self._stop_fd
                     )
@@ -71,7 +71,7 @@ class GatewayWatch(threading.Thread):
                         return
                     for item in heard:
                         self._take(item)
-                    if self._health_due is None or time.monotonic() < self._health_due:
+                    if self._due is None or time.monotonic() < self._due:
                         continue
                     if self.row["state"] == ops.RUNNING:
                         self._judge()
@@ -83,7 +83,7 @@ class GatewayWatch(threading.Thread):
     def _take(self, item: Heard) -> None:
         if item.kind == Heard.REFUSED:
             self._set(rows.gone(self.row, rows.REFUSED, item.value.to_dict()))
-            self._health_due = None
+            self._due = None
         elif item.kind == Heard.CONNECTED:
             self._ask()
         elif item.kind == Heard.DISCONNECTED:
@@ -106,28 +106,28 @@ class GatewayWatch(threading.Thread):
             self._ask()  # gone, or a publisher bound again by a process that lives on
             return
         self._set(rows.gone(self.row, rows.OFFLINE, {"code": "connection_lost"}))
-        self._health_due = None
+        self._due = None
 
     def _ask(self) -> None:
         """The gateway's ``status``, and its health when it runs."""
         if self._local and not discovery.listening(self.endpoint):  # its lock here: no process holds it
             self._set(rows.gone(self.row, rows.DOWN))
-            self._health_due = None
+            self._due = None
             return
         answer = self._call(ops.STATUS, {})
         if isinstance(answer, RemoteError):
-            self._health_due = None
+            self._due = None
             if not self._local:
                 self._set(rows.gone(self.row, rows.OFFLINE, answer.to_dict()))
             elif not discovery.listening(self.endpoint):  # it died while asked
                 self._set(rows.gone(self.row, rows.DOWN))
             else:  # asked again soon: nothing else would tell when it answers or dies
                 self._set(rows.unanswered_here(self.row, answer.code))
-                self._health_due = time.monotonic() + RECHECK_UNANSWERED
+                self._due = time.monotonic() + RECHECK_UNANSWERED
             return
         if not isinstance(answer, Mapping) or answer.get("profile") != self.row["profile"]:
             self._set(rows.gone(self.row, rows.REFUSED, {"code": "not_this_gateway"}))
-            self._health_due = None
+            self._due = None
             return
         self._set(rows.answered(self.row, answer))
         if self.row["state"] == ops.RUNNING:
@@ -139,9 +139,9 @@ class GatewayWatch(threading.Thread):
         self._set(rows.judged(self.row, pid, judge(answer, expected_sha=None, min_healthy=self._min_healthy).to_dict()))
         up_for = answer.get("up_for") if isinstance(answer, Mapping) else None
         if isinstance(up_for, (int, float)) and up_for < self._min_healthy:  # judged again once it can be
-            self._health_due = time.monotonic() + self._min_healthy - up_for + 0.1
+            self._due = time.monotonic() + self._min_healthy - up_for + 0.1
         else:
-            self._health_due = time.monotonic() + RECHECK_HEALTH
+            self._due = time.monotonic() + RECHECK_HEALTH
 
     def _call(self, spec: OpSpec, args: dict[str, Any]) -> Any:
         try:

@@ -16,7 +16,7 @@ BLOCKS: tuple[tuple[str, str, str], ...] = (
     ("README.md", "stages", "services.updater.stages:short_timeline"),
     ("docs/gateways.md", "states", "services.gateway.transitions:render"),
     ("docs/tcp-and-curve.md", "ops", "hermes_cli.mesh_ops:render"),
-    ("docs/gateways.md", "metrics", "hermes_cli.fleet_metrics:render_table"),
+    ("docs/gateways.md", "metrics", "hermes_cli.metrics.families:render_table"),
 )
 
 

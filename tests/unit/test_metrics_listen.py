@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_cli.metrics_address import ListenAddress, MetricsListenInvalid, MetricsListenNotLoopback, parse
-from hermes_cli.metrics_listener import CachedScrape, _answer
-from hermes_cli.openmetrics import CONTENT_TYPE
+from hermes_cli.metrics.address import ListenAddress, MetricsListenInvalid, MetricsListenNotLoopback, parse
+from hermes_cli.metrics.exposition import CONTENT_TYPE
+from hermes_cli.metrics.listener import CachedScrape, _answer
 
 
 @pytest.mark.parametrize(

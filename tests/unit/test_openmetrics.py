@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from hermes_cli import fleet_metrics
-from hermes_cli.openmetrics import Family, Sample, histogram, render
+from hermes_cli.metrics import families
+from hermes_cli.metrics.exposition import Family, Sample, histogram, render
 from services.gateway.turn_stats import TurnStats
 
 
@@ -107,9 +107,9 @@ def value(families: dict, name: str, **labels) -> float | None:
 
 
 def test_every_metric_of_a_snapshot_reads_back_under_its_stable_name():
-    got = parsed(render(fleet_metrics.families(snapshot(gateway("coder"), gateway("writer", up=False)))))
-    assert set(got) == set(fleet_metrics.METRICS)
-    assert all(name.startswith(fleet_metrics.PREFIX) for name in got)
+    got = parsed(render(families.families(snapshot(gateway("coder"), gateway("writer", up=False)))))
+    assert set(got) == set(families.METRICS)
+    assert all(name.startswith(families.PREFIX) for name in got)
     assert value(got, "hermes_gateway_up", profile="coder") == 1
     assert value(got, "hermes_gateway_up", profile="writer") == 0
     assert value(got, "hermes_gateway_current_code", profile="writer") == 0
@@ -126,20 +126,20 @@ def test_every_metric_of_a_snapshot_reads_back_under_its_stable_name():
 
 def test_not_signed_in_is_0_with_no_expiry():
     signed_out = {"provider": "nous", "signed_in": False, "access_expires_in": None}
-    got = parsed(render(fleet_metrics.families(snapshot(signin=signed_out))))
+    got = parsed(render(families.families(snapshot(signin=signed_out))))
     assert value(got, "hermes_signin_signed_in", provider="nous") == 0
     assert got["hermes_signin_access_expiry_seconds"].samples == []
 
 
 def test_a_gateway_answer_of_another_shape_is_left_out_not_rendered_broken():
     odd = gateway("coder", turns={"latency": {"le": [1.0], "counts": [1], "sum": 1}}, restarts={"total": "x"})
-    got = parsed(render(fleet_metrics.families(snapshot(odd))))
+    got = parsed(render(families.families(snapshot(odd))))
     assert got["hermes_gateway_turn_duration_seconds"].samples == []
     assert got["hermes_gateway_restarts"].samples == []
     assert value(got, "hermes_gateway_up", profile="coder") == 1
 
 
 def test_the_docs_table_names_every_metric():
-    table = fleet_metrics.render_table()
-    for name, (kind, _, _) in fleet_metrics.METRICS.items():
+    table = families.render_table()
+    for name, (kind, _, _) in families.METRICS.items():
         assert (f"{name}_total" if kind == "counter" else name) in table

@@ -1,5 +1,5 @@
 """The install's metrics: their stable names, and the families a gathered snapshot
-(``hermes_cli.metrics_gather``) renders to. No I/O. ``docs/gateways.md`` lists the names (``render_table``); a name
+(``hermes_cli.metrics.gather``) renders to. No I/O. ``docs/gateways.md`` lists the names (``render_table``); a name
 never changes meaning, a new one is added instead.
 
 Per gateway (label ``profile``): ``up`` says it answered ``status`` on its socket; one that did
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hermes_cli.openmetrics import Family, Sample, histogram
+from hermes_cli.metrics.exposition import Family, Sample, histogram
 
 PREFIX = "hermes_"
 GATEWAY_UP = "hermes_gateway_up"
@@ -63,7 +63,7 @@ def _number(value: object) -> bool:
 
 
 def families(snapshot: Mapping[str, Any]) -> list[Family]:
-    """The metric families of a snapshot as ``metrics_gather.gather`` makes it (its ``--json``)."""
+    """The metric families of a snapshot as ``gather.gather`` makes it (its ``--json``)."""
     by: dict[str, list[Sample]] = {name: [] for name in METRICS}
     for g in snapshot["gateways"]:
         who = {"profile": g["profile"]}

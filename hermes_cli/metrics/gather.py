@@ -1,4 +1,4 @@
-"""Gathering the install's metrics: one snapshot, the values ``hermes_cli.fleet_metrics``
+"""Gathering the install's metrics: one snapshot, the values ``hermes_cli.metrics.families``
 renders and ``hermes mesh metrics --json`` prints.
 
 Every gateway is asked at once, each call bounded (``fleet.discovery``'s ``status``, again for

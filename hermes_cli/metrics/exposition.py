@@ -1,5 +1,5 @@
 """The OpenMetrics text exposition (https://openmetrics.io, 1.0.0): metric families in, text
-out. No I/O, and nothing of what the metrics mean (``hermes_cli.fleet_metrics`` says that)."""
+out. No I/O, and nothing of what the metrics mean (``hermes_cli.metrics.families`` says that)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``hermes mesh metrics --listen``: the exposition served over HTTP/1.1 for a Prometheus to
-scrape, on a loopback address or a unix socket (``hermes_cli.metrics_address``).
+scrape, on a loopback address or a unix socket (``hermes_cli.metrics.address``).
 
 ``GET /metrics`` (and ``HEAD``) answers the exposition; any other path 404, any other method
 405. One connection is served at a time, one request each (``Connection: close``): its request
@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 
 from hermes_cli.errors import CliError
-from hermes_cli.metrics_address import ListenAddress
-from hermes_cli.openmetrics import CONTENT_TYPE
+from hermes_cli.metrics.address import ListenAddress
+from hermes_cli.metrics.exposition import CONTENT_TYPE
 from shared.errors import HermesError
 
 MAX_REQUEST = 8 * 1024
