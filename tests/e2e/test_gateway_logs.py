@@ -17,11 +17,13 @@ import pytest
 from nous import store
 from shared.files import read_json
 from shared.log_record import FIELDS
+from shared.transport import curve_keys
 from tests.support import mesh_roots
 from tests.support.cli import HERMES
 from tests.support.cli import hermes as run_hermes
 from tests.support.logins import Hermes
 from tests.support.processes import ROOT, python_env, wait_for
+from tests.support.tcp import free_port_pair
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +40,12 @@ class JsonHermes(Hermes):
 def mesh():
     with mesh_roots.mesh_root("coder", "writer") as root:
         (root / "profiles" / "coder" / ".env").write_text(f"OPENAI_API_KEY={PROVIDER_KEY}\n")
+        # writer's gateway on TCP: it holds its CURVE secret key, and every command the client's
+        config = root / "config.yaml"
+        with config.open("a") as out:
+            out.write(f"\nmesh:\n  tcp:\n    gateway@writer: tcp://127.0.0.1:{free_port_pair()}\n")
+        made = run_hermes("mesh", "keys", "init", "--profile", "writer", env=env_of(root))
+        assert made.returncode == 0, made.stderr
         yield root
 
 
@@ -71,7 +79,8 @@ def test_json_logs_carry_their_process_and_no_secret_and_read_back_by_profile(me
     os.kill(first["coder"], signal.SIGUSR1)
     wait_for(lambda: serving_pid(mesh, "coder", not_pid=first["coder"]), timeout=WAIT, what="coder's restart")
 
-    secrets = {PROVIDER_KEY, *_tokens(mesh, sim)}
+    curve = {curve_keys.server_secret(mesh, "gateway@writer").decode(), curve_keys.client_secret(mesh).decode()}
+    secrets = {PROVIDER_KEY, *_tokens(mesh, sim), *curve}
     lines = []
     for path in [*mesh.glob("logs/*.log"), *mesh.glob("logs/mesh/hermes-gateway-*.log")]:
         lines += [(path.name, line) for line in path.read_text().splitlines() if line.strip()]
