@@ -102,7 +102,7 @@ def test_json_logs_carry_their_process_and_no_secret_and_read_back_by_profile(me
     assert {r["profile"] for r in records} == {"coder"}
     assert {r["pid"] for r in records} == {first["coder"], serving_pid(mesh, "coder")}
     assert any(r["message"].startswith("SIGUSR1: draining") for r in records)
-    text = logs(mesh, "writer", "--lines", "1")
+    text = logs(mesh, "writer", "--lines", "20")
     assert text.returncode == 0 and f"gateway[{first['writer']}] INFO starting: serving writer" in text.stdout
     for out in (shown.stdout, text.stdout):
         assert not any(secret in out for secret in secrets)
