@@ -84,6 +84,9 @@ def test_a_killed_gateway_shows_down_and_its_restart_running_within_a_second(roo
             assert running_at is not None and seen_at is not None, (terminal.screen(), read_state(gateway.home))
             up.append(max(0.0, seen_at - running_at))
         assert row_of(terminal.screen(), "default")[2:4] == [str(default.pid), "running"]  # untouched
+        for index, name in enumerate(victims):  # each start after a kill is a restart, in the last hour
+            restarts = len(range(index, ROUNDS, len(victims)))
+            _looked(terminal, name, lambda row, n=restarts: row[9] == str(n))
         print(f"down seen after: p95 {_p95(down):.3f} s, max {max(down):.3f} s")
         print(f"up seen after:   p95 {_p95(up):.3f} s, max {max(up):.3f} s")
         assert _p95(down + up) <= SEEN_WITHIN, (down, up)
