@@ -7,16 +7,13 @@ from __future__ import annotations
 import pytest
 import trio
 
-from services.gateway import app, profile_scope
+from services.gateway import app
 from services.gateway import process as gateway_process
 from services.gateway.app import Draining, Gateway
-from services.gateway.process import GatewayProcess
-from services.gateway.state import IMPORTED_CODE_SHA, GatewayState
-from shared import homes
+from services.gateway.state import IMPORTED_CODE_SHA
 from shared.gateways import ops
-from shared.identity import current_identity
-from shared.locks import FileLock
 from shared.transport.service import Call
+from tests.support.served_gateway import served_gateway
 
 PROBE = {"text": "health probe", "probe": True}
 
@@ -25,18 +22,11 @@ PROBE = {"text": "health probe", "probe": True}
 def gateway(tmp_path, monkeypatch):
     """A served profile inside its process, its sockets never opened; what it reports to the
     operator is kept in ``gateway.reported``."""
-    home = tmp_path / "home"
-    endpoint = homes.endpoint(home, ops.SERVICE)
-    lock = FileLock(endpoint.lock_path)
-    lock.acquire()
-    state = GatewayState(current_identity(), "default", home, "unmanaged", None, "i1")
-    served = Gateway(state, endpoint, lock, profile_scope.load("default", home))
-    served.process = GatewayProcess([served])
     reported: list[str] = []
     monkeypatch.setattr(gateway_process.hooks, "report_activity", reported.append)
-    served.reported = reported  # type: ignore[attr-defined]
-    yield served
-    lock.release()
+    with served_gateway(tmp_path / "home") as served:
+        served.reported = reported  # type: ignore[attr-defined]
+        yield served
 
 
 async def turn(gateway: Gateway, args: dict) -> dict:

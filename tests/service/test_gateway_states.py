@@ -10,25 +10,17 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from services.gateway import profile_scope, transitions
+from services.gateway import transitions
 from services.gateway.app import Gateway
-from services.gateway.state import GatewayState
-from shared import homes
 from shared.gateways import ops
-from shared.identity import current_identity
-from shared.locks import FileLock
+from tests.support.served_gateway import served_gateway
 
 
 @pytest.fixture
 def gateway(tmp_path):
     """A served profile as its process makes it, its sockets never opened."""
-    home = tmp_path / "home"
-    endpoint = homes.endpoint(home, ops.SERVICE)
-    lock = FileLock(endpoint.lock_path)
-    lock.acquire()
-    state = GatewayState(current_identity(), "default", home, "unmanaged", None, "i1")
-    yield Gateway(state, endpoint, lock, profile_scope.load("default", home))
-    lock.release()
+    with served_gateway(tmp_path / "home", in_process=False) as served:
+        yield served
 
 
 def written(gateway: Gateway) -> str:

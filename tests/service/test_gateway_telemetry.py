@@ -6,29 +6,18 @@ from __future__ import annotations
 import pytest
 import trio
 
-from services.gateway import profile_scope
 from services.gateway.app import Gateway, TurnCut
-from services.gateway.process import GatewayProcess
 from services.gateway.restarts import Restarts
-from services.gateway.state import GatewayState, restarts_at_start
-from shared import homes
+from services.gateway.state import restarts_at_start
 from shared.gateways import ops
-from shared.identity import current_identity
-from shared.locks import FileLock
 from shared.transport.service import Call
+from tests.support.served_gateway import served_gateway
 
 
 @pytest.fixture
 def gateway(tmp_path):
-    home = tmp_path / "home"
-    endpoint = homes.endpoint(home, ops.SERVICE)
-    lock = FileLock(endpoint.lock_path)
-    lock.acquire()
-    state = GatewayState(current_identity(), "default", home, "unmanaged", None, "i1")
-    served = Gateway(state, endpoint, lock, profile_scope.load("default", home))
-    served.process = GatewayProcess([served])
-    yield served
-    lock.release()
+    with served_gateway(tmp_path / "home") as served:
+        yield served
 
 
 async def no_events(event: object) -> None:
