@@ -114,7 +114,7 @@ def one_run(calls: int, storm: int) -> dict:
         stormed = {"kept": pings(endpoint, calls, False), "fresh": pings(endpoint, calls // 4, True)}
         during = service_footprint(gateway.pid)
         attacker.send_signal(signal.SIGTERM)
-        storm_counts = json.loads(attacker.communicate(timeout=30)[0] or "{}")
+        storm_counts = json.loads((attacker.communicate(timeout=30)[0] or "{}").splitlines()[-1])
         time.sleep(2.0)
         after = service_footprint(gateway.pid)
         alive = gateway.poll() is None

@@ -31,7 +31,9 @@ REOPEN = 0.1
 
 def attack(host: str, port: int, count: int) -> None:
     """Hold ``count`` connections to ``host:port`` until SIGTERM, each of a kind by its index,
-    reopening each one the service closes ``REOPEN`` later; prints one JSON line of counts."""
+    reopening each one the service closes ``REOPEN`` later. Prints ``{"opened"}`` each time
+    another ``count`` were opened, so a caller can wait for the churn, and one JSON line of
+    counts at the end."""
     selector = selectors.DefaultSelector()
     opened = closed = refused = 0
     stopped: list[int] = []
@@ -49,6 +51,8 @@ def attack(host: str, port: int, count: int) -> None:
             return
         opened += 1
         selector.register(sock, selectors.EVENT_WRITE, (index, False))
+        if opened % count == 0:
+            print(json.dumps({"opened": opened}), flush=True)
 
     for index in range(count):
         open_one(index)
