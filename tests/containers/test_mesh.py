@@ -35,6 +35,7 @@ PROJECT = "hmtier"
 SERVICES = {"gateway": "gateway", "gateway@coder": "gateway-coder", "auth_worker": "auth-worker"}
 SERVICES |= {"handoff_retry": "handoff-retry", "hook_reporter": "hook-reporter"}
 UP_TIMEOUT = 60
+PODMAN_LOST_EXEC = 125  # podman's own error: an exec session whose container ended under it
 BLOCK = "gateway:turn:default"  # the default profile's gateway, in the container "gateway"
 CHECKED = ("gateway", "gateway-coder", "auth-worker", "handoff-retry", "hook-reporter", "portal")
 # What the host's key is granted: the turns, drains and sign-in these tests make from the host.
@@ -235,7 +236,10 @@ def test_a_gateway_whose_loop_is_blocked_is_killed_by_its_check_and_restarted(me
         turn = pool.submit(_turn, mesh, "gateway")
         wait_for(lambda: f"paused {BLOCK}" in _logs(mesh, "gateway"), timeout=UP_TIMEOUT, what="its loop blocked")
         checks = [mesh.sandbox.podman("healthcheck", "run", mesh.container("gateway"), check=False) for _ in "123"]
-        assert [c.returncode for c in checks] == [1, 1, 1], [c.stdout + c.stderr for c in checks]
+        # The third check kills the container's gateway, and podman may lose that exec's own exit
+        # with the container (125, "unable to find event"): what it did is checked below.
+        codes = [c.returncode for c in checks]
+        assert codes[:2] == [1, 1] and codes[2] in (1, PODMAN_LOST_EXEC), [c.stdout + c.stderr for c in checks]
         assert turn.result(timeout=UP_TIMEOUT) != "answered"  # its gateway died inside the turn
     wait_for(lambda: mesh.restarts("gateway") == restarts["gateway"] + 1, timeout=UP_TIMEOUT, what="it restarted")
     after = wait_for(lambda: _if_both(mesh.gateways()), timeout=UP_TIMEOUT, what="both gateways back")
