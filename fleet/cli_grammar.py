@@ -945,6 +945,7 @@ def _mesh_actions(mesh: argparse.ArgumentParser) -> None:
         _health_options(p)
 
     _command(actions, "mesh health", "an install-wide service answers a hello now (exit 0), or not", health)
+    _command(actions, "mesh hosts", "the other hosts this home sees: address, services, keys")
     _group(actions, "keys", "the CURVE keys of TCP endpoints (public keys only are shown)", _mesh_keys_actions)
 
 
@@ -1013,3 +1014,17 @@ def _mesh_keys_actions(keys: argparse.ArgumentParser) -> None:
     )
     _command(actions, "mesh keys revoke", "stop accepting a client's key (or trusting a server's)", revoke)
     _command(actions, "mesh keys rotate", "replace the client keypair, or a service's", rotate)
+
+    def import_(p: argparse.ArgumentParser) -> None:
+        p.add_argument("source", metavar="FILE", help="the host's `hermes mesh keys show --json` (- for stdin)")
+        p.add_argument("--host", required=True, metavar="NAME", help="the name this home gives that host")
+        p.add_argument("--address", metavar="ADDRESS", help="where its services are reached (needed for a new host)")
+
+    def forget(p: argparse.ArgumentParser) -> None:
+        p.add_argument("service", nargs="?", metavar="SERVICE", help="one service's key and port (default: the host)")
+        p.add_argument("--host", required=True, metavar="NAME", help="the host")
+
+    _command(
+        actions, "mesh keys import", "trust another host's services: add its keys and address, never replace", import_
+    )
+    _command(actions, "mesh keys forget", "stop trusting another host's service, or the whole host", forget)

@@ -47,6 +47,22 @@ def services_of(raw: bytes) -> dict[str, bytes]:
     return keys
 
 
+def ports_of(raw: bytes) -> dict[str, int]:
+    """Service key name -> the control port it binds on TCP, from the same document's
+    ``"ports"`` (absent: {}); called after ``services_of`` accepted the document."""
+    ports = _json(raw).get("ports") or {}
+    if not isinstance(ports, dict):
+        raise curve_keys.CurveKeyInvalid('the keys document\'s "ports" is not a mapping of NAME: PORT')
+    found: dict[str, int] = {}
+    for position, (name, port) in enumerate(ports.items(), start=1):
+        if not isinstance(name, str) or not curve_keys.NAME_RE.fullmatch(name):
+            raise _bad_entry(position, "name", "ports")
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65534:
+            raise _bad_entry(position, "port", "ports")
+        found[name] = port
+    return found
+
+
 def _json(raw: bytes) -> Any:
     try:
         return json.loads(raw.decode("utf-8"))
@@ -56,8 +72,8 @@ def _json(raw: bytes) -> Any:
         ) from None
 
 
-def _bad_entry(position: int, what: str) -> curve_keys.CurveKeyInvalid:
+def _bad_entry(position: int, what: str, section: str = "services") -> curve_keys.CurveKeyInvalid:
     return curve_keys.CurveKeyInvalid(
-        f'entry {position} of the keys document\'s "services" has an invalid {what}',
+        f'entry {position} of the keys document\'s "{section}" has an invalid {what}',
         detail={"entry": position, "field": what},
     )

@@ -17,7 +17,7 @@ from shared.locks import probe
 def lock_says(endpoint: homes.Endpoint) -> bool | None:
     """Whether the service of ``endpoint`` runs, as its endpoint lock here tells; None when the
     lock here cannot tell and the socket must be asked."""
-    if endpoint.tcp is not None and not endpoint.tcp.is_local:
+    if endpoint.host or (endpoint.tcp is not None and not endpoint.tcp.is_local):
         return None  # another host: its lock is there
     try:
         status = probe(endpoint.lock_path)

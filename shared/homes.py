@@ -340,6 +340,7 @@ class Endpoint(NamedTuple):
     key_name: str = ""  # "updater", "gateway" (default profile), "gateway@coder": its TCP and CURVE name
     root: Path = Path()  # the install's root home, which holds its CURVE keys
     tcp: TcpAddress | None = None  # set when the service is on TCP (and so CURVE)
+    host: str = ""  # another host's (``shared.mesh_hosts``), whose keys this home trusts apart; "" here
 
     @property
     def bind_control(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from hermes_cli import curve_import, mesh_ops, output
 from hermes_cli.errors import CliError
-from shared import homes
+from shared import homes, mesh_tcp
 from shared.transport import curve_keys
 
 
@@ -77,7 +77,19 @@ def _public_keys(root) -> dict[str, Any]:
         "authorized": {n: k.decode() for n, k in curve_keys.public_keys(root, "authorized").items()},
         "grants": {n: sorted(g) for n, g in curve_keys.grants(root).items()},
         "servers": {n: k.decode() for n, k in curve_keys.public_keys(root, "servers").items()},
+        "ports": _ports(root, services),
     }
+
+
+def _ports(root, services: dict[str, Any]) -> dict[str, int]:
+    """The TCP control port of every service listed that binds on TCP: what another home's
+    ``mesh keys import --host`` needs to reach it (the same port, published by the host)."""
+    ports = {}
+    for name in services:
+        address = mesh_tcp.tcp_address(root, name)
+        if address is not None:
+            ports[name] = address.port
+    return ports
 
 
 def _keys_text(d: dict[str, Any]) -> str:

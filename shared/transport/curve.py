@@ -83,7 +83,7 @@ def client_options(endpoint: Endpoint) -> Options:
     if endpoint.tcp is None:
         return []
     refuse_old_libzmq(endpoint.control)
-    server = curve_keys.trusted_server(endpoint.root, endpoint.key_name)
+    server = curve_keys.trusted_server(endpoint.root, endpoint.key_name, host=endpoint.host)
     secret = curve_keys.client_secret(endpoint.root)
     return [
         (zmq.CURVE_SERVERKEY, server),

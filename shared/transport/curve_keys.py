@@ -5,6 +5,8 @@
     authorized/<name>.key       client public keys this install's services accept
     authorized/<name>.grants    the ops such a key may call beyond the read-only ones, one a line
     servers/<name>.key          server public keys this install's clients trust
+    hosts/<host>/<name>.key     server public keys trusted for another host's services
+                                (``shared.mesh_hosts``): one set per host, never replaced
 
 A key file is one line: the key as 40 characters of Z85. Every directory is 0700 and every
 file 0600, owned by us and not a symlink; anything looser is refused, never repaired, so a
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import zmq
 
-from shared import homes
+from shared import homes, mesh_hosts
 from shared.errors import TransportError
 from shared.files import SECRET_MODE, locked, write_bytes_atomic
 
@@ -33,6 +35,8 @@ KEY_LENGTH = 40
 # A service's key name (``gateway@coder`` for a profile's gateway) or an authorized client's name.
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}(@[a-z0-9][a-z0-9_-]{0,63})?")
 _Z85 = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
+# Where other hosts' server keys are, one directory per host.
+HOSTS = "hosts"
 # The name init authorizes this install's own client under.
 LOCAL_CLIENT = "local"
 # Where the old client key stays authorized while a rotation is under way.
@@ -64,6 +68,12 @@ class CurveKeyMissing(TransportError):
 
 class CurveKeyUnknown(TransportError):
     code = "curve_key_unknown"
+
+
+class CurveKeyConflict(TransportError):
+    """A host's service already trusted under another key: an import adds, never replaces."""
+
+    code = "curve_key_conflict"
 
 
 def store(root: Path) -> Path:
@@ -114,7 +124,8 @@ def _check(path: Path, *, directory: bool) -> os.stat_result | None:
 
 def _check_dirs(root: Path, sub: str | None) -> Path:
     top = store(root)
-    for path in (top.parent, top) + ((top / sub,) if sub else ()):
+    below = [top / Path(*Path(sub).parts[: i + 1]) for i in range(len(Path(sub).parts))] if sub else []
+    for path in (top.parent, top, *below):
         if _check(path, directory=True) is None:
             raise CurveKeyMissing(f"no CURVE keys at {path}: run `hermes mesh keys init`", detail={"path": str(path)})
     return top / sub if sub else top
@@ -140,14 +151,34 @@ def client_secret(root: Path) -> bytes:
     return _read_key(_check_dirs(root, None) / "client.key_secret", "client secret key")
 
 
-def trusted_server(root: Path, name: str) -> bytes:
-    """The public key this install's clients expect ``name`` to have."""
+def trusted_server(root: Path, name: str, *, host: str = "") -> bytes:
+    """The public key this install's clients expect ``name`` (of ``host``, when given) to have."""
+    if host:
+        return _read_key(_host_dir(root, host) / f"{validate_name(name)}.key", f"public key of {name} on host {host}")
     directory = _check_dirs(root, "servers")
     return _read_key(directory / f"{validate_name(name)}.key", f"public key of server {name}")
 
 
+def _host_dir(root: Path, host: str) -> Path:
+    directory = _check_dirs(root, HOSTS) / mesh_hosts.validate_host_name(host)
+    if _check(directory, directory=True) is None:
+        raise CurveKeyMissing(
+            f"no keys for host {host!r} at {directory}: run `hermes mesh keys import --host {host}`",
+            detail={"path": str(directory), "host": host},
+        )
+    return directory
+
+
+def host_keys(root: Path, host: str) -> dict[str, bytes]:
+    """service -> public key trusted for every service of ``host``; {} when none is."""
+    try:
+        return public_keys(root, f"{HOSTS}/{mesh_hosts.validate_host_name(host)}")
+    except CurveKeyMissing:
+        return {}
+
+
 def public_keys(root: Path, sub: str) -> dict[str, bytes]:
-    """name -> public key of every ``<sub>/<name>.key`` (``authorized`` or ``servers``).
+    """name -> public key of every ``<sub>/<name>.key`` (``authorized``, ``servers`` or ``hosts/<host>``).
 
     A file that is unsafe or invalid is left out (and so, for ``authorized``, refused)."""
     directory = _check_dirs(root, sub)
@@ -285,6 +316,41 @@ def remove_public(root: Path, sub: str, name: str) -> None:
     if sub == "authorized":
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path.with_suffix(".grants"))
+
+
+def add_host_keys(root: Path, host: str, keys: dict[str, bytes]) -> list[str]:
+    """Trust ``keys`` (service -> public key) for ``host``'s services, adding and never
+    replacing: a service already trusted under another key is ``CurveKeyConflict`` (forget it
+    first, on purpose), checked for every key before any is written. Returns the services added."""
+    directory = _ensure_dir(_ensure_dir(_dirs(root) / HOSTS) / mesh_hosts.validate_host_name(host))
+    checked = {validate_name(name): validate_key(key, what=f"public key of {name}") for name, key in keys.items()}
+    with locked(directory):
+        held = host_keys(root, host)
+        for name, key in checked.items():
+            if name in held and held[name] != key:
+                raise CurveKeyConflict(
+                    f"host {host!r} already has another key for {name}: an import adds, never replaces "
+                    f"(`hermes mesh keys forget --host {host} {name}` first, if the host's key was rotated)",
+                    detail={"host": host, "service": name},
+                )
+        added = [name for name in checked if name not in held]
+        for name in added:
+            _write_key(directory / f"{name}.key", checked[name])
+    return added
+
+
+def forget_host_key(root: Path, host: str, name: str | None = None) -> list[str]:
+    """Stop trusting ``host``'s service ``name``, or every service of ``host``; what was forgotten."""
+    directory = _host_dir(root, host)
+    names = [validate_name(name)] if name is not None else sorted(host_keys(root, host))
+    forgotten = []
+    for service in names:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(directory / f"{service}.key")
+            forgotten.append(service)
+    if name is not None and not forgotten:
+        raise CurveKeyUnknown(f"host {host!r} has no key for {name!r}", detail={"host": host, "name": name})
+    return forgotten
 
 
 def rotate_client(root: Path, *, grace: float = ROTATION_GRACE) -> bytes:

@@ -49,6 +49,8 @@ VALUES = {
     "old_name": "nobody",
     "new_name": "renamed",
     "identifier": "ares",
+    "source": "ares",  # no such keys document
+    "host": "ares",
 }
 BOUND = 20.0  # seconds a run may take before it is sent SIGTERM
 # Seconds it then has to end: bounded by the longest clean-up, the demo's (it may wait a minute
