@@ -1,11 +1,9 @@
 """The key store as a kubelet mounts a Secret there: accepted as laid out, refused when unsafe.
 
 The process is made to look like a pod's (uid 12345, gid 0, the pod's fsGroup 2000 as a
-supplementary group) and the volume is laid out as the kubelet's atomic writer and its
-ownership change leave it (pkg/volume/util/atomic_writer.go, pkg/volume/volume_linux.go,
-pkg/volume/emptydir/empty_dir.go): a tmpfs root 1777, a timestamped dir 0755 holding the
-files, ``..data`` linking to it, a link per top entry, then everything but the links chowned
-to root:fsGroup with 0440 (and 0110 plus setgid on dirs) added.
+supplementary group) and the volume is laid out as the kubelet lays a Secret out
+(``tests.support.kubelet_volume``). Each refusal is of that layout with one thing changed, and
+the keys it did not touch still read.
 """
 
 from __future__ import annotations
@@ -18,11 +16,11 @@ import pytest
 import zmq
 
 from shared.transport import curve_keys
+from tests.support.kubelet_volume import STAMP, lay_out_secret
 
 ME = 12345  # an arbitrary uid that owns nothing here
 FS_GROUP = 2000  # the pod's fsGroup, one of our groups
 STRANGER = 4242  # a uid and gid that are not ours
-STAMP = "..2026_12_04_10_00_00.123456789"
 
 SERVER = zmq.curve_keypair()[1]
 CLIENT = zmq.curve_keypair()[1]
@@ -33,34 +31,6 @@ def pod(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: ME)
     monkeypatch.setattr(os, "getegid", lambda: 0)
     monkeypatch.setattr(os, "getgroups", lambda: [0, FS_GROUP])
-
-
-def lay_out_secret(mount: Path, files: dict[str, bytes], *, default_mode: int = 0o440) -> None:
-    """``files`` (item path -> content) at ``mount`` exactly as a kubelet lays a Secret out."""
-    mount.mkdir()
-    os.chmod(mount, 0o1777)  # a fresh tmpfs's root
-    data = mount / STAMP
-    data.mkdir()
-    os.chmod(data, 0o755)  # newTimestampDir
-    for item, content in files.items():
-        path = data / item
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o755)  # MkdirAll under the kubelet's umask 022
-        path.write_bytes(content)
-        os.chmod(path, default_mode)
-    os.symlink(STAMP, mount / "..data")
-    for top in sorted({item.split("/")[0] for item in files}):
-        os.symlink(f"..data/{top}", mount / top)  # createUserVisibleFiles
-    # SetVolumeOwnership of a read-only volume: links skipped, the rest root:fsGroup, |0440
-    # (dirs: |0110 and setgid). The links stay as the kubelet (root) made them.
-    for path in [mount, *sorted(mount.rglob("*"))]:
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):
-            os.lchown(path, 0, 0)
-            continue
-        os.chown(path, 0, FS_GROUP)
-        extra = 0o440 | (0o110 | stat.S_ISGID if stat.S_ISDIR(st.st_mode) else 0)
-        os.chmod(path, stat.S_IMODE(st.st_mode) | extra)
 
 
 @pytest.fixture
@@ -82,6 +52,7 @@ def root(tmp_path, pod):
             "authorized/probe.key": curve_keys.public_of(CLIENT) + b"\n",
             "authorized/probe.grants": b"gateway.turn\n",
         },
+        fs_group=FS_GROUP,
     )
     return home
 
