@@ -10,6 +10,7 @@ the links chowned to the pod's fsGroup, with 0440 added, and 0110 plus setgid on
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,3 +44,24 @@ def lay_out_secret(mount: Path, files: Mapping[str, bytes], *, fs_group: int, de
         extra = 0o440 | (0o110 | stat.S_ISGID if stat.S_ISDIR(st.st_mode) else 0)
         os.chmod(path, stat.S_IMODE(st.st_mode) | extra)
     return mount
+
+
+def update_secret(mount: Path, item: str, content: bytes, *, stamp: str) -> None:
+    """The kubelet's update of one item of a volume ``lay_out_secret`` made: a new timestamped
+    dir holding every item (the changed one new), ``..data`` swapped to it by a rename, the old
+    dir removed. Modes and owners are the old ones."""
+    old = mount / os.readlink(mount / "..data")
+    new = mount / stamp
+    shutil.copytree(old, new, symlinks=True)
+    for path in [new, *new.rglob("*")]:
+        st = os.lstat(old / path.relative_to(new))
+        os.chown(path, st.st_uid, st.st_gid)
+        os.chmod(path, stat.S_IMODE(st.st_mode))
+    target = new / item
+    mode = stat.S_IMODE(os.lstat(target).st_mode)
+    target.chmod(0o600)
+    target.write_bytes(content)
+    target.chmod(mode)
+    os.symlink(stamp, mount / "..data_tmp")
+    os.rename(mount / "..data_tmp", mount / "..data")
+    shutil.rmtree(old)

@@ -16,7 +16,8 @@ import pytest
 import zmq
 
 from shared.transport import curve_keys
-from tests.support.kubelet_volume import STAMP, lay_out_secret
+from shared.transport.server_key import ServerKey
+from tests.support.kubelet_volume import STAMP, lay_out_secret, update_secret
 
 ME = 12345  # an arbitrary uid that owns nothing here
 FS_GROUP = 2000  # the pod's fsGroup, one of our groups
@@ -175,3 +176,14 @@ def test_the_same_files_without_data_are_an_ordinary_store_and_refused(root):
         (mount / top).unlink()
         os.symlink(f"data/{top}", mount / top)
     refused(lambda: curve_keys.client_secret(root), mount, "owned by uid 0")
+
+
+def test_a_secret_the_kubelet_updates_gives_the_service_its_new_key(root):
+    """A rotation on Kubernetes: the Secret changes, the kubelet swaps ``..data``, and the
+    service following its key file takes the new key."""
+    key = ServerKey(root, "gateway", curve_keys.server_secret(root, "gateway"))
+    assert key.replaced() is None
+    new = zmq.curve_keypair()[1]
+    update_secret(mount_of(root), "server/gateway.key_secret", new + b"\n", stamp="..2026_12_04_11_00_00.987654321")
+    assert key.replaced() == new
+    assert curve_keys.client_secret(root) == CLIENT
