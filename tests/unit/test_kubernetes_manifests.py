@@ -297,3 +297,8 @@ def test_a_secret_the_script_does_not_make_is_found():
     assert "make-secrets.sh makes no key authorized.probe.key in Secret hermes-mesh-trust" in "\n".join(
         problems(load(), script, schemas=False)
     )
+
+
+def test_the_images_user_is_numeric_so_run_as_non_root_holds_without_a_uid():
+    users = re.findall(r"^USER\s+(\S+)\s*$", (ROOT / "compose" / "Containerfile").read_text(), re.M)
+    assert users and users[-1].isdigit() and int(users[-1]) != 0, users
