@@ -1,4 +1,4 @@
-"""The install's CURVE keys, under ``<root>/mesh/curve/``.
+"""The install's CURVE keys, under ``<root>/mesh/curve``.
 
     server/<name>.key_secret    a service's secret key (``updater``, ``gateway``, ``gateway@coder``)
     client.key_secret           this install's client secret key
@@ -8,15 +8,41 @@
     hosts/<host>/<name>.key     server public keys trusted for another host's services
                                 (``shared.mesh_hosts``): one set per host, never replaced
 
-A key file is one line: the key as 40 characters of Z85. Every directory is 0700 and every
-file 0600, owned by us and not a symlink; anything looser is refused, never repaired, so a
-key another user could have read or swapped is never used. Public halves are derived from
-the secret ones where they are needed; only public keys ever leave this module as text.
+A key file is one line: the key as 40 characters of Z85. Public halves are derived from the
+secret ones where they are needed; only public keys ever leave this module as text. Anything
+looser than the rules below is refused (``curve_key_unsafe``, naming the path), never repaired,
+so a key another user could have read or swapped is never used.
+
+An ordinary store, which ``hermes mesh keys init`` makes: every directory is 0700 and every
+file 0600, owned by us and not a symlink.
+
+A kubelet volume (a Kubernetes Secret or projected volume mounted at the store), recognised by
+its ``..data`` symlink, which the kubelet's writer makes in every such volume and reserves (no
+key of a Secret may be named ``..data``, and ``keys init`` never makes it). Its layout is the
+writer's: the real files in a timestamped dir ``..<date>.<n>/``, ``..data`` a link to it, and
+each top entry (``server``, ``client.key_secret``, ...) a link ``NAME -> ..data/NAME``; all of
+it root's, files of the pod's ``fsGroup`` with the volume's ``defaultMode``. So there:
+
+- every link is followed by hand, and must be root's or ours and stay inside the mount dir:
+  a link whose target leaves it (absolute elsewhere, or ``..`` past the mount) is refused;
+- the mount dir is root's or ours, and writable by others only with the sticky bit (the
+  kubelet's tmpfs is 1777: others could add a name, never replace root's); every dir below
+  it is root's or ours and writable by no one else; ``mesh/`` above it may be root's (the
+  container engine makes a mount point's missing parents) but writable by no one else;
+- a key file is opened without following a link, and judged by ``fstat`` of what was opened:
+  a regular file, root's or ours, writable by no one but its owner, readable by no others,
+  and readable by its group only when that group is one of ours (``defaultMode: 0440`` and
+  the pod's ``fsGroup``).
+
+Anything else (a link owned by another user, a key of mode 0644 or 0660, a group we are not
+in) is refused as in an ordinary store. A kubelet volume is read-only: a command that would
+write a key there is refused, naming the Secret as the place to change it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -101,41 +127,185 @@ def validate_key(text: object, *, what: str = "key") -> bytes:
 
 # --- reading, with the safety checks ------------------------------------------------------------
 
+# The link the kubelet's writer makes in every Secret, ConfigMap or projected volume.
+KUBELET_DATA = "..data"
+# Links followed on one path: the kubelet's layout needs two (``server``, then ``..data``).
+_MAX_LINKS = 8
+_ROOT_UID = 0
+
+
+def _unsafe(path: Path, problem: str) -> CurveKeyUnsafe:
+    return CurveKeyUnsafe(f"refusing to use {path}: it {problem}", detail={"path": str(path)})
+
+
+def _owner_problem(st: os.stat_result, *, kubelet: bool) -> str | None:
+    if st.st_uid == os.geteuid() or (kubelet and st.st_uid == _ROOT_UID):
+        return None
+    return f"is owned by uid {st.st_uid}"
+
+
+def _dir_problem(st: os.stat_result, *, kubelet: bool, mount: bool = False) -> str | None:
+    """What is wrong with a directory of the store (no I/O): see the module's rules."""
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if owner := _owner_problem(st, kubelet=kubelet):
+        return owner
+    if not kubelet and mode & 0o077:
+        return f"has mode {mode:04o} (expected {DIR_MODE:04o})"
+    if kubelet and mode & 0o022 and not (mount and mode & stat.S_ISVTX):
+        return f"has mode {mode:04o}: others may change what is in it"
+    return None
+
+
+def _file_problem(st: os.stat_result, *, kubelet: bool, groups: frozenset[int]) -> str | None:
+    """What is wrong with a key file, judged on what was opened (no I/O): see the module's rules."""
+    mode = stat.S_IMODE(st.st_mode)
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if owner := _owner_problem(st, kubelet=kubelet):
+        return owner
+    if not kubelet and mode & 0o077:
+        return f"has mode {mode:04o} (expected {SECRET_MODE:04o})"
+    if mode & 0o022:
+        return f"has mode {mode:04o}: others may write it"
+    if mode & 0o004:
+        return f"has mode {mode:04o}: anyone may read it"
+    if mode & 0o040 and st.st_gid not in groups:
+        return f"has mode {mode:04o}: group {st.st_gid}, not one of ours, may read it"
+    return None
+
+
+def _our_groups() -> frozenset[int]:
+    return frozenset([os.getegid(), *os.getgroups()])
+
 
 def _check(path: Path, *, directory: bool) -> os.stat_result | None:
-    """lstat ``path`` and refuse anything looser than private; None when it does not exist."""
+    """lstat ``path`` of an ordinary store and refuse anything looser than private; None when
+    it does not exist."""
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    problem = None
-    if stat.S_ISLNK(st.st_mode):
-        problem = "is a symlink"
-    elif directory != stat.S_ISDIR(st.st_mode) or not (directory or stat.S_ISREG(st.st_mode)):
-        problem = "is not a directory" if directory else "is not a regular file"
-    elif st.st_uid != os.geteuid():
-        problem = f"is owned by uid {st.st_uid}"
-    elif stat.S_IMODE(st.st_mode) & 0o077:
-        problem = f"has mode {stat.S_IMODE(st.st_mode):04o} (expected {DIR_MODE if directory else SECRET_MODE:04o})"
+    if directory:
+        problem = _dir_problem(st, kubelet=False)
+    else:
+        problem = "is a symlink" if stat.S_ISLNK(st.st_mode) else _file_problem(st, kubelet=False, groups=frozenset())
     if problem:
-        raise CurveKeyUnsafe(f"refusing to use {path}: it {problem}", detail={"path": str(path)})
+        raise _unsafe(path, problem)
     return st
 
 
-def _check_dirs(root: Path, sub: str | None) -> Path:
+def _kubelet_mount(top: Path) -> Path | None:
+    """``top`` when the store is a kubelet volume (its ``..data`` is a link), else None."""
+    try:
+        return top if stat.S_ISLNK(os.lstat(top / KUBELET_DATA).st_mode) else None
+    except OSError:
+        return None
+
+
+def _resolve(mount: Path, path: Path) -> Path:
+    """``path`` (inside the kubelet volume at ``mount``) with every link on it followed by
+    hand, each one checked, and every directory passed through checked; CurveKeyUnsafe naming
+    ``path`` when a link leads out of the mount. A missing entry ends the walk: the path is
+    returned as it is, for the open that follows to find missing."""
+    pending = list(path.relative_to(mount).parts)
+    done: list[str] = []
+    links = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            if not done:
+                raise _unsafe(path, f"leads out of its kubelet volume {mount}")
+            done.pop()
+            continue
+        here = mount.joinpath(*done, part)
+        try:
+            st = os.lstat(here)
+        except (FileNotFoundError, NotADirectoryError):
+            return mount.joinpath(*done, part, *pending)
+        if stat.S_ISLNK(st.st_mode):
+            if owner := _owner_problem(st, kubelet=True):
+                raise _unsafe(path, f"passes a link {here} that {owner}")
+            links += 1
+            if links > _MAX_LINKS:
+                raise _unsafe(path, f"passes more than {_MAX_LINKS} links")
+            target = os.readlink(here)
+            if os.path.isabs(target):
+                inside = os.path.normpath(target)
+                if inside != str(mount) and not inside.startswith(f"{mount}/"):
+                    raise _unsafe(path, f"leads out of its kubelet volume {mount} (to {target})")
+                done, target = [], os.path.relpath(inside, mount)
+            pending = [p for p in Path(target).parts if p != "."] + pending
+            continue
+        if pending and (problem := _dir_problem(st, kubelet=True)):
+            raise _unsafe(here, problem)
+        done.append(part)
+    return mount.joinpath(*done)
+
+
+def _check_dirs(root: Path, sub: str | None) -> tuple[Path, Path | None]:
+    """The directory to read (``sub`` of the store, or the store), checked, and the kubelet
+    volume's mount dir when the store is one (else None). The path is as the store spells it,
+    links and all: each file read in it is resolved and checked again when it is opened."""
     top = store(root)
-    below = [top / Path(*Path(sub).parts[: i + 1]) for i in range(len(Path(sub).parts))] if sub else []
-    for path in (top.parent, top, *below):
-        if _check(path, directory=True) is None:
-            raise CurveKeyMissing(f"no CURVE keys at {path}: run `hermes mesh keys init`", detail={"path": str(path)})
-    return top / sub if sub else top
+    mount = _kubelet_mount(top)
+    kubelet = mount is not None
+    for path, is_mount in ((top.parent, False), (top, True)):
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise _missing(path) from None
+        if problem := _dir_problem(st, kubelet=kubelet, mount=is_mount):
+            raise _unsafe(path, problem)
+    if not sub:
+        return top, mount
+    if mount is None:
+        for path in [top / Path(*Path(sub).parts[: i + 1]) for i in range(len(Path(sub).parts))]:
+            if _check(path, directory=True) is None:
+                raise _missing(path)
+        return top / sub, None
+    directory = _resolve(mount, top / sub)
+    try:
+        st = os.lstat(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        raise _missing(top / sub) from None
+    if problem := _dir_problem(st, kubelet=True):
+        raise _unsafe(top / sub, problem)
+    return top / sub, mount
 
 
-def _read_key(path: Path, what: str) -> bytes:
-    if _check(path, directory=False) is None:
+def _missing(path: Path) -> CurveKeyMissing:
+    return CurveKeyMissing(f"no CURVE keys at {path}: run `hermes mesh keys init`", detail={"path": str(path)})
+
+
+def _read_file(path: Path, mount: Path | None, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of key file ``path``, judged by ``fstat`` of what was opened
+    without following a link (so nothing swapped in after the checks is read); None when
+    there is none."""
+    target = path if mount is None else _resolve(mount, path)
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        why = "is a symlink" if exc.errno == errno.ELOOP else f"cannot be opened: {exc.strerror}"
+        raise _unsafe(path, why) from None
+    try:
+        st = os.fstat(fd)
+        if problem := _file_problem(st, kubelet=mount is not None, groups=_our_groups()):
+            raise _unsafe(path, problem)
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _read_key(path: Path, what: str, mount: Path | None) -> bytes:
+    raw = _read_file(path, mount, KEY_LENGTH * 4)
+    if raw is None:
         raise CurveKeyMissing(f"no {what} at {path}: run `hermes mesh keys init`", detail={"path": str(path)})
-    with open(path, "rb") as f:
-        raw = f.read(KEY_LENGTH * 4)
     try:
         return validate_key(raw, what=what)
     except CurveKeyInvalid:
@@ -143,30 +313,35 @@ def _read_key(path: Path, what: str) -> bytes:
 
 
 def server_secret(root: Path, name: str) -> bytes:
-    directory = _check_dirs(root, "server")
-    return _read_key(directory / f"{validate_name(name)}.key_secret", f"server secret key of {name}")
+    directory, mount = _check_dirs(root, "server")
+    return _read_key(directory / f"{validate_name(name)}.key_secret", f"server secret key of {name}", mount)
 
 
 def client_secret(root: Path) -> bytes:
-    return _read_key(_check_dirs(root, None) / "client.key_secret", "client secret key")
+    directory, mount = _check_dirs(root, None)
+    return _read_key(directory / "client.key_secret", "client secret key", mount)
 
 
 def trusted_server(root: Path, name: str, *, host: str = "") -> bytes:
     """The public key this install's clients expect ``name`` (of ``host``, when given) to have."""
     if host:
-        return _read_key(_host_dir(root, host) / f"{validate_name(name)}.key", f"public key of {name} on host {host}")
-    directory = _check_dirs(root, "servers")
-    return _read_key(directory / f"{validate_name(name)}.key", f"public key of server {name}")
+        directory, mount = _host_dir(root, host)
+        return _read_key(directory / f"{validate_name(name)}.key", f"public key of {name} on host {host}", mount)
+    directory, mount = _check_dirs(root, "servers")
+    return _read_key(directory / f"{validate_name(name)}.key", f"public key of server {name}", mount)
 
 
-def _host_dir(root: Path, host: str) -> Path:
-    directory = _check_dirs(root, HOSTS) / mesh_hosts.validate_host_name(host)
-    if _check(directory, directory=True) is None:
+def _host_dir(root: Path, host: str) -> tuple[Path, Path | None]:
+    sub = f"{HOSTS}/{mesh_hosts.validate_host_name(host)}"
+    _check_dirs(root, HOSTS)  # no hosts/ at all: missing as any part of the store is
+    try:
+        return _check_dirs(root, sub)
+    except CurveKeyMissing:
+        directory = store(root) / sub
         raise CurveKeyMissing(
             f"no keys for host {host!r} at {directory}: run `hermes mesh keys import --host {host}`",
             detail={"path": str(directory), "host": host},
-        )
-    return directory
+        ) from None
 
 
 def host_keys(root: Path, host: str) -> dict[str, bytes]:
@@ -181,13 +356,13 @@ def public_keys(root: Path, sub: str) -> dict[str, bytes]:
     """name -> public key of every ``<sub>/<name>.key`` (``authorized``, ``servers`` or ``hosts/<host>``).
 
     A file that is unsafe or invalid is left out (and so, for ``authorized``, refused)."""
-    directory = _check_dirs(root, sub)
+    directory, mount = _check_dirs(root, sub)
     keys: dict[str, bytes] = {}
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         name = entry.name.removesuffix(".key")
         if entry.name.endswith(".key") and NAME_RE.fullmatch(name):
             try:
-                keys[name] = _read_key(Path(entry.path), "public key")
+                keys[name] = _read_key(Path(entry.path), "public key", mount)
             except (CurveKeyInvalid, CurveKeyUnsafe, CurveKeyMissing, OSError):
                 continue
     return keys
@@ -196,17 +371,17 @@ def public_keys(root: Path, sub: str) -> dict[str, bytes]:
 def grants(root: Path) -> dict[str, frozenset[str]]:
     """name -> the grants of every ``authorized/<name>.grants``. A file that is unsafe, too
     large or holds a line that is not a grant is left out: that key is granted nothing."""
-    directory = _check_dirs(root, "authorized")
+    directory, mount = _check_dirs(root, "authorized")
     found: dict[str, frozenset[str]] = {}
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         name = entry.name.removesuffix(".grants")
         if not (entry.name.endswith(".grants") and NAME_RE.fullmatch(name)):
             continue
         try:
-            _check(Path(entry.path), directory=False)
-            with open(entry.path, "rb") as f:
-                raw = f.read(_GRANTS_MAX_BYTES + 1)
+            raw = _read_file(Path(entry.path), mount, _GRANTS_MAX_BYTES + 1)
         except (CurveKeyUnsafe, OSError):
+            continue
+        if raw is None:
             continue
         lines = raw.decode("ascii", "replace").split()
         if len(raw) <= _GRANTS_MAX_BYTES and all(GRANT_RE.fullmatch(line) for line in lines):
@@ -217,7 +392,7 @@ def grants(root: Path) -> dict[str, frozenset[str]]:
 def server_names(root: Path) -> list[str]:
     """The names of the services whose secret key is in ``server/``, sorted; whether or not
     the service (a profile's gateway) is of this home: a keys-only install holds others'."""
-    directory = _check_dirs(root, "server")
+    directory, _ = _check_dirs(root, "server")
     suffix = ".key_secret"
     names = (entry.name[: -len(suffix)] for entry in os.scandir(directory) if entry.name.endswith(suffix))
     return sorted(name for name in names if NAME_RE.fullmatch(name))
@@ -245,6 +420,11 @@ def _ensure_dir(path: Path) -> Path:
 
 def _dirs(root: Path) -> Path:
     top = store(root)
+    if _kubelet_mount(top) is not None:
+        raise CurveKeyUnsafe(
+            f"refusing to write in {top}: it is a kubelet volume, read-only; change its Secret instead",
+            detail={"path": str(top)},
+        )
     if not top.parent.parent.exists():
         homes.ensure_home(top.parent.parent)  # a new install's root home
     _ensure_dir(top.parent)
@@ -308,7 +488,7 @@ def set_grants(root: Path, name: str, granted: Iterable[str]) -> None:
 
 def remove_public(root: Path, sub: str, name: str) -> None:
     """Forget a key; an authorized client's grants go with it."""
-    path = _check_dirs(root, sub) / f"{validate_name(name)}.key"
+    path = _check_dirs(root, sub)[0] / f"{validate_name(name)}.key"
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -341,7 +521,7 @@ def add_host_keys(root: Path, host: str, keys: dict[str, bytes]) -> list[str]:
 
 def forget_host_key(root: Path, host: str, name: str | None = None) -> list[str]:
     """Stop trusting ``host``'s service ``name``, or every service of ``host``; what was forgotten."""
-    directory = _host_dir(root, host)
+    directory = _host_dir(root, host)[0]
     names = [validate_name(name)] if name is not None else sorted(host_keys(root, host))
     forgotten = []
     for service in names:
@@ -359,7 +539,7 @@ def rotate_client(root: Path, *, grace: float = ROTATION_GRACE) -> bytes:
     before the secret is swapped; the old one is retired ``grace`` seconds later, once the
     clients that read the old secret just before the swap have made their handshake.
     Returns the new public key."""
-    authorized = _check_dirs(root, "authorized")
+    authorized = _check_dirs(root, "authorized")[0]
     client_secret(root)  # refuse to rotate what was never made (or is unsafe)
     check_grace(grace)
     # One rotation at a time: a second one, waiting here, rotates the key the first made (and
