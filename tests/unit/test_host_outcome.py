@@ -118,3 +118,18 @@ def test_status_asks_only_the_hosts_that_name_an_auth_worker(root):
     done = hermes_in_process("auth", "status", "nous", "--json", home=root)
     assert (done.returncode, json.loads(done.stdout)["hosts"]) == (0, [])
     assert "Other hosts" not in hermes_in_process("auth", "status", "nous", home=root).stdout
+
+
+def test_doctor_names_a_host_whose_keys_this_home_lacks_without_asking_it(root):
+    _name_east(root, "{gateway: 7420, auth_worker: 7430}")  # no keys imported: nothing is asked
+    checks = {check.name: check for check in host_checks.host_checks(root)}
+    assert set(checks) == {"host east: gateway", "host east: auth_worker"}
+    for check in checks.values():
+        assert (check.status, check.detail["state"], check.detail["trusted"]) == ("fail", "untrusted", False)
+        assert check.detail["code"] == "curve_key_missing"
+
+
+def test_doctor_fails_a_hosts_section_it_cannot_read_and_goes_on(root):
+    (root / "config.yaml").write_text("mesh:\n  hosts:\n    East!: {address: 10.0.0.2}\n")
+    [check] = host_checks.host_checks(root)
+    assert (check.name, check.status, check.detail["code"]) == ("hosts", "fail", "mesh_hosts_invalid")
