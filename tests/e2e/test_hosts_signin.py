@@ -8,6 +8,7 @@ shows, keeps or logs."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -147,12 +148,22 @@ def test_a_home_signs_each_host_in_on_its_own_worker_and_sees_every_host(root, s
     _assert_no_secret_shown(home, sim, hosts["a"])
 
 
-def test_a_hosts_status_answer_carries_no_secret(root, sim, hosts):
-    """The op ``auth status`` asks another host's worker, called as the home calls it."""
+def test_a_ctrl_c_cancels_on_the_host_and_its_status_answer_carries_no_secret(root, sim, hosts):
+    """A Ctrl-C cancels the sign-in on the host's worker (the cancel the host granted); then
+    the op ``auth status`` asks another host's worker, called as the home calls it."""
     from hermes_cli.service_client import connect
     from shared import mesh_hosts
 
     home = Hermes(root, sim, portal_url=NOWHERE)
+    cancelled = home.login("--host", "b")
+    code = cancelled.until("Code")
+    cancelled.until("Waiting")
+    cancelled.proc.send_signal(signal.SIGINT)
+    rc, state = cancelled.finish()
+    assert (rc, state["state"]) == (130, "Cancelled"), cancelled.stderr
+    sim.approve(code["user_code"], "mallory@example.com")  # too late: the sign-in is gone
+    assert store.read_account(hosts["b"].root) is None
+
     login = home.login("--host", "a")
     sim.approve(login.until("Code")["user_code"], "ada@example.com")
     assert login.finish()[0] == 0, login.stderr
