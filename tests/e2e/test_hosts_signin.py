@@ -60,6 +60,9 @@ class Host:
         lock = homes.endpoint(self.root, ops.SERVICE, create=False, env={}).lock_path
         wait_for(lambda: self.worker.poll() is not None or probe(lock).held, timeout=30, what=f"{self.name}'s worker")
         assert self.worker.poll() is None, self.worker.stderr.read().decode() if self.worker.stderr else ""
+        # The worker starts its home's handoff retries: once they serve, a stop finds them.
+        retries = homes.endpoint(self.root, "handoff_retry", create=False, env={}).lock_path
+        wait_for(lambda: probe(retries).held, timeout=30, what=f"{self.name}'s handoff retries")
 
     def kill(self) -> None:
         if self.worker is not None and self.worker.poll() is None:
