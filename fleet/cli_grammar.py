@@ -879,6 +879,9 @@ def _auth_actions(auth: argparse.ArgumentParser) -> None:
     def login(p: argparse.ArgumentParser) -> None:
         p.add_argument("--replace", action="store_true", help="sign in again even when already signed in")
         p.add_argument("--no-browser", action="store_true", help="do not open the sign-in page in a browser")
+        p.add_argument(
+            "--host", metavar="NAME", help="sign in the install of another host this home sees, on its auth worker"
+        )
 
     _command(
         actions,
@@ -886,7 +889,12 @@ def _auth_actions(auth: argparse.ArgumentParser) -> None:
         "sign in with a device code (JSON lines with --json)",
         provider("the provider to sign in to", login),
     )
-    _command(actions, "auth status", "whether and as whom this install is signed in", provider("the provider"))
+    _command(
+        actions,
+        "auth status",
+        "whether and as whom this install, and every other host it sees, is signed in",
+        provider("the provider"),
+    )
     _command(actions, "auth guest", "start the free tier as a guest (apps move on sign-in)", provider("the provider"))
     _command(actions, "auth logout", "forget this install's sign-in", provider("the provider"))
 

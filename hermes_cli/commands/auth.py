@@ -14,7 +14,15 @@ answering first (killed, stopped, hung), the command says what the account store
 first Ctrl-C on, and once the end is known, further Ctrl-Cs change nothing: the exit code is
 the sign-in's.
 
-``status`` and ``logout`` work on the account store directly: no worker, no network.
+``login --host NAME`` signs in the install of another host this home sees
+(``shared.mesh_hosts``) on that host's own auth worker, over CURVE TCP, with the same prompt
+and endings; that host uses its own portal, trust and default profile, and nothing is started
+there. Each install signs in once, wherever its ``hermes`` runs.
+
+``status`` and ``logout`` work on the account store directly: no worker, no network. ``status``
+also asks every host that names an auth worker for its sign-in (its worker's ``status``, which
+carries no token), all at once within one bound: a host that does not answer is ``offline``,
+one that refuses the handshake ``refused``.
 
 Exit codes: 0 signed in, 1 failed, timed out or the worker lost (settle and the handoff are
 not known to have run: ``hermes auth status nous`` shows the account), 2 refused (already
@@ -30,9 +38,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from hermes_cli import output
+from hermes_cli import host_outcome, output
 from shared import exit_codes, homes
 
 EXIT_BY_STATE = {
@@ -43,6 +53,8 @@ EXIT_BY_STATE = {
     "Failed": exit_codes.FAILED,
     "WorkerLost": exit_codes.FAILED,
 }
+# The account a sign-in's install holds now (its public view; None: not known).
+AccountView = Callable[[], "dict[str, Any] | None"]
 # How long a Ctrl-C waits for a sign-in whose save had begun to end (its save, handoff and settle
 # are bounded by the worker; this bounds the worker not answering).
 FINISH_SECONDS = 120.0
@@ -61,25 +73,32 @@ def cmd_login(args) -> int:
     args.json_lines = True
     root = homes.root_home()
     sign_in_id = secrets.token_hex(8)
-    request = {
-        "sign_in_id": sign_in_id,
-        "profile": homes.active_profile(),
-        "replace_account": bool(args.replace),
-        "portal_url": portal_url(),
-    }
-    bundle = ca_bundle()
-    if bundle:
-        request["ca_bundle"] = os.path.abspath(bundle)
-    before = _account_view(root)  # to tell, should the worker be lost, whether this sign-in saved
-    endpoint = ensure_service(root, ops.SERVICE, "services.auth_worker")
+    request: dict[str, Any] = {"sign_in_id": sign_in_id, "replace_account": bool(args.replace)}
+    if args.host:
+        from hermes_cli.host_calls import reach
+
+        endpoint = reach(root, args.host, ops.SERVICE)
+        # The host's own portal and trust (a CA bundle's path here means nothing there), and
+        # its default profile: the profiles here are not that install's.
+        request["profile"] = homes.DEFAULT_PROFILE
+        account: AccountView = partial(_worker_account, endpoint)
+    else:
+        request["profile"] = homes.active_profile()
+        request["portal_url"] = portal_url()
+        bundle = ca_bundle()
+        if bundle:
+            request["ca_bundle"] = os.path.abspath(bundle)
+        account = partial(_account_view, root)
+        endpoint = ensure_service(root, ops.SERVICE, "services.auth_worker")
+    before = account()  # to tell, should the worker be lost, whether this sign-in saved
     view = _LoginView(args)
     signal.signal(signal.SIGINT, _interrupt_once)
     try:
-        terminal = _sign_in(endpoint, request, view, root, before)
+        terminal = _sign_in(endpoint, request, view, account, before)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the end is known: it is the sign-in's
     except KeyboardInterrupt:  # later Ctrl-Cs are ignored from here on
         view.stop()
-        terminal = _after_ctrl_c(endpoint, sign_in_id, view, root, before)
+        terminal = _after_ctrl_c(endpoint, sign_in_id, view, account, before)
     view.stop()
     view.state(terminal)
     return EXIT_BY_STATE.get(str(terminal.get("state")), exit_codes.FAILED)
@@ -90,7 +109,7 @@ def _interrupt_once(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _sign_in(endpoint, request: dict[str, Any], view: _LoginView, root, before) -> dict[str, Any]:
+def _sign_in(endpoint, request: dict[str, Any], view: _LoginView, account: AccountView, before) -> dict[str, Any]:
     """The sign-in's terminal state, as the worker answers it; what the store holds if it stops."""
     from hermes_cli.service_client import connect
     from services.auth_worker import ops
@@ -103,10 +122,10 @@ def _sign_in(endpoint, request: dict[str, Any], view: _LoginView, root, before) 
     except RemoteError as exc:
         if exc.code not in WORKER_GONE:
             raise
-        return _store_says(root, before)
+        return _store_says(account, before)
 
 
-def _after_ctrl_c(endpoint, sign_in_id: str, view: _LoginView, root, before) -> dict[str, Any]:
+def _after_ctrl_c(endpoint, sign_in_id: str, view: _LoginView, account: AccountView, before) -> dict[str, Any]:
     """Cancel the sign-in after a Ctrl-C; the worker's own word on how it ended. When the
     worker has none (it never got the sign-in, which now never starts, or it restarted) or
     stops answering: ``Cancelled`` if nothing was saved and the cancel won, else what the
@@ -130,8 +149,8 @@ def _after_ctrl_c(endpoint, sign_in_id: str, view: _LoginView, root, before) -> 
     except RemoteError as exc:
         if exc.code not in WORKER_GONE:
             raise
-        return _store_says(root, before)
-    lost = _store_says(root, before)
+        return _store_says(account, before)
+    lost = _store_says(account, before)
     return Cancelled().to_wire() if answer["cancelled"] and lost["saved"] is False else lost
 
 
@@ -162,10 +181,35 @@ def _account_view(root) -> dict[str, Any] | None:
         return None
 
 
-def _store_says(root, before: dict[str, Any] | None) -> dict[str, Any]:
+def _worker_account(endpoint) -> dict[str, Any] | None:
+    """The account another host's worker says its store holds, without any token; None when
+    it does not say within the bound (its store is out of sight from here)."""
+    from hermes_cli.host_calls import ASK_SECONDS
+    from hermes_cli.service_client import connect
+    from services.auth_worker import ops
+    from shared.errors import HermesError
+    from shared.transport import NO_RETRY
+
+    try:
+        with connect(endpoint, retry=NO_RETRY) as client:
+            return _public_account(client.call(ops.STATUS, timeout=ASK_SECONDS))
+    except HermesError:
+        return None
+
+
+def _public_account(answer: Any) -> dict[str, Any]:
+    """A worker's ``status`` answer's account, cut to what status shows (``store.public_view``):
+    whatever another host's worker sent, nothing else of it is shown or kept."""
+    from nous import store
+
+    account = answer.get("account") if isinstance(answer, dict) else None
+    return store.public_view(account if isinstance(account, dict) and account.get("sub") else None)
+
+
+def _store_says(account: AccountView, before: dict[str, Any] | None) -> dict[str, Any]:
     from services.auth_worker import worker_lost
 
-    return worker_lost(before, _account_view(root)).to_wire()
+    return worker_lost(before, account()).to_wire()
 
 
 class _LoginView:
@@ -247,8 +291,55 @@ def cmd_status(args) -> int:
     view["profile"] = homes.active_profile()
     view["guest"] = store.read_store(root).get("guest") is not None
     view["handoff"] = public_records(root)
-    output.emit(args, view, lambda v: "\n".join([_status_text(v), *_handoff_lines(v)]))
+    view["hosts"] = _host_rows(root)
+    output.emit(args, view, lambda v: "\n".join([_status_text(v), *_handoff_lines(v), *_host_lines(v)]))
     return 0
+
+
+def _host_rows(root) -> list[dict[str, Any]]:
+    """The sign-in of every other host that names an auth worker, asked of each at once."""
+    from services.auth_worker import ops
+    from shared import mesh_hosts
+
+    hosts = [host for host in mesh_hosts.hosts(root).values() if ops.SERVICE in host.services]
+    if not hosts:
+        return []
+    from hermes_cli.host_calls import ask_all
+
+    outcomes = ask_all(root, [(host, ops.SERVICE) for host in hosts], ops.STATUS)
+    return [_host_row(host.name, outcomes[(host.name, ops.SERVICE)]) for host in hosts]
+
+
+def _host_row(host: str, outcome: host_outcome.Outcome) -> dict[str, Any]:
+    """One host's row: ``state`` is its sign-in (``signed_in``, ``not_signed_in``,
+    ``needs_sign_in``) when its worker answered, else how asking it ended (``offline``,
+    ``refused``, ``untrusted``, ``error``, with the typed ``code``)."""
+    if outcome.state != host_outcome.OK:
+        return {"host": host, "state": outcome.state, "signed_in": None, "account": None, "code": outcome.code}
+    account = _public_account(outcome.answer)
+    if account.get("sub") is None:
+        state = "not_signed_in"
+    else:
+        state = "signed_in" if account["signed_in"] else "needs_sign_in"
+    return {"host": host, "state": state, "signed_in": account["signed_in"], "account": account, "code": None}
+
+
+def _host_lines(view: dict[str, Any]) -> list[str]:
+    lines = []
+    for row in view["hosts"]:
+        account = row["account"] or {}
+        if row["state"] == "signed_in":
+            said = f"signed in as {account.get('email')} ({account.get('tier')} tier)"
+        elif row["state"] == "needs_sign_in":
+            said = f"{account.get('email')} needs to sign in again"
+        elif row["state"] == "not_signed_in":
+            said = "not signed in"
+        else:
+            said = f"{row['state']} ({row['code']})"
+        if row["state"] in ("not_signed_in", "needs_sign_in"):
+            said += f": `hermes auth login nous --host {row['host']}`"
+        lines.append(f"  host {row['host']}: {said}")
+    return ["Other hosts:", *lines] if lines else []
 
 
 def _handoff_lines(view: dict[str, Any]) -> list[str]:

@@ -2,7 +2,8 @@
 
 Checks the interpreter and dependencies, every profile's home and private ``run/`` dir,
 each service's IPC path (and whether it had to fall back to a short private directory),
-and the endpoint locks. A run dir (or short private dir) that is not private is a failed
+the endpoint locks, and every service of the other hosts this home sees
+(``hermes_cli.host_checks``). A run dir (or short private dir) that is not private is a failed
 permissions finding, and no socket in it is asked. Exit 0 when nothing failed (warnings
 allowed), else 1.
 """
@@ -158,6 +159,9 @@ def run_checks() -> list[Check]:
     checks = [_python(), *_dependencies(), _install(), _home(root)]
     for name in homes.list_profiles(root):
         checks.extend(_profile_checks(root, name))
+    from hermes_cli.host_checks import host_checks  # imports this module: not at its top
+
+    checks.extend(host_checks(root))
     return checks
 
 
