@@ -9,8 +9,8 @@ handshake ``refused``. A profile it found nothing for keeps what the lock says (
 a process that holds the lock and is no gateway the survey knows: ``unknown``).
 
 The survey (pyzmq or the ZMTP client, msgpack) is imported and run only when it could find
-something: a gateway's lock is held or cannot tell here, or a state file is there. A home whose
-gateways are all stopped answers from its locks, as cheaply as before.
+something: a gateway's lock is held or cannot tell here, or a state file names a live process.
+A home whose gateways are all stopped answers from its locks and files, as cheaply as before.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from typing import Any, NamedTuple
 
 from shared import homes
 from shared.endpoint_lock import lock_says
+from shared.files import StateFileCorrupt, read_json
+from shared.identity import ProcessIdentity, is_alive
 from shared.layout import GATEWAY_STATE_FILE
 from shared.locks import LockStatus
 
@@ -66,10 +68,20 @@ def gateway_liveness(root: Path, locks: Mapping[str, LockStatus]) -> dict[str, G
 
 def _survey_may_find(root: Path, profile: str) -> bool:
     home = homes.profile_home(profile, root)
-    if (home / GATEWAY_STATE_FILE).exists():
+    if _names_live_process(home / GATEWAY_STATE_FILE):
         return True
     try:
         endpoint = homes.endpoint(home, "gateway", create=False)
     except (homes.EndpointPathTooLong, homes.UnsafeRunDir):
         return False  # no socket the survey would ask
     return lock_says(endpoint) is not False
+
+
+def _names_live_process(path: Path) -> bool:
+    """Whether a state file is there and names a process that lives (the survey then judges
+    whether it is that gateway): the file a stopped gateway leaves names a process gone."""
+    try:
+        state = read_json(path, default=None)
+        return state is not None and is_alive(ProcessIdentity.from_dict(state))
+    except (StateFileCorrupt, OSError, ValueError):
+        return True  # the survey says what it makes of it
