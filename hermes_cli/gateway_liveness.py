@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from shared import homes
 from shared.endpoint_lock import lock_says
+from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json
 from shared.identity import ProcessIdentity, is_alive
 from shared.layout import GATEWAY_STATE_FILE
@@ -48,11 +49,16 @@ def from_lock(lock: LockStatus) -> GatewayLiveness:
 def gateway_liveness(root: Path, locks: Mapping[str, LockStatus]) -> dict[str, GatewayLiveness]:
     """profile -> its gateway's liveness, for each profile of ``locks`` (its gateway's lock here)."""
     told = {name: from_lock(lock) for name, lock in locks.items()}
-    if not any(_survey_may_find(root, name) for name in locks):
+    asked = [name for name in locks if _survey_may_find(root, name)]
+    if not asked:
         return told
     from fleet import discovery  # only now: it loads the clients and msgpack
 
-    found = discovery.survey(root)
+    try:
+        found = discovery.survey(root)
+    except HermesError as exc:  # no client can be made (a libzmq CURVE refuses, a key missing)
+        error = {"code": exc.code, "message": exc.message}
+        return {**told, **{name: told[name]._replace(state=UNKNOWN, error=error) for name in asked}}
     errors = {u.profile: {"code": u.error.code, "message": u.error.message} for u in found.unreached}
     for unreached in found.unreached:
         if unreached.profile in told:

@@ -139,7 +139,8 @@ def _profile_checks(root: Path, name: str, gateways: dict[str, GatewayLiveness])
             lock_text = "not running"
         status, detail = OK, {"live": lock.held, "pid": lock.holder.pid if lock.holder and lock.held else None}
         gateway = gateways.get(name) if state.service == "gateway" else None
-        if gateway is not None and gateway.source != "lock":  # as `hermes gateway status` finds it
+        # As `hermes gateway status` finds it, or why it could not be asked.
+        if gateway is not None and (gateway.source != "lock" or gateway.error is not None):
             lock_text = _gateway_text(gateway)
             status = WARN if gateway.error is not None and not gateway.live else OK
             detail = {"live": gateway.live, "pid": gateway.pid, **gateway._asdict()}
