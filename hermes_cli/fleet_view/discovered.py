@@ -109,6 +109,8 @@ class Discovered(threading.Thread):
         with self._lock:
             for profile in down:
                 watched = self._watched[profile]
+                if watched["state"] != rows.DOWN:
+                    continue  # its watch heard it meanwhile: what it says wins
                 row = found_row(watched, records[profile]) if profile in records else None
                 if row == self._found.get(profile):
                     continue
