@@ -32,7 +32,7 @@ No trio here: the CLI imports this module. The scan reads ``/proc`` (``shared.id
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -160,12 +160,21 @@ def discover(
     return survey(root, timeout=timeout, scan=scan, sockets=sockets).records
 
 
-def survey(root: Path, *, timeout: float = 1.0, scan: bool = True, sockets: dict[str, Any] | None = None) -> Survey:
+def survey(
+    root: Path,
+    *,
+    timeout: float = 1.0,
+    scan: bool = True,
+    sockets: dict[str, Any] | None = None,
+    profiles: Collection[str] | None = None,
+) -> Survey:
     """``discover``'s gateways, and the profiles whose gateway, asked over TCP, refused the
     handshake or could not be reached. Such a gateway may still be listed, by its state file
-    or the scan, when its home is here."""
+    or the scan, when its home is here. ``profiles`` narrows it to those of the install's
+    profiles (None: all of them); the scan, when it runs, may still list others."""
     root = Path(root).absolute()
-    profile_homes = {name: homes.profile_home(name, root) for name in homes.list_profiles(root)}
+    names = [name for name in homes.list_profiles(root) if profiles is None or name in profiles]
+    profile_homes = {name: homes.profile_home(name, root) for name in names}
     answers, vouched = ask_gateways(profile_homes, ops.STATUS, timeout=timeout, sockets=sockets)
     install = _install_id(root)  # read after the answers: a gateway makes it before it binds
     found: list[GatewayRecord] = []

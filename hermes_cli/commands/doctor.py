@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
+from hermes_cli.gateway_liveness import GatewayLiveness, gateway_liveness
 from hermes_cli.liveness import service_states
 from shared import homes
+from shared.locks import probe
 from shared.version import INSTALL_ROOT, __version__, code_sha
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -91,7 +93,7 @@ def _home(root: Path) -> Check:
     return Check("root home", status, message, {"path": str(root), "mode": f"{mode:04o}"})
 
 
-def _profile_checks(root: Path, name: str) -> list[Check]:
+def _profile_checks(root: Path, name: str, gateways: dict[str, GatewayLiveness]) -> list[Check]:
     home = homes.profile_home(name, root)
     run = homes.check_run_dir(home)
     prefix = f"profile {name}"
@@ -136,29 +138,59 @@ def _profile_checks(root: Path, name: str) -> list[Check]:
             lock_text = "stale lock file, free (harmless: the lock died with its holder)"
         else:
             lock_text = "not running"
+        status, detail = OK, {"live": lock.held, "pid": lock.holder.pid if lock.holder and lock.held else None}
+        gateway = gateways.get(name) if state.service == "gateway" else None
+        # As `hermes gateway status` finds it, or why it could not be asked.
+        if gateway is not None and (gateway.source != "lock" or gateway.error is not None):
+            lock_text = _gateway_text(gateway)
+            status = WARN if gateway.error is not None and not gateway.live else OK
+            detail = {"live": gateway.live, "pid": gateway.pid, **gateway._asdict()}
+        place = f"on TCP {ep.control}" if ep.tcp is not None else f"{path_len}/{homes.IPC_PATH_MAX} bytes in {where}"
         checks.append(
             Check(
                 f"{prefix}: {state.service}",
-                OK,
-                f"{path_len}/{homes.IPC_PATH_MAX} bytes in {where}; {lock_text}",
+                status,
+                f"{place}; {lock_text}",
                 {
                     "control": ep.control,
                     "path_bytes": path_len,
                     "fallback": ep.fallback,
-                    "live": lock.held,
                     "stale_lock": lock.stale,
-                    "pid": lock.holder.pid if lock.holder and lock.held else None,
+                    **detail,
                 },
             )
         )
     return checks
 
 
+def _gateway_text(gateway: GatewayLiveness) -> str:
+    if gateway.live:
+        return f"{gateway.state} (pid {gateway.pid}, found by its {gateway.source.replace('_', ' ')})"
+    if gateway.error is not None:
+        return f"{gateway.state}: {gateway.error['code']}"
+    return gateway.state
+
+
+def _gateways(root: Path, profiles: list[str]) -> dict[str, GatewayLiveness]:
+    """Each profile's gateway as ``hermes gateway status`` finds it; a profile whose endpoint
+    cannot be made is left to its own finding."""
+    locks = {}
+    for name in profiles:
+        try:
+            endpoint = homes.endpoint(homes.profile_home(name, root), "gateway", create=False)
+        except (homes.EndpointPathTooLong, homes.UnsafeRunDir):
+            continue
+        locks[name] = probe(endpoint.lock_path)
+    return gateway_liveness(root, locks)
+
+
 def run_checks() -> list[Check]:
     root = homes.root_home()
     checks = [_python(), *_dependencies(), _install(), _home(root)]
-    for name in homes.list_profiles(root):
-        checks.extend(_profile_checks(root, name))
+    profiles = homes.list_profiles(root)
+    gateways = _gateways(root, profiles)
+    for name in profiles:
+        checks.extend(_profile_checks(root, name, gateways))
     from hermes_cli.host_checks import host_checks  # imports this module: not at its top
 
     checks.extend(host_checks(root))

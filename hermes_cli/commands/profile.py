@@ -14,7 +14,8 @@ from typing import Any
 
 from hermes_cli import output
 from hermes_cli.errors import ConfirmationRequired
-from hermes_cli.liveness import service_states
+from hermes_cli.gateway_liveness import STOPPED, GatewayLiveness, gateway_liveness
+from hermes_cli.liveness import ServiceState, service_states
 from hermes_cli.profile_clone import copy_profile_files
 from shared import homes
 from shared.files import StateFileCorrupt, read_json
@@ -31,30 +32,55 @@ class ProfileBusy(ProfileError):
     code = "profile_busy"
 
 
-def _describe(root: Path, name: str, active: str) -> dict[str, Any]:
-    home = homes.profile_home(name, root)
-    states = service_states(home, is_root=name == homes.DEFAULT_PROFILE) if home.is_dir() else []
-    return {
-        "name": name,
-        "home": str(home),
-        "active": name == active,
-        "exists": home.is_dir(),
-        "services": [s.to_dict() for s in states],
-    }
+def _describe(root: Path, names: list[str], active: str) -> list[dict[str, Any]]:
+    """Each profile of ``names`` and its services; its gateway's as ``hermes gateway status``
+    finds it (``gateway_liveness``), the others' by their endpoint locks."""
+    states = {}
+    for name in names:
+        home = homes.profile_home(name, root)
+        states[name] = service_states(home, is_root=name == homes.DEFAULT_PROFILE) if home.is_dir() else []
+    locks = {name: s.lock for name, found in states.items() for s in found if s.service == "gateway"}
+    gateways = gateway_liveness(root, locks)
+    return [
+        {
+            "name": name,
+            "home": str(homes.profile_home(name, root)),
+            "active": name == active,
+            "exists": homes.profile_home(name, root).is_dir(),
+            "services": [_service(s, gateways.get(name)) for s in states[name]],
+        }
+        for name in names
+    ]
+
+
+def _service(state: ServiceState, gateway: GatewayLiveness | None) -> dict[str, Any]:
+    described = state.to_dict()
+    if state.service != "gateway" or gateway is None:
+        return described
+    return {**described, "live": gateway.live, "pid": gateway.pid, **_gateway_fields(gateway)}
+
+
+def _gateway_fields(gateway: GatewayLiveness) -> dict[str, Any]:
+    return {"state": gateway.state, "source": gateway.source, "error": gateway.error}
+
+
+def _service_text(s: dict[str, Any]) -> str | None:
+    """A service's words in LIVE SERVICES: a live one's pid; a gateway that is not live and not
+    stopped (``offline``, ``refused``) its state."""
+    if s["live"]:
+        return f"{s['service']} (pid {s['pid']})" if s["pid"] is not None else s["service"]
+    if s.get("state", STOPPED) != STOPPED:
+        return f"{s['service']} {s['state']}"
+    return None
 
 
 def _live_names(profile: dict[str, Any]) -> str:
-    live = [f"{s['service']} (pid {s['pid']})" for s in profile["services"] if s["live"]]
-    return ", ".join(live) or "-"
+    return ", ".join(text for s in profile["services"] if (text := _service_text(s))) or "-"
 
 
 def cmd_list(args) -> int:
     root, active = homes.root_home(), homes.active_profile()
-    data = {
-        "root": str(root),
-        "active": active,
-        "profiles": [_describe(root, name, active) for name in homes.list_profiles(root)],
-    }
+    data = {"root": str(root), "active": active, "profiles": _describe(root, homes.list_profiles(root), active)}
 
     def text(d: dict[str, Any]) -> str:
         rows = [("*" if p["active"] else "", p["name"], p["home"], _live_names(p)) for p in d["profiles"]]
@@ -127,7 +153,7 @@ def cmd_show(args) -> int:
     root, active = homes.root_home(), homes.active_profile()
     name = args.name or active
     homes.profile_home(name, root, must_exist=True)
-    data = _describe(root, name, active)
+    [data] = _describe(root, [name], active)
     home = Path(data["home"])
     run = homes.check_run_dir(home)
     data["run_dir"] = {"path": str(run.path), "exists": run.exists, "problems": list(run.problems)}
@@ -142,12 +168,21 @@ def cmd_show(args) -> int:
             "services:",
         ]
         for s in d["services"]:
-            state = f"live, pid {s['pid']}" if s["live"] else "not running"
+            state = _state_text(s)
             lines.append(f"  {s['service']:<14} {state:<22} {s['control']}")
         return "\n".join(lines)
 
     output.emit(args, data, text)
     return 0
+
+
+def _state_text(s: dict[str, Any]) -> str:
+    if s["live"]:
+        said = s.get("state", "live")
+        return f"{said}, pid {s['pid']}" if s["pid"] is not None else said
+    if s.get("state", STOPPED) != STOPPED:
+        return str(s["state"])
+    return "not running"
 
 
 def _gateway_state(path: Path) -> dict[str, Any]:

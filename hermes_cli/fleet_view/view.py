@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from hermes_cli.fleet_view import rows
 from hermes_cli.fleet_view.board import Board
+from hermes_cli.fleet_view.discovered import Discovered
 from hermes_cli.fleet_view.install import InstallFacts
 from hermes_cli.fleet_view.watch import GatewayWatch
 from shared import homes, mesh_tcp
@@ -31,23 +32,25 @@ class Fleet:
         self.root = root
         self.board = Board()
         self.facts = InstallFacts(root)
+        self.discovered = Discovered(root, self.board.report, self.board.stop_fd)  # the watches report through it
         self.rows: dict[str, dict[str, Any]] = {}
         self._watches: list[GatewayWatch] = []
         self._min_healthy = min_healthy
 
     def start(self) -> None:
         self.facts.refresh()
+        self.discovered.start()
         for profile in _profiles(self.root):
             try:
                 endpoint = homes.endpoint(homes.profile_home(profile, self.root), ops.SERVICE, create=False)
             except HermesError as exc:  # no safe socket for it: a row that says why
                 row = rows.gone(rows.blank(profile, rows.LOCAL), rows.REFUSED, exc.to_dict())
-                self.board.report(row)
+                self.discovered.report(row)
                 continue
             host = rows.LOCAL if endpoint.tcp is None or endpoint.tcp.is_local else endpoint.tcp.host
             row = rows.blank(profile, host)
-            self.board.report(row)
-            watch = GatewayWatch(row, endpoint, self.board.report, self.board.stop_fd, self._min_healthy)
+            self.discovered.report(row)
+            watch = GatewayWatch(row, endpoint, self.discovered.report, self.board.stop_fd, self._min_healthy)
             self._watches.append(watch)
             watch.start()
 
@@ -65,10 +68,13 @@ class Fleet:
     def stop(self) -> None:
         self.board.stop()
         deadline = time.monotonic() + STOP_WAIT
-        for watch in self._watches:
-            watch.join(max(0.0, deadline - time.monotonic()))
-        if not any(watch.is_alive() for watch in self._watches):
+        threads = [*self._watches, self.discovered]
+        for thread in threads:
+            if thread.is_alive():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        if not any(thread.is_alive() for thread in threads):
             self.board.close()  # a watch still in a call keeps its pipes: the process ends soon
+            self.discovered.close()
 
 
 def _profiles(root: Path) -> list[str]:

@@ -463,3 +463,7 @@ def test_a_libzmq_below_the_floor_serves_no_tcp_and_doctor_names_it(root):
     checks = {check["name"]: check for check in json.loads(doctor.stdout)["checks"]}
     zmq_check = checks["dependency zmq"]
     assert zmq_check["status"] == "warn" and "libzmq 4.3.2" in zmq_check["message"]
+    # Its gateway cannot be asked from here either: not "stopped", but unknown, and why.
+    gateway_check = checks["profile default: gateway"]
+    assert (gateway_check["status"], gateway_check["detail"]["state"]) == ("warn", "unknown")
+    assert gateway_check["detail"]["error"]["code"] == "libzmq_too_old"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+
 from fleet import discovery, state_record
 from tests.support.cli import hermes_json
 from tests.support.gateway_states import real_gateway_record
+from tests.support.view_lines import GIVE_UP, next_row, start_view
 
 
 def listed(root, **options):
@@ -35,3 +38,22 @@ def test_a_record_the_real_gateway_writer_wrote_is_read_by_list_status_and_profi
     assert listed(root, scan=False) == []  # its process ended
     code, shown = hermes_json("profile", "show", home=root)
     assert (shown["gateway_state"]["state"], shown["gateway_state"]["said"]) == ("ended", "running")
+
+
+def test_the_fleet_view_shows_the_real_gateway_by_its_record_running_then_down(real_hermes_agent, tmp_path):
+    root = tmp_path / ".hermes"
+    root.mkdir()
+    view = None
+    try:
+        with real_gateway_record(real_hermes_agent, tmp_path, root) as (proc, _):
+            view = start_view(root)
+            shown = next_row(view, lambda r: r["profile"] == "default" and r["state"] == "running")
+            assert (shown["pid"], shown["active_turns"]) == (proc.pid, 2)
+        gone = next_row(view, lambda r: r["profile"] == "default" and r["state"] != "running")
+        assert (gone["state"], gone["pid"]) == ("down", None)  # its process ended
+        view.send_signal(signal.SIGINT)
+        assert view.wait(timeout=GIVE_UP) == 0
+    finally:
+        if view is not None:
+            view.kill()
+            view.wait(timeout=10)

@@ -233,9 +233,12 @@ class PodmanSandbox:
 
     def build_image(self, repo: Path, tag: str = "localhost/hermes-mesh:test") -> str:
         """The image of ``repo``'s HEAD on a debootstrap base; its id."""
+        return self.build(repo, tag).stdout.strip().splitlines()[-1]
+
+    def build(self, repo: Path, tag: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """``build_image``'s run of ``scripts/build-image.sh``, its output whole (progress on stderr)."""
         argv = ["bash", str(repo / "scripts" / "build-image.sh"), "--engine", "podman", "--debootstrap", "--tag", tag]
-        done = self._run(argv, timeout=BUILD_TIMEOUT, check=True)
-        return done.stdout.strip().splitlines()[-1]
+        return self._run(argv, timeout=BUILD_TIMEOUT, check=True, env=env)
 
     def inspect(self, name: str) -> dict[str, Any]:
         return json.loads(self.podman("inspect", name).stdout)[0]
