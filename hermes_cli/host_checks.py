@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hermes_cli import host_outcome
-from hermes_cli.commands.doctor import FAIL, OK, WARN, Check
+from hermes_cli.doctor_check import FAIL, OK, WARN, Check
 from hermes_cli.host_calls import ASK_SECONDS, ask_all
 from shared import mesh_hosts
 from shared.errors import HermesError

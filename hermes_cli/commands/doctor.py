@@ -14,29 +14,22 @@ import importlib
 import os
 import stat
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from hermes_cli import output
+from hermes_cli.doctor_check import FAIL, OK, WARN, Check
 from hermes_cli.gateway_liveness import GatewayLiveness, gateway_liveness
+from hermes_cli.host_checks import host_checks
 from hermes_cli.liveness import service_states
 from shared import homes
 from shared.locks import probe
 from shared.version import INSTALL_ROOT, __version__, code_sha
 
-OK, WARN, FAIL = "ok", "warn", "fail"
 _MARKS = {OK: "ok  ", WARN: "warn", FAIL: "FAIL"}
 
 DEPENDENCIES = ("trio", "zmq", "msgpack", "psutil", "httpx")
-
-
-@dataclass
-class Check:
-    name: str
-    status: str
-    message: str
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 def _python() -> Check:
@@ -191,8 +184,6 @@ def run_checks() -> list[Check]:
     gateways = _gateways(root, profiles)
     for name in profiles:
         checks.extend(_profile_checks(root, name, gateways))
-    from hermes_cli.host_checks import host_checks  # imports this module: not at its top
-
     checks.extend(host_checks(root))
     return checks
 
