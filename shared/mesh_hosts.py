@@ -183,3 +183,14 @@ def endpoint(root: Path, host: Host, key: str) -> Endpoint:
         tcp=tcp,
         host=host.name,
     )
+
+
+def gateway_endpoints(root: Path) -> dict[str, Endpoint]:
+    """Every gateway of every host ``root`` names, by its qualified profile (``east:coder``),
+    host by host as the config names them: what the views that cover every host ask."""
+    return {
+        qualified(host.name, profile_of(key)): endpoint(root, host, key)
+        for host in hosts(root).values()
+        for key in host.services
+        if is_gateway(key)
+    }
