@@ -286,7 +286,7 @@ def test_list_shows_profiles_with_and_without_a_gateway(root, gateways):
     ]
     text = hermes("gateway", "list", home=root)
     assert text.returncode == 0
-    assert text.stdout.splitlines()[0].split() == ["PROFILE", "HOME", "GATEWAY"]
+    assert text.stdout.splitlines()[0].split() == ["PROFILE", "HOST", "HOME", "GATEWAY"]
 
 
 def test_drain_drains_the_active_profiles_gateway_which_exits_75(root, gateways):
@@ -318,11 +318,11 @@ def test_status_text_names_the_columns_and_an_empty_install(root, gateways):
     assert (empty.returncode, empty.stdout.strip()) == (0, f"no gateway is running for {root}")
     gateway = gateways(root, "default")
     lines = hermes("gateway", "status", "--min-healthy", "3600", home=root).stdout.splitlines()
-    header = ["PROFILE", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE"]
+    header = ["PROFILE", "HOST", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE"]
     assert lines[0].split() == header
     sha = code_sha()
     # Its health is unknown until it has run the window, and the line below says so.
-    assert lines[1].split()[:5] == ["default", str(gateway.pid), "running", "unknown", sha[:12] if sha else "-"]
+    assert lines[1].split()[:6] == ["default", "local", str(gateway.pid), "running", "unknown", sha[:12] if sha else "-"]
     assert lines[2:3] == [""] and lines[3].startswith(f"default (pid {gateway.pid}): unknown: up ")
 
 
