@@ -79,10 +79,11 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
             "instance_id",
             "served_profiles",
             "multiplex",
+            "host",  # "": this install's (another host's: tests/e2e/test_many_hosts.py)
             "error",  # None: it answered, or was found without a refused handshake
             "health",  # its probe turn's verdict: tests/e2e/test_gateway_health.py
         }
-        assert (g["served_profiles"], g["multiplex"], g["error"]) == ([g["profile"]], False, None)
+        assert (g["served_profiles"], g["multiplex"], g["host"], g["error"]) == ([g["profile"]], False, "", None)
 
 
 def test_gateways_over_ipc_are_asked_without_pyzmq_and_say_what_they_say_to_pyzmq(root, gateways):
@@ -322,7 +323,8 @@ def test_status_text_names_the_columns_and_an_empty_install(root, gateways):
     assert lines[0].split() == header
     sha = code_sha()
     # Its health is unknown until it has run the window, and the line below says so.
-    assert lines[1].split()[:6] == ["default", "local", str(gateway.pid), "running", "unknown", sha[:12] if sha else "-"]
+    row = lines[1].split()
+    assert row[:6] == ["default", "local", str(gateway.pid), "running", "unknown", sha[:12] if sha else "-"]
     assert lines[2:3] == [""] and lines[3].startswith(f"default (pid {gateway.pid}): unknown: up ")
 
 
