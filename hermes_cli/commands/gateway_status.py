@@ -28,7 +28,6 @@ from shared.locks import probe
 from shared.protocol import Code, RemoteError
 from shared.transport import NO_RETRY
 
-LOCAL = "local"  # the HOST cell of this install's gateways
 # The drain answer can only come after the deadline; this much more is allowed for the reply.
 DRAIN_REPLY_MARGIN = 10.0
 
@@ -64,7 +63,7 @@ def _pid_and_footnotes(gateways: list[dict[str, Any]]) -> tuple[Callable[[dict[s
 
 
 def _host(g: dict[str, Any]) -> str:
-    return g["host"] or LOCAL
+    return g["host"] or mesh_hosts.LOCAL
 
 
 def _name(g: dict[str, Any]) -> str:

@@ -36,6 +36,7 @@ def test_a_host_names_its_address_and_its_services_ports():
     [
         ([], "mesh.hosts"),
         ({"East!": GOOD["east"]}, "mesh.hosts key"),
+        ({"local": GOOD["east"]}, "mesh.hosts key"),  # the views' name for this install
         ({"east": "10.0.0.2"}, "mesh.hosts.east"),
         ({"east": {"address": "10.0.0.2", "port": 1}}, "mesh.hosts.east.port"),
         ({"east": {"address": "a b"}}, "mesh.hosts.east.address"),
