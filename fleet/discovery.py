@@ -120,8 +120,10 @@ class GatewayRecord(NamedTuple):
 class Unreached(NamedTuple):
     """A profile's gateway socket, asked over TCP, that gave no answer. ``refused``: something
     serves there, but this install cannot ask it (its client key unknown there, a server key
-    this install does not trust for it, not a CURVE service). ``offline``: no connection was
-    made or kept within the bound (its host down, cut off, or not serving there)."""
+    this install does not trust for it, not a CURVE service), or, for another host's gateway,
+    this home cannot (no key here to trust it by) or it did not answer as that gateway.
+    ``offline``: no connection was made or kept within the bound (its host down, cut off, or
+    not serving there)."""
 
     profile: str
     home: Path
@@ -130,7 +132,7 @@ class Unreached(NamedTuple):
 
     @property
     def state(self) -> str:
-        return REFUSED if self.error.code in HANDSHAKE_REFUSALS else OFFLINE
+        return OFFLINE if self.error.code in UNANSWERED else REFUSED
 
     def to_dict(self) -> dict[str, Any]:
         """The gateway row it makes: the keys of ``GatewayRecord.to_dict``, what the socket

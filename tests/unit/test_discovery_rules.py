@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet.discovery import GatewayRecord, _of_hosts, merge_scanned, served_profiles, still_served
+from fleet.discovery import GatewayRecord, _of_hosts, merge_scanned, served_profiles, still_served, survey
 from shared import mesh_hosts
 from shared.gateways import ops
 from shared.identity import ProcessIdentity
@@ -122,10 +122,20 @@ def test_each_hosts_gateway_is_a_record_or_an_unreached_row_of_that_host():
     assert found == []
     assert [(u.host, u.profile, u.state, u.error.code) for u in unreached] == [
         ("a", "default", "refused", Code.AUTH_FAILED),
-        ("a", "coder", "offline", Code.MALFORMED_REPLY),  # answered as another profile: not that gateway
+        ("a", "coder", "refused", Code.MALFORMED_REPLY),  # answered as another profile: not that gateway
         ("b", "coder", "offline", Code.TIMEOUT),
     ]
 
 
 def test_a_local_record_has_no_host():
     assert record("coder", source="socket").to_dict()["host"] == ""
+
+
+def test_a_host_whose_keys_this_home_lacks_is_its_own_refused_row(tmp_path: Path):
+    (tmp_path / "config.yaml").write_text(
+        "mesh:\n  hosts:\n    east:\n      address: 10.0.0.2\n      services: {gateway@coder: 7420}\n"
+    )
+    found = survey(tmp_path, scan=False, remote=mesh_hosts.gateway_endpoints(tmp_path))
+    assert found.records == []
+    [row] = found.unreached
+    assert (row.host, row.profile, row.state, row.error.code) == ("east", "coder", "refused", "curve_key_missing")
