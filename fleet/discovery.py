@@ -26,6 +26,12 @@ socket refused this client's CURVE handshake (``auth_failed``, ``server_key_mism
 ``handshake_failed``), ``offline`` when it could not be reached within the bound (no connection
 made, or one lost: ``protocol.UNANSWERED``), as a gateway on a host that is down or cut off.
 
+``survey`` also asks, when given them, the gateways of the other hosts this home names
+(``shared.mesh_hosts``), in the same call as this install's: each answer is that host's gateway,
+vouched for by the server key this home trusts for it, and each record and unreached socket
+carries its ``host`` ("" for this install's). Only their sockets tell of them: no state file or
+process of theirs is here.
+
 No trio here: the CLI imports this module. The scan reads ``/proc`` (``shared.identity``).
 """
 
@@ -38,7 +44,7 @@ from typing import Any, Literal, NamedTuple
 
 from fleet import state_record
 from fleet.command_lines import gateway_served_profiles, looks_like_gateway_command_line
-from shared import homes, ids, transport
+from shared import homes, ids, mesh_hosts, transport
 from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, read_json
@@ -53,7 +59,7 @@ from shared.identity import (
     read_environ,
 )
 from shared.layout import GATEWAY_STATE_FILE
-from shared.protocol import UNANSWERED, OpSpec, RemoteError
+from shared.protocol import UNANSWERED, Code, OpSpec, RemoteError
 from shared.transport import HANDSHAKE_REFUSALS
 
 Source = Literal["socket", "state_file", "scan"]
@@ -80,6 +86,7 @@ class GatewayRecord(NamedTuple):
     instance_id: str | None = None
     # Every profile its process serves: this one alone, or the set of a multiplex gateway.
     served_profiles: tuple[str, ...] = ()
+    host: str = ""  # the other host it runs on (``shared.mesh_hosts``); "" for this install's
 
     @property
     def multiplex(self) -> bool:
@@ -102,6 +109,7 @@ class GatewayRecord(NamedTuple):
             "instance_id": self.instance_id,
             "served_profiles": list(self.served_profiles or (self.profile,)),
             "multiplex": self.multiplex,
+            "host": self.host,
         }
 
     def _self_identity(self) -> ProcessIdentity | None:
@@ -112,16 +120,19 @@ class GatewayRecord(NamedTuple):
 class Unreached(NamedTuple):
     """A profile's gateway socket, asked over TCP, that gave no answer. ``refused``: something
     serves there, but this install cannot ask it (its client key unknown there, a server key
-    this install does not trust for it, not a CURVE service). ``offline``: no connection was
-    made or kept within the bound (its host down, cut off, or not serving there)."""
+    this install does not trust for it, not a CURVE service), or, for another host's gateway,
+    this home cannot (no key here to trust it by) or it did not answer as that gateway.
+    ``offline``: no connection was made or kept within the bound (its host down, cut off, or
+    not serving there)."""
 
     profile: str
     home: Path
     error: RemoteError
+    host: str = ""  # as ``GatewayRecord.host``
 
     @property
     def state(self) -> str:
-        return REFUSED if self.error.code in HANDSHAKE_REFUSALS else OFFLINE
+        return OFFLINE if self.error.code in UNANSWERED else REFUSED
 
     def to_dict(self) -> dict[str, Any]:
         """The gateway row it makes: the keys of ``GatewayRecord.to_dict``, what the socket
@@ -136,18 +147,19 @@ class Unreached(NamedTuple):
             "active_turns": None,
             "supervisor": UNKNOWN,
             "source": "socket",
-            "home": str(self.home),
+            "home": None if self.host else str(self.home),  # another host's is not known here
             "install_id": None,
             "instance_id": None,
             "served_profiles": [self.profile],
             "multiplex": False,
+            "host": self.host,
             "error": {"code": self.error.code, "message": self.error.message},
         }
 
 
 class Survey(NamedTuple):
-    records: list[GatewayRecord]
-    unreached: list[Unreached]  # by profile, as the records are
+    records: list[GatewayRecord]  # this install's first, then each host's, as the hosts are given
+    unreached: list[Unreached]  # by host and profile, as the records are
 
 
 def discover(
@@ -167,15 +179,20 @@ def survey(
     scan: bool = True,
     sockets: dict[str, Any] | None = None,
     profiles: Collection[str] | None = None,
+    remote: Mapping[str, homes.Endpoint] | None = None,
 ) -> Survey:
     """``discover``'s gateways, and the profiles whose gateway, asked over TCP, refused the
     handshake or could not be reached. Such a gateway may still be listed, by its state file
     or the scan, when its home is here. ``profiles`` narrows it to those of the install's
-    profiles (None: all of them); the scan, when it runs, may still list others."""
+    profiles (None: all of them); the scan, when it runs, may still list others.
+
+    ``remote`` (``mesh_hosts.gateway_endpoints``: qualified profile -> endpoint) adds other
+    hosts' gateways, asked in the same call within the same ``timeout``: each that answered a
+    record, each that did not an ``Unreached``."""
     root = Path(root).absolute()
     names = [name for name in homes.list_profiles(root) if profiles is None or name in profiles]
     profile_homes = {name: homes.profile_home(name, root) for name in names}
-    answers, vouched = ask_gateways(profile_homes, ops.STATUS, timeout=timeout, sockets=sockets)
+    answers, vouched = ask_gateways(profile_homes, ops.STATUS, timeout=timeout, sockets=sockets, remote=remote)
     install = _install_id(root)  # read after the answers: a gateway makes it before it binds
     found: list[GatewayRecord] = []
     unreached = [
@@ -198,7 +215,35 @@ def survey(
             found.append(record)
     if scan and _scan_can_add(profile_homes, found):
         found = _with_scan(root, found)
-    return Survey(sorted(found, key=_order), sorted(unreached, key=lambda u: homes.profile_order(u.profile)))
+    on_hosts, off_hosts = _of_hosts(remote or {}, answers)
+    return Survey(
+        sorted(found, key=_order) + on_hosts,
+        sorted(unreached, key=lambda u: homes.profile_order(u.profile)) + off_hosts,
+    )
+
+
+def _of_hosts(
+    remote: Mapping[str, homes.Endpoint], answers: Mapping[str, Any]
+) -> tuple[list[GatewayRecord], list[Unreached]]:
+    """Other hosts' gateways as their answers tell: a record for each that answered as the
+    profile its key was trusted for, an ``Unreached`` for every other (its socket is all this
+    home knows of it)."""
+    found: list[GatewayRecord] = []
+    unreached: list[Unreached] = []
+    for name, endpoint in remote.items():
+        profile = mesh_hosts.profile_of(endpoint.key_name)
+        answer = answers.get(name)
+        said = answer.get("home") if isinstance(answer, dict) else None
+        home = Path(said) if isinstance(said, str) and said else Path()
+        record = _from_answer(profile, home, answer, None, vouched=True, host=endpoint.host)
+        if record is not None:
+            found.append(record)
+        elif isinstance(answer, RemoteError):
+            unreached.append(Unreached(profile, home, answer, endpoint.host))
+        else:
+            wrong = RemoteError(Code.MALFORMED_REPLY, f"{endpoint.control} did not answer as gateway {name}")
+            unreached.append(Unreached(profile, home, wrong, endpoint.host))
+    return found, unreached
 
 
 def _scan_can_add(profiles: Mapping[str, Path], found: list[GatewayRecord]) -> bool:
@@ -264,10 +309,13 @@ def ask_gateways(
     *,
     timeout: float,
     sockets: dict[str, Any] | None = None,
+    remote: Mapping[str, homes.Endpoint] | None = None,
 ) -> tuple[dict[str, Any], set[str]]:
     """One call of ``spec`` to every profile's gateway at once: profile -> answer (or the typed
     error it ended with; a profile with no socket to ask is left out), and the profiles asked
-    over CURVE, whose server key proved which gateway answered."""
+    over CURVE, whose server key proved which gateway answered. ``remote``'s endpoints (other
+    hosts' gateways, by qualified profile, which no profile here is spelled as) are asked in
+    the same call, their answers under the same names."""
     endpoints: dict[str, homes.Endpoint] = {}
     for name, home in profile_homes.items():
         try:
@@ -276,18 +324,28 @@ def ask_gateways(
             continue  # no socket it could be asked on, or none that can be trusted: not asked
         if listening(endpoint):
             endpoints[name] = endpoint
+    endpoints.update(remote or {})
     vouched = {name for name, endpoint in endpoints.items() if endpoint.tcp is not None}
-    addresses = [endpoint.control for endpoint in endpoints.values()]
-    if vouched or sockets is not None:
-        from shared.transport import curve  # pyzmq comes with it: only for TCP, or kept connections
+    if not vouched and sockets is None:
+        outcomes = transport.call_all_ipc([e.control for e in endpoints.values()], spec, args, timeout=timeout)
+        return {name: outcomes.get(endpoint.control) for name, endpoint in endpoints.items()}, vouched
+    from shared.transport import curve  # pyzmq comes with it: only for TCP, or kept connections
 
-        options = {endpoint.control: curve.client_options(endpoint) for endpoint in endpoints.values()}
-        outcomes = transport.call_all(
-            addresses, spec, args, timeout=timeout, options=options, probe=False, sockets=sockets
-        )
-    else:
-        outcomes = transport.call_all_ipc(addresses, spec, args, timeout=timeout)
-    return {name: outcomes.get(endpoint.control) for name, endpoint in endpoints.items()}, vouched
+    options: dict[str, Any] = {}
+    unasked: dict[str, RemoteError] = {}
+    for name, endpoint in endpoints.items():
+        try:
+            options[endpoint.control] = curve.client_options(endpoint)
+        except HermesError as exc:
+            if not endpoint.host:
+                raise
+            # One host's keys missing or unsafe is that host's row, not the end of every view.
+            unasked[name] = RemoteError(exc.code, exc.message, detail=exc.detail)
+    asked = {name: endpoint for name, endpoint in endpoints.items() if name not in unasked}
+    outcomes = transport.call_all(
+        [e.control for e in asked.values()], spec, args, timeout=timeout, options=options, probe=False, sockets=sockets
+    )
+    return {**{name: outcomes.get(endpoint.control) for name, endpoint in asked.items()}, **unasked}, vouched
 
 
 def listening(endpoint: homes.Endpoint) -> bool:
@@ -317,7 +375,9 @@ def _speaks_for(
     return said.get("install_id") == install and said.get("profile") == profile
 
 
-def _from_answer(profile: str, home: Path, answer: Any, install: str | None, *, vouched: bool) -> GatewayRecord | None:
+def _from_answer(
+    profile: str, home: Path, answer: Any, install: str | None, *, vouched: bool, host: str = ""
+) -> GatewayRecord | None:
     if not isinstance(answer, dict):
         return None  # unavailable, timed out, refused, or broke the wire: it did not answer
     if not _speaks_for(profile, home, answer, install, vouched=vouched):
@@ -339,6 +399,7 @@ def _from_answer(profile: str, home: Path, answer: Any, install: str | None, *, 
         install_id=_an_id(answer.get("install_id")),
         instance_id=_an_id(answer.get("instance_id")),
         served_profiles=served_profiles(profile, answer.get("served_profiles")),
+        host=host,
     )
 
 

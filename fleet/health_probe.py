@@ -9,6 +9,8 @@ from pathlib import Path
 from fleet.discovery import GatewayRecord, ask_gateways
 from fleet.health import MIN_HEALTHY_SECONDS, PROBE, UNHEALTHY, UNKNOWN, Health, judge
 from shared.gateways import ops
+from shared.homes import Endpoint
+from shared.mesh_hosts import qualified
 
 # A probe turn takes no time of its own: this bound is for a machine busy enough to delay it.
 PROBE_TIMEOUT = 3.0
@@ -20,24 +22,34 @@ def probe_health(
     expected_sha: str | None = None,
     min_healthy: float = MIN_HEALTHY_SECONDS,
     timeout: float = PROBE_TIMEOUT,
+    remote: Mapping[str, Endpoint] | None = None,
 ) -> dict[tuple[str, int], Health]:
-    """(profile, pid) -> the health of each record's gateway. One that answered ``status`` on
-    its socket is asked for a probe turn there; one known by its state file or the scan alone is
-    ``unknown``: nothing can ask it for a turn."""
+    """(profile, pid) -> the health of each record's gateway; another host's is keyed by its
+    qualified profile (``east:coder``), and asked on its endpoint in ``remote`` (by that name).
+    One that answered ``status`` on its socket is asked for a probe turn there; one known by its
+    state file or the scan alone is ``unknown``: nothing can ask it for a turn."""
     records = list(records)
-    asked = {r.profile: r.home for r in records if r.source == "socket"}
-    answers, _ = ask_gateways(asked, ops.TURN, PROBE, timeout=timeout) if asked else ({}, set())
+    asked = {r.profile: r.home for r in records if r.source == "socket" and not r.host}
+    on_hosts = {
+        name: endpoint
+        for r in records
+        if r.host and (endpoint := (remote or {}).get(name := qualified(r.host, r.profile))) is not None
+    }
+    answers, _ = (
+        ask_gateways(asked, ops.TURN, PROBE, timeout=timeout, remote=on_hosts) if asked or on_hosts else ({}, set())
+    )
     health: dict[tuple[str, int], Health] = {}
     for record in records:
-        key = (record.profile, record.pid)
+        name = qualified(record.host, record.profile)
+        key = (name, record.pid)
         if record.source != "socket":
             health[key] = Health(UNKNOWN, "it did not answer on its socket")
-        elif record.profile not in answers:
+        elif name not in answers:
             health[key] = Health(UNKNOWN, "its socket was gone before its probe turn")
-        elif _for_another_profile(answers[record.profile], record.profile):
+        elif _for_another_profile(answers[name], record.profile):
             health[key] = Health(UNHEALTHY, "its probe turn ran for another profile")
         else:
-            health[key] = judge(answers[record.profile], expected_sha=expected_sha, min_healthy=min_healthy)
+            health[key] = judge(answers[name], expected_sha=expected_sha, min_healthy=min_healthy)
     return health
 
 

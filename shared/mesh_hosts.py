@@ -40,6 +40,8 @@ _ADDRESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
 _SERVICE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}(@[a-z0-9][a-z0-9_-]{0,63})?")
 # What separates a host from a profile in a qualified name: never in either.
 SEPARATOR = ":"
+# What the views call this install in their HOST column: no other host may be named so.
+LOCAL = "local"
 # The most hosts one home names: every view asks each of them, and each is a thread in the
 # fleet view. Ten times the fleet the docs size for.
 MAX_HOSTS = 500
@@ -80,9 +82,11 @@ def qualified(host: str, profile: str) -> str:
 
 
 def validate_host_name(name: object, where: str = "host") -> str:
-    if not isinstance(name, str) or not HOST_NAME_RE.fullmatch(name):
+    if not isinstance(name, str) or not HOST_NAME_RE.fullmatch(name) or name == LOCAL:
         raise MeshHostsInvalid(
-            f"{where}: {name!r} is not a host name (a-z, 0-9, '_' and '-', at most 64)", detail={"field": where}
+            f"{where}: {name!r} is not a host name (a-z, 0-9, '_' and '-', at most 64; not {LOCAL!r}, "
+            "which names this install)",
+            detail={"field": where},
         )
     return name
 
@@ -183,3 +187,14 @@ def endpoint(root: Path, host: Host, key: str) -> Endpoint:
         tcp=tcp,
         host=host.name,
     )
+
+
+def gateway_endpoints(root: Path) -> dict[str, Endpoint]:
+    """Every gateway of every host ``root`` names, by its qualified profile (``east:coder``),
+    host by host as the config names them: what the views that cover every host ask."""
+    return {
+        qualified(host.name, profile_of(key)): endpoint(root, host, key)
+        for host in hosts(root).values()
+        for key in host.services
+        if is_gateway(key)
+    }

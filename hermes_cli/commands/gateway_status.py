@@ -1,5 +1,11 @@
 """``hermes gateway status|list|drain``: the install's gateways, found through their control
-sockets first (``fleet.discovery``), and a drain of the active profile's gateway."""
+sockets first (``fleet.discovery``), with those of every other host this home names
+(``shared.mesh_hosts``), and a drain of the active profile's gateway.
+
+In text another host's gateway is always named ``HOST:PROFILE``: its name then stays the same
+when some host adds a profile of that name, and it is never read as a profile of this install,
+whose gateways keep the bare names ``--profile`` takes. In JSON each row has its bare
+``profile`` and its ``host`` ("" for this install's)."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from fleet.health import MIN_HEALTHY_SECONDS, UNKNOWN, Health
 from fleet.health_probe import probe_health
 from hermes_cli import output
 from hermes_cli.service_client import answers, connect
-from shared import config_text, exit_codes, homes
+from shared import config_text, exit_codes, homes, mesh_hosts
 from shared.endpoint_lock import lock_says
 from shared.errors import HermesError
 from shared.gateways import ops
@@ -56,6 +62,20 @@ def _pid_and_footnotes(gateways: list[dict[str, Any]]) -> tuple[Callable[[dict[s
     return pid, notes
 
 
+def _host(g: dict[str, Any]) -> str:
+    return g["host"] or mesh_hosts.LOCAL
+
+
+def _name(g: dict[str, Any]) -> str:
+    """The PROFILE cell: ``HOST:PROFILE`` for another host's gateway."""
+    return mesh_hosts.qualified(g["host"], g["profile"])
+
+
+def _order(row: dict[str, Any]) -> tuple[str, bool, str]:
+    """This install's rows first, then each host's; by profile within each."""
+    return row["host"], *homes.profile_order(row["profile"])
+
+
 def _with_notes(table: str, notes: list[str]) -> str:
     return "\n".join([table, *notes]) if notes else table
 
@@ -75,15 +95,16 @@ def _rows(found: discovery.Survey) -> list[dict[str, Any]]:
     asked over TCP, gave no answer and is out of sight (no state file or process here): state
     ``refused`` or ``offline``. A refusal of a gateway listed otherwise (its state file is here) is
     that profile's best-informed row's error; such a gateway that was only slow to answer is
-    listed as it was found. Default profile first."""
+    listed as it was found. This install's first, default profile first; then each host's."""
     rows = [{**record.to_dict(), "error": None} for record in found.records]
     for unreached in found.unreached:
-        row = next((r for r in rows if r["profile"] == unreached.profile), None)
+        same = (unreached.host, unreached.profile)
+        row = next((r for r in rows if (r["host"], r["profile"]) == same), None)
         if row is None:
             rows.append(unreached.to_dict())
         elif unreached.state == discovery.REFUSED:
             row["error"] = unreached.to_dict()["error"]
-    return sorted(rows, key=lambda row: homes.profile_order(row["profile"]))  # stable: best-informed first
+    return sorted(rows, key=_order)  # stable: best-informed first
 
 
 def _state(g: dict[str, Any]) -> str:
@@ -116,11 +137,13 @@ def health_window(root: Path, asked: float | None) -> tuple[float, str | None]:
 _UNTOLD = {discovery.REFUSED: "its gateway refused this client", discovery.OFFLINE: "its gateway could not be reached"}
 
 
-def _with_health(rows: list[dict[str, Any]], found: discovery.Survey, min_healthy: float) -> None:
+def _with_health(
+    rows: list[dict[str, Any]], found: discovery.Survey, min_healthy: float, remote: dict[str, homes.Endpoint]
+) -> None:
     """Each row's ``health``: a probe turn's verdict (``fleet.health``); a refused or offline row's is unknown."""
-    health = probe_health(found.records, min_healthy=min_healthy)
+    health = probe_health(found.records, min_healthy=min_healthy, remote=remote)
     for row in rows:
-        verdict = health.get((row["profile"], row["pid"])) or Health(UNKNOWN, _UNTOLD[row["state"]])
+        verdict = health.get((_name(row), row["pid"])) or Health(UNKNOWN, _UNTOLD[row["state"]])
         row["health"] = verdict.to_dict()
 
 
@@ -136,7 +159,8 @@ def health_notes(gateways: list[dict[str, Any]]) -> list[str]:
 
 
 def _named(g: dict[str, Any]) -> str:
-    return f"{g['profile']} (pid {g['pid']})" if g.get("pid") else g["profile"]
+    name = mesh_hosts.qualified(g.get("host", ""), g["profile"])  # a verify's rows have no host
+    return f"{name} (pid {g['pid']})" if g.get("pid") else name
 
 
 def cmd_status(args) -> int:
@@ -146,12 +170,13 @@ def cmd_status(args) -> int:
         return cmd_top(args)
     _refuse_unsafe_run_dirs(homes.root_home())
     root = homes.root_home()
-    found = discovery.survey(root)
+    remote = mesh_hosts.gateway_endpoints(root)
+    found = discovery.survey(root, remote=remote)
     window, unread = health_window(root, args.min_healthy)
     data: dict[str, Any] = {"gateways": _rows(found), "min_healthy": window}
     if unread:
         data["min_healthy_error"] = unread
-    _with_health(data["gateways"], found, window)
+    _with_health(data["gateways"], found, window, remote)
 
     def text(d: dict[str, Any]) -> str:
         if not d["gateways"]:
@@ -159,7 +184,8 @@ def cmd_status(args) -> int:
         pid, notes = _pid_and_footnotes(d["gateways"])
         rows = [
             (
-                g["profile"],
+                _name(g),
+                _host(g),
                 pid(g),
                 _state(g),
                 g["health"]["state"],
@@ -171,7 +197,7 @@ def cmd_status(args) -> int:
             )
             for g in d["gateways"]
         ]
-        headers = ("PROFILE", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE")
+        headers = ("PROFILE", "HOST", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE")
         unread_window = [f"! {d['min_healthy_error']}"] if d.get("min_healthy_error") else []
         return _with_notes(output.table(headers, rows), notes + health_notes(d["gateways"]) + unread_window)
 
@@ -182,23 +208,29 @@ def cmd_status(args) -> int:
 def cmd_list(args) -> int:
     root = homes.root_home()
     _refuse_unsafe_run_dirs(root)
-    first: dict[str, dict[str, Any]] = {}
-    for row in _rows(discovery.survey(root)):  # best-informed row of a profile comes first
-        first.setdefault(row["profile"], row)
-    data = {
-        "profiles": [
-            {"profile": name, "home": str(homes.profile_home(name, root)), "gateway": first.get(name)}
-            for name in homes.list_profiles(root)
-        ]
-    }
+    first: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in _rows(discovery.survey(root, remote=mesh_hosts.gateway_endpoints(root))):  # best-informed first
+        first.setdefault((row["host"], row["profile"]), row)
+    local = [
+        {"profile": name, "host": "", "home": str(homes.profile_home(name, root)), "gateway": first.get(("", name))}
+        for name in homes.list_profiles(root)
+    ]
+    # Another host's profiles are known only by its gateways: their homes are on that host.
+    others = [{"profile": p, "host": h, "home": None, "gateway": row} for (h, p), row in first.items() if h]
+    data = {"profiles": local + others}
 
     def text(d: dict[str, Any]) -> str:
         pid, notes = _pid_and_footnotes([p["gateway"] for p in d["profiles"] if p["gateway"]])
         rows = [
-            (p["profile"], p["home"], f"{pid(p['gateway'])} {_state(p['gateway'])}" if p["gateway"] else "-")
+            (
+                _name(p),
+                _host(p),
+                _dash(p["home"]),
+                f"{pid(p['gateway'])} {_state(p['gateway'])}" if p["gateway"] else "-",
+            )
             for p in d["profiles"]
         ]
-        return _with_notes(output.table(("PROFILE", "HOME", "GATEWAY"), rows), notes)
+        return _with_notes(output.table(("PROFILE", "HOST", "HOME", "GATEWAY"), rows), notes)
 
     output.emit(args, data, text)
     return 0

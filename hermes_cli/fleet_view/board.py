@@ -1,7 +1,7 @@
 """Where every gateway's watch leaves its row, for the one thread that shows them.
 
 A watch reports a whole row, so only the latest of each counts: the board holds one row per
-gateway (its size is the fleet's) and a pipe whose readable end wakes the showing thread.
+gateway, by host and profile, as two hosts may both have a ``coder`` (its size is the fleet's) and a pipe whose readable end wakes the showing thread.
 A second pipe, written once and never read, stops every watch at once.
 """
 
@@ -12,12 +12,14 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+Key = tuple[str, str]  # a row's host and profile
+
 
 class Board:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rows: dict[str, dict[str, Any]] = {}
-        self._changed: dict[str, dict[str, Any]] = {}
+        self._rows: dict[Key, dict[str, Any]] = {}
+        self._changed: dict[Key, dict[str, Any]] = {}
         self._wake_read, self._wake_write = os.pipe()
         self._stop_read, self._stop_write = os.pipe()
         os.set_blocking(self._wake_read, False)
@@ -35,14 +37,15 @@ class Board:
 
     def report(self, row: Mapping[str, Any]) -> None:
         with self._lock:
-            self._rows[row["profile"]] = dict(row)
-            self._changed[row["profile"]] = dict(row)
+            key = (row["host"], row["profile"])
+            self._rows[key] = dict(row)
+            self._changed[key] = dict(row)
         try:
             os.write(self._wake_write, b".")
         except BlockingIOError:
             pass  # the pipe is full: the reader has been woken already
 
-    def take(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    def take(self) -> tuple[dict[Key, dict[str, Any]], list[dict[str, Any]]]:
         """Every row, and the rows that changed since the last call."""
         try:
             while os.read(self._wake_read, 4096):

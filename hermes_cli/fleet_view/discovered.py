@@ -5,7 +5,9 @@ gateway, which has neither and is known by its ``gateway_state.json``, is ``down
 stands between the watches and the board: a profile whose watch says ``down`` is surveyed
 (``fleet.discovery``, that profile alone) at once and then every ``SURVEY_EVERY`` seconds while
 it stays down, and shows the gateway the survey finds there; what the watch says otherwise
-wins. Nothing is asked while no row is down.
+wins. Nothing is asked while no row is down. Only this install's rows are surveyed: another
+host's gateway is never ``down`` to its watch (a lost host is ``offline``), and its files are
+not here.
 
 The survey here reads state files and does not scan ``/proc``: a scan costs tens of
 milliseconds of a core, too much to repeat every few seconds, and a gateway of the Hermes Agent
@@ -25,6 +27,7 @@ from typing import Any
 from fleet import discovery
 from fleet.health import UNKNOWN
 from hermes_cli.fleet_view import rows
+from hermes_cli.fleet_view.board import Key
 from shared.errors import HermesError
 
 SURVEY_EVERY = 2.0  # a down profile is surveyed again this often
@@ -57,34 +60,34 @@ class Discovered(threading.Thread):
         self._report = report
         self._stop_fd = stop_fd
         self._lock = threading.Lock()
-        self._watched: dict[str, dict[str, Any]] = {}
-        self._found: dict[str, dict[str, Any]] = {}
+        self._watched: dict[Key, dict[str, Any]] = {}
+        self._found: dict[Key, dict[str, Any]] = {}
         self._wake_read, self._wake_write = os.pipe()  # a row that went down: survey it now
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
 
     def report(self, row: Mapping[str, Any]) -> None:
-        profile = row["profile"]
+        key = (row["host"], row["profile"])
         with self._lock:
-            went_down = row["state"] == rows.DOWN and self._watched.get(profile, {}).get("state") != rows.DOWN
-            self._watched[profile] = dict(row)
-            if row["state"] != rows.DOWN:
-                self._found.pop(profile, None)
-            self._report(self._shown(profile))
+            went_down = _surveyed(row) and self._watched.get(key, {}).get("state") != rows.DOWN
+            self._watched[key] = dict(row)
+            if not _surveyed(row):
+                self._found.pop(key, None)
+            self._report(self._shown(key))
         if went_down:
             try:
                 os.write(self._wake_write, b".")
             except BlockingIOError:
                 pass  # woken already
 
-    def _shown(self, profile: str) -> dict[str, Any]:
-        watched = self._watched[profile]
-        return self._found.get(profile, watched) if watched["state"] == rows.DOWN else watched
+    def _shown(self, key: Key) -> dict[str, Any]:
+        watched = self._watched[key]
+        return self._found.get(key, watched) if _surveyed(watched) else watched
 
     def run(self) -> None:
         while True:
             with self._lock:
-                down = [profile for profile, row in self._watched.items() if row["state"] == rows.DOWN]
+                down = [key for key, row in self._watched.items() if _surveyed(row)]
             ready, _, _ = select.select([self._stop_fd, self._wake_read], [], [], SURVEY_EVERY if down else None)
             if self._stop_fd in ready:
                 return
@@ -94,32 +97,37 @@ class Discovered(threading.Thread):
             except BlockingIOError:
                 pass
             with self._lock:
-                down = [profile for profile, row in self._watched.items() if row["state"] == rows.DOWN]
+                down = [key for key, row in self._watched.items() if _surveyed(row)]
             if down:
                 self._survey(down)
 
-    def _survey(self, down: list[str]) -> None:
+    def _survey(self, down: list[Key]) -> None:
         try:
-            found = discovery.survey(self.root, scan=False, profiles=down).records
+            found = discovery.survey(self.root, scan=False, profiles=[profile for _, profile in down]).records
         except (OSError, HermesError):  # a home that cannot be read now: asked again next time
             return
         records = {}
         for record in reversed(found):  # the best-informed record of a profile comes first
             records[record.profile] = record
         with self._lock:
-            for profile in down:
-                watched = self._watched[profile]
-                if watched["state"] != rows.DOWN:
+            for key in down:
+                watched, profile = self._watched[key], key[1]
+                if not _surveyed(watched):
                     continue  # its watch heard it meanwhile: what it says wins
                 row = found_row(watched, records[profile]) if profile in records else None
-                if row == self._found.get(profile):
+                if row == self._found.get(key):
                     continue
                 if row is None:
-                    del self._found[profile]
+                    del self._found[key]
                 else:
-                    self._found[profile] = row
-                self._report(self._shown(profile))
+                    self._found[key] = row
+                self._report(self._shown(key))
 
     def close(self) -> None:
         os.close(self._wake_read)
         os.close(self._wake_write)
+
+
+def _surveyed(row: Mapping[str, Any]) -> bool:
+    """A row of this install whose watch says ``down``: what the survey may know more of."""
+    return row["state"] == rows.DOWN and row["host"] == rows.LOCAL

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.health import UNKNOWN
+from shared import mesh_hosts
 from shared.gateways import ops
 from shared.protocol import Code
 
@@ -21,7 +22,7 @@ CONNECTING, DOWN, OFFLINE, REFUSED, UNRESPONSIVE = "connecting", "down", "offlin
 # A local gateway's status call that ended so: its process is going, or gone.
 _GOING = frozenset({Code.CONNECTION_RESET, Code.UNAVAILABLE})
 CURRENT, STALE = "current", "stale"
-LOCAL = "local"
+LOCAL = mesh_hosts.LOCAL
 HEADERS = ("PROFILE", "HOST", "PID", "STATE", "HEALTH", "CODE", "TURNS", "LAST TURN", "RESTARTS/1h", "OWED")
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hermes_cli.fleet_view import rows
-from hermes_cli.fleet_view.board import Board
+from hermes_cli.fleet_view.board import Board, Key
 from hermes_cli.fleet_view.discovered import Discovered
 from hermes_cli.fleet_view.install import InstallFacts
 from hermes_cli.fleet_view.watch import GatewayWatch
-from shared import homes, mesh_tcp
+from shared import homes, mesh_hosts, mesh_tcp
 from shared.errors import HermesError
 from shared.gateways import ops
 
@@ -33,7 +33,7 @@ class Fleet:
         self.board = Board()
         self.facts = InstallFacts(root)
         self.discovered = Discovered(root, self.board.report, self.board.stop_fd)  # the watches report through it
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows: dict[Key, dict[str, Any]] = {}
         self._watches: list[GatewayWatch] = []
         self._min_healthy = min_healthy
 
@@ -48,11 +48,16 @@ class Fleet:
                 self.discovered.report(row)
                 continue
             host = rows.LOCAL if endpoint.tcp is None or endpoint.tcp.is_local else endpoint.tcp.host
-            row = rows.blank(profile, host)
-            self.discovered.report(row)
-            watch = GatewayWatch(row, endpoint, self.discovered.report, self.board.stop_fd, self._min_healthy)
-            self._watches.append(watch)
-            watch.start()
+            self._watch(rows.blank(profile, host), endpoint)
+        # Every other host's gateways, each row under its host's name.
+        for endpoint in mesh_hosts.gateway_endpoints(self.root).values():
+            self._watch(rows.blank(mesh_hosts.profile_of(endpoint.key_name), endpoint.host), endpoint)
+
+    def _watch(self, row: dict[str, Any], endpoint: homes.Endpoint) -> None:
+        self.discovered.report(row)
+        watch = GatewayWatch(row, endpoint, self.discovered.report, self.board.stop_fd, self._min_healthy)
+        self._watches.append(watch)
+        watch.start()
 
     def take(self) -> list[dict[str, Any]]:
         """The rows that changed since the last call (``self.rows`` holds them all)."""

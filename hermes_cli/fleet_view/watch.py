@@ -55,7 +55,7 @@ class GatewayWatch(threading.Thread):
         self._report = report
         self._stop_fd = stop_fd
         self._min_healthy = min_healthy
-        self._local = endpoint.tcp is None or endpoint.tcp.is_local
+        self._local = not endpoint.host and (endpoint.tcp is None or endpoint.tcp.is_local)
         self._due: float | None = None
 
     def run(self) -> None:

@@ -409,9 +409,9 @@ def test_gateway_status_and_list_give_a_refused_handshake_its_own_typed_row(root
         assert text.returncode == 0, text.stderr
         table = text.stdout.split("\n\n")[0]  # a blank line ends the table: the health notes follow
         rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
-        assert rows["coder"][1:4] == ["-", "refused:", "auth_failed"]
-        assert rows["critic"][1:5] == [str(critic.pid), "running", "(refused:", "server_key_mismatch)"]
-        assert rows["default"][1:3] == [str(default.pid), "running"]
+        assert rows["coder"][1:5] == ["local", "-", "refused:", "auth_failed"]
+        assert rows["critic"][1:6] == ["local", str(critic.pid), "running", "(refused:", "server_key_mismatch)"]
+        assert rows["default"][1:4] == ["local", str(default.pid), "running"]
         code, listed = hermes_json("gateway", "list", home=root, env_extra=env)
         assert code == 0, listed
         assert {p["profile"]: (p["gateway"]["pid"], p["gateway"]["error"]) for p in listed["profiles"]} == {

@@ -54,7 +54,7 @@ def test_a_gateway_whose_turns_fail_is_running_and_unhealthy(root, gateways, cod
     table = hermes("gateway", "status", "--min-healthy", "0", home=root)
     assert table.returncode == 0, table.stderr
     row = next(line.split() for line in table.stdout.splitlines() if line.startswith("coder "))
-    assert row[2:4] == ["running", "unhealthy"]
+    assert row[3:5] == ["running", "unhealthy"]
     assert f"coder (pid {broken.pid}): unhealthy: its probe turn failed (internal_error)" in table.stdout
 
 

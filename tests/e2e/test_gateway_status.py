@@ -79,10 +79,11 @@ def test_status_lists_every_live_gateway_through_its_socket(root, gateways):
             "instance_id",
             "served_profiles",
             "multiplex",
+            "host",  # "": this install's (another host's: tests/e2e/test_many_hosts.py)
             "error",  # None: it answered, or was found without a refused handshake
             "health",  # its probe turn's verdict: tests/e2e/test_gateway_health.py
         }
-        assert (g["served_profiles"], g["multiplex"], g["error"]) == ([g["profile"]], False, None)
+        assert (g["served_profiles"], g["multiplex"], g["host"], g["error"]) == ([g["profile"]], False, "", None)
 
 
 def test_gateways_over_ipc_are_asked_without_pyzmq_and_say_what_they_say_to_pyzmq(root, gateways):
@@ -286,7 +287,7 @@ def test_list_shows_profiles_with_and_without_a_gateway(root, gateways):
     ]
     text = hermes("gateway", "list", home=root)
     assert text.returncode == 0
-    assert text.stdout.splitlines()[0].split() == ["PROFILE", "HOME", "GATEWAY"]
+    assert text.stdout.splitlines()[0].split() == ["PROFILE", "HOST", "HOME", "GATEWAY"]
 
 
 def test_drain_drains_the_active_profiles_gateway_which_exits_75(root, gateways):
@@ -318,11 +319,12 @@ def test_status_text_names_the_columns_and_an_empty_install(root, gateways):
     assert (empty.returncode, empty.stdout.strip()) == (0, f"no gateway is running for {root}")
     gateway = gateways(root, "default")
     lines = hermes("gateway", "status", "--min-healthy", "3600", home=root).stdout.splitlines()
-    header = ["PROFILE", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE"]
+    header = ["PROFILE", "HOST", "PID", "STATE", "HEALTH", "CODE", "VERSION", "TURNS", "SUPERVISOR", "SOURCE"]
     assert lines[0].split() == header
     sha = code_sha()
     # Its health is unknown until it has run the window, and the line below says so.
-    assert lines[1].split()[:5] == ["default", str(gateway.pid), "running", "unknown", sha[:12] if sha else "-"]
+    row = lines[1].split()
+    assert row[:6] == ["default", "local", str(gateway.pid), "running", "unknown", sha[:12] if sha else "-"]
     assert lines[2:3] == [""] and lines[3].startswith(f"default (pid {gateway.pid}): unknown: up ")
 
 

@@ -129,7 +129,7 @@ def test_gateway_status_over_ipc_loads_neither_pyzmq_nor_what_only_services_and_
         assert {(g["pid"], g["source"]) for g in listed} == {(pid, "socket") for pid in started}
     else:  # the table, drawn in the skin's colours: one row per gateway, each by its socket
         rows = [line.split() for line in done.stdout.splitlines()[1 : 1 + len(started)]]
-        assert {(int(row[1]), row[-1]) for row in rows} == {(pid, "socket") for pid in started}
+        assert {(row[1], int(row[2]), row[-1]) for row in rows} == {("local", pid, "socket") for pid in started}
     assert json.loads(done.stderr.strip().splitlines()[-1]) == []
 
 

@@ -53,7 +53,7 @@ def test_status_and_list_show_each_served_profile_and_mark_the_shared_pid(root, 
     text = hermes("gateway", "status", home=root)
     assert text.returncode == 0, text.stderr
     table = text.stdout.split("\n\n")[0]  # a blank line ends the table: the health notes follow
-    rows = {line.split()[0]: line.split()[1] for line in table.splitlines()[1:] if line[0] != "*"}
+    rows = {line.split()[0]: line.split()[2] for line in table.splitlines()[1:] if line[0] != "*"}
     assert rows == {"default": str(alone.pid), "coder": f"{multiplex.pid}*", "writer": f"{multiplex.pid}*"}
     notes = [line for line in text.stdout.splitlines() if line.startswith("*")]
     assert notes == [f"* one process (pid {multiplex.pid}) serves coder, writer"]

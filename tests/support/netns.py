@@ -1,4 +1,6 @@
-"""Two network namespaces joined by a veth pair: two hosts on one machine.
+"""Network namespaces joined by veth pairs: hosts on one machine. ``TwoHosts``: two joined
+by one cable; ``Star``: a home joined to two hosts, one cable each, so one host's cable is cut
+while the other's stays.
 
 Names are unique per run (prefix ``hm-``), an existing namespace of that name refuses the
 setup, and ``close`` always deletes what was made, including the ``/run/netns`` mount that
@@ -35,35 +37,18 @@ def unavailable() -> str | None:
     return None
 
 
-class TwoHosts:
-    """Namespaces ``a`` and ``b`` with addresses ``address_a`` and ``address_b``, joined by the
-    veth ends ``veth_a`` (in ``a``) and ``veth_b``."""
+class _Namespaces:
+    """Namespaces made by ``_make``'s steps; every one of them deleted by ``close``."""
 
     def __init__(self) -> None:
-        tag = secrets.token_hex(3)
-        self.a, self.b = f"{PREFIX}{tag}-a", f"{PREFIX}{tag}-b"
-        self.address_a, self.address_b = "10.231.7.1", "10.231.7.2"
-        self.veth_a, self.veth_b = f"{self.a[3:9]}a", f"{self.a[3:9]}b"
+        self.tag = secrets.token_hex(3)
         self.made: list[str] = []
         self._had_netns_dir = os.path.lexists(NETNS_DIR)
 
-    def open(self) -> str | None:
-        """Make both hosts; the reason when the machine refused (nothing is left behind)."""
-        clash = existing() & {self.a, self.b}
+    def _make(self, names: set[str], steps: list[tuple[str, ...]]) -> str | None:
+        clash = existing() & names
         if clash:
             raise RuntimeError(f"refusing to reuse existing network namespaces {sorted(clash)}")
-        veth_a, veth_b = self.veth_a, self.veth_b
-        steps = [
-            ("netns", "add", self.a),
-            ("netns", "add", self.b),
-            ("link", "add", veth_a, "netns", self.a, "type", "veth", "peer", "name", veth_b, "netns", self.b),
-            ("-n", self.a, "addr", "add", f"{self.address_a}/24", "dev", veth_a),
-            ("-n", self.b, "addr", "add", f"{self.address_b}/24", "dev", veth_b),
-            ("-n", self.a, "link", "set", veth_a, "up"),
-            ("-n", self.b, "link", "set", veth_b, "up"),
-            ("-n", self.a, "link", "set", "lo", "up"),
-            ("-n", self.b, "link", "set", "lo", "up"),
-        ]
         for step in steps:
             done = _ip(*step)
             if step[:2] == ("netns", "add") and done.returncode == 0:
@@ -73,10 +58,7 @@ class TwoHosts:
                 return f"`ip {' '.join(step)}` failed: {done.stderr.strip()}"
         return None
 
-    def set_link(self, host: str, up: bool) -> None:
-        """Bring ``host``'s end of the veth pair up or down: the cable between the hosts,
-        plugged or cut (a down end takes the other's carrier with it)."""
-        veth = self.veth_a if host == self.a else self.veth_b
+    def _set(self, host: str, veth: str, up: bool) -> None:
         done = _ip("-n", host, "link", "set", veth, "up" if up else "down")
         if done.returncode != 0:
             raise RuntimeError(f"cannot set {veth} in {host} {'up' if up else 'down'}: {done.stderr.strip()}")
@@ -86,7 +68,7 @@ class TwoHosts:
         return ["ip", "netns", "exec", host]
 
     def stragglers(self) -> list[int]:
-        """Every process still in either host, killed: a test ends what it started there, and
+        """Every process still in any of them, killed: a test ends what it started there, and
         one it left would outlive the namespace's name."""
         left: list[int] = []
         for name in self.made:
@@ -109,3 +91,70 @@ class TwoHosts:
                 os.rmdir(NETNS_DIR)
             except OSError:
                 pass  # still mounted or not empty: someone else's namespaces now
+
+
+def _cable(
+    one: str, veth_one: str, address_one: str, other: str, veth_other: str, address_other: str
+) -> list[tuple[str, ...]]:
+    """The steps that join namespaces ``one`` and ``other`` by a veth pair, each end addressed."""
+    return [
+        ("link", "add", veth_one, "netns", one, "type", "veth", "peer", "name", veth_other, "netns", other),
+        ("-n", one, "addr", "add", f"{address_one}/24", "dev", veth_one),
+        ("-n", other, "addr", "add", f"{address_other}/24", "dev", veth_other),
+        ("-n", one, "link", "set", veth_one, "up"),
+        ("-n", other, "link", "set", veth_other, "up"),
+    ]
+
+
+class TwoHosts(_Namespaces):
+    """Namespaces ``a`` and ``b`` with addresses ``address_a`` and ``address_b``, joined by the
+    veth ends ``veth_a`` (in ``a``) and ``veth_b``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = f"{PREFIX}{self.tag}-a", f"{PREFIX}{self.tag}-b"
+        self.address_a, self.address_b = "10.231.7.1", "10.231.7.2"
+        self.veth_a, self.veth_b = f"{self.tag}a", f"{self.tag}b"
+
+    def open(self) -> str | None:
+        """Make both hosts; the reason when the machine refused (nothing is left behind)."""
+        return self._make(
+            {self.a, self.b},
+            [
+                ("netns", "add", self.a),
+                ("netns", "add", self.b),
+                *_cable(self.a, self.veth_a, self.address_a, self.b, self.veth_b, self.address_b),
+                ("-n", self.a, "link", "set", "lo", "up"),
+                ("-n", self.b, "link", "set", "lo", "up"),
+            ],
+        )
+
+    def set_link(self, host: str, up: bool) -> None:
+        """Bring ``host``'s end of the veth pair up or down: the cable between the hosts,
+        plugged or cut (a down end takes the other's carrier with it)."""
+        self._set(host, self.veth_a if host == self.a else self.veth_b, up)
+
+
+class Star(_Namespaces):
+    """Namespace ``home`` joined to hosts ``a`` (at ``address_a``) and ``b`` (``address_b``) by a
+    cable each, on subnets of their own: ``home`` reaches both, and neither host the other."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.home, self.a, self.b = (f"{PREFIX}{self.tag}-{n}" for n in ("h", "a", "b"))
+        self.address_a, self.address_b = "10.231.8.1", "10.231.9.1"
+        self._veths = {self.a: f"{self.tag}a", self.b: f"{self.tag}b"}
+
+    def open(self) -> str | None:
+        """Make the home and both hosts; the reason when the machine refused (nothing is left)."""
+        names = (self.home, self.a, self.b)
+        steps: list[tuple[str, ...]] = [("netns", "add", name) for name in names]
+        for host, address in ((self.a, self.address_a), (self.b, self.address_b)):
+            home_end = address.rsplit(".", 1)[0] + ".254"
+            steps += _cable(host, self._veths[host], address, self.home, self._veths[host] + "h", home_end)
+        steps += [("-n", name, "link", "set", "lo", "up") for name in names]
+        return self._make(set(names), steps)
+
+    def set_link(self, host: str, up: bool) -> None:
+        """Cut or plug the cable between ``host`` and the home (its end of it)."""
+        self._set(host, self._veths[host], up)

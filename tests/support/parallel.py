@@ -24,7 +24,7 @@ from tests.support.processes import ROOT
 
 HOST_TIERS = ("tests/systemd/", "tests/containers/")  # a systemd or a podman of their own
 # `ip netns add` mounts on the host, which the host tiers check unchanged.
-HOST_MODULES = ("tests/e2e/test_two_hosts.py",)
+HOST_MODULES = ("tests/e2e/test_two_hosts.py", "tests/e2e/test_many_hosts.py")
 FAST_TIERS = ("tests/unit/", "tests/service/")
 HOST = "host"
 OPERATOR_TOOLS = "operator-tools"

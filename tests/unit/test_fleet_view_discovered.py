@@ -65,17 +65,17 @@ def test_a_down_row_shows_what_the_survey_found_until_the_watch_hears_its_gatewa
     view.report(down())
     assert passed[-1]["state"] == rows.DOWN
     found.append(record())
-    view._survey(["coder"])
+    view._survey([(rows.LOCAL, "coder")])
     assert (passed[-1]["state"], passed[-1]["pid"]) == ("running", 4242)
     count = len(passed)
-    view._survey(["coder"])  # nothing changed: nothing passed on
+    view._survey([(rows.LOCAL, "coder")])  # nothing changed: nothing passed on
     assert len(passed) == count
     view.report(down())  # the watch says down again: the found gateway still shows
     assert (passed[-1]["state"], passed[-1]["pid"]) == ("running", 4242)
     heard = {**rows.blank("coder", rows.LOCAL), "state": "starting", "pid": 77}
     view.report(heard)  # the watch's own gateway: it wins
     assert passed[-1] == heard
-    view._survey(["coder"])  # a survey begun while it was down changes nothing now
+    view._survey([(rows.LOCAL, "coder")])  # a survey begun while it was down changes nothing now
     assert passed[-1] == heard
 
 
@@ -83,7 +83,18 @@ def test_a_found_gateway_that_is_gone_shows_down_again(shown):
     view, passed, found = shown
     view.report(down())
     found.append(record())
-    view._survey(["coder"])
+    view._survey([(rows.LOCAL, "coder")])
     found.clear()
-    view._survey(["coder"])
+    view._survey([(rows.LOCAL, "coder")])
     assert passed[-1]["state"] == rows.DOWN and passed[-1]["pid"] is None
+
+
+def test_another_hosts_row_is_never_surveyed_here_nor_mixed_with_a_local_one(shown):
+    view, passed, found = shown
+    found.append(record())
+    remote = {**rows.gone(rows.blank("coder", "east"), rows.DOWN), "restarts_last_hour": 0}
+    view.report(remote)
+    view.report(down())
+    view._survey([(rows.LOCAL, "coder")])
+    assert [(row["host"], row["state"]) for row in passed[-2:]] == [("local", rows.DOWN), ("local", "running")]
+    assert view._shown(("east", "coder"))["state"] == rows.DOWN  # its own row, untouched by this host's survey

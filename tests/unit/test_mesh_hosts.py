@@ -36,6 +36,7 @@ def test_a_host_names_its_address_and_its_services_ports():
     [
         ([], "mesh.hosts"),
         ({"East!": GOOD["east"]}, "mesh.hosts key"),
+        ({"local": GOOD["east"]}, "mesh.hosts key"),  # the views' name for this install
         ({"east": "10.0.0.2"}, "mesh.hosts.east"),
         ({"east": {"address": "10.0.0.2", "port": 1}}, "mesh.hosts.east.port"),
         ({"east": {"address": "a b"}}, "mesh.hosts.east.address"),
@@ -126,3 +127,22 @@ def test_a_keys_document_carries_each_tcp_services_port():
     for bad in ({"gateway": 0}, {"gateway": "7420"}, {"Bad Name": 1}, [7420]):
         with pytest.raises(curve_keys.CurveKeyInvalid):
             ports_of(json.dumps({"ports": bad}).encode())
+
+
+def test_every_gateway_of_every_host_is_an_endpoint_under_its_qualified_profile(tmp_path: Path):
+    (tmp_path / "config.yaml").write_text(
+        "mesh:\n  hosts:\n"
+        "    a:\n      address: 10.0.0.1\n      services: {gateway: 7420, gateway@coder: 7422, auth_worker: 7430}\n"
+        "    b:\n      address: 10.0.0.2\n      services: {gateway@coder: 7420}\n"
+    )
+    found = mesh_hosts.gateway_endpoints(tmp_path)
+    assert list(found) == ["a:default", "a:coder", "b:coder"]  # the auth worker is no gateway
+    coder_b = found["b:coder"]
+    assert (coder_b.host, coder_b.key_name, coder_b.control) == ("b", "gateway@coder", "tcp://10.0.0.2:7420")
+    assert found["a:coder"].control == "tcp://10.0.0.1:7422"
+
+
+def test_a_home_naming_no_host_has_no_host_gateways(tmp_path: Path):
+    assert mesh_hosts.gateway_endpoints(tmp_path) == {}
+    (tmp_path / "config.yaml").write_text("mesh:\n  tcp: {}\n")
+    assert mesh_hosts.gateway_endpoints(tmp_path) == {}
