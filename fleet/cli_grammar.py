@@ -1013,3 +1013,9 @@ def _mesh_keys_actions(keys: argparse.ArgumentParser) -> None:
     )
     _command(actions, "mesh keys revoke", "stop accepting a client's key (or trusting a server's)", revoke)
     _command(actions, "mesh keys rotate", "replace the client keypair, or a service's", rotate)
+
+    def export(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--service", required=True, metavar="NAME", help="the service (SERVICE[@PROFILE])")
+        p.add_argument("--to", required=True, metavar="DIR", help="an empty or missing directory: the service's store")
+
+    _command(actions, "mesh keys export", "write one service's own keys alone, for where it runs", export)

@@ -33,6 +33,7 @@ TARGETS = {
     "mesh keys authorize": "hermes_cli.commands.mesh_keys:cmd_authorize",
     "mesh keys revoke": "hermes_cli.commands.mesh_keys:cmd_revoke",
     "mesh keys rotate": "hermes_cli.commands.mesh_keys:cmd_rotate",
+    "mesh keys export": "hermes_cli.commands.mesh_keys:cmd_export",
     "update": "hermes_cli.commands.update:cmd_update",
     "logs update": "hermes_cli.commands.update:cmd_logs",
     "logs gateway": "hermes_cli.commands.gateway_logs:cmd_logs",
