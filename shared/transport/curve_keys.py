@@ -341,10 +341,11 @@ class CurveStoreExists(TransportError):
 
 def export_service(root: Path, name: str, to: Path, *, self_grants: Iterable[str] = ()) -> list[str]:
     """Write into ``to`` the key store of service ``name`` alone, for a host or container that
-    runs that service and nothing else: its own secret key; its own public key, trusted as a
-    server and authorized as ``SELF_CLIENT`` with ``self_grants``; and every client key this
-    store authorizes but its own (``local``), with only its grants on this service. Never the
-    client key, never another service's secret.
+    runs that service and nothing else: its own secret key; its own public key, authorized as
+    ``SELF_CLIENT`` with ``self_grants``; every server key this store trusts (public: a
+    ``hermes`` run beside the service knows who answers, and is refused where it is not
+    authorized); and every client key this store authorizes but its own (``local``), with only
+    its grants on this service. Never the client key, never another service's secret.
 
     ``to`` is an empty directory of ours (made if missing, then made private), never
     overwritten. The store is made in a staging directory inside it and its parts renamed into
@@ -359,9 +360,11 @@ def export_service(root: Path, name: str, to: Path, *, self_grants: Iterable[str
     staging = _ensure_dir(to / _EXPORT_STAGING)
     for sub in ("server", "authorized", "servers"):
         _ensure_dir(staging / sub)
-    written = [f"server/{name}", f"servers/{name}", f"authorized/{SELF_CLIENT}"]
+    servers = {**public_keys(root, "servers"), name: public_of(secret)}
+    written = [f"server/{name}", f"authorized/{SELF_CLIENT}", *(f"servers/{n}" for n in sorted(servers))]
     _write_key(staging / "server" / f"{name}.key_secret", secret)
-    _write_key(staging / "servers" / f"{name}.key", public_of(secret))
+    for server, key in sorted(servers.items()):
+        _write_key(staging / "servers" / f"{server}.key", key)
     clients[SELF_CLIENT] = public_of(secret)
     granted = {**granted, SELF_CLIENT: frozenset(self_grants)}
     for client, key in sorted(clients.items()):
@@ -401,11 +404,14 @@ def _empty_private_dir(path: Path) -> None:
 
 
 def client_secret_for(root: Path, name: str) -> bytes:
-    """The client secret key to call service ``name`` with: this store's client key; in a
-    store without one that holds ``name``'s own secret (a service's store, made by
-    ``export_service``), that key, which the service authorizes as ``SELF_CLIENT``."""
+    """The client secret key to call service ``name`` with: this store's client key. A store
+    without one is a service's own (``export_service``): its one secret key is its client key,
+    which that service authorizes as ``SELF_CLIENT`` and no other service authorizes at all."""
     top = _check_dirs(root, None)
     if _check(top / "client.key_secret", directory=False) is None:
         with contextlib.suppress(CurveKeyMissing):
-            return server_secret(root, validate_name(name))
+            held = server_names(root)
+            own = name if name in held else held[0] if len(held) == 1 else None
+            if own is not None:
+                return server_secret(root, own)
     return client_secret(root)

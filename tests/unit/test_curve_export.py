@@ -36,7 +36,13 @@ def test_a_gateway_store_holds_its_own_secret_alone(root, tmp_path):
     home = _service_home(tmp_path, "coder")
     to = curve_keys.store(home)
     written = curve_keys.export_service(root, "gateway@coder", to, self_grants=["gateway.turn"])
-    assert written == ["server/gateway@coder", "servers/gateway@coder", "authorized/self", "authorized/operator"]
+    servers = ["auth_worker", "gateway", "gateway@coder", "hook_reporter"]
+    assert written == [
+        "server/gateway@coder",
+        "authorized/self",
+        *(f"servers/{n}" for n in servers),
+        "authorized/operator",
+    ]
     found = _files(to)
     assert sorted(found) == [
         "authorized/operator.grants",
@@ -44,8 +50,9 @@ def test_a_gateway_store_holds_its_own_secret_alone(root, tmp_path):
         "authorized/self.grants",
         "authorized/self.key",
         "server/gateway@coder.key_secret",
-        "servers/gateway@coder.key",
+        *(f"servers/{n}.key" for n in servers),
     ]
+    assert [n for n in found if n.endswith("key_secret")] == ["server/gateway@coder.key_secret"]
     assert set(found.values()) == {0o600} and stat.S_IMODE(os.stat(to).st_mode) == 0o700
     assert (to / "authorized" / "operator.grants").read_text().split() == ["gateway.drain", "gateway.turn"]
     own = curve_keys.server_secret(root, "gateway@coder")
@@ -60,8 +67,10 @@ def test_a_worker_store_gives_its_own_key_and_the_operator_no_grant_of_another_s
     to = curve_keys.store(home)
     curve_keys.export_service(root, "hook_reporter", to)
     assert not any(name.endswith(".grants") for name in _files(to))
-    with pytest.raises(curve_keys.CurveKeyMissing):  # it holds no key to call anyone else with
-        curve_keys.client_secret_for(home, "gateway")
+    # It calls another service, if at all, as itself: a key that service does not authorize.
+    own = curve_keys.server_secret(root, "hook_reporter")
+    assert curve_keys.client_secret_for(home, "gateway") == own
+    assert "hook_reporter" not in curve_keys.public_keys(root, "authorized")
 
 
 def _service_home(tmp_path: Path, name: str) -> Path:
