@@ -58,7 +58,7 @@ GRANTS = (
 )
 
 
-def _free_port_pairs(count: int) -> list[int]:
+def free_port_pairs(count: int) -> list[int]:
     """``count`` control ports, each with its events port (the next one) free too."""
     ports: list[int] = []
     while len(ports) < count:
@@ -78,7 +78,7 @@ def _free_port_pairs(count: int) -> list[int]:
 
 class Mesh:
     def __init__(self, sandbox, image: str, work: Path):
-        ports = _free_port_pairs(len(SERVICES) + 1)
+        ports = free_port_pairs(len(SERVICES) + 1)
         self.sandbox = sandbox
         self.tcp = ",".join(f"{name}=tcp://127.0.0.1:{port}" for name, port in zip(SERVICES, ports, strict=False))
         self.portal = f"http://127.0.0.1:{ports[-1]}"
