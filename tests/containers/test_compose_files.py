@@ -71,10 +71,15 @@ def test_every_service_has_an_init_the_one_home_and_its_own_keys_read_only():
         assert mounts["/home/hermes/.hermes"].split(":")[0] == "home", name
         assert mounts["/home/hermes/.hermes/mesh/curve"] == f"keys-{name}:/home/hermes/.hermes/mesh/curve:ro", name
         assert int(spec["environment"]["HERMES_STOP_GRACE"]) < _seconds(spec["stop_grace_period"]), name
-    # The whole store is the keys job's alone; it writes each service's own into that one's volume.
+    # The whole store is the keys job's alone; it writes each service's own into that one's volume,
+    # which the service mounts as external: `up` before the keys step stops at once.
     job = {m.split(":")[0]: m.split(":")[1] for m in services["keys"]["volumes"]}
     assert job.pop("keys") == "/home/hermes/.hermes/mesh/curve"
-    assert sorted(job) == sorted(f"keys-{name}" for name in keys)
+    assert sorted(job) == sorted(f"export-{name}" for name in keys)
+    volumes = _merged(BASE, env={"COMPOSE_PROJECT_NAME": "p"})["volumes"]
+    for name in keys:
+        assert volumes[f"keys-{name}"] == {"name": f"p_keys-{name}", "external": True}, name
+        assert volumes[f"export-{name}"] == {"name": f"p_keys-{name}"}, name
 
 
 def _seconds(duration: str) -> float:
