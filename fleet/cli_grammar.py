@@ -1036,3 +1036,9 @@ def _mesh_keys_actions(keys: argparse.ArgumentParser) -> None:
         actions, "mesh keys import", "trust another host's services: add its keys and address, never replace", import_
     )
     _command(actions, "mesh keys forget", "stop trusting another host's service, or the whole host", forget)
+
+    def export(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--service", required=True, metavar="NAME", help="the service (SERVICE[@PROFILE])")
+        p.add_argument("--to", required=True, metavar="DIR", help="an empty or missing directory: the service's store")
+
+    _command(actions, "mesh keys export", "write one service's own keys alone, for where it runs", export)

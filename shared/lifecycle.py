@@ -8,11 +8,13 @@ to be replaced by a fresh interpreter of the new code (``shared.reexec``, keepin
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable
 
 import trio
 
+from shared import stop_grace
 from shared.transport import Service
 from shared.version import code_sha
 
@@ -66,7 +68,8 @@ async def serve_until_stopped(
     before_stop: Callable[[], None] = lambda: None,
 ) -> int:
     """Serve ``service`` and run ``tasks`` until ``life`` says stop; then ``before_stop``, the
-    service's last answers (bounded), and the tasks cancelled."""
+    calls in flight given the stop grace (``shared.stop_grace``), the service's last answers
+    (bounded), and the tasks cancelled."""
     async with trio.open_nursery() as nursery:
         # Watched before it serves: its first answer already says the commit it runs, and a
         # stop sent as soon as it answers is caught, not the default that kills it.
@@ -76,8 +79,9 @@ async def serve_until_stopped(
             nursery.start_soon(task)
         await life.stop.wait()
         before_stop()
-        service.stop(grace=2.0)
-        with trio.move_on_after(5):
+        grace = stop_grace.stop_grace(os.environ)  # checked when the worker started
+        service.stop(grace=grace)
+        with trio.move_on_after(grace + 3):  # then the last answers leave (bounded by 1 s in stop)
             await service.wait_stopped()
         nursery.cancel_scope.cancel()
     return 0

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shared import exit_codes, homes, ids, logs
+from shared import exit_codes, homes, ids, logs, stop_grace
 from shared.errors import HermesError
 from shared.faults import pause_at
 from shared.locks import FileLock, take_or_report
@@ -55,7 +55,8 @@ def run_install_worker(
         root = homes.root_home()
         endpoint = homes.endpoint(root, service)
         curve.server_options(endpoint)  # a TCP endpoint without its keys never starts
-    except HermesError as exc:  # a bad run dir, TCP setting or key
+        stop_grace.stop_grace(os.environ)  # read again when it stops: refused now, not then
+    except HermesError as exc:  # a bad run dir, TCP setting, key or stop grace
         print(f"{service}: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
     if lock_fd is None:

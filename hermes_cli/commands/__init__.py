@@ -36,6 +36,7 @@ TARGETS = {
     "mesh keys import": "hermes_cli.commands.mesh_hosts:cmd_import",
     "mesh keys forget": "hermes_cli.commands.mesh_hosts:cmd_forget",
     "mesh hosts": "hermes_cli.commands.mesh_hosts:cmd_hosts",
+    "mesh keys export": "hermes_cli.commands.mesh_keys:cmd_export",
     "update": "hermes_cli.commands.update:cmd_update",
     "logs update": "hermes_cli.commands.update:cmd_logs",
     "logs gateway": "hermes_cli.commands.gateway_logs:cmd_logs",

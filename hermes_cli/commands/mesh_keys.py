@@ -1,4 +1,4 @@
-"""``hermes mesh keys init|show|authorize|revoke|rotate``: the install's CURVE keys.
+"""``hermes mesh keys init|show|authorize|revoke|rotate|export``: the install's CURVE keys.
 
 Anchored on the root home, whichever profile is active. Only public keys are ever printed.
 A mesh whose services run elsewhere (each in its own container) is keyed from here too:
@@ -6,18 +6,22 @@ A mesh whose services run elsewhere (each in its own container) is keyed from he
 --client`` prints the one key another install authorizes, and ``authorize --server --from``
 trusts every service key another install's ``show --json`` lists. An authorized client key
 may call, beyond the read-only ops, exactly the ops ``authorize --grant`` gives its name.
+``export --service NAME --to DIR`` writes the store of one service alone, for the host or
+container that runs it: its own secret key, never the client key or another service's.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from hermes_cli import curve_import, mesh_ops, output
 from hermes_cli.errors import CliError
 from shared import homes, mesh_tcp
-from shared.transport import curve_keys
+from shared.gateways import ops
+from shared.transport import curve_keys, grant_name
 
 
 class KeysUsage(CliError):
@@ -199,4 +203,19 @@ def cmd_rotate(args) -> int:
         return "\n".join(lines)
 
     output.emit(args, {"rotated": rotated}, text)
+    return 0
+
+
+def cmd_export(args) -> int:
+    root = homes.root_home()
+    name = curve_keys.validate_name(args.service)
+    # A gateway's own health check is a probe turn (`hermes gateway health`): its own key may
+    # turn that gateway and call nothing else; a worker's is a hello, which needs no grant.
+    own = [grant_name(ops.SERVICE, ops.TURN.name)] if name.partition("@")[0] == ops.SERVICE else []
+    written = curve_keys.export_service(root, name, Path(args.to), self_grants=own)
+
+    def text(d: dict[str, Any]) -> str:
+        return f"wrote the keys of {d['service']} to {d['to']}: {', '.join(d['written'])}"
+
+    output.emit(args, {"service": name, "to": args.to, "written": written}, text)
     return 0

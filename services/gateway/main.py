@@ -29,7 +29,7 @@ from pathlib import Path
 from fleet.supervisors import detect_supervisor
 from services.gateway import profile_scope, sd_notify, storm
 from services.gateway.state import GatewayState, restarts_at_start
-from shared import exit_codes, homes, ids, logs
+from shared import exit_codes, homes, ids, logs, stop_grace
 from shared.errors import HermesError
 from shared.files import StateFileCorrupt, write_json_atomic
 from shared.gateways import ops
@@ -59,6 +59,7 @@ def run_gateway(profile: str | None = None, *, create: bool = False, serve: str 
     faulthandler.enable()
     sd_notify.starting("reading its profiles")
     try:
+        stop_seconds = stop_grace.stop_grace(os.environ)
         root = homes.root_home()
         launch = homes.active_profile()
         if serve is not None:
@@ -73,7 +74,7 @@ def run_gateway(profile: str | None = None, *, create: bool = False, serve: str 
         # A multiplex gateway's records name a profile only inside that profile's activities.
         logs.bind_profile(None if serve is not None else served[0].profile)
         logs.set_activity(profile_scope.log_fields)
-    except HermesError as exc:  # a bad profile, run dir, TCP setting or key
+    except HermesError as exc:  # a bad profile, run dir, TCP setting, key or stop grace
         print(f"gateway: {exc.message}", file=sys.stderr)
         return exit_codes.CONFIG
     except OSError as exc:  # a profile's home could not be made
@@ -83,7 +84,7 @@ def run_gateway(profile: str | None = None, *, create: bool = False, serve: str 
     if not _take_locks(served):
         return exit_codes.DUPLICATE
     try:
-        return _serve(root, launch, served, wanted if serve is not None else None)
+        return _serve(root, launch, served, wanted if serve is not None else None, stop_seconds)
     finally:
         for one in served:
             if one.lock is not None:
@@ -137,7 +138,7 @@ def _take_locks(served: list[_Served]) -> bool:
     return True
 
 
-def _serve(root: Path, launch: str, served: list[_Served], listed: tuple[str, ...] | None) -> int:
+def _serve(root: Path, launch: str, served: list[_Served], listed: tuple[str, ...] | None, stop_seconds: float) -> int:
     """Serve ``served`` in this process (``listed``: the whole ``--serve`` set of a multiplex
     gateway, the profiles left out at this start included, which a re-exec tries again)."""
     multiplex = listed is not None
@@ -169,7 +170,7 @@ def _serve(root: Path, launch: str, served: list[_Served], listed: tuple[str, ..
         (IMPORTED_CODE_SHA or "unknown")[:12],
         supervisor,
     )
-    process = GatewayProcess(gateways, multiplex=multiplex, start_delay=delay)
+    process = GatewayProcess(gateways, multiplex=multiplex, start_delay=delay, stop_seconds=stop_seconds)
     code = trio.run(process.run)
     if process.restart_requested:  # before the locks go: the next start reads the mark
         for gateway in process.gateways:

@@ -33,7 +33,7 @@ import trio
 
 from services.gateway import sd_notify, watchdog
 from services.gateway.app import Gateway
-from shared import exit_codes, hooks
+from shared import exit_codes, hooks, stop_grace
 from shared.gateways import ops
 from shared.gateways.ops import GatewayError
 
@@ -41,8 +41,6 @@ log = logging.getLogger(__name__)
 
 # SIGUSR1 asks for a planned restart: turns get this long to finish.
 SIGNAL_DRAIN_SECONDS = 60.0
-# SIGTERM/SIGINT mean "stop now": a short grace for turns in flight.
-STOP_DRAIN_SECONDS = 5.0
 # How often a multiplex process looks for a served profile's home that has been deleted.
 HOME_CHECK_SECONDS = 2.0
 
@@ -52,7 +50,14 @@ class NotMultiplex(GatewayError):
 
 
 class GatewayProcess:
-    def __init__(self, gateways: Iterable[Gateway], *, multiplex: bool = False, start_delay: float = 0.0):
+    def __init__(
+        self,
+        gateways: Iterable[Gateway],
+        *,
+        multiplex: bool = False,
+        start_delay: float = 0.0,
+        stop_seconds: float = stop_grace.DEFAULT,
+    ):
         self.gateways = list(gateways)
         self.multiplex = multiplex  # started with --serve
         self.exit_code = exit_codes.OK
@@ -60,6 +65,7 @@ class GatewayProcess:
         self.reexec_requested = False
         self.restart_requested = False
         self._start_delay = start_delay
+        self._stop_seconds = stop_seconds  # SIGTERM/SIGINT: the turns in flight get this long
         self._announced = False  # every served profile's sockets answer, and its state file says so
         self._exit = trio.Event()
         self._watching = trio.CancelScope()
@@ -170,7 +176,7 @@ class GatewayProcess:
                 else:
                     name = signal.Signals(signum).name
                     log.info("%s: stopping", name)
-                    await self.drain(STOP_DRAIN_SECONDS)
+                    await self.drain(self._stop_seconds)
                     self.request_exit(exit_codes.OK, f"stopped ({name})")
                 return
 

@@ -79,12 +79,19 @@ def authorized_keys(options: Iterable[tuple[int, Any]]) -> AuthorizedKeys | None
 
 
 def client_options(endpoint: Endpoint) -> Options:
-    """Options for a client of ``endpoint``: this install's client keypair and the server key it trusts."""
+    """Options for a client of ``endpoint``: this install's client keypair (in a service's own
+    store, the service's own) and the server key it trusts."""
     if endpoint.tcp is None:
         return []
     refuse_old_libzmq(endpoint.control)
     server = curve_keys.trusted_server(endpoint.root, endpoint.key_name, host=endpoint.host)
-    secret = curve_keys.client_secret(endpoint.root)
+    # Another host's service is called with this home's client key; one of this install, with
+    # the key its store keeps for calling it (a service's own store: its own key).
+    secret = (
+        curve_keys.client_secret(endpoint.root)
+        if endpoint.host
+        else curve_keys.client_secret_for(endpoint.root, endpoint.key_name)
+    )
     return [
         (zmq.CURVE_SERVERKEY, server),
         (zmq.CURVE_PUBLICKEY, curve_keys.public_of(secret)),

@@ -571,3 +571,96 @@ def rotate_server(root: Path, name: str) -> bytes:
     _write_key(top / "server" / f"{name}.key_secret", secret)
     _write_key(top / "servers" / f"{name}.key", public_of(secret))
     return public_of(secret)
+
+
+# --- one service's store, and the client key a service's own checks use ------------------------
+
+# The name a service's own public key is authorized under in its own store: its health check
+# calls it as itself, with the grants ``export_service`` is given (none: read-only ops).
+SELF_CLIENT = "self"
+_EXPORT_STAGING = ".export"
+
+
+class CurveStoreExists(TransportError):
+    code = "curve_store_exists"
+
+
+def export_service(root: Path, name: str, to: Path, *, self_grants: Iterable[str] = ()) -> list[str]:
+    """Write into ``to`` the key store of service ``name`` alone, for a host or container that
+    runs that service and nothing else: its own secret key; its own public key, authorized as
+    ``SELF_CLIENT`` with ``self_grants``; every server key this store trusts (public: a
+    ``hermes`` run beside the service knows who answers, and is refused where it is not
+    authorized); and every client key this store authorizes but its own (``local``), with only
+    its grants on this service. Never the client key, never another service's secret.
+
+    ``to`` is an empty directory of ours (made if missing, then made private), never
+    overwritten. The store is made in a staging directory inside it and its parts renamed into
+    place, ``server/`` last: a half-made store has no secret key, so no service starts on it.
+    Returns what was written."""
+    secret = server_secret(root, validate_name(name))
+    service = name.partition("@")[0]
+    clients = {n: k for n, k in public_keys(root, "authorized").items() if n not in OWN_CLIENTS | {SELF_CLIENT}}
+    granted = grants(root)
+    to = Path(to)
+    _empty_private_dir(to)
+    staging = _ensure_dir(to / _EXPORT_STAGING)
+    for sub in ("server", "authorized", "servers"):
+        _ensure_dir(staging / sub)
+    servers = {**public_keys(root, "servers"), name: public_of(secret)}
+    written = [f"server/{name}", f"authorized/{SELF_CLIENT}", *(f"servers/{n}" for n in sorted(servers))]
+    _write_key(staging / "server" / f"{name}.key_secret", secret)
+    for server, key in sorted(servers.items()):
+        _write_key(staging / "servers" / f"{server}.key", key)
+    clients[SELF_CLIENT] = public_of(secret)
+    granted = {**granted, SELF_CLIENT: frozenset(self_grants)}
+    for client, key in sorted(clients.items()):
+        own = sorted(g for g in granted.get(client, ()) if g.partition(".")[0] == service)
+        if own:  # the grants before the key, as ``authorize`` writes them
+            write_bytes_atomic(
+                staging / "authorized" / f"{client}.grants", "".join(f"{g}\n" for g in own).encode(), mode=SECRET_MODE
+            )
+        _write_key(staging / "authorized" / f"{client}.key", key)
+        if client != SELF_CLIENT:
+            written.append(f"authorized/{client}")
+    for sub in ("authorized", "servers", "server"):
+        os.rename(staging / sub, to / sub)
+    os.rmdir(staging)
+    return written
+
+
+def _empty_private_dir(path: Path) -> None:
+    """``path`` as an empty directory of ours, mode 0700: made, or found empty (a fresh
+    volume's mount point) and made private; anything else is refused, never changed."""
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise CurveKeyUnsafe(
+                f"refusing to write keys into {path}: it is not a directory of ours", detail={"path": str(path)}
+            ) from None
+        if os.listdir(path):
+            raise CurveStoreExists(
+                f"{path} is not empty: a key store is never overwritten (remove it to export again)",
+                detail={"path": str(path)},
+            ) from None
+    except OSError as exc:
+        raise CurveKeyUnsafe(f"cannot create {path}: {exc.strerror or exc}", detail={"path": str(path)}) from None
+    os.chmod(path, DIR_MODE)
+
+
+def client_secret_for(root: Path, name: str) -> bytes:
+    """The client secret key to call service ``name`` with: this store's client key. A store
+    without one is a service's own (``export_service``): its one secret key is its client key,
+    which that service authorizes as ``SELF_CLIENT`` and no other service authorizes at all."""
+    try:
+        return client_secret(root)
+    except CurveKeyMissing:
+        try:
+            held = server_names(root)
+        except CurveKeyMissing:
+            held = []
+        own = name if name in held else held[0] if len(held) == 1 else None
+        if own is None:
+            raise
+        return server_secret(root, own)

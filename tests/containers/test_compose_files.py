@@ -61,16 +61,29 @@ def test_the_ci_override_puts_no_service_on_a_bridge_and_the_base_would():
     refuse_bridges([BASE, CI], CI_ENV)
 
 
-def test_every_service_has_an_init_its_own_home_and_the_keys_read_only():
+def test_every_service_has_an_init_the_one_home_and_its_own_keys_read_only():
     services = _merged(BASE)["services"]
+    keys = {name: spec for name, spec in services.items() if name != "keys"}
     for name, spec in services.items():
         assert spec["init"] is True, name
+    for name, spec in keys.items():
         mounts = {m.split(":")[1]: m for m in spec["volumes"]}
-        assert "/home/hermes/.hermes/mesh/curve" in mounts, name
-        if name != "keys":
-            assert mounts["/home/hermes/.hermes/mesh/curve"].endswith(":ro"), name
-    homes = {spec["volumes"][0].split(":")[0] for name, spec in services.items() if name.startswith("gateway")}
-    assert homes == {"home", "home-coder"}
+        assert mounts["/home/hermes/.hermes"].split(":")[0] == "home", name
+        assert mounts["/home/hermes/.hermes/mesh/curve"] == f"keys-{name}:/home/hermes/.hermes/mesh/curve:ro", name
+        assert int(spec["environment"]["HERMES_STOP_GRACE"]) < _seconds(spec["stop_grace_period"]), name
+    # The whole store is the keys job's alone; it writes each service's own into that one's volume,
+    # which the service mounts as external: `up` before the keys step stops at once.
+    job = {m.split(":")[0]: m.split(":")[1] for m in services["keys"]["volumes"]}
+    assert job.pop("keys") == "/home/hermes/.hermes/mesh/curve"
+    assert sorted(job) == sorted(f"export-{name}" for name in keys)
+    volumes = _merged(BASE, env={"COMPOSE_PROJECT_NAME": "p"})["volumes"]
+    for name in keys:
+        assert volumes[f"keys-{name}"] == {"name": f"p_keys-{name}", "external": True}, name
+        assert volumes[f"export-{name}"] == {"name": f"p_keys-{name}"}, name
+
+
+def _seconds(duration: str) -> float:
+    return float(duration.removesuffix("s"))
 
 
 def test_a_differing_host_aspect_is_reported_and_equal_ones_are_not():

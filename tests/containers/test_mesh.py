@@ -3,8 +3,9 @@ every container in the host's network namespace, none on a bridge), driven from 
 operator would: the keys made once in a container and exchanged with the host's install, then
 ``hermes gateway status|drain``, a turn, a sign-in and CURVE refusals over TCP, a worker killed
 with SIGKILL, every service's health check, a gateway whose loop is blocked killed by its own
-check and restarted, and ``down`` leaving nothing. The tests run in file order: they share one
-mesh."""
+check and restarted, a stop that lets a turn finish, and ``down`` leaving nothing. The project is
+one install (one id, one hook intake, one sign-in), and each container holds its own secret key
+alone. The tests run in file order: they share one mesh."""
 
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from services.hook_reporter.ops import STATUS as HOOK_STATUS
 from shared import homes
 from shared.gateways import ops
 from shared.protocol import HELLO, RemoteError
 from shared.transport.call_rules import NO_RETRY
 from shared.transport.sync_client import connect
 from tests.support.cli import HERMES
+from tests.support.hook_reports import SESSION
 from tests.support.podman_sandbox import refuse_bridges
 from tests.support.processes import ROOT, python_env, wait_for
 
@@ -34,6 +37,10 @@ FILES = (ROOT / "compose" / "compose.yml", ROOT / "compose" / "compose.ci.yml")
 PROJECT = "hmtier"
 SERVICES = {"gateway": "gateway", "gateway@coder": "gateway-coder", "auth_worker": "auth-worker"}
 SERVICES |= {"handoff_retry": "handoff-retry", "hook_reporter": "hook-reporter"}
+CURVE = "/home/hermes/.hermes/mesh/curve"  # each service's own store, mounted from its own volume
+# Each service's store, written by the keys job into the volume mounted at its key name.
+EXPORT = 'for d in /home/hermes/export/*; do hermes mesh keys export --service "${d##*/}" --to "$d" || exit; done'
+LONG_TURN = 8.0  # longer than the old SIGTERM drain (5 s), shorter than the grace compose gives
 UP_TIMEOUT = 60
 PODMAN_LOST_EXEC = 125  # podman's own error: an exec session whose container ended under it
 BLOCK = "gateway:turn:default"  # the default profile's gateway, in the container "gateway"
@@ -51,7 +58,7 @@ GRANTS = (
 )
 
 
-def _free_port_pairs(count: int) -> list[int]:
+def free_port_pairs(count: int) -> list[int]:
     """``count`` control ports, each with its events port (the next one) free too."""
     ports: list[int] = []
     while len(ports) < count:
@@ -71,7 +78,7 @@ def _free_port_pairs(count: int) -> list[int]:
 
 class Mesh:
     def __init__(self, sandbox, image: str, work: Path):
-        ports = _free_port_pairs(len(SERVICES) + 1)
+        ports = free_port_pairs(len(SERVICES) + 1)
         self.sandbox = sandbox
         self.tcp = ",".join(f"{name}=tcp://127.0.0.1:{port}" for name, port in zip(SERVICES, ports, strict=False))
         self.portal = f"http://127.0.0.1:{ports[-1]}"
@@ -140,6 +147,10 @@ class Mesh:
             client,
             *GRANTS,
         )
+        self.compose("--profile", "setup", "run", "--rm", "keys", "sh", "-c", EXPORT)
+
+    def exec(self, service: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.sandbox.podman("exec", self.container(service), *argv, check=check)
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +211,66 @@ def test_an_unknown_client_key_and_a_wrong_server_key_are_refused(mesh, tmp_path
         trusted = json.loads((mesh.host.parent / "mesh-keys.json").read_text())["services"]["gateway"]
         mesh.hermes("mesh", "keys", "authorize", "--server", "gateway", trusted)
     assert mesh.hello("gateway")
+
+
+def test_the_project_is_one_install(mesh):
+    found = {g["profile"]: g["install_id"] for g in mesh.gateways()}
+    workers = {key: mesh.hello(key).get("install_id") for key in ("auth_worker", "handoff_retry", "hook_reporter")}
+    assert set(found) == {"default", "coder"} and None not in found.values()
+    assert set(found.values()) == set(workers.values()), (found, workers)
+
+
+def test_a_hook_from_the_coder_gateways_container_reaches_the_one_intake(mesh):
+    before = _hook_status(mesh)["received"]
+    report = (
+        "from shared import hooks; hooks.prepare(10_000); "
+        "import sys; sys.exit(0 if hooks.report_activity('working') else 1)"
+    )
+    mesh.exec("gateway-coder", "env", f"POHUNEK_SESSION_ID={SESSION}", "python", "-c", report)
+    wait_for(lambda: _hook_status(mesh)["received"] > before, timeout=UP_TIMEOUT, what="the report taken")
+
+
+def test_each_container_holds_its_own_secret_key_and_no_client_key(mesh):
+    for key_name, service in SERVICES.items():
+        found = mesh.exec(service, "find", "/home/hermes", "-name", "*key_secret").stdout.split()
+        assert found == [f"{CURVE}/server/{key_name}.key_secret"], (service, found)
+
+
+def test_a_services_own_key_cannot_turn_or_drain_a_gateway(mesh):
+    """From inside the hook reporter's container, with every secret key it holds, a turn and a
+    drain of the gateway are refused; the host's operator key still turns it (the turn above)."""
+    gateway = json.loads((mesh.host.parent / "mesh-keys.json").read_text())["services"]["gateway"]
+    script = """
+import json, pathlib, sys, tempfile
+from services.hook_reporter.ops import STATUS as HOOK_STATUS
+from shared import homes
+from shared.gateways import ops
+from shared.protocol import RemoteError
+from shared.transport import curve_keys
+from shared.transport.call_rules import NO_RETRY
+from shared.transport.sync_client import connect
+store, server_key = pathlib.Path(sys.argv[1]), sys.argv[2].encode()
+codes = {}
+for held in sorted(store.rglob("*key_secret")):
+    root = pathlib.Path(tempfile.mkdtemp()) / "home"
+    curve_keys.init(root, [])  # a home of its own, its client key then replaced by the held one
+    (curve_keys.store(root) / "client.key_secret").write_bytes(held.read_bytes())
+    curve_keys.add_public(root, "servers", "gateway", server_key)
+    endpoint = homes.endpoint(homes.profile_home("default", root), "gateway", create=False)
+    for spec, args in ((ops.TURN, {"text": "from a service", "seconds": 0.1}), (ops.DRAIN, {"deadline": 1.0})):
+        try:
+            with connect(endpoint, retry=NO_RETRY) as client:
+                client.call(spec, args, timeout=10)
+            codes[f"{held.name} {spec.name}"] = "accepted"
+        except RemoteError as exc:
+            codes[f"{held.name} {spec.name}"] = exc.code
+print(json.dumps(codes))
+"""
+    done = mesh.exec("hook-reporter", "python", "-c", script, CURVE, gateway)
+    codes = json.loads(done.stdout)
+    print("from the hook reporter's container:", codes)
+    assert set(codes) == {"hook_reporter.key_secret turn", "hook_reporter.key_secret drain"}
+    assert set(codes.values()) <= {"op_not_granted", "auth_failed"}, codes
 
 
 def test_a_drain_exits_75_and_the_restart_policy_brings_it_back(mesh):
@@ -277,14 +348,30 @@ def test_the_auth_worker_signs_in_against_the_portal_container(mesh):
             login.communicate(timeout=10)
     assert login.returncode == 0
     assert json.loads(out.strip().splitlines()[-1])["state"] == "Completed"
-    status = mesh.sandbox.podman("exec", mesh.container("auth-worker"), "hermes", "auth", "status", "nous", "--json")
-    assert json.loads(status.stdout)["email"] == "ada@example.com"
+    # One sign-in per install: the default profile's and the coder profile's gateways see it.
+    for service, profile in (("auth-worker", "default"), ("gateway", "default"), ("gateway-coder", "coder")):
+        status = mesh.exec(service, "hermes", "-p", profile, "auth", "status", "nous", "--json")
+        assert json.loads(status.stdout)["email"] == "ada@example.com", service
 
 
 def test_an_update_inside_a_container_names_the_compose_command(mesh):
     done = mesh.sandbox.podman("exec", mesh.container("gateway"), "hermes", "update", "--json", check=False)
     assert done.returncode == 2
     assert "podman-compose pull && podman-compose up -d" in done.stdout + done.stderr
+
+
+def test_a_stop_lets_a_turn_in_flight_finish(mesh):
+    """``compose stop`` sends SIGTERM and gives stop_grace_period; the gateway drains for
+    HERMES_STOP_GRACE, under it: a turn longer than the old fixed 5 s finishes, the caller gets
+    its answer and the container exits 0."""
+    with ThreadPoolExecutor(1) as pool:
+        turn = pool.submit(_long_turn, mesh, "gateway@coder")
+        wait_for(lambda: _active(mesh, "coder") == 1, timeout=UP_TIMEOUT, what="the turn in flight")
+        mesh.compose("stop", "gateway-coder")
+        answer = turn.result(timeout=UP_TIMEOUT)
+    assert answer.get("text") == "a long turn", answer
+    state = mesh.sandbox.inspect(mesh.container("gateway-coder"))["State"]
+    assert (state["Status"], state["ExitCode"]) == ("exited", 0)
 
 
 def test_down_leaves_no_container_volume_or_pod(mesh):
@@ -327,6 +414,24 @@ def _turn(mesh, key_name: str) -> str:
     except RemoteError as exc:
         return exc.code
     return "answered"
+
+
+def _long_turn(mesh, key_name: str) -> dict:
+    """A caller's turn of ``LONG_TURN`` seconds: its answer, or the code it failed with."""
+    try:
+        with connect(mesh.endpoint(key_name), retry=NO_RETRY) as client:
+            return client.call(ops.TURN, {"text": "a long turn", "seconds": LONG_TURN}, timeout=UP_TIMEOUT)
+    except RemoteError as exc:
+        return {"code": exc.code}
+
+
+def _active(mesh, profile: str) -> int | None:
+    return next((g["active_turns"] for g in mesh.gateways() if g["profile"] == profile), None)
+
+
+def _hook_status(mesh) -> dict:
+    with connect(mesh.endpoint("hook_reporter"), retry=NO_RETRY) as client:
+        return client.call(HOOK_STATUS, timeout=5)
 
 
 def _only_child(pid: int) -> int:

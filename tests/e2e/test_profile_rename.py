@@ -16,7 +16,6 @@ import pytest
 
 from fleet.supervisors import supervisord as sv
 from hermes_cli import profile_rename
-from services.gateway.process import STOP_DRAIN_SECONDS
 from services.updater import obligations
 from shared import homes
 from shared.faults import ENV as PAUSE_ENV
@@ -24,6 +23,7 @@ from shared.faults import KILL_ENV
 from shared.files import read_json, write_json_atomic
 from shared.gateways import ops
 from shared.layout import GUEST_HANDOFF_FILE
+from shared.stop_grace import DEFAULT as STOP_DRAIN_SECONDS
 from shared.transport.call_rules import NO_RETRY
 from shared.transport.sync_client import connect
 from tests.support import mesh_roots, processes
