@@ -64,6 +64,7 @@ from shared.identity import ProcessIdentity
 from shared.locks import FileLock
 from shared.process_signals import HeldProcess
 from shared.protocol import RemoteError
+from shared.stop_grace import DEFAULT, StopGraceInvalid, stop_grace
 from shared.transport import NO_RETRY, Call, connect
 from shared.version import INSTALL_ROOT, code_sha
 from shared.worker_main import install_service
@@ -75,13 +76,23 @@ FORKSERVER = "services.gateway_host.forkserver"
 ASK_SECONDS = 10.0
 # A gateway's drain when the roll names no deadline.
 DRAIN_SECONDS = 30.0
-# On SIGTERM, or a stop: how long a gateway (itself sent SIGTERM: a short drain) has to exit.
-STOP_SECONDS = 20.0
+# On SIGTERM, or a stop, a gateway (itself sent SIGTERM) drains for its grace; this much more
+# is its exit's, before it is killed.
+STOP_MARGIN = 15.0
 # How long a fork server that was let go, or a gateway that was killed, has to exit.
 EXIT_SECONDS = 5.0
 # The longest a fork runs: a new fork server's import, then its answer.
 FORK_SECONDS = READY_SECONDS + ASK_SECONDS
 POLL = 0.05
+
+
+def _stop_seconds() -> float:
+    """How long a gateway sent SIGTERM has to exit: the grace its drain takes (the same
+    ``HERMES_STOP_GRACE`` this host and its gateways run with) and the margin."""
+    try:
+        return stop_grace(os.environ) + STOP_MARGIN
+    except StopGraceInvalid:
+        return DEFAULT + STOP_MARGIN  # a gateway refuses to start on it: none drains that long
 
 
 class ForkServer:
@@ -199,7 +210,7 @@ class GatewayHost:
         for child in self.children.values():
             if child.process is not None:
                 child.process.signal(signal.SIGTERM)
-        with trio.move_on_after(STOP_SECONDS):
+        with trio.move_on_after(_stop_seconds()):
             while any(child.pid is not None for child in self.children.values()):
                 await trio.sleep(POLL)
         for child in self.children.values():
@@ -331,7 +342,7 @@ class GatewayHost:
         orphans = dict(server.children)
         if orphans and not self.stopping:
             log.error("fork server %d ended with %d gateway(s) of its own", server.pid, len(orphans))
-        with trio.move_on_after(STOP_SECONDS):
+        with trio.move_on_after(_stop_seconds()):
             while any(self._alive(pid, profile) for pid, profile in orphans.items()):
                 await trio.sleep(POLL)
         for pid, profile in orphans.items():
@@ -542,7 +553,7 @@ class GatewayHost:
             return _answer(child)
 
     async def _stop_child(self, child: Child) -> None:
-        """SIGTERM (its own short drain), then SIGKILL if it outlasts ``STOP_SECONDS``; down
+        """SIGTERM (its own drain), then SIGKILL if it outlasts ``_stop_seconds()``; down
         from then on, whatever its exit code. A fork under way is waited for, then stopped."""
         child.stopped = True
         if child.pending is not None:
@@ -550,7 +561,7 @@ class GatewayHost:
         if child.pid is not None or child.forking:
             child.state = "stopping"
             await _until(lambda: not child.forking, FORK_SECONDS)
-            for signum, seconds in ((signal.SIGTERM, STOP_SECONDS), (signal.SIGKILL, EXIT_SECONDS)):
+            for signum, seconds in ((signal.SIGTERM, _stop_seconds()), (signal.SIGKILL, EXIT_SECONDS)):
                 if child.pid is None:
                     break
                 if signum == signal.SIGKILL:
