@@ -51,6 +51,8 @@ VALUES = {
     "identifier": "ares",
     "source": "ares",  # no such keys document
     "host": "ares",
+    "service": "gateway",
+    "to": "/proc/ares",  # a store no one can write: the export fails with its typed error
 }
 BOUND = 20.0  # seconds a run may take before it is sent SIGTERM
 # Seconds it then has to end: bounded by the longest clean-up, the demo's (it may wait a minute
