@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from shared import homes
 from shared.mesh_tcp import TCP_ENV
 from shared.transport import curve_keys
 from tests.support.kubelet_volume import lay_out_secret
@@ -129,11 +130,22 @@ def key_store(home: Path, pod: dict[str, Any], container: str, secrets: dict[str
     return lay_out_secret(store, files, fs_group=pod["securityContext"]["fsGroup"], default_mode=volume["defaultMode"])
 
 
+def profile_of(spec: dict[str, Any]) -> str:
+    command = spec["command"]
+    return command[command.index("-p") + 1] if "-p" in command else homes.DEFAULT_PROFILE
+
+
+def service_of(spec: dict[str, Any]) -> str:
+    """The key name of the service a container runs: ``auth_worker``, ``gateway@coder``."""
+    if spec["command"][0] == "python":
+        return spec["command"][-1].removeprefix("services.")
+    return "gateway" if profile_of(spec) == homes.DEFAULT_PROFILE else f"gateway@{profile_of(spec)}"
+
+
 def container_env(home: Path, pod: dict[str, Any], container: str, port: int) -> dict[str, str]:
     spec = next(c for c in pod["containers"] if c["name"] == container)
     env = {item["name"]: item["value"] for item in spec["env"]}
-    service = spec["command"][-1].removeprefix("services.") if spec["command"][0] == "python" else "gateway"
-    env.update(HERMES_HOME=str(home), HOME=str(home), **{TCP_ENV: f"{service}=tcp://127.0.0.1:{port}"})
+    env.update(HERMES_HOME=str(home), HOME=str(home), **{TCP_ENV: f"{service_of(spec)}=tcp://127.0.0.1:{port}"})
     return python_env(**env)
 
 
@@ -144,7 +156,7 @@ def command_of(argv: list[str]) -> list[str]:
     return [sys.executable, *argv[1:]]
 
 
-@pytest.mark.parametrize("container", ["gateway", "hook-reporter"])
+@pytest.mark.parametrize("container", ["gateway", "gateway-coder", "hook-reporter"])
 def test_a_container_of_an_arbitrary_uid_serves_with_its_own_keys_from_a_volume_home(short_dir, container):
     pod = pod_of("hermes-root")
     fs_group = pod["securityContext"]["fsGroup"]
@@ -170,10 +182,10 @@ def test_a_container_of_an_arbitrary_uid_serves_with_its_own_keys_from_a_volume_
 
         # Healthy, not only answering: a gateway's probe turn is refused to a key not granted it.
         wait_for(healthy, timeout=START_BOUND, interval=0.5, what=f"{container}'s readiness probe to find it healthy")
-        run = os.lstat(home / "run")
+        # The profile's home is profiles/NAME on the root home's volume: one install.
+        run = os.lstat(homes.profile_home(profile_of(spec), home) / "run")
         assert (run.st_uid, stat.S_IMODE(run.st_mode)) == (UID, 0o700)  # made private by the process itself
-        own = spec["command"][-1].removeprefix("services.") if spec["command"][0] == "python" else "gateway"
-        assert curve_keys.server_names(home) == [own]  # its own secret key, and no other
+        assert curve_keys.server_names(home) == [service_of(spec)]  # its own secret key, and no other
         probe_key = (curve_keys.store(home) / "client.key_secret").read_bytes().strip()
         assert probe_key != curve_keys.client_secret(short_dir / "made" / "operator")  # not the install's own
     finally:

@@ -66,6 +66,7 @@ def problems(docs: Docs, script: str, *, schemas: bool = True) -> list[str]:
     found = [*_schema_problems(docs)] if schemas else []
     for workload in workloads(docs):
         found += _workload_problems(workload, script)
+    found += _install_problems(docs)
     found += _pdb_problems(docs)
     found += _service_problems(docs)
     return found
@@ -154,6 +155,25 @@ def _script_makes(script: str, secret: str, key: str) -> bool:
     return bool(match) and f"--from-file={key}=" in match.group(1)
 
 
+def _install_problems(docs: Docs) -> Iterator[str]:
+    """One install per mesh: every container, each gateway among them, has the same HERMES_HOME
+    on the same workload's home claim, so one install id, one sign-in and one hook intake."""
+    homes: dict[tuple[str, str, str], list[str]] = {}
+    for workload in workloads(docs):
+        name = workload["metadata"]["name"]
+        claims = {t["metadata"]["name"] for t in workload["spec"].get("volumeClaimTemplates", [])}
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            home = env_of(container).get("HERMES_HOME", "")
+            mounted = [m["name"] for m in container.get("volumeMounts", []) if m["mountPath"] == home]
+            volume = mounted[0] if mounted and mounted[0] in claims else "no claim"
+            homes.setdefault((name, volume, home), []).append(f"{name}/{container['name']}")
+    if len(homes) > 1:
+        yield f"{len(homes)} installs, not one: " + "; ".join(
+            f"{', '.join(containers)} on {workload}'s {volume} at {home}"
+            for (workload, volume, home), containers in homes.items()
+        )
+
+
 def _pod_labels(docs: Docs) -> dict[str, tuple[dict[str, str], bool]]:
     """workload -> (its pods' labels, whether it runs a gateway)."""
     return {
@@ -171,6 +191,14 @@ def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 def _pdb_problems(docs: Docs) -> Iterator[str]:
     pdbs = [doc for doc in docs if doc["kind"] == "PodDisruptionBudget"]
+    for pdb in pdbs:
+        pods = sum(
+            w["spec"].get("replicas", 1)
+            for w in workloads(docs)
+            if _selects(pdb["spec"]["selector"].get("matchLabels", {}), w["spec"]["template"]["metadata"]["labels"])
+        )
+        if pdb["spec"].get("maxUnavailable") == 0 or pdb["spec"].get("minAvailable", 0) >= max(pods, 1):
+            yield f"{pdb['metadata']['name']}: holds every drain of its {pods} pod(s)"
     for workload, (labels, gateway) in _pod_labels(docs).items():
         chosen = [p for p in pdbs if _selects(p["spec"]["selector"].get("matchLabels", {}), labels)]
         if gateway and not chosen:
@@ -180,24 +208,39 @@ def _pdb_problems(docs: Docs) -> Iterator[str]:
 
 
 def _service_problems(docs: Docs) -> Iterator[str]:
+    """A Service reaches a container's port by its name: the pod's containers share one address,
+    so a port by number would reach whichever container binds it."""
     services = [doc for doc in docs if doc["kind"] == "Service" and doc["spec"].get("clusterIP") != "None"]
     compose = tcp_ports(yaml.safe_load(COMPOSE.read_text())["x-service"]["environment"]["HERMES_MESH_TCP"])
+    for service in services:
+        for p in service["spec"]["ports"]:
+            if not isinstance(p.get("targetPort"), str):
+                yield f"Service {service['metadata']['name']}: its {p['name']} port targets no container port by name"
     for workload in workloads(docs):
         labels = workload["spec"]["template"]["metadata"]["labels"]
-        for container in workload["spec"]["template"]["spec"]["containers"]:
+        containers = workload["spec"]["template"]["spec"]["containers"]
+        named: dict[str, list[tuple[str, int]]] = {}
+        for container in containers:
+            for p in container.get("ports", []):
+                named.setdefault(p["name"], []).append((container["name"], p["containerPort"]))
+        for port_name, owners in named.items():
+            if len(owners) > 1:
+                yield f"{workload['metadata']['name']}: port name {port_name} is declared {len(owners)} times"
+        for container in containers:
             service = service_of(container)
             port = tcp_ports(env_of(container)["HERMES_MESH_TCP"]).get(service)
             if port != compose.get(service):
                 yield f"{service}: port {port}, not the compose file's {compose.get(service)}"
-            exposed = {
-                (p["name"], p["port"], p.get("targetPort"))
+            reached = {
+                (p["name"], p["port"], *named[p["targetPort"]][0])
                 for s in services
                 if _selects(s["spec"].get("selector", {}), labels)
                 for p in s["spec"]["ports"]
+                if len(named.get(p.get("targetPort"), [])) == 1
             }
-            for wanted in (("control", port, port), ("events", port and port + 1, port and port + 1)):
-                if wanted not in exposed:
-                    yield f"{service}: no Service exposes its {wanted[0]} port {wanted[1]}"
+            for kind, wanted in (("control", port), ("events", port and port + 1)):
+                if (kind, wanted, container["name"], wanted) not in reached:
+                    yield f"{service}: no Service reaches its {kind} port {wanted} by its container's port name"
 
 
 def test_every_manifest_is_valid_and_keeps_the_rules():
@@ -251,9 +294,7 @@ def _pdb_selects_nothing(docs: Docs) -> None:
 
 
 def _grace_too_short(docs: Docs) -> None:
-    _first(docs, "StatefulSet", "hermes-gateway-coder")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = (
-        30
-    )
+    _first(docs, "StatefulSet", "hermes-root")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 30
 
 
 def _keys_readable_by_all(docs: Docs) -> None:
@@ -269,6 +310,38 @@ def _events_port_dropped(docs: Docs) -> None:
     service["spec"]["ports"] = [p for p in service["spec"]["ports"] if p["name"] != "events"]
 
 
+def _a_second_install(docs: Docs) -> None:
+    """The coder gateway as it was: a StatefulSet of its own, with its own home claim."""
+    coder = copy.deepcopy(_first(docs, "StatefulSet", "hermes-root"))
+    coder["metadata"]["name"] = "hermes-gateway-coder"
+    pod = coder["spec"]["template"]["spec"]
+    pod["containers"] = [c for c in pod["containers"] if c["name"] == "gateway-coder"]
+    pod["volumes"] = [v for v in pod["volumes"] if v["name"] in ("keys-gateway-coder", "tmp")]
+    _containers(docs)[:] = [c for c in _containers(docs) if c["name"] != "gateway-coder"]
+    docs.append(coder)
+
+
+def _a_profiles_own_home(docs: Docs) -> None:
+    coder = next(c for c in _containers(docs) if c["name"] == "gateway-coder")
+    coder["volumeMounts"][0]["name"] = "tmp"
+
+
+def _port_by_number(docs: Docs) -> None:
+    _first(docs, "Service", "hermes-gateway-coder")["spec"]["ports"][0]["targetPort"] = 7422
+
+
+def _a_port_name_twice(docs: Docs) -> None:
+    coder = next(c for c in _containers(docs) if c["name"] == "gateway-coder")
+    coder["ports"][0]["name"] = "gw-ctl"
+
+
+def _pdb_holds_drains(docs: Docs) -> None:
+    _first(docs, "PodDisruptionBudget")["spec"] = {
+        "minAvailable": 1,
+        "selector": {"matchLabels": {"hermes-mesh/gateway": "true"}},
+    }
+
+
 BREAKAGES: dict[str, tuple[Callable[[Docs], None], str]] = {
     "runAsUser pinned": (_pin_uid, "hermes-root/auth-worker: pins runAsUser"),
     "no resources": (_no_resources, "hermes-root/handoff-retry: no cpu and memory requests"),
@@ -279,7 +352,12 @@ BREAKAGES: dict[str, tuple[Callable[[Docs], None], str]] = {
     "a grace shorter than the drain": (_grace_too_short, "does not leave 5 s of the pod's 30 s"),
     "keys readable by all": (_keys_readable_by_all, "hermes-root/auth-worker: its keys' defaultMode"),
     "no readiness probe": (_no_probe, "hermes-root/gateway: its readinessProbe is not"),
-    "no events port": (_events_port_dropped, "auth_worker: no Service exposes its events port 7431"),
+    "no events port": (_events_port_dropped, "auth_worker: no Service reaches its events port 7431"),
+    "a second install": (_a_second_install, "2 installs, not one: hermes-root/gateway, hermes-root/auth-worker"),
+    "a profile's own home": (_a_profiles_own_home, "hermes-root/gateway-coder on hermes-root's no claim"),
+    "a Service port by number": (_port_by_number, "Service hermes-gateway-coder: its control port targets no"),
+    "a port name twice": (_a_port_name_twice, "gateway@coder: no Service reaches its control port 7422"),
+    "a PDB holding drains": (_pdb_holds_drains, "hermes-gateways: holds every drain of its 1 pod(s)"),
 }
 
 
