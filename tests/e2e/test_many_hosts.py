@@ -34,20 +34,8 @@ SHOWN = 30.0
 
 @pytest.fixture
 def star():
-    why = netns.unavailable()
-    if why:
-        pytest.skip(why)
-    made = netns.Star()
-    try:
-        why = made.open()
-        if why:
-            pytest.skip(f"cannot make network namespaces here: {why}")
+    with netns.opened(netns.Star()) as made:
         yield made
-    finally:
-        left = made.stragglers()
-        made.close()
-        assert not netns.existing() & {made.home, made.a, made.b}, "network namespaces were left behind"
-    assert not left, f"processes were left running in the namespaces: {left}"
 
 
 def _host(root: Path, tcp: str, client: str) -> dict[str, str]:

@@ -141,20 +141,8 @@ GRANT_BOUND = 20.0
 
 @pytest.fixture
 def hosts():
-    why = netns.unavailable()
-    if why:
-        pytest.skip(why)
-    pair = netns.TwoHosts()
-    try:
-        why = pair.open()
-        if why:
-            pytest.skip(f"cannot make network namespaces here: {why}")
-        yield pair
-    finally:
-        left = pair.stragglers()
-        pair.close()
-        assert not netns.existing() & {pair.a, pair.b}, "network namespaces were left behind"
-    assert not left, f"processes were left running in the hosts: {left}"
+    with netns.opened(netns.TwoHosts()) as made:
+        yield made
 
 
 def _public(root: Path, *path: str) -> str:

@@ -10,11 +10,16 @@ cannot do it (not root, no ``ip``, namespaces refused), for a clean skip.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
 import signal
 import subprocess
+from collections.abc import Iterator
+from typing import TypeVar
+
+import pytest
 
 PREFIX = "hm-"
 NETNS_DIR = "/run/netns"
@@ -44,6 +49,10 @@ class _Namespaces:
         self.tag = secrets.token_hex(3)
         self.made: list[str] = []
         self._had_netns_dir = os.path.lexists(NETNS_DIR)
+
+    def open(self) -> str | None:
+        """Make the namespaces: None, or why they could not be made."""
+        raise NotImplementedError  # Not a HermesError: each kind of namespaces says how it is made
 
     def _make(self, names: set[str], steps: list[tuple[str, ...]]) -> str | None:
         clash = existing() & names
@@ -158,3 +167,26 @@ class Star(_Namespaces):
     def set_link(self, host: str, up: bool) -> None:
         """Cut or plug the cable between ``host`` and the home (its end of it)."""
         self._set(host, self._veths[host], up)
+
+
+N = TypeVar("N", bound=_Namespaces)
+
+
+@contextlib.contextmanager
+def opened(made: N) -> Iterator[N]:
+    """``made``, opened, for a test: skipped where namespaces cannot be made; on the way out
+    every namespace it made is deleted, and a namespace or a process left behind fails the test."""
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    try:
+        why = made.open()
+        if why:
+            pytest.skip(f"cannot make network namespaces here: {why}")
+        yield made
+    finally:
+        left = made.stragglers()
+        names = set(made.made)
+        made.close()
+        assert not existing() & names, "network namespaces were left behind"
+    assert not left, f"processes were left running in the namespaces: {left}"
