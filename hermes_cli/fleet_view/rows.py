@@ -26,11 +26,14 @@ LOCAL = mesh_hosts.LOCAL
 HEADERS = ("PROFILE", "HOST", "PID", "STATE", "HEALTH", "CODE", "TURNS", "LAST TURN", "RESTARTS/1h", "OWED")
 
 
-def blank(profile: str, host: str) -> dict[str, Any]:
-    """A gateway's row before anything was heard of it."""
+def blank(profile: str, host: str, *, own_install: bool = True) -> dict[str, Any]:
+    """A gateway's row before anything was heard of it: of this install (on this host or on TCP
+    elsewhere), or of another host's install (``shared.mesh_hosts``), whose code and debts are
+    its own and not judged against this install's."""
     return {
         "profile": profile,
         "host": host,
+        "own_install": own_install,
         "pid": None,
         "state": CONNECTING,
         "health": {"state": UNKNOWN, "why": "not asked yet"},
@@ -128,14 +131,20 @@ def judged(row: Mapping[str, Any], pid: int | None, health: Mapping[str, Any]) -
 
 
 def code(row: Mapping[str, Any], install_sha: str | None) -> str | None:
-    """Whether the row's process runs the code now on this install's disk."""
-    if row["code_sha"] is None or install_sha is None:
+    """Whether the row's process runs the code now on this install's disk; None for another
+    install's gateway, whose disk is not here."""
+    if row["code_sha"] is None or install_sha is None or not row["own_install"]:
         return None
     return CURRENT if row["code_sha"] == install_sha else STALE
 
 
+def _owed(row: Mapping[str, Any], owed: Mapping[str, Any]) -> Any:
+    """What this install owes the row's gateway: nothing to another install's."""
+    return owed.get(row["profile"]) if row["own_install"] else None
+
+
 def for_json(row: Mapping[str, Any], install_sha: str | None, owed: Mapping[str, Any]) -> dict[str, Any]:
-    return {**row, "code": code(row, install_sha), "owed": owed.get(row["profile"])}
+    return {**row, "code": code(row, install_sha), "owed": _owed(row, owed)}
 
 
 def _cell(value: object) -> str:
@@ -148,7 +157,7 @@ def cells(row: Mapping[str, Any], install_sha: str | None, owed: Mapping[str, An
     sha = row["code_sha"]
     verdict = code(row, install_sha)
     last = row["last_turn_seconds"]
-    debt = owed.get(row["profile"])
+    debt = _owed(row, owed)
     return (
         row["profile"],
         row["host"],

@@ -51,7 +51,9 @@ class Fleet:
             self._watch(rows.blank(profile, host), endpoint)
         # Every other host's gateways, each row under its host's name.
         for endpoint in mesh_hosts.gateway_endpoints(self.root).values():
-            self._watch(rows.blank(mesh_hosts.profile_of(endpoint.key_name), endpoint.host), endpoint)
+            self._watch(
+                rows.blank(mesh_hosts.profile_of(endpoint.key_name), endpoint.host, own_install=False), endpoint
+            )
 
     def _watch(self, row: dict[str, Any], endpoint: homes.Endpoint) -> None:
         self.discovered.report(row)

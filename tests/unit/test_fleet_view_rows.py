@@ -131,3 +131,16 @@ def test_a_gateway_here_that_does_not_answer_is_down_when_going_and_unresponsive
     assert rows.unanswered_here(running(), "connection_reset")["error"] is None
     silent = rows.unanswered_here(running(), "timeout")
     assert (silent["state"], silent["pid"], silent["error"]) == (rows.UNRESPONSIVE, 4242, {"code": "timeout"})
+
+
+def test_another_installs_gateway_is_judged_by_neither_this_installs_code_nor_its_debts():
+    sha = "a" * 40
+    owed = {"coder": {"state": "owed"}}
+    ours = {**running(), "code_sha": "b" * 40}
+    theirs = {**rows.answered(rows.blank("coder", "east", own_install=False), status()), "code_sha": "b" * 40}
+    assert rows.code(ours, sha) == rows.STALE
+    assert rows.for_json(ours, sha, owed)["owed"] == {"state": "owed"}
+    assert rows.code(theirs, sha) is None
+    assert rows.for_json(theirs, sha, owed)["owed"] is None
+    cells = rows.cells(theirs, sha, owed)
+    assert cells[5] == "bbbbbbbb" and cells[-1] == "-"
