@@ -226,8 +226,10 @@ def test_a_hook_from_the_coder_gateways_container_reaches_the_one_intake(mesh):
         "from shared import hooks; hooks.prepare(10_000); "
         "import sys; sys.exit(0 if hooks.report_activity('working') else 1)"
     )
-    mesh.exec("gateway-coder", "env", f"POHUNEK_SESSION_ID={SESSION}", "python", "-c", report)
+    sent = mesh.exec("gateway-coder", "env", f"POHUNEK_SESSION_ID={SESSION}", "python", "-c", report, check=False)
+    assert sent.returncode == 0, sent.stderr  # the coder container's client found the intake and sent
     wait_for(lambda: _hook_status(mesh)["received"] > before, timeout=UP_TIMEOUT, what="the report taken")
+    assert _hook_status(mesh)["received"] > before  # the root home's reporter took it
 
 
 def test_each_container_holds_its_own_secret_key_and_no_client_key(mesh):

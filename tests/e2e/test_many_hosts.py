@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import queue
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from shared.mesh_tcp import TCP_ENV
 from tests.support import netns
 from tests.support.cli import HERMES, hermes
-from tests.support.processes import ROOT, python_env, read_state, wait_for
+from tests.support.processes import ROOT, python_env, wait_for
 
 # Run with the host tiers, one at a time (tests/support/parallel.py): `ip netns add` mounts on the host.
 PORT = 7420
@@ -104,20 +103,8 @@ def test_one_home_lists_every_hosts_gateways_and_a_cut_host_offline(star, short_
     started: list[subprocess.Popen] = []
 
     def gateway(ns: str, profile_home: Path, env: dict[str, str]) -> int:
-        profile_home.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen(
-            [*star.exec(ns), sys.executable, "-m", "services.gateway"],
-            cwd=ROOT,
-            env={**env, "HERMES_HOME": str(profile_home)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc = star.start_gateway(ns, profile_home, env, timeout=START)
         started.append(proc)
-        wait_for(
-            lambda: (read_state(profile_home) or {}).get("gateway_state") == "running",
-            timeout=START,
-            what=f"the gateway of {profile_home}",
-        )
         return proc.pid
 
     def status(*extra: str) -> tuple[subprocess.CompletedProcess[str], float]:

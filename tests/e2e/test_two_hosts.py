@@ -167,24 +167,7 @@ def _keyed(hosts, short_dir: Path, **extra: str) -> tuple[Path, Path, dict[str, 
 
 def _gateway_on_a(hosts, host_a: Path, env_a: dict[str, str]) -> subprocess.Popen:
     """A gateway running on host A; the caller kills it."""
-    gateway = subprocess.Popen(
-        [*hosts.exec(hosts.a), sys.executable, "-m", "services.gateway"],
-        cwd=ROOT,
-        env=env_a,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for(
-            lambda: gateway.poll() is None and (read_state(host_a) or {}).get("gateway_state") == "running",
-            timeout=30,
-            what="the gateway on host A",
-        )
-    except BaseException:
-        gateway.kill()
-        gateway.wait(timeout=10)
-        raise
-    return gateway
+    return hosts.start_gateway(hosts.a, host_a, env_a)
 
 
 @pytest.fixture
@@ -444,16 +427,8 @@ def test_the_fleet_view_on_host_b_shows_host_as_gateways_beside_its_own_and_offl
     started: list[subprocess.Popen] = []
 
     def gateway(host: str, home: Path, env: dict[str, str]) -> subprocess.Popen:
-        home.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen(
-            [*hosts.exec(host), sys.executable, "-m", "services.gateway"],
-            cwd=ROOT,
-            env={**env, "HERMES_HOME": str(home)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc = hosts.start_gateway(host, home, env)
         started.append(proc)
-        wait_for(lambda: (read_state(home) or {}).get("gateway_state") == "running", timeout=30, what=f"{home}")
         return proc
 
     terminal = None

@@ -16,10 +16,14 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
+
+from tests.support.processes import ROOT, read_state, wait_for
 
 PREFIX = "hm-"
 NETNS_DIR = "/run/netns"
@@ -75,6 +79,29 @@ class _Namespaces:
     def exec(self, host: str) -> list[str]:
         """The argv prefix that runs a command in namespace ``host``."""
         return ["ip", "netns", "exec", host]
+
+    def start_gateway(self, host: str, home: Path, env: dict[str, str], timeout: float = 30.0) -> subprocess.Popen:
+        """A gateway of ``home`` started in namespace ``host``, once its state file says it
+        runs; killed if it does not within ``timeout``. The caller stops it."""
+        home.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen(
+            [*self.exec(host), sys.executable, "-m", "services.gateway"],
+            cwd=ROOT,
+            env={**env, "HERMES_HOME": str(home)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for(
+                lambda: proc.poll() is None and (read_state(home) or {}).get("gateway_state") == "running",
+                timeout=timeout,
+                what=f"the gateway of {home} in {host}",
+            )
+        except BaseException:
+            proc.kill()
+            proc.wait(timeout=10)
+            raise
+        return proc
 
     def stragglers(self) -> list[int]:
         """Every process still in any of them, killed: a test ends what it started there, and
