@@ -45,6 +45,7 @@ import contextlib
 import errno
 import os
 import re
+import shutil
 import stat
 import time
 from collections.abc import Iterable
@@ -595,7 +596,8 @@ def export_service(root: Path, name: str, to: Path, *, self_grants: Iterable[str
 
     ``to`` is an empty directory of ours (made if missing, then made private), never
     overwritten. The store is made in a staging directory inside it and its parts renamed into
-    place, ``server/`` last: a half-made store has no secret key, so no service starts on it.
+    place, ``server/`` last: a half-made store has no secret key, so no service starts on it,
+    and the next export clears what an export killed before that rename left and starts over.
     Returns what was written."""
     secret = server_secret(root, validate_name(name))
     service = name.partition("@")[0]
@@ -639,6 +641,7 @@ def _empty_private_dir(path: Path) -> None:
             raise CurveKeyUnsafe(
                 f"refusing to write keys into {path}: it is not a directory of ours", detail={"path": str(path)}
             ) from None
+        _clear_unfinished_export(path)
         if os.listdir(path):
             raise CurveStoreExists(
                 f"{path} is not empty: a key store is never overwritten (remove it to export again)",
@@ -647,6 +650,21 @@ def _empty_private_dir(path: Path) -> None:
     except OSError as exc:
         raise CurveKeyUnsafe(f"cannot create {path}: {exc.strerror or exc}", detail={"path": str(path)}) from None
     os.chmod(path, DIR_MODE)
+
+
+def _clear_unfinished_export(path: Path) -> None:
+    """Remove what an export killed before its last rename left in ``path``: its staging dir
+    and the parts renamed already, never a ``server/`` (a finished store is never touched),
+    and only real directories of ours (a planted link is left, and the export then refused)."""
+    entries = set(os.listdir(path))
+    if "server" in entries or not entries or not entries <= {_EXPORT_STAGING, "authorized", "servers"}:
+        return
+    for name in entries:
+        st = os.lstat(path / name)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            return
+    for name in entries:
+        shutil.rmtree(path / name)  # does not follow links inside: removes them as links
 
 
 def client_secret_for(root: Path, name: str) -> bytes:

@@ -5,6 +5,7 @@ grants on it, never the client key; written into an empty private directory, nev
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -95,3 +96,30 @@ def test_an_existing_store_is_never_overwritten_and_a_link_is_refused(root, tmp_
     with pytest.raises(curve_keys.CurveKeyMissing):
         curve_keys.export_service(root, "updater", tmp_path / "none")
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("renamed", [(), ("authorized",), ("authorized", "servers")])
+def test_an_export_killed_before_its_last_rename_is_cleared_and_done_again(root, tmp_path, renamed):
+    """A kill between any two of the export's renames: the next export starts over and makes
+    the whole store; a kill leaves no secret key where a service would start on it."""
+    whole = tmp_path / "whole"
+    curve_keys.export_service(root, "gateway", whole)
+    to = tmp_path / "store"
+    staging = to / ".export"
+    shutil.copytree(whole, staging)  # every part staged, and the kill came before server/ moved
+    for sub in renamed:
+        os.rename(staging / sub, to / sub)
+    assert not (to / "server").exists()
+    curve_keys.export_service(root, "gateway", to)
+    assert _files(to) == _files(whole)
+
+
+def test_what_a_killed_export_left_is_not_cleared_through_a_planted_link(root, tmp_path):
+    to = tmp_path / "store"
+    (to / ".export").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "keep").write_text("kept")
+    os.symlink(tmp_path / "elsewhere", to / "authorized")
+    with pytest.raises(curve_keys.CurveStoreExists):
+        curve_keys.export_service(root, "gateway", to)
+    assert (tmp_path / "elsewhere" / "keep").read_text() == "kept"
