@@ -97,18 +97,25 @@ def _mapping(parent: Any, key: str) -> Any:
 
 
 def cmd_forget(args) -> int:
-    """Forget a host's service (its key and port), or the whole host."""
+    """Forget a host's service (its key and port), or the whole host: the keys first, then the
+    config entry, so a forget killed between the two is finished by the same forget again."""
     root = homes.root_home()
-    name = mesh_hosts.host(root, args.host).name
-    forgotten = curve_keys.forget_host_key(root, name, args.service)
+    host = mesh_hosts.host(root, args.host)
+    name, service = host.name, args.service
+    if service is not None and service not in host.services and service not in curve_keys.host_keys(root, name):
+        raise curve_keys.CurveKeyUnknown(
+            f"host {name!r} names no service {service!r}", detail={"host": name, "name": service}
+        )
+    forgotten = curve_keys.forget_host_key(root, name, service)
     path = config.config_path(root)
     with files.locked(path):
         doc = config.load_document(root)
-        entry = doc.data["mesh"]["hosts"]  # there: mesh_hosts.host read it a moment ago
-        if args.service is None:
-            del entry[name]
-        else:
-            entry[name].get("services", {}).pop(args.service, None)
+        hosts = (doc.data.get("mesh") or {}).get("hosts") or {}
+        entry = hosts.get(name)  # gone already if another forget ran meanwhile
+        if entry is not None and service is None:
+            del hosts[name]
+        elif entry is not None:
+            (entry.get("services") or {}).pop(service, None)
         config.save_document(root, doc)
 
     def text(d: dict[str, Any]) -> str:

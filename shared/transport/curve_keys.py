@@ -521,16 +521,18 @@ def add_host_keys(root: Path, host: str, keys: dict[str, bytes]) -> list[str]:
 
 
 def forget_host_key(root: Path, host: str, name: str | None = None) -> list[str]:
-    """Stop trusting ``host``'s service ``name``, or every service of ``host``; what was forgotten."""
-    directory = _host_dir(root, host)[0]
+    """Stop trusting ``host``'s service ``name``, or every service of ``host``; what was
+    forgotten. A key already gone is forgotten already: a forget killed midway is run again."""
+    try:
+        directory = _host_dir(root, host)[0]
+    except CurveKeyMissing:
+        return []
     names = [validate_name(name)] if name is not None else sorted(host_keys(root, host))
     forgotten = []
     for service in names:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / f"{service}.key")
             forgotten.append(service)
-    if name is not None and not forgotten:
-        raise CurveKeyUnknown(f"host {host!r} has no key for {name!r}", detail={"host": host, "name": name})
     return forgotten
 
 
